@@ -1,1 +1,44 @@
-fn main() {}
+//! `selcoord`: simulate, explain and demo the selection coordinator.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod explain;
+mod simulate;
+
+/// Choose which backend gets the next unit of work: simulate policies, explain a draw, or run
+/// the live demo with Prometheus metrics.
+#[derive(Debug, Parser)]
+#[command(name = "selcoord", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a scenario in virtual time with several policies side by side.
+    Simulate(simulate::Args),
+    /// Show what a draw would do for a set of candidates under a config.
+    Explain(explain::Args),
+    /// Run the coordinator live (real actors, real time) with a metrics endpoint.
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Simulate(args) => simulate::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("selcoord: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Weighted draws: an incrementally maintained sum tree for "eligible = all", a linear pick for
+//! explicit subsets, and the deterministic argmax.
+//!
+//! The sum tree is the classic complete binary tree over leaf weights (as in a Fenwick tree, but
+//! with explicit internal nodes so a sample is a single root-to-leaf descent): updating one leaf
+//! and sampling are both O(log n). Internal nodes are recomputed from their children rather than
+//! adjusted by deltas, so floating-point error never accumulates over millions of updates.
+
+/// A complete binary sum tree over `f64` leaf weights.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SumTree {
+    /// Number of leaves the tree can hold (a power of two, or 0).
+    width: usize,
+    /// `nodes[1]` is the root; leaf `i` lives at `nodes[width + i]`. `nodes[0]` is unused.
+    nodes: Vec<f64>,
+}
+
+impl SumTree {
+    /// The sum of all leaves.
+    #[inline]
+    pub(crate) fn total(&self) -> f64 {
+        if self.width == 0 {
+            0.0
+        } else {
+            self.nodes[1]
+        }
+    }
+
+    /// The weight of leaf `i` (0 for leaves beyond the current width).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> f64 {
+        if i < self.width {
+            self.nodes[self.width + i]
+        } else {
+            0.0
+        }
+    }
+
+    /// Makes room for at least `len` leaves, keeping existing weights.
+    pub(crate) fn reserve_leaves(&mut self, len: usize) {
+        if len <= self.width {
+            return;
+        }
+        let new_width = len.next_power_of_two().max(4);
+        let mut nodes = vec![0.0; 2 * new_width];
+        if self.width > 0 {
+            nodes[new_width..new_width + self.width]
+                .copy_from_slice(&self.nodes[self.width..2 * self.width]);
+        }
+        self.width = new_width;
+        self.nodes = nodes;
+        self.rebuild();
+    }
+
+    /// Sets leaf `i` to `w` and repairs the path to the root. O(log n).
+    #[inline]
+    pub(crate) fn set(&mut self, i: usize, w: f64) {
+        debug_assert!(
+            w.is_finite() && w >= 0.0,
+            "leaf weight must be finite and >= 0"
+        );
+        if i >= self.width {
+            self.reserve_leaves(i + 1);
+        }
+        let mut n = self.width + i;
+        if self.nodes[n] == w {
+            return;
+        }
+        self.nodes[n] = w;
+        while n > 1 {
+            n >>= 1;
+            self.nodes[n] = self.nodes[2 * n] + self.nodes[2 * n + 1];
+        }
+    }
+
+    /// Sets a leaf without repairing its ancestors; call [`SumTree::rebuild`] afterwards.
+    #[inline]
+    pub(crate) fn set_deferred(&mut self, i: usize, w: f64) {
+        if i >= self.width {
+            self.reserve_leaves(i + 1);
+        }
+        self.nodes[self.width + i] = w;
+    }
+
+    /// Recomputes every internal node from the leaves. O(n).
+    pub(crate) fn rebuild(&mut self) {
+        for n in (1..self.width).rev() {
+            self.nodes[n] = self.nodes[2 * n] + self.nodes[2 * n + 1];
+        }
+    }
+
+    /// Finds the leaf whose cumulative range contains `u`, for `u` in `[0, total)`.
+    ///
+    /// Returns `None` only when the tree is empty (total 0). Rounding at range edges can never
+    /// select a zero-weight leaf: the descent only enters subtrees with positive mass.
+    pub(crate) fn sample(&self, mut u: f64) -> Option<usize> {
+        if self.width == 0 || self.nodes[1] <= 0.0 {
+            return None;
+        }
+        let mut n = 1;
+        while n < self.width {
+            let left = self.nodes[2 * n];
+            let right = self.nodes[2 * n + 1];
+            if (u < left && left > 0.0) || right <= 0.0 {
+                n *= 2;
+            } else {
+                u -= left;
+                n = 2 * n + 1;
+            }
+        }
+        Some(n - self.width)
+    }
+}
+
+/// Picks an index with probability proportional to `weights[i]`, given a uniform `u` in `[0, 1)`.
+///
+/// O(k). Returns `None` when every weight is zero. Zero-weight entries are never chosen, even
+/// when rounding pushes the running sum past the total.
+pub(crate) fn pick_linear(weights: &[f64], u: f64) -> Option<usize> {
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let mut target = u * total;
+    let mut last_positive = None;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            if target < w {
+                return Some(i);
+            }
+            target -= w;
+            last_positive = Some(i);
+        }
+    }
+    last_positive
+}
+
+/// The index of the largest value; ties go to the smallest `order` key (the candidate that was
+/// added first). Returns `None` for an empty slice.
+pub(crate) fn argmax_by_order(values: &[f64], order: &[u64]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for i in 0..values.len() {
+        best = match best {
+            None => Some(i),
+            Some(b) if values[i] > values[b] || (values[i] == values[b] && order[i] < order[b]) => {
+                Some(i)
+            }
+            keep => keep,
+        };
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sample_respects_boundaries() {
+        let mut t = SumTree::default();
+        t.set(0, 1.0);
+        t.set(1, 0.0);
+        t.set(2, 3.0);
+        assert_eq!(t.total(), 4.0);
+        assert_eq!(t.sample(0.0), Some(0));
+        assert_eq!(t.sample(0.999), Some(0));
+        assert_eq!(t.sample(1.0), Some(2));
+        assert_eq!(t.sample(3.999), Some(2));
+        // Past the end by rounding: still a positive leaf.
+        assert_eq!(t.sample(4.5), Some(2));
+    }
+
+    #[test]
+    fn empty_tree_samples_nothing() {
+        let t = SumTree::default();
+        assert_eq!(t.sample(0.0), None);
+        let mut t = SumTree::default();
+        t.set(5, 0.0);
+        assert_eq!(t.sample(0.0), None);
+    }
+
+    #[test]
+    fn argmax_ties_go_to_oldest() {
+        assert_eq!(argmax_by_order(&[1.0, 3.0, 3.0], &[0, 7, 2]), Some(2));
+        assert_eq!(argmax_by_order(&[], &[]), None);
+    }
+
+    proptest! {
+        #[test]
+        fn tree_total_matches_sum(ws in proptest::collection::vec(0.0f64..100.0, 1..200), updates in proptest::collection::vec((0usize..200, 0.0f64..100.0), 0..100)) {
+            let mut t = SumTree::default();
+            let mut plain = vec![0.0; 200];
+            for (i, w) in ws.iter().enumerate() { t.set(i, *w); plain[i] = *w; }
+            for (i, w) in updates { t.set(i, w); plain[i] = w; }
+            let sum: f64 = plain.iter().sum();
+            prop_assert!((t.total() - sum).abs() <= 1e-9 * sum.max(1.0));
+            for u in [0.0, 0.25, 0.5, 0.75, 0.999_999] {
+                if let Some(i) = t.sample(u * t.total()) {
+                    prop_assert!(plain[i] > 0.0);
+                }
+            }
+        }
+
+        #[test]
+        fn linear_pick_never_picks_zero(ws in proptest::collection::vec(prop_oneof![Just(0.0), 0.0f64..10.0], 1..50), u in 0.0f64..1.0) {
+            if let Some(i) = pick_linear(&ws, u) { prop_assert!(ws[i] > 0.0); }
+        }
+    }
+}

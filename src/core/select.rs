@@ -1,0 +1,599 @@
+//! Candidate slots, the channel sum trees, and the draw itself (fast tree path and the
+//! evaluated path used for subsets, fallbacks, deterministic mode and decision records).
+
+use rand::Rng;
+
+use super::draw::{argmax_by_order, pick_linear, SumTree};
+use super::{CandidateInfo, Core, Key};
+use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
+use crate::score::{ChannelKind, Components, ScoreContext, Stats};
+
+/// One candidate's state inside the core.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub(crate) info: CandidateInfo,
+    pub(crate) stats: Stats,
+    pub(crate) comps: Components,
+    pub(crate) tags: f64,
+    pub(crate) in_flight: u32,
+    pub(crate) gen: u32,
+    pub(crate) added_seq: u64,
+    /// Added and not removed.
+    pub(crate) live: bool,
+    /// Live and allowed by the strict price limit: may ever be granted.
+    pub(crate) usable: bool,
+    /// Usable and below its in-flight limit.
+    pub(crate) available: bool,
+    pub(crate) perf_ok: bool,
+    pub(crate) price_ok: bool,
+    pub(crate) ejected: bool,
+    /// Has positive leaves in the trees (available and passing every filter).
+    pub(crate) in_tree: bool,
+}
+
+/// Scratch space for an evaluated draw, reused across decisions.
+#[derive(Debug, Default)]
+pub(crate) struct Evaluation {
+    pub(crate) keys: Vec<u32>,
+    pub(crate) probs: Vec<f64>,
+    values: Vec<f64>,
+    totals: Vec<f64>,
+    pub(crate) filters: Vec<FilterNote>,
+    pub(crate) fallbacks: Vec<Fallback>,
+}
+
+impl Evaluation {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.probs.clear();
+        self.values.clear();
+        self.totals.clear();
+        self.filters.clear();
+        self.fallbacks.clear();
+    }
+}
+
+/// What a request may draw from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DrawSet<'a> {
+    pub(crate) eligible: Option<&'a [Key]>,
+    pub(crate) exclude: &'a [Key],
+    pub(crate) caps: &'a [String],
+}
+
+impl DrawSet<'_> {
+    pub(crate) const ALL: DrawSet<'static> = DrawSet {
+        eligible: None,
+        exclude: &[],
+        caps: &[],
+    };
+}
+
+/// The result of a draw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Drawn {
+    pub(crate) idx: u32,
+    pub(crate) probability: f64,
+    pub(crate) reason: DecisionReason,
+    pub(crate) roll: Option<f64>,
+}
+
+impl Core {
+    pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
+        slot.info.max_in_flight.unwrap_or(self.limits.per_candidate)
+    }
+
+    pub(crate) fn key_valid(&self, k: Key) -> bool {
+        self.slots
+            .get(k.idx as usize)
+            .is_some_and(|s| s.gen == k.gen && s.live)
+    }
+
+    fn excluded(exclude: &[Key], idx: u32, gen: u32) -> bool {
+        exclude.iter().any(|k| k.idx == idx && k.gen == gen)
+    }
+
+    fn caps_ok(slot: &Slot, caps: &[String]) -> bool {
+        caps.iter()
+            .all(|c| slot.info.capabilities.iter().any(|x| x == c))
+    }
+
+    fn score_context(&self, slot: &Slot) -> ScoreContext {
+        ScoreContext {
+            overall: self.overall,
+            now_s: self.now_s,
+            bucket: self.bucket(),
+            stake_total: self.stake_total,
+            in_flight: slot.in_flight,
+            limit: self.limit_of(slot),
+        }
+    }
+
+    pub(crate) fn bucket(&self) -> u64 {
+        (self.now_s / self.model.config().window.bucket_s) as u64
+    }
+
+    /// Recomputes static filter flags after the info or the config changed.
+    pub(crate) fn refresh_static(&mut self, idx: usize) {
+        let cfg = self.model.config();
+        let slot = &self.slots[idx];
+        let perf_ok = match (&cfg.perf.region, cfg.perf.min_score) {
+            (Some(region), Some(min)) => {
+                slot.info.perf_scores.get(region).is_some_and(|s| *s >= min)
+            }
+            (None, Some(min)) => slot.info.perf_scores.values().any(|s| *s >= min),
+            _ => true,
+        };
+        let price_ok = cfg.price.max.is_none_or(|m| slot.info.price <= m);
+        let strict = !cfg.price.ignore_max_if_none_pass;
+        let tags = self.model.tag_component(&slot.info);
+        let slot = &mut self.slots[idx];
+        slot.perf_ok = perf_ok;
+        slot.price_ok = price_ok;
+        slot.tags = tags;
+        let usable = slot.live && (!strict || price_ok);
+        if usable != slot.usable {
+            slot.usable = usable;
+            if usable {
+                self.usable_count += 1;
+            } else {
+                self.usable_count -= 1;
+            }
+        }
+    }
+
+    /// Recomputes one candidate's availability, components and tree leaves. O(C log n).
+    pub(crate) fn refresh_leaf(&mut self, idx: usize) {
+        self.refresh_leaf_inner(idx, false);
+    }
+
+    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool) {
+        let now_s = self.now_s;
+        let slot = &self.slots[idx];
+        let limit = self.limit_of(slot);
+        let available = slot.usable && slot.in_flight < limit;
+        let ejected = slot.live && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
+        let comps = if slot.live {
+            self.model.components(
+                &slot.info,
+                slot.tags,
+                &slot.stats,
+                &self.score_context(slot),
+            )
+        } else {
+            Components::default()
+        };
+        let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
+        let slot = &mut self.slots[idx];
+        slot.comps = comps;
+        if available != slot.available {
+            slot.available = available;
+            if available {
+                self.avail += 1;
+            } else {
+                self.avail -= 1;
+            }
+        }
+        if ejected != slot.ejected {
+            slot.ejected = ejected;
+            if ejected {
+                self.ejected_count += 1;
+            } else {
+                self.ejected_count -= 1;
+            }
+        }
+        if in_tree != slot.in_tree {
+            slot.in_tree = in_tree;
+            if in_tree {
+                self.avail_pass += 1;
+            } else {
+                self.avail_pass -= 1;
+            }
+        }
+        let uniform = self.model.uniform_channel();
+        for (c, ch) in self.model.channels().iter().enumerate() {
+            let v = if !in_tree {
+                0.0
+            } else if c == uniform {
+                1.0
+            } else {
+                let slot = &self.slots[idx];
+                self.model.channel_value(ch.kind, &slot.comps, &slot.info)
+            };
+            if deferred {
+                self.trees[c].set_deferred(idx, v);
+            } else {
+                self.trees[c].set(idx, v);
+            }
+        }
+    }
+
+    /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
+    /// all-candidate averages move, ejections end. O(n).
+    pub(crate) fn refresh_all(&mut self) {
+        let n = self.slots.len();
+        for tree in &mut self.trees {
+            tree.reserve_leaves(n);
+        }
+        for idx in 0..n {
+            self.refresh_leaf_inner(idx, true);
+        }
+        for tree in &mut self.trees {
+            tree.rebuild();
+        }
+        self.dirty = false;
+        self.next_refresh_s = self.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+    }
+
+    /// Rebuilds the trees after the channel layout changed (a new config).
+    pub(crate) fn rebuild_trees(&mut self) {
+        self.trees = vec![SumTree::default(); self.model.channels().len()];
+        for slot in &mut self.slots {
+            slot.in_tree = false;
+        }
+        self.avail_pass = 0;
+        for idx in 0..self.slots.len() {
+            self.refresh_static(idx);
+        }
+        self.refresh_all();
+    }
+
+    /// Whether a request could be granted now: some candidate in its set has capacity.
+    pub(crate) fn servable(&self, set: DrawSet<'_>) -> bool {
+        if self.avail == 0 {
+            return false;
+        }
+        match set.eligible {
+            Some(keys) => keys.iter().any(|k| {
+                let s = &self.slots[k.idx as usize];
+                s.gen == k.gen
+                    && s.available
+                    && !Self::excluded(set.exclude, k.idx, k.gen)
+                    && Self::caps_ok(s, set.caps)
+            }),
+            None if set.caps.is_empty() => {
+                let excluded_available = set
+                    .exclude
+                    .iter()
+                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].available)
+                    .count();
+                self.avail > excluded_available
+            }
+            None => self.slots.iter().enumerate().any(|(i, s)| {
+                s.available
+                    && !Self::excluded(set.exclude, i as u32, s.gen)
+                    && Self::caps_ok(s, set.caps)
+            }),
+        }
+    }
+
+    /// Whether any candidate the request may use exists at all, with capacity or not.
+    pub(crate) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
+        match set.eligible {
+            Some(keys) => keys.iter().any(|k| {
+                let s = &self.slots[k.idx as usize];
+                s.gen == k.gen
+                    && s.usable
+                    && !Self::excluded(set.exclude, k.idx, k.gen)
+                    && Self::caps_ok(s, set.caps)
+            }),
+            None if set.caps.is_empty() => {
+                let excluded_usable = set
+                    .exclude
+                    .iter()
+                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].usable)
+                    .count();
+                self.usable_count > excluded_usable
+            }
+            None => self.slots.iter().enumerate().any(|(i, s)| {
+                s.usable
+                    && !Self::excluded(set.exclude, i as u32, s.gen)
+                    && Self::caps_ok(s, set.caps)
+            }),
+        }
+    }
+
+    /// Whether the O(log n) tree draw applies to this set.
+    fn tree_applies(&self, set: DrawSet<'_>) -> bool {
+        if set.eligible.is_some() || !set.caps.is_empty() || self.model.config().deterministic {
+            return false;
+        }
+        let excluded_in_tree = set
+            .exclude
+            .iter()
+            .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].in_tree)
+            .count();
+        self.avail_pass > excluded_in_tree
+    }
+
+    /// Probability of leaf `idx` in the current trees.
+    fn leaf_probability(&self, idx: usize) -> f64 {
+        let uniform = self.model.uniform_channel();
+        let n = self.trees[uniform].total();
+        if n <= 0.0 {
+            return 0.0;
+        }
+        let mut p = 0.0;
+        let mut empty = 0.0;
+        for (c, ch) in self.model.channels().iter().enumerate() {
+            if c == uniform {
+                p += ch.mass / n;
+                continue;
+            }
+            let t = self.trees[c].total();
+            if t > 0.0 {
+                p += ch.mass * self.trees[c].get(idx) / t;
+            } else {
+                empty += ch.mass;
+            }
+        }
+        p + empty / n
+    }
+
+    /// Draws from the trees, with the excluded candidates' leaves zeroed for the draw.
+    fn tree_draw<R: Rng + ?Sized>(&mut self, exclude: &[Key], rng: &mut R) -> Option<Drawn> {
+        let mut saved = std::mem::take(&mut self.saved_leaves);
+        saved.clear();
+        for k in exclude {
+            if self.key_valid(*k) && self.slots[k.idx as usize].in_tree {
+                for (c, tree) in self.trees.iter_mut().enumerate() {
+                    saved.push((k.idx as usize, c, tree.get(k.idx as usize)));
+                    tree.set(k.idx as usize, 0.0);
+                }
+            }
+        }
+        let uniform = self.model.uniform_channel();
+        let n = self.trees[uniform].total();
+        let result = if n > 0.0 {
+            let u: f64 = rng.gen();
+            let mut acc = 0.0;
+            let mut chosen = uniform;
+            for (c, ch) in self.model.channels().iter().enumerate() {
+                acc += ch.mass;
+                if u < acc && ch.mass > 0.0 {
+                    chosen = c;
+                    break;
+                }
+            }
+            let tree = if self.trees[chosen].total() > 0.0 {
+                chosen
+            } else {
+                uniform
+            };
+            let u2: f64 = rng.gen();
+            self.trees[tree]
+                .sample(u2 * self.trees[tree].total())
+                .map(|idx| Drawn {
+                    idx: idx as u32,
+                    probability: self.leaf_probability(idx),
+                    reason: if n == 1.0 {
+                        DecisionReason::OnlyChoice
+                    } else {
+                        DecisionReason::Draw
+                    },
+                    roll: Some(u),
+                })
+        } else {
+            None
+        };
+        for &(idx, c, v) in saved.iter().rev() {
+            self.trees[c].set(idx, v);
+        }
+        self.saved_leaves = saved;
+        result
+    }
+
+    /// Computes the drawn set with every filter and fallback, and each candidate's probability.
+    /// O(k) for a subset, O(n) for all. Fills `ev`; `detail` also records filter notes.
+    pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: bool) {
+        ev.clear();
+        let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
+            if s.available && !Self::excluded(set.exclude, i, s.gen) && Self::caps_ok(s, set.caps) {
+                ev.keys.push(i);
+            }
+        };
+        match set.eligible {
+            Some(keys) => {
+                for k in keys {
+                    let s = &self.slots[k.idx as usize];
+                    if s.gen == k.gen {
+                        push(ev, k.idx, s);
+                    }
+                }
+            }
+            None => {
+                for (i, s) in self.slots.iter().enumerate() {
+                    push(ev, i as u32, s);
+                }
+            }
+        }
+        if ev.keys.is_empty() {
+            return;
+        }
+        let cfg = self.model.config();
+        if cfg.perf.min_score.is_some() {
+            let why = format!(
+                "perf score{} below {}",
+                cfg.perf
+                    .region
+                    .as_ref()
+                    .map(|r| format!(" in {r}"))
+                    .unwrap_or_default(),
+                cfg.perf.min_score.unwrap_or_default()
+            );
+            self.apply_filter(
+                ev,
+                detail,
+                "perf",
+                why,
+                "none passed: all candidates kept",
+                |s| s.perf_ok,
+            );
+        }
+        if cfg.price.max.is_some() {
+            let why = format!("price above {}", cfg.price.max.unwrap_or_default());
+            self.apply_filter(
+                ev,
+                detail,
+                "price",
+                why,
+                "none under the maximum price: limit ignored",
+                |s| s.price_ok,
+            );
+        }
+        if cfg.ejection.enabled {
+            self.apply_filter(
+                ev,
+                detail,
+                "ejection",
+                "ejected after consecutive failures".into(),
+                "all ejected: ejection ignored",
+                |s| !s.ejected,
+            );
+        }
+        // Channel values and totals over the drawn set.
+        let channels = self.model.channels();
+        let uniform = self.model.uniform_channel();
+        let nc = channels.len();
+        ev.totals.resize(nc, 0.0);
+        for &i in &ev.keys {
+            let s = &self.slots[i as usize];
+            for (c, ch) in channels.iter().enumerate() {
+                let v = if c == uniform {
+                    1.0
+                } else {
+                    self.model.channel_value(ch.kind, &s.comps, &s.info)
+                };
+                ev.values.push(v);
+                ev.totals[c] += v;
+            }
+        }
+        let n = ev.keys.len() as f64;
+        let mut empty = 0.0;
+        for (c, ch) in channels.iter().enumerate() {
+            if c != uniform && ev.totals[c] <= 0.0 {
+                empty += ch.mass;
+            }
+        }
+        for j in 0..ev.keys.len() {
+            let mut p = empty / n;
+            for (c, ch) in channels.iter().enumerate() {
+                if c == uniform {
+                    p += ch.mass / n;
+                } else if ev.totals[c] > 0.0 {
+                    p += ch.mass * ev.values[j * nc + c] / ev.totals[c];
+                }
+            }
+            ev.probs.push(p);
+        }
+    }
+
+    fn apply_filter(
+        &self,
+        ev: &mut Evaluation,
+        detail: bool,
+        name: &str,
+        why: String,
+        fallback: &str,
+        pass: impl Fn(&Slot) -> bool,
+    ) {
+        let passing = ev
+            .keys
+            .iter()
+            .filter(|&&i| pass(&self.slots[i as usize]))
+            .count();
+        if passing == ev.keys.len() {
+            return;
+        }
+        if passing == 0 {
+            ev.fallbacks.push(Fallback {
+                filter: name.to_string(),
+                action: fallback.to_string(),
+            });
+            return;
+        }
+        if detail {
+            let removed = ev
+                .keys
+                .iter()
+                .filter(|&&i| !pass(&self.slots[i as usize]))
+                .map(|&i| self.slots[i as usize].info.id.clone())
+                .collect();
+            ev.filters.push(FilterNote {
+                filter: name.to_string(),
+                removed,
+                why,
+            });
+        }
+        ev.keys.retain(|&i| pass(&self.slots[i as usize]));
+    }
+
+    /// Builds the considered-candidate list of a filled evaluation.
+    pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
+        let nc = self.model.channels().len();
+        let sum_mode = matches!(self.model.channels()[0].kind, ChannelKind::SumScore);
+        ev.keys
+            .iter()
+            .zip(&ev.probs)
+            .enumerate()
+            .map(|(j, (&i, &p))| {
+                let s = &self.slots[i as usize];
+                let score = self.model.score(&s.comps);
+                let weight = if sum_mode { ev.values[j * nc] } else { p };
+                ConsideredCandidate {
+                    id: s.info.id.clone(),
+                    components: s.comps,
+                    score,
+                    weight,
+                    probability: p,
+                }
+            })
+            .collect()
+    }
+
+    /// Makes one decision for `set`: the tree when it applies, else an evaluated draw.
+    /// Fills `self.eval` with the evaluation when `record` is set (or when it was needed).
+    pub(crate) fn draw<R: Rng + ?Sized>(
+        &mut self,
+        set: DrawSet<'_>,
+        rng: &mut R,
+        record: bool,
+    ) -> Option<(Drawn, bool)> {
+        if !record && self.tree_applies(set) {
+            return self.tree_draw(set.exclude, rng).map(|d| (d, false));
+        }
+        let mut ev = std::mem::take(&mut self.eval);
+        self.evaluate(set, &mut ev, record);
+        let drawn = if ev.keys.is_empty() {
+            None
+        } else if self.model.config().deterministic {
+            let order: Vec<u64> = ev
+                .keys
+                .iter()
+                .map(|&i| self.slots[i as usize].added_seq)
+                .collect();
+            argmax_by_order(&ev.probs, &order).map(|j| Drawn {
+                idx: ev.keys[j],
+                probability: ev.probs[j],
+                reason: DecisionReason::Deterministic,
+                roll: None,
+            })
+        } else {
+            let u: f64 = rng.gen();
+            pick_linear(&ev.probs, u).map(|j| Drawn {
+                idx: ev.keys[j],
+                probability: ev.probs[j],
+                reason: if !ev.fallbacks.is_empty() {
+                    DecisionReason::Fallback
+                } else if ev.keys.len() == 1 {
+                    DecisionReason::OnlyChoice
+                } else {
+                    DecisionReason::Draw
+                },
+                roll: Some(u),
+            })
+        };
+        self.eval = ev;
+        drawn.map(|d| (d, true))
+    }
+}

@@ -1,0 +1,106 @@
+//! Decision records: why each candidate won.
+//!
+//! A record is built only when someone asks (see [`crate::core::Core::set_record_rate`]); the
+//! hot path pays nothing otherwise.
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::{AttemptId, CandidateId, RequestId};
+use crate::score::Components;
+
+/// How a decision was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionReason {
+    /// A weighted draw among several candidates.
+    Draw,
+    /// Only one candidate could take the attempt.
+    OnlyChoice,
+    /// Deterministic mode: the most probable candidate.
+    Deterministic,
+    /// A filter let nothing through and its fallback was taken before the draw.
+    Fallback,
+}
+
+impl DecisionReason {
+    /// A short stable label, used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionReason::Draw => "draw",
+            DecisionReason::OnlyChoice => "only_choice",
+            DecisionReason::Deterministic => "deterministic",
+            DecisionReason::Fallback => "fallback",
+        }
+    }
+
+    /// Every reason.
+    pub const ALL: [DecisionReason; 4] = [
+        DecisionReason::Draw,
+        DecisionReason::OnlyChoice,
+        DecisionReason::Deterministic,
+        DecisionReason::Fallback,
+    ];
+}
+
+/// One candidate as the draw saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConsideredCandidate {
+    /// The candidate.
+    pub id: CandidateId,
+    /// Its components, each in [0, 1].
+    pub components: Components,
+    /// The weighted sum of components.
+    pub score: f64,
+    /// Its weight in the draw (sum mode: score ^ exponent).
+    pub weight: f64,
+    /// Its probability of winning this draw.
+    pub probability: f64,
+}
+
+/// What one filter removed, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilterNote {
+    /// `perf`, `price` or `ejection`.
+    pub filter: String,
+    /// The candidates it removed.
+    pub removed: Vec<CandidateId>,
+    /// Why, e.g. `perf score in FRA below 0.8`.
+    pub why: String,
+}
+
+/// A filter whose panic fallback was taken: it would have removed everything, so it was ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fallback {
+    /// The filter.
+    pub filter: String,
+    /// What happened instead.
+    pub action: String,
+}
+
+/// Everything about one decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// Seconds since the coordinator's epoch.
+    pub time_s: f64,
+    /// The request served.
+    pub request: RequestId,
+    /// The attempt granted (absent in a dry run such as `selcoord explain`).
+    pub attempt: Option<AttemptId>,
+    /// How the winner was chosen.
+    pub reason: DecisionReason,
+    /// Every candidate in the drawn set.
+    pub candidates: Vec<ConsideredCandidate>,
+    /// What each filter removed.
+    pub filters: Vec<FilterNote>,
+    /// Fallbacks taken.
+    pub fallbacks: Vec<Fallback>,
+    /// The uniform roll in [0, 1) (absent in deterministic mode).
+    pub roll: Option<f64>,
+    /// The winner.
+    pub winner: Option<CandidateId>,
+    /// The winner's probability.
+    pub winner_probability: f64,
+    /// The arm (policy variant) that made the decision, when arms are configured.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub arm: Option<String>,
+}

@@ -1,0 +1,112 @@
+//! Errors: what went wrong and what to fix.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::{AttemptId, CandidateId, RequestId};
+use crate::score::ConfigError;
+
+/// An error from the coordinator's API: bad input or a reference to something that is gone.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The candidate id is not known (never added, or removed).
+    #[error("unknown candidate `{0}`")]
+    UnknownCandidate(CandidateId),
+    /// A candidate with this id exists already; use `update_candidate` to change it.
+    #[error("candidate `{0}` already exists; update it instead of adding it again")]
+    DuplicateCandidate(CandidateId),
+    /// A field of a candidate's static info is unusable.
+    #[error("candidate `{id}`: field `{field}` {problem}")]
+    InvalidCandidate {
+        /// The candidate.
+        id: CandidateId,
+        /// The field path, e.g. `perf_scores.FRA`.
+        field: String,
+        /// What is wrong, e.g. `is NaN`.
+        problem: String,
+    },
+    /// A number in an outcome is unusable (NaN, infinite or negative).
+    #[error("outcome field `{field}` = {value} {problem}")]
+    InvalidOutcome {
+        /// The field, e.g. `connect_ms`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The attempt is unknown: already done, taken back, or never granted.
+    #[error("unknown attempt {0} (already done, reclaimed, or never granted)")]
+    UnknownAttempt(AttemptId),
+    /// A second outcome for the same attempt; only the first counts.
+    #[error("attempt {0} already reported an outcome; only the first counts")]
+    DuplicateOutcome(AttemptId),
+    /// The request is unknown: finished, rejected, or never made.
+    #[error("unknown request {0} (finished, rejected, or never made)")]
+    UnknownRequest(RequestId),
+    /// The request itself is malformed.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// A limit is malformed.
+    #[error("invalid limits: {0}")]
+    InvalidLimits(String),
+    /// The scoring config is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Why a request was answered without a grant. Every waiting request ends either granted or
+/// rejected with one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Its deadline passed before a slot was free.
+    DeadlinePassed,
+    /// The waiting queue was full (`max_waiting`).
+    QueueFull,
+    /// No candidate it may use exists (none eligible, all tried, or all removed).
+    NoEligibleCandidate,
+    /// The caller cancelled it.
+    Cancelled,
+    /// The coordinator restarted while it waited; ask again.
+    CoordinatorRestarted,
+}
+
+impl Rejection {
+    /// A short stable label, used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::DeadlinePassed => "deadline_passed",
+            Rejection::QueueFull => "queue_full",
+            Rejection::NoEligibleCandidate => "no_eligible_candidate",
+            Rejection::Cancelled => "cancelled",
+            Rejection::CoordinatorRestarted => "coordinator_restarted",
+        }
+    }
+
+    /// Every reason, for metrics and dashboards.
+    pub const ALL: [Rejection; 5] = [
+        Rejection::DeadlinePassed,
+        Rejection::QueueFull,
+        Rejection::NoEligibleCandidate,
+        Rejection::Cancelled,
+        Rejection::CoordinatorRestarted,
+    ];
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rejection::DeadlinePassed => "the deadline passed before a slot was free",
+            Rejection::QueueFull => "the waiting queue is full",
+            Rejection::NoEligibleCandidate => "no eligible candidate exists",
+            Rejection::Cancelled => "cancelled",
+            Rejection::CoordinatorRestarted => "the coordinator restarted; ask again",
+        })
+    }
+}
+
+impl std::error::Error for Rejection {}

@@ -1,0 +1,601 @@
+//! The scoring config: serde, presets, validation that reports every problem with its path.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// How component scores become a draw probability.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// lassie: weight = (sum over k of w_k * c_k) ^ exponent; probability proportional to weight.
+    #[default]
+    Sum,
+    /// Livepeer: p = sum over k of w_k * c_k / (sum of c_k over the drawn set).
+    Mixture,
+}
+
+/// Weights of the scoring components. A weight of 0 switches a component off.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Weights {
+    /// Success EMA.
+    pub success: f64,
+    /// Connect time against the all-candidate average.
+    pub connect: f64,
+    /// Time to first byte against the all-candidate average.
+    pub ttfb: f64,
+    /// Bandwidth against the all-candidate average (higher is better).
+    pub bandwidth: f64,
+    /// 1 - overload error rate over the bucketed window.
+    pub overload: f64,
+    /// Free capacity: 1 - in_flight / limit.
+    pub load: f64,
+    /// Stake share.
+    pub stake: f64,
+    /// exp(-price / price.exp_factor).
+    pub price: f64,
+    /// Uniform exploration.
+    pub uniform: f64,
+}
+
+impl Weights {
+    /// All zero.
+    pub const ZERO: Weights = Weights {
+        success: 0.0,
+        connect: 0.0,
+        ttfb: 0.0,
+        bandwidth: 0.0,
+        overload: 0.0,
+        load: 0.0,
+        stake: 0.0,
+        price: 0.0,
+        uniform: 0.0,
+    };
+
+    /// `(name, value)` for each component, in a fixed order.
+    pub fn entries(&self) -> [(&'static str, f64); 9] {
+        [
+            ("success", self.success),
+            ("connect", self.connect),
+            ("ttfb", self.ttfb),
+            ("bandwidth", self.bandwidth),
+            ("overload", self.overload),
+            ("load", self.load),
+            ("stake", self.stake),
+            ("price", self.price),
+            ("uniform", self.uniform),
+        ]
+    }
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Config::default().weights
+    }
+}
+
+/// Exponential moving averages. Alpha is always the weight of the newest sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmaConfig {
+    /// Per-candidate alpha (lassie 0.5).
+    pub alpha: f64,
+    /// All-candidate alpha (lassie's "0.8" is the old-value weight, so 0.2 here).
+    pub overall_alpha: f64,
+    /// The success EMA of a candidate never tried (optimistic: 1.0).
+    pub success_prior: f64,
+    /// Statistics without fresh samples decay toward the prior with this half-life, seconds.
+    /// `None` keeps them forever (lassie).
+    pub half_life_s: Option<f64>,
+}
+
+impl Default for EmaConfig {
+    fn default() -> Self {
+        Config::default().ema
+    }
+}
+
+/// The bucketed overload-error window (MongoDB's proposal: 10 buckets of 1 s).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WindowConfig {
+    /// Number of buckets (1 to 64).
+    pub buckets: u32,
+    /// Bucket width, seconds.
+    pub bucket_s: f64,
+    /// No effect until this many samples are in the window.
+    pub min_samples: u32,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        WindowConfig {
+            buckets: 10,
+            bucket_s: 1.0,
+            min_samples: 10,
+        }
+    }
+}
+
+/// Price scoring and the maximum-price filter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PriceConfig {
+    /// The price component is exp(-price / exp_factor) (Livepeer: 100).
+    pub exp_factor: f64,
+    /// Candidates above this price are filtered out.
+    pub max: Option<f64>,
+    /// When no candidate is under `max`, ignore the filter (and say so) instead of refusing.
+    pub ignore_max_if_none_pass: bool,
+}
+
+impl Default for PriceConfig {
+    fn default() -> Self {
+        PriceConfig {
+            exp_factor: 100.0,
+            max: None,
+            ignore_max_if_none_pass: true,
+        }
+    }
+}
+
+/// The minimum-perf-score filter (Livepeer): none pass means all pass.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerfConfig {
+    /// The region whose score is checked.
+    pub region: Option<String>,
+    /// Candidates scoring below this in the region are filtered out.
+    pub min_score: Option<f64>,
+}
+
+/// Outlier ejection (Envoy style).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EjectionConfig {
+    /// Whether ejection runs at all.
+    pub enabled: bool,
+    /// Consecutive failures (overload, timeout, transport, refused) that eject a candidate.
+    pub consecutive_failures: u32,
+    /// First ejection, seconds; the n-th ejection lasts n times this.
+    pub base_s: f64,
+    /// The longest ejection, seconds.
+    pub max_s: f64,
+    /// Never eject more than this share of candidates (0 to 1).
+    pub max_share: f64,
+}
+
+impl Default for EjectionConfig {
+    fn default() -> Self {
+        EjectionConfig {
+            enabled: false,
+            consecutive_failures: 5,
+            base_s: 30.0,
+            max_s: 300.0,
+            max_share: 0.5,
+        }
+    }
+}
+
+/// The scoring model's whole configuration.
+///
+/// Load it from TOML or JSON ([`Config::from_toml_str`], [`Config::from_json_str`],
+/// [`Config::load`]); a file may start from a preset with `preset = "lassie"` and override
+/// fields. Every documented field is listed in `docs/config.toml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The preset this config started from (informational once loaded).
+    pub preset: Option<String>,
+    /// How components combine.
+    pub mode: Mode,
+    /// Component weights.
+    pub weights: Weights,
+    /// Extra score per tag the candidate has, e.g. `verified = 3`.
+    pub tag_weights: BTreeMap<String, f64>,
+    /// The score is raised to this power before drawing (sharpening; 1 = off).
+    pub exponent: f64,
+    /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
+    /// candidate is still probed and can recover.
+    pub floor: f64,
+    /// Pick the most probable candidate instead of drawing (ties: the earliest added).
+    pub deterministic: bool,
+    /// Moving averages.
+    pub ema: EmaConfig,
+    /// Overload error window.
+    pub window: WindowConfig,
+    /// Price scoring and filter.
+    pub price: PriceConfig,
+    /// Perf-score filter.
+    pub perf: PerfConfig,
+    /// Outlier ejection.
+    pub ejection: EjectionConfig,
+    /// How often every candidate's cached score is refreshed (windows forget, statistics decay,
+    /// all-candidate averages move), milliseconds.
+    pub refresh_ms: u64,
+}
+
+impl Default for Config {
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`).
+    fn default() -> Self {
+        Config {
+            preset: None,
+            mode: Mode::Sum,
+            weights: Weights {
+                success: 1.0,
+                connect: 0.5,
+                ttfb: 1.0,
+                bandwidth: 0.5,
+                overload: 2.0,
+                load: 0.5,
+                stake: 0.0,
+                price: 0.0,
+                uniform: 0.0,
+            },
+            tag_weights: BTreeMap::new(),
+            exponent: 4.0,
+            floor: 0.02,
+            deterministic: false,
+            ema: EmaConfig {
+                alpha: 0.3,
+                overall_alpha: 0.2,
+                success_prior: 1.0,
+                half_life_s: Some(10.0),
+            },
+            window: WindowConfig::default(),
+            price: PriceConfig::default(),
+            perf: PerfConfig::default(),
+            ejection: EjectionConfig::default(),
+            refresh_ms: 250,
+        }
+    }
+}
+
+/// The names [`Config::preset`] accepts.
+pub const PRESETS: [&str; 3] = ["default", "lassie", "livepeer"];
+
+impl Config {
+    /// lassie's scoring, exactly: connect 1, ttfb 1, bandwidth 0.5, success 1, tags verified 3 and
+    /// fast-retrieval 2; alpha 0.5, overall alpha 0.2 (their 0.8 old-value weight); weights drawn
+    /// proportionally (exponent 1, no floor, no decay, no window, no ejection).
+    pub fn lassie() -> Self {
+        let mut tags = BTreeMap::new();
+        tags.insert("verified".to_string(), 3.0);
+        tags.insert("fast-retrieval".to_string(), 2.0);
+        Config {
+            preset: Some("lassie".into()),
+            mode: Mode::Sum,
+            weights: Weights {
+                success: 1.0,
+                connect: 1.0,
+                ttfb: 1.0,
+                bandwidth: 0.5,
+                ..Weights::ZERO
+            },
+            tag_weights: tags,
+            exponent: 1.0,
+            floor: 0.0,
+            deterministic: false,
+            ema: EmaConfig {
+                alpha: 0.5,
+                overall_alpha: 0.2,
+                success_prior: 1.0,
+                half_life_s: None,
+            },
+            window: WindowConfig::default(),
+            price: PriceConfig::default(),
+            perf: PerfConfig::default(),
+            ejection: EjectionConfig {
+                enabled: false,
+                ..EjectionConfig::default()
+            },
+            refresh_ms: 1000,
+        }
+    }
+
+    /// Livepeer's probability selection with its defaults: stake 0.7, randomness 0.3, price 0
+    /// (exp factor 100), a perf filter that falls back to all, a strict max price
+    /// (`ignoreMaxPriceIfNeeded` false) when one is set.
+    pub fn livepeer() -> Self {
+        Config {
+            preset: Some("livepeer".into()),
+            mode: Mode::Mixture,
+            weights: Weights {
+                stake: 0.7,
+                price: 0.0,
+                uniform: 0.3,
+                ..Weights::ZERO
+            },
+            tag_weights: BTreeMap::new(),
+            exponent: 1.0,
+            floor: 0.0,
+            deterministic: false,
+            ema: EmaConfig {
+                alpha: 0.5,
+                overall_alpha: 0.2,
+                success_prior: 1.0,
+                half_life_s: None,
+            },
+            window: WindowConfig::default(),
+            price: PriceConfig {
+                exp_factor: 100.0,
+                max: None,
+                ignore_max_if_none_pass: false,
+            },
+            perf: PerfConfig::default(),
+            ejection: EjectionConfig {
+                enabled: false,
+                ..EjectionConfig::default()
+            },
+            refresh_ms: 1000,
+        }
+    }
+
+    /// The same config with argmax instead of a draw.
+    pub fn deterministic(mut self) -> Self {
+        self.deterministic = true;
+        self
+    }
+
+    /// A preset by name: `default`, `lassie` or `livepeer`.
+    pub fn preset(name: &str) -> Result<Self, ConfigError> {
+        match name {
+            "default" => Ok(Config::default()),
+            "lassie" => Ok(Config::lassie()),
+            "livepeer" => Ok(Config::livepeer()),
+            other => Err(ConfigError::single(
+                "preset",
+                format!(
+                    "unknown preset `{other}`; expected one of {}",
+                    PRESETS.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// Parses TOML; `preset = "..."` starts from that preset. Validates.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let value: toml::Value = toml::from_str(text).map_err(|e| ConfigError::parse(&e))?;
+        let json = serde_json::to_value(value).map_err(|e| ConfigError::single("", e))?;
+        Self::from_json_value(json)
+    }
+
+    /// Parses JSON; `"preset": "..."` starts from that preset. Validates.
+    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        let json: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ConfigError::single("", e))?;
+        Self::from_json_value(json)
+    }
+
+    /// Builds from an already parsed document (JSON data model); used for inline configs.
+    pub fn from_json_value(mut json: serde_json::Value) -> Result<Self, ConfigError> {
+        let base = match json.get("preset") {
+            None | Some(serde_json::Value::Null) => Config::default(),
+            Some(serde_json::Value::String(name)) => Config::preset(name)?,
+            Some(_) => return Err(ConfigError::single("preset", "must be a string")),
+        };
+        let mut merged = serde_json::to_value(&base).map_err(|e| ConfigError::single("", e))?;
+        merge(&mut merged, &mut json);
+        let config: Config = serde_json::from_value(merged).map_err(ConfigError::from_serde)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Loads a `.toml` or `.json` file (by extension; anything else is tried as TOML).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
+        let parsed = if path.extension().is_some_and(|e| e == "json") {
+            Self::from_json_str(&text)
+        } else {
+            Self::from_toml_str(&text)
+        };
+        parsed.map_err(|e| e.in_file(path))
+    }
+
+    /// Loads a preset name or a config file path.
+    pub fn from_name_or_path(spec: &str) -> Result<Self, ConfigError> {
+        if PRESETS.contains(&spec) {
+            Self::preset(spec)
+        } else {
+            Self::load(Path::new(spec))
+        }
+    }
+
+    /// Checks every field and reports every problem at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        let mut num = |path: &str, v: f64| {
+            if v.is_nan() {
+                problems.push(Problem::new(path, "is NaN"));
+            } else if v.is_infinite() {
+                problems.push(Problem::new(path, "is infinite"));
+            } else if v < 0.0 {
+                problems.push(Problem::new(path, format!("is negative ({v})")));
+            }
+        };
+        for (name, w) in self.weights.entries() {
+            num(&format!("weights.{name}"), w);
+        }
+        for (tag, w) in &self.tag_weights {
+            num(&format!("tag_weights.{tag}"), *w);
+        }
+        num("exponent", self.exponent);
+        num("floor", self.floor);
+        num("ema.success_prior", self.ema.success_prior);
+        if let Some(h) = self.ema.half_life_s {
+            num("ema.half_life_s", h);
+        }
+        num("window.bucket_s", self.window.bucket_s);
+        num("price.exp_factor", self.price.exp_factor);
+        if let Some(m) = self.price.max {
+            num("price.max", m);
+        }
+        if let Some(m) = self.perf.min_score {
+            num("perf.min_score", m);
+        }
+        num("ejection.base_s", self.ejection.base_s);
+        num("ejection.max_s", self.ejection.max_s);
+        num("ejection.max_share", self.ejection.max_share);
+
+        let in_unit = |v: f64| v > 0.0 && v <= 1.0;
+        for (path, a) in [
+            ("ema.alpha", self.ema.alpha),
+            ("ema.overall_alpha", self.ema.overall_alpha),
+        ] {
+            if !in_unit(a) {
+                problems.push(Problem::new(
+                    path,
+                    format!("must be in (0, 1] (the weight of the newest sample), got {a}"),
+                ));
+            }
+        }
+        if self.exponent.is_finite() && self.exponent <= 0.0 {
+            problems.push(Problem::new("exponent", "must be greater than 0"));
+        }
+        if self.floor.is_finite() && self.floor > 1.0 {
+            problems.push(Problem::new("floor", "must be at most 1"));
+        }
+        if self.ema.success_prior.is_finite() && self.ema.success_prior > 1.0 {
+            problems.push(Problem::new("ema.success_prior", "must be at most 1"));
+        }
+        if self.ema.half_life_s == Some(0.0) {
+            problems.push(Problem::new("ema.half_life_s", "must be greater than 0"));
+        }
+        if self.window.buckets == 0 || self.window.buckets > 64 {
+            problems.push(Problem::new("window.buckets", "must be between 1 and 64"));
+        }
+        if self.window.bucket_s == 0.0 {
+            problems.push(Problem::new("window.bucket_s", "must be greater than 0"));
+        }
+        if self.price.exp_factor == 0.0 {
+            problems.push(Problem::new("price.exp_factor", "must be greater than 0"));
+        }
+        if self.ejection.max_share.is_finite() && self.ejection.max_share > 1.0 {
+            problems.push(Problem::new("ejection.max_share", "must be at most 1"));
+        }
+        if self.ejection.enabled && self.ejection.consecutive_failures == 0 {
+            problems.push(Problem::new(
+                "ejection.consecutive_failures",
+                "must be at least 1",
+            ));
+        }
+        if self.refresh_ms == 0 {
+            problems.push(Problem::new("refresh_ms", "must be at least 1"));
+        }
+        if let Some(p) = &self.preset {
+            if !PRESETS.contains(&p.as_str()) {
+                problems.push(Problem::new(
+                    "preset",
+                    format!(
+                        "unknown preset `{p}`; expected one of {}",
+                        PRESETS.join(", ")
+                    ),
+                ));
+            }
+        }
+        let total: f64 = self.weights.entries().iter().map(|(_, w)| *w).sum::<f64>()
+            + self.tag_weights.values().sum::<f64>();
+        if total == 0.0 && self.floor == 0.0 {
+            problems.push(Problem::new(
+                "weights",
+                "all weights are zero (and floor is 0): nothing to draw by",
+            ));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+}
+
+/// Overlays `patch` onto `base`, table by table.
+fn merge(base: &mut serde_json::Value, patch: &mut serde_json::Value) {
+    match (base, patch) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(p)) => {
+            for (k, v) in p.iter_mut() {
+                match b.get_mut(k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k.clone(), v.take());
+                    }
+                }
+            }
+        }
+        (b, p) => *b = p.take(),
+    }
+}
+
+/// One thing wrong with a config, with its field path.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    /// The field path, e.g. `ema.alpha` (empty for the whole document).
+    pub path: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(path: &str, message: impl fmt::Display) -> Self {
+        Problem {
+            path: path.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Every problem found in a config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    /// The problems, each with its field path.
+    pub problems: Vec<Problem>,
+}
+
+impl ConfigError {
+    fn single(path: &str, message: impl fmt::Display) -> Self {
+        ConfigError {
+            problems: vec![Problem::new(path, message)],
+        }
+    }
+
+    fn parse(e: &toml::de::Error) -> Self {
+        ConfigError::single("", e.to_string().trim_end())
+    }
+
+    fn from_serde(e: serde_json::Error) -> Self {
+        // serde's message names the field ("unknown field `x`", "invalid type ... for key `a.b`").
+        ConfigError::single("", e)
+    }
+
+    fn in_file(mut self, path: &Path) -> Self {
+        for p in &mut self.problems {
+            p.message = format!("{} (in {})", p.message, path.display());
+        }
+        self
+    }
+
+    /// The field paths with problems.
+    pub fn paths(&self) -> Vec<&str> {
+        self.problems.iter().map(|p| p.path.as_str()).collect()
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config:")?;
+        for p in &self.problems {
+            if p.path.is_empty() {
+                write!(f, "\n  - {}", p.message)?;
+            } else {
+                write!(f, "\n  - {}: {}", p.path, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}

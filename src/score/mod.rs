@@ -1,0 +1,447 @@
+//! The scoring model: from static info and learned statistics to draw weights.
+//!
+//! Each candidate gets components in `[0, 1]` (higher is better):
+//!
+//! | component | formula |
+//! |---|---|
+//! | `success` | EMA of 1/0 per counted attempt, optimistic prior, decays toward the prior |
+//! | `connect`, `ttfb` | `exp(-x / overall)` against the all-candidate EMA; no data: `x = overall` |
+//! | `bandwidth` | `1 - exp(-x / overall)` (higher bandwidth scores higher) |
+//! | `overload` | `1 - errors / total` over the bucketed window; 1 until `min_samples` |
+//! | `load` | `1 - in_flight / limit` (`1 / (1 + in_flight)` without a limit) |
+//! | `stake` | stake share (of all candidates in `sum` mode, of the drawn set in `mixture`) |
+//! | `price` | `exp(-price / exp_factor)` |
+//! | `tags` | weighted share of the configured tags the candidate has |
+//! | `uniform` | 1 (exploration) |
+//!
+//! In [`Mode::Sum`] (lassie) the weight is `(sum of w_k * c_k)^exponent` and the probability is
+//! proportional to it. In [`Mode::Mixture`] (Livepeer) the probability is
+//! `sum over k of w_k * c_k / (sum of c_k over the drawn set)` with the weights normalised to
+//! sum to 1. Either way a `floor` share of every draw is spread uniformly, so every candidate in
+//! the drawn set keeps at least `floor / n`.
+//!
+//! The core keeps one sum tree per *channel* (the sum-mode score, each mixture component, the
+//! uniform floor); a draw picks a channel by its mass, then a candidate inside it. That makes
+//! both modes exact O(log n) draws.
+
+mod config;
+mod stats;
+
+pub use config::{
+    Config, ConfigError, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Problem,
+    Weights, WindowConfig, PRESETS,
+};
+pub use stats::{ErrorWindow, Overall, Stats};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::{CandidateInfo, FailureClass, Outcome};
+use stats::ema;
+
+/// One candidate's score components, each in `[0, 1]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Components {
+    /// Success EMA.
+    pub success: f64,
+    /// Connect time score.
+    pub connect: f64,
+    /// Time-to-first-byte score.
+    pub ttfb: f64,
+    /// Bandwidth score.
+    pub bandwidth: f64,
+    /// 1 - overload error rate.
+    pub overload: f64,
+    /// Free capacity.
+    pub load: f64,
+    /// Stake share.
+    pub stake: f64,
+    /// Price score.
+    pub price: f64,
+    /// Tag score.
+    pub tags: f64,
+    /// Exploration (always 1).
+    pub uniform: f64,
+}
+
+impl Components {
+    /// `(name, value)` pairs in a fixed order (metrics, tables).
+    pub fn entries(&self) -> [(&'static str, f64); 10] {
+        [
+            ("success", self.success),
+            ("connect", self.connect),
+            ("ttfb", self.ttfb),
+            ("bandwidth", self.bandwidth),
+            ("overload", self.overload),
+            ("load", self.load),
+            ("stake", self.stake),
+            ("price", self.price),
+            ("tags", self.tags),
+            ("uniform", self.uniform),
+        ]
+    }
+}
+
+/// What a channel's leaf value is made of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ChannelKind {
+    /// Sum mode: `score ^ exponent`.
+    SumScore,
+    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent;
+    /// stake uses the raw stake so the channel total normalises it over the drawn set.
+    Component(usize),
+    /// Uniform: 1 for every drawable candidate.
+    Uniform,
+}
+
+/// A channel of the draw: a kind and the share of each draw it carries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Channel {
+    pub(crate) kind: ChannelKind,
+    pub(crate) mass: f64,
+}
+
+/// Inputs to a component computation that are not the candidate's own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScoreContext {
+    pub(crate) overall: Overall,
+    pub(crate) now_s: f64,
+    pub(crate) bucket: u64,
+    pub(crate) stake_total: f64,
+    pub(crate) in_flight: u32,
+    pub(crate) limit: u32,
+}
+
+/// A validated config turned into the channel layout and scoring rules.
+#[derive(Clone, Debug)]
+pub struct ScoreModel {
+    config: Config,
+    channels: Vec<Channel>,
+    tag_total: f64,
+}
+
+const STAKE: usize = 6;
+const TAGS: usize = 8;
+const UNIFORM: usize = 9;
+
+impl ScoreModel {
+    /// Validates the config and lays out the channels.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let tag_total: f64 = config.tag_weights.values().sum();
+        let w = &config.weights;
+        let comp_weights = [
+            w.success,
+            w.connect,
+            w.ttfb,
+            w.bandwidth,
+            w.overload,
+            w.load,
+            w.stake,
+            w.price,
+            tag_total,
+            w.uniform,
+        ];
+        let weight_sum: f64 = comp_weights.iter().sum();
+        let floor = config.floor.clamp(0.0, 1.0);
+        let mut channels = Vec::new();
+        let mut uniform_mass = floor;
+        match config.mode {
+            Mode::Sum => {
+                if weight_sum > 0.0 && floor < 1.0 {
+                    channels.push(Channel {
+                        kind: ChannelKind::SumScore,
+                        mass: 1.0 - floor,
+                    });
+                } else {
+                    uniform_mass = 1.0;
+                }
+            }
+            Mode::Mixture => {
+                if weight_sum > 0.0 {
+                    for (k, &wk) in comp_weights.iter().enumerate() {
+                        if wk <= 0.0 {
+                            continue;
+                        }
+                        let mass = (1.0 - floor) * wk / weight_sum;
+                        if k == UNIFORM {
+                            uniform_mass += mass;
+                        } else {
+                            channels.push(Channel {
+                                kind: ChannelKind::Component(k),
+                                mass,
+                            });
+                        }
+                    }
+                } else {
+                    uniform_mass = 1.0;
+                }
+            }
+        }
+        // The uniform channel always exists (mass possibly 0): it counts the drawable set and
+        // receives the mass of channels that are empty over it.
+        channels.push(Channel {
+            kind: ChannelKind::Uniform,
+            mass: uniform_mass,
+        });
+        Ok(ScoreModel {
+            config,
+            channels,
+            tag_total,
+        })
+    }
+
+    /// The config this model was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn channels(&self) -> &[Channel] {
+        &self.channels
+    }
+
+    /// Index of the uniform channel (always the last).
+    pub(crate) fn uniform_channel(&self) -> usize {
+        self.channels.len() - 1
+    }
+
+    /// The tag component of a candidate (constant until its info changes).
+    pub(crate) fn tag_component(&self, info: &CandidateInfo) -> f64 {
+        if self.tag_total <= 0.0 {
+            return 0.0;
+        }
+        let have: f64 = self
+            .config
+            .tag_weights
+            .iter()
+            .filter(|(t, _)| info.tags.iter().any(|x| x == *t))
+            .map(|(_, w)| *w)
+            .sum();
+        have / self.tag_total
+    }
+
+    fn decay_factor(&self, stats: &Stats, now_s: f64) -> f64 {
+        match (self.config.ema.half_life_s, stats.last_sample_s) {
+            (Some(h), Some(last)) if now_s > last => 0.5f64.powf((now_s - last) / h),
+            _ => 1.0,
+        }
+    }
+
+    /// Computes every component. All outputs are finite and in `[0, 1]`.
+    pub(crate) fn components(
+        &self,
+        info: &CandidateInfo,
+        tags: f64,
+        stats: &Stats,
+        ctx: &ScoreContext,
+    ) -> Components {
+        let decay = self.decay_factor(stats, ctx.now_s);
+        let prior = self.config.ema.success_prior;
+        let success = match stats.success {
+            Some(s) => prior + (s - prior) * decay,
+            None => prior,
+        };
+        let relative = |own: Option<f64>, overall: Option<f64>, higher_better: bool| -> f64 {
+            let (Some(x), Some(o)) = (own, overall) else {
+                return if higher_better {
+                    1.0 - (-1.0f64).exp()
+                } else {
+                    (-1.0f64).exp()
+                };
+            };
+            let x = o + (x - o) * decay;
+            let ratio = x / o.max(1e-9);
+            if higher_better {
+                1.0 - (-ratio).exp()
+            } else {
+                (-ratio).exp()
+            }
+        };
+        let connect = relative(stats.connect_ms, ctx.overall.connect_ms, false);
+        let ttfb = relative(stats.ttfb_ms, ctx.overall.ttfb_ms, false);
+        let bandwidth = relative(stats.bandwidth_bps, ctx.overall.bandwidth_bps, true);
+        let win = &self.config.window;
+        let (errors, total) = stats.window.counts(ctx.bucket, win.buckets as usize);
+        let overload = if total < win.min_samples || total == 0 {
+            1.0
+        } else {
+            1.0 - errors as f64 / total as f64
+        };
+        let load = if ctx.limit == u32::MAX {
+            1.0 / (1.0 + ctx.in_flight as f64)
+        } else {
+            1.0 - ctx.in_flight as f64 / ctx.limit.max(1) as f64
+        };
+        let stake = if ctx.stake_total > 0.0 {
+            info.stake / ctx.stake_total
+        } else {
+            0.0
+        };
+        let price = (-info.price / self.config.price.exp_factor).exp();
+        let c = Components {
+            success,
+            connect,
+            ttfb,
+            bandwidth,
+            overload,
+            load,
+            stake,
+            price,
+            tags,
+            uniform: 1.0,
+        };
+        sanitize(c)
+    }
+
+    /// The weighted sum of components (before the exponent).
+    pub fn score(&self, c: &Components) -> f64 {
+        let w = &self.config.weights;
+        let s = w.success * c.success
+            + w.connect * c.connect
+            + w.ttfb * c.ttfb
+            + w.bandwidth * c.bandwidth
+            + w.overload * c.overload
+            + w.load * c.load
+            + w.stake * c.stake
+            + w.price * c.price
+            + self.tag_total * c.tags
+            + w.uniform * c.uniform;
+        if s.is_finite() && s > 0.0 {
+            s
+        } else {
+            0.0
+        }
+    }
+
+    /// The leaf value of one channel for a drawable candidate.
+    pub(crate) fn channel_value(
+        &self,
+        ch: ChannelKind,
+        c: &Components,
+        info: &CandidateInfo,
+    ) -> f64 {
+        let e = self.config.exponent;
+        let v = match ch {
+            ChannelKind::SumScore => pow(self.score(c), e),
+            ChannelKind::Component(STAKE) => pow(info.stake, e),
+            ChannelKind::Component(TAGS) => pow(c.tags, e),
+            ChannelKind::Component(k) => pow(c.entries()[k].1, e),
+            ChannelKind::Uniform => 1.0,
+        };
+        if v.is_finite() && v > 0.0 {
+            v
+        } else {
+            0.0
+        }
+    }
+
+    /// Applies an outcome to the statistics. Returns true when the candidate should be ejected
+    /// now (the caller checks the ejected share).
+    pub(crate) fn observe(
+        &self,
+        stats: &mut Stats,
+        overall: &mut Overall,
+        outcome: &Outcome,
+        now_s: f64,
+        bucket: u64,
+    ) -> bool {
+        let cfg = &self.config;
+        let a = cfg.ema.alpha;
+        let oa = cfg.ema.overall_alpha;
+        let buckets = cfg.window.buckets as usize;
+        let (success_sample, overload) = match outcome {
+            Outcome::Failure(FailureClass::Cancelled) => return false,
+            Outcome::Success(_) | Outcome::Failure(FailureClass::Application) => (1.0, false),
+            Outcome::Failure(FailureClass::Overload) => (0.0, true),
+            Outcome::Failure(_) => (0.0, false),
+        };
+        // Bring stored values to "now" first, so decay is real and not only a view.
+        let decay = self.decay_factor(stats, now_s);
+        if decay < 1.0 {
+            let prior = cfg.ema.success_prior;
+            stats.success = stats.success.map(|s| prior + (s - prior) * decay);
+            let pull = |x: &mut Option<f64>, o: Option<f64>| {
+                if let (Some(v), Some(o)) = (x.as_mut(), o) {
+                    *v = o + (*v - o) * decay;
+                }
+            };
+            pull(&mut stats.connect_ms, overall.connect_ms);
+            pull(&mut stats.ttfb_ms, overall.ttfb_ms);
+            pull(&mut stats.bandwidth_bps, overall.bandwidth_bps);
+        }
+        stats.success = Some(ema(
+            stats.success.or(Some(cfg.ema.success_prior)),
+            success_sample,
+            a,
+        ));
+        stats.window.record(bucket, buckets, overload);
+        stats.attempts += 1;
+        stats.last_sample_s = Some(now_s);
+        if success_sample > 0.0 {
+            stats.successes += 1;
+            stats.consecutive_failures = 0;
+            if let Outcome::Success(s) = outcome {
+                if let Some(c) = s.connect_ms {
+                    stats.connect_ms = Some(ema(stats.connect_ms, c, a));
+                    overall.connect_ms = Some(ema(overall.connect_ms, c, oa));
+                }
+                if let Some(t) = s.ttfb_ms {
+                    stats.ttfb_ms = Some(ema(stats.ttfb_ms, t, a));
+                    overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
+                }
+                if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
+                    if d > 0.0 {
+                        let bw = bytes as f64 / (d / 1000.0);
+                        stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a));
+                        overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
+                    }
+                }
+            }
+            false
+        } else {
+            stats.consecutive_failures = stats.consecutive_failures.saturating_add(1);
+            cfg.ejection.enabled
+                && stats.consecutive_failures >= cfg.ejection.consecutive_failures
+                && stats.ejected_until_s.is_none_or(|u| u <= now_s)
+        }
+    }
+
+    /// Starts an ejection: its length grows with each repeat, capped.
+    pub(crate) fn eject(&self, stats: &mut Stats, now_s: f64) {
+        let e = &self.config.ejection;
+        stats.ejections = stats.ejections.saturating_add(1);
+        let secs = (e.base_s * stats.ejections as f64).min(e.max_s);
+        stats.ejected_until_s = Some(now_s + secs);
+        stats.consecutive_failures = 0;
+    }
+}
+
+#[inline]
+fn pow(x: f64, e: f64) -> f64 {
+    if e == 1.0 {
+        x
+    } else {
+        x.max(0.0).powf(e)
+    }
+}
+
+fn sanitize(c: Components) -> Components {
+    let f = |x: f64| {
+        if x.is_finite() {
+            x.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    Components {
+        success: f(c.success),
+        connect: f(c.connect),
+        ttfb: f(c.ttfb),
+        bandwidth: f(c.bandwidth),
+        overload: f(c.overload),
+        load: f(c.load),
+        stake: f(c.stake),
+        price: f(c.price),
+        tags: f(c.tags),
+        uniform: f(c.uniform),
+    }
+}

@@ -1,0 +1,147 @@
+//! Basic behaviour of the pure core, driven by hand.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use selection_coordinator::{
+    CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome,
+    Rejection, Request,
+};
+
+fn core_with(n: usize, limits: Limits) -> (Core, SmallRng, Instant) {
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut core = Core::new(Config::default(), now)
+        .unwrap()
+        .with_limits(limits)
+        .unwrap();
+    for i in 0..n {
+        core.add_candidate(CandidateInfo::new(format!("c{i}")), now, &mut rng)
+            .unwrap();
+    }
+    (core, rng, now)
+}
+
+fn events(core: &mut Core) -> Vec<Event> {
+    std::iter::from_fn(|| core.poll_event()).collect()
+}
+
+#[test]
+fn grants_then_queues_then_grants_on_done() {
+    let limits = Limits {
+        global: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(3, limits);
+    let r1 = core.ready(Request::any(), now, &mut rng).unwrap();
+    let r2 = core.ready(Request::any(), now, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert_eq!(ev.len(), 1);
+    let Event::Granted(g) = &ev[0] else {
+        panic!("expected a grant, got {ev:?}")
+    };
+    assert_eq!(g.request, r1);
+    assert_eq!(core.waiting(), 1);
+    core.outcome(g.attempt, Outcome::success(), now).unwrap();
+    core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert!(matches!(&ev[0], Event::Granted(g) if g.request == r2));
+    assert_eq!(core.waiting(), 0);
+    core.check_invariants().unwrap();
+}
+
+#[test]
+fn retry_excludes_tried_and_rejects_when_exhausted() {
+    let (mut core, mut rng, now) = core_with(2, Limits::default());
+    let r = core.ready(Request::any(), now, &mut rng).unwrap();
+    let mut tried = Vec::new();
+    for _ in 0..2 {
+        let ev = events(&mut core);
+        let Event::Granted(g) = &ev[0] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(g.request, r);
+        assert!(!tried.contains(&g.candidate));
+        tried.push(g.candidate.clone());
+        core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), now)
+            .unwrap();
+        core.done(g.attempt, Next::Retry, now, &mut rng).unwrap();
+    }
+    let ev = events(&mut core);
+    assert_eq!(
+        ev,
+        vec![Event::Rejected {
+            request: r,
+            reason: Rejection::NoEligibleCandidate
+        }]
+    );
+    core.check_invariants().unwrap();
+}
+
+#[test]
+fn deadline_and_queue_full_rejections() {
+    let limits = Limits {
+        global: 1,
+        max_waiting: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(1, limits);
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let waiting = core
+        .ready(
+            Request::any().with_deadline(now + Duration::from_secs(1)),
+            now,
+            &mut rng,
+        )
+        .unwrap();
+    let full = core.ready(Request::any(), now, &mut rng).unwrap();
+    core.tick(now + Duration::from_secs(2), &mut rng);
+    let ev = events(&mut core);
+    assert!(ev.contains(&Event::Rejected {
+        request: full,
+        reason: Rejection::QueueFull
+    }));
+    assert!(ev.contains(&Event::Rejected {
+        request: waiting,
+        reason: Rejection::DeadlinePassed
+    }));
+}
+
+#[test]
+fn removed_candidate_is_never_granted_again() {
+    let (mut core, mut rng, now) = core_with(2, Limits::default());
+    core.remove_candidate(&CandidateId::new("c0"), now, &mut rng)
+        .unwrap();
+    for _ in 0..50 {
+        core.ready(Request::any(), now, &mut rng).unwrap();
+    }
+    for e in events(&mut core) {
+        if let Event::Granted(g) = e {
+            assert_eq!(g.candidate.as_str(), "c1");
+        }
+    }
+    core.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let (mut core, mut rng, now) = core_with(1, Limits::default());
+    assert!(core
+        .ready(Request::only(Vec::<String>::new()), now, &mut rng)
+        .is_err());
+    assert!(core.ready(Request::only(["nope"]), now, &mut rng).is_err());
+    let bad = CandidateInfo::new("x").with_stake(f64::NAN);
+    assert!(core.add_candidate(bad, now, &mut rng).is_err());
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let Some(Event::Granted(g)) = core.poll_event() else {
+        panic!()
+    };
+    let nan = Outcome::Success(selection_coordinator::Success {
+        connect_ms: Some(f64::NAN),
+        ..Default::default()
+    });
+    assert!(core.outcome(g.attempt, nan, now).is_err());
+    core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    assert!(core.done(g.attempt, Next::Finish, now, &mut rng).is_err());
+}
