@@ -7,10 +7,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod actor;
 pub mod core;
 pub mod decision;
 mod error;
+pub mod metrics;
 pub mod score;
+pub mod sim;
 
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,

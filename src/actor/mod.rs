@@ -1,0 +1,1 @@
+//! The actix `Coordinator` actor, its messages, permits and the async handle.

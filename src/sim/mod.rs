@@ -1,0 +1,1 @@
+//! The discrete-event simulator: scenarios, truth models, baseline policies, reports.
