@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod score;
 pub mod sim;
 
+pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,
     Next, Outcome, Request, RequestId, Success,
