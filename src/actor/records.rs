@@ -16,6 +16,15 @@ enum Sink {
     Channel(mpsc::Sender<DecisionRecord>),
 }
 
+impl Sink {
+    fn is_closed(&self) -> bool {
+        match self {
+            Sink::Actor(r) => !r.connected(),
+            Sink::Channel(tx) => tx.is_closed(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Subscriber {
     sink: Sink,
@@ -74,10 +83,7 @@ impl Subscribers {
     /// Removes subscribers that stopped listening. Returns whether any left.
     pub(crate) fn prune(&mut self) -> bool {
         let before = self.list.len();
-        self.list.retain(|s| match &s.sink {
-            Sink::Actor(r) => r.connected(),
-            Sink::Channel(tx) => !tx.is_closed(),
-        });
+        self.list.retain(|s| !s.sink.is_closed());
         self.list.len() != before
     }
 
@@ -91,6 +97,10 @@ impl Subscribers {
         let n = self.list.len();
         let mut closed = Vec::new();
         for (i, s) in self.list.iter_mut().enumerate() {
+            if s.sink.is_closed() {
+                closed.push(i);
+                continue;
+            }
             s.acc += s.rate / core_rate;
             if s.acc < 1.0 - 1e-9 {
                 continue;
