@@ -323,8 +323,11 @@ async fn lease_reclaims_an_attempt_that_never_reports() {
     // The lease frees the slot for the waiter without the first permit's release.
     let second = next_permit(&mut rx).await;
     let s = state(&c).await;
+    // At least the first attempt was reclaimed and counted as a timeout (the second may be
+    // too, if this task is slow to get here).
     assert!(s.counters.reclaimed >= 1);
-    assert_eq!(s.candidate("a").unwrap().stats.attempts, 1, "a timeout");
+    let a = &s.candidate("a").unwrap().stats;
+    assert!(a.attempts >= 1 && a.successes == 0, "{a:?}");
     drop(stuck); // its release is now a stray
     drop(second);
     let s = state(&c).await;
@@ -388,9 +391,7 @@ async fn decision_records_reach_actor_and_channel_subscribers() {
     let s = handle.state().await.unwrap();
     assert_eq!(s.subscribers, 2);
     let mut actor_records = 0;
-    while let Ok(Some(d)) =
-        tokio::time::timeout(Duration::from_millis(50), actor_rx.recv()).await
-    {
+    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(50), actor_rx.recv()).await {
         assert_eq!(d.0.candidates.len(), 2);
         assert!(d.0.winner.is_some());
         actor_records += 1;
@@ -469,9 +470,19 @@ async fn abandoned_acquire_is_cancelled_and_its_slot_not_lost() {
     // The caller gives up while waiting.
     let gave_up = tokio::time::timeout(Duration::from_millis(20), handle.acquire(Request::any()));
     assert!(gave_up.await.is_err());
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    let s = handle.state().await.unwrap();
-    assert_eq!((s.waiting, s.shell.abandoned), (0, 1));
+    // The next tick notices nobody is listening.
+    let mut s = handle.state().await.unwrap();
+    for _ in 0..500 {
+        if s.waiting == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        s = handle.state().await.unwrap();
+    }
+    assert_eq!(
+        (s.waiting, s.shell.abandoned, s.shell.taken_back),
+        (0, 1, 0)
+    );
     drop(held);
     let again = handle.acquire(Request::any()).await.unwrap();
     assert_eq!(handle.state().await.unwrap().in_flight, 1);

@@ -83,7 +83,10 @@ async fn contend(n: usize, rng: &mut SmallRng) -> usize {
     let state = coordinator.send(GetState).await.unwrap();
     assert_eq!(state.counters.decisions as usize, n * ROUNDS);
     assert_eq!(state.counters.rejections.iter().sum::<u64>(), 0);
-    assert_eq!((state.waiting, state.in_flight, state.open_requests), (0, 0, 0));
+    assert_eq!(
+        (state.waiting, state.in_flight, state.open_requests),
+        (0, 0, 0)
+    );
     assert_eq!(state.shell.errors(), 0);
     grants
 }

@@ -6,9 +6,8 @@ use actix::{ActorContext, Context, Handler, MessageResult};
 use tokio::sync::mpsc;
 
 use super::messages::{
-    AddCandidate, Cancel, Done, Dropped, Explain, Finish, GetState, Ready, Reask,
-    RemoveCandidate, Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
-    UpdateCandidate,
+    AddCandidate, Cancel, Done, Dropped, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
+    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;

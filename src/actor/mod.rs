@@ -95,8 +95,8 @@ use rand::SeedableRng;
 
 pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
 pub use messages::{
-    AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask,
-    RemoveCandidate, Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
+    AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
+    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
 };
 pub use permit::{Answer, Permit};
 pub use state::{CandidateState, ShellCounters, State};
