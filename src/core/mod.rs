@@ -15,6 +15,7 @@ mod candidate;
 mod draw;
 mod request;
 mod select;
+mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Instant;
