@@ -14,6 +14,7 @@ mod error;
 pub mod metrics;
 pub mod score;
 pub mod sim;
+pub mod snapshot;
 
 pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
