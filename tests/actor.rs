@@ -508,3 +508,90 @@ async fn stopping_the_coordinator_answers_waiters_and_the_handle() {
         AcquireError::CoordinatorGone(selection_coordinator::actor::CoordinatorGone)
     );
 }
+
+/// The actor keeps a reply per open request; random sequences of every worker and operator
+/// message must keep it in step with the core's open requests (checked by `state`).
+#[actix::test]
+async fn replies_follow_the_core_under_random_operations() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use selection_coordinator::actor::{Cancel, Finish, Reask};
+
+    let c = coordinator(&["a", "b", "c", "d"], global(3));
+    let (w, mut rx) = probe();
+    let mut rng = SmallRng::seed_from_u64(99);
+    let mut permits: Vec<Permit> = Vec::new();
+    let mut requests = Vec::new();
+    let mut rejected = 0;
+    for _ in 0..400 {
+        while let Ok(answer) = rx.try_recv() {
+            match answer {
+                Answer::Granted(p) => permits.push(p),
+                Answer::Rejected { .. } => rejected += 1,
+            }
+        }
+        match rng.gen_range(0..10) {
+            0..=2 => {
+                let r = Request::any().with_parallelism(rng.gen_range(1..=3));
+                let id = c
+                    .send(Ready::new(r, w.clone().recipient()))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                requests.push(id);
+            }
+            3..=5 if !permits.is_empty() => {
+                let mut p = permits.swap_remove(rng.gen_range(0..permits.len()));
+                if rng.gen_bool(0.5) {
+                    p.report(Outcome::success());
+                }
+                match rng.gen_range(0..4) {
+                    0 => p.done(Next::Finish),
+                    1 => p.done(Next::Retry),
+                    2 => p.done(Next::Keep),
+                    _ => drop(p),
+                }
+            }
+            6 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Cancel { request }).await.unwrap();
+            }
+            7 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Reask { request }).await.unwrap();
+            }
+            8 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Finish { request }).await.unwrap();
+            }
+            _ => {
+                let limits = global(rng.gen_range(1..=4));
+                c.send(SetLimits(limits)).await.unwrap().unwrap();
+            }
+        }
+        state(&c).await;
+    }
+    // Wind everything down: the coordinator must end with nothing open.
+    let mut s = state(&c).await;
+    for _ in 0..200 {
+        permits.clear();
+        while let Ok(answer) = rx.try_recv() {
+            drop(answer);
+        }
+        for &request in &requests {
+            let _ = c.send(Cancel { request }).await.unwrap();
+            let _ = c.send(Finish { request }).await.unwrap();
+        }
+        s = state(&c).await;
+        if s.open_requests == 0 && s.in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        (s.open_requests, s.tracked_requests, s.in_flight),
+        (0, 0, 0)
+    );
+    assert!(s.counters.decisions > 100, "{:?}", s.counters);
+    assert!(rejected > 0);
+}

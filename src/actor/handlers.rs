@@ -95,8 +95,7 @@ impl Handler<Cancel> for Coordinator {
         let result = self.core.cancel(msg.request, Instant::now());
         let result = self.counted(result);
         if result.is_ok() {
-            // The rejection drained next clears its waiting asks.
-            self.ledger.closed(msg.request, false);
+            self.ledger.closed(msg.request, true);
         }
         self.settle(ctx);
         result
@@ -124,7 +123,7 @@ impl Handler<Finish> for Coordinator {
         let result = self.core.finish(msg.request);
         let result = self.counted(result);
         if result.is_ok() {
-            self.ledger.closed(msg.request, true);
+            self.ledger.closed(msg.request, false);
         }
         result
     }

@@ -19,6 +19,8 @@ pub(crate) struct Entry {
     in_flight: u32,
     parallelism: u32,
     keep_open: bool,
+    /// Cancelled or rejected: the core turns any later `Retry` or `Keep` into `Finish`.
+    closed: bool,
 }
 
 impl Entry {
@@ -49,6 +51,7 @@ impl Ledger {
                 in_flight: 0,
                 parallelism,
                 keep_open: false,
+                closed: false,
             },
         );
     }
@@ -81,6 +84,10 @@ impl Ledger {
             return;
         };
         e.in_flight = e.in_flight.saturating_sub(1);
+        let next = match next {
+            Some(_) if e.closed => Some(Next::Finish),
+            other => other,
+        };
         match next {
             None => {}
             Some(Next::Finish) => {
@@ -99,6 +106,7 @@ impl Ledger {
         if let Some(e) = self.requests.get_mut(&request) {
             e.pending = 0;
             e.keep_open = false;
+            e.closed = true;
         }
         self.close_if_done(request);
     }
@@ -110,11 +118,15 @@ impl Ledger {
         }
     }
 
-    /// The request was finished or cancelled: it no longer stays open by itself.
-    pub(crate) fn closed(&mut self, request: RequestId, drop_pending: bool) {
+    /// The request was finished (`cancelled = false`: its waiting asks are dropped) or
+    /// cancelled (its waiting asks get a rejection, drained next): it no longer stays open by
+    /// itself.
+    pub(crate) fn closed(&mut self, request: RequestId, cancelled: bool) {
         if let Some(e) = self.requests.get_mut(&request) {
             e.keep_open = false;
-            if drop_pending {
+            if cancelled {
+                e.closed = true;
+            } else {
                 e.pending = 0;
             }
         }
