@@ -595,3 +595,67 @@ async fn replies_follow_the_core_under_random_operations() {
     assert!(s.counters.decisions > 100, "{:?}", s.counters);
     assert!(rejected > 0);
 }
+
+#[actix::test]
+async fn handle_works_from_another_arbiter_thread() {
+    let handle = Coordinator::with_seed(Config::default(), global(1), 4)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    let arbiter = Arbiter::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let remote = handle.clone();
+    arbiter.spawn(async move {
+        // Waits for the slot held on the main thread, then releases its own on this thread.
+        let mut permit = remote.acquire(Request::any()).await.unwrap();
+        permit.report(Outcome::success());
+        let _ = tx.send(std::thread::current().id());
+    });
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while handle.state().await.unwrap().waiting == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await,
+        Ok(())
+    );
+    drop(held);
+    let remote_thread = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(remote_thread, std::thread::current().id());
+    let mut s = handle.state().await.unwrap();
+    while s.in_flight != 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        s = handle.state().await.unwrap();
+    }
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 1);
+    arbiter.stop();
+    arbiter.join().unwrap();
+}
+
+#[actix::test]
+async fn the_same_seed_draws_the_same_candidates() {
+    async fn sequence(seed: u64) -> Vec<String> {
+        let mut c = Coordinator::with_seed(Config::default(), Limits::default(), seed).unwrap();
+        for id in ["a", "b", "c", "d", "e"] {
+            c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+        }
+        let handle = c.start_handle();
+        let mut out = Vec::new();
+        for _ in 0..40 {
+            let p = handle.acquire(Request::any()).await.unwrap();
+            out.push(p.candidate().to_string());
+        }
+        out
+    }
+    let first = sequence(5).await;
+    assert_eq!(first, sequence(5).await);
+    assert_ne!(first, sequence(6).await);
+    let distinct: std::collections::BTreeSet<_> = first.iter().collect();
+    assert!(distinct.len() > 1, "a draw, not a fixed choice: {first:?}");
+}
