@@ -137,6 +137,7 @@ pub struct Coordinator {
     snapshots: SnapshotStatus,
     /// Set by a simulated crash: stop without the farewell save.
     crashing: bool,
+    mailbox_capacity: Option<usize>,
 }
 
 impl Coordinator {
@@ -166,6 +167,7 @@ impl Coordinator {
             persistence: None,
             snapshots: SnapshotStatus::default(),
             crashing: false,
+            mailbox_capacity: None,
         })
     }
 
@@ -179,6 +181,13 @@ impl Coordinator {
     /// Replaces the metrics recorder (for example to change the candidate label cap).
     pub fn with_metrics(mut self, metrics: CoordinatorMetrics) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Sets how many messages sent with `send` may queue before senders wait (actix's default
+    /// is 16). `do_send`, which permits and grants use, is never held back.
+    pub fn with_mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.mailbox_capacity = Some(capacity.max(1));
         self
     }
 
@@ -337,6 +346,9 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(capacity) = self.mailbox_capacity {
+            ctx.set_mailbox_capacity(capacity);
+        }
         self.arm_tick(ctx);
         self.arm_deadline(ctx);
         if let Some(every) = self.persistence.as_ref().and_then(|p| p.every) {
