@@ -219,37 +219,42 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The project's own default, tuned in the simulator (see `docs/tuning.md`).
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): success and
+    /// the overload window dominate (they separate a failing candidate from a healthy one),
+    /// ttfb and connect rank the healthy ones, and exponent 16 turns a clear score gap into a
+    /// near-certain choice; load counts a little (free capacity), stake, price and tags are
+    /// off until a deployment weighs them. The 2% floor keeps probing a shunned candidate so it
+    /// can recover; the 30 s half-life forgets old verdicts.
     fn default() -> Self {
         Config {
             preset: None,
             mode: Mode::Sum,
             weights: Weights {
-                success: 1.0,
-                connect: 0.5,
-                ttfb: 1.0,
+                success: 6.0,
+                connect: 2.0,
+                ttfb: 6.0,
                 bandwidth: 0.5,
-                overload: 2.0,
-                load: 0.5,
+                overload: 4.0,
+                load: 1.0,
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
             },
             tag_weights: BTreeMap::new(),
-            exponent: 4.0,
+            exponent: 16.0,
             floor: 0.02,
             deterministic: false,
             ema: EmaConfig {
-                alpha: 0.3,
+                alpha: 0.2,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
-                half_life_s: Some(10.0),
+                half_life_s: Some(30.0),
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
-            refresh_ms: 250,
+            refresh_ms: 1000,
         }
     }
 }

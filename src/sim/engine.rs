@@ -72,6 +72,9 @@ pub(crate) struct Engine<'a> {
     heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     reqs: Vec<ReqRec>,
+    /// Finished request slots, reused so every per-request table stays as small as the number
+    /// of requests open at once.
+    free_reqs: Vec<Req>,
     atts: Vec<Att>,
     free_atts: Vec<u32>,
     workers_left: Vec<u32>,
@@ -114,6 +117,7 @@ impl<'a> Engine<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             reqs: Vec::new(),
+            free_reqs: Vec::new(),
             atts: Vec::new(),
             free_atts: Vec::new(),
             workers_left: Vec::new(),
@@ -256,14 +260,23 @@ impl<'a> Engine<'a> {
     }
 
     fn start_request(&mut self, worker: u32, now: f64) {
-        let req = self.reqs.len() as Req;
-        self.reqs.push(ReqRec {
+        let rec = ReqRec {
             arrival: now,
             worker,
             retries_left: self.sc.workload.retries,
             attempts: 0,
             open: true,
-        });
+        };
+        let req = match self.free_reqs.pop() {
+            Some(r) => {
+                self.reqs[r as usize] = rec;
+                r
+            }
+            None => {
+                self.reqs.push(rec);
+                self.reqs.len() as Req - 1
+            }
+        };
         self.open_requests += 1;
         let k = self.sc.workload.subset as usize;
         let subset = if k == 0 || k >= self.live.len() {
@@ -365,6 +378,7 @@ impl<'a> Engine<'a> {
         }
         r.open = false;
         let r = *r;
+        self.free_reqs.push(req);
         self.open_requests -= 1;
         self.stats.request(
             now,
@@ -387,6 +401,8 @@ impl<'a> Engine<'a> {
             if self.reqs[i].open {
                 self.stats.stuck += 1;
                 self.finish_request(i as Req, None, now);
+                // The policy may still hold it: never hand this slot to a new request.
+                self.free_reqs.retain(|&r| r as usize != i);
             }
         }
     }
