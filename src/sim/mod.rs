@@ -36,8 +36,8 @@ pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{PolicyReport, Report, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, Dist, LoopKind, Scenario, ScenarioError,
-    TimelineEvent, Workload, BUILTIN,
+    Action, CandidateSpec, CoordinatorSpec, Dist, LoopKind, Scenario, ScenarioError, TimelineEvent,
+    Workload, BUILTIN,
 };
 
 /// Called after each finished run with (runs done, runs in all).
@@ -109,7 +109,10 @@ pub fn simulate(
             .filter_map(|s| runs[p * seeds.len() + s].take())
             .collect();
         if mine.len() != seeds.len() {
-            return Err(format!("policy {}: a run did not finish", policies[p].label()));
+            return Err(format!(
+                "policy {}: a run did not finish",
+                policies[p].label()
+            ));
         }
         let (r, s) = report::aggregate(&ids, &mut mine);
         reports.push(r);

@@ -87,7 +87,10 @@ pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
     }
 
     let mut chart = ChartBuilder::on(&areas[panels - 1])
-        .caption("error rate per policy (failed / finished requests)", ("sans-serif", 16))
+        .caption(
+            "error rate per policy (failed / finished requests)",
+            ("sans-serif", 16),
+        )
         .margin(8)
         .x_label_area_size(28)
         .y_label_area_size(40)

@@ -66,7 +66,7 @@ pub enum PolicySpec {
         /// Shown in tables and JSON.
         label: String,
         /// `None`: the scenario's `[coordinator]` config, else the project default.
-        config: Option<Config>,
+        config: Option<Box<Config>>,
     },
     /// Uniform random.
     Random,
@@ -103,7 +103,7 @@ impl PolicySpec {
     pub fn parse(name: &str) -> Result<Self, String> {
         let coordinator = |label: &str, config: Option<Config>| PolicySpec::Coordinator {
             label: label.to_string(),
-            config,
+            config: config.map(Box::new),
         };
         Ok(match name {
             "coordinator" => coordinator(name, None),
@@ -158,8 +158,9 @@ impl PolicySpec {
         Ok(match self {
             PolicySpec::Coordinator { config, .. } => {
                 let config = config
-                    .clone()
-                    .or_else(|| scenario_config.cloned())
+                    .as_deref()
+                    .or(scenario_config)
+                    .cloned()
                     .unwrap_or_default();
                 Box::new(CoordinatorPolicy::new(config, limits, rng)?)
             }
@@ -170,7 +171,9 @@ impl PolicySpec {
                 Instant::now(),
             )?),
             PolicySpec::Random => baselines::queued(baselines::Random, limits, rng),
-            PolicySpec::RoundRobin => baselines::queued(baselines::RoundRobin::default(), limits, rng),
+            PolicySpec::RoundRobin => {
+                baselines::queued(baselines::RoundRobin::default(), limits, rng)
+            }
             PolicySpec::P2cOpcount => baselines::queued(baselines::P2cOpcount, limits, rng),
             PolicySpec::MongoErrorBias => {
                 baselines::queued(baselines::MongoErrorBias::default(), limits, rng)

@@ -283,7 +283,10 @@ pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport,
         );
         share.insert(id.clone(), s);
     }
-    let lat: Vec<Summary> = runs.iter_mut().map(|r| summarize(&mut r.latency_ms)).collect();
+    let lat: Vec<Summary> = runs
+        .iter_mut()
+        .map(|r| summarize(&mut r.latency_ms))
+        .collect();
     let ttfb: Vec<Summary> = runs.iter_mut().map(|r| summarize(&mut r.ttfb_ms)).collect();
     let avg = |v: &[Summary]| Summary {
         mean: mean(v.iter().map(|s| s.mean)),
@@ -323,10 +326,7 @@ pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport,
         ),
         detection_s: mean_opt(&det),
         recovery_s: mean_opt(&rec),
-        decisions_per_s: mean(
-            runs.iter()
-                .map(|r| r.decisions as f64 / r.wall_s.max(1e-9)),
-        ),
+        decisions_per_s: mean(runs.iter().map(|r| r.decisions as f64 / r.wall_s.max(1e-9))),
         stuck: runs.iter().map(|r| r.stuck as f64).sum::<f64>() / n,
         virtual_s: mean(runs.iter().map(|r| r.end_s)),
     };

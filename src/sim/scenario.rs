@@ -37,7 +37,10 @@ pub const BUILTIN: [(&str, &str); 7] = [
         "pairwise-deadlock",
         include_str!("../../scenarios/pairwise-deadlock.toml"),
     ),
-    ("large-fleet", include_str!("../../scenarios/large-fleet.toml")),
+    (
+        "large-fleet",
+        include_str!("../../scenarios/large-fleet.toml"),
+    ),
 ];
 
 /// A scenario file that cannot be used.

@@ -123,8 +123,7 @@ impl LassiePairwise {
             let mut servable = Vec::new();
             let candidates: &[Cand] = w.eligible.as_deref().unwrap_or(&self.live);
             for &c in candidates {
-                if self.present.get(c as usize).copied().unwrap_or(false) && !w.tried.contains(&c)
-                {
+                if self.present.get(c as usize).copied().unwrap_or(false) && !w.tried.contains(&c) {
                     any_left = true;
                     if self.in_flight[c as usize] < self.limit[c as usize] {
                         servable.push(c);
