@@ -86,6 +86,15 @@ pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
         }
     }
 
+    // Error rates are often small: scale to the highest one seen.
+    let y_max = bins
+        .iter()
+        .flatten()
+        .filter(|b| b.1 > 0)
+        .map(|b| b.2 as f64 / b.1 as f64)
+        .fold(0.0f64, f64::max)
+        .clamp(0.01, 1.0)
+        * 1.05;
     let mut chart = ChartBuilder::on(&areas[panels - 1])
         .caption(
             "error rate per policy (failed / finished requests)",
@@ -94,7 +103,7 @@ pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
         .margin(8)
         .x_label_area_size(28)
         .y_label_area_size(40)
-        .build_cartesian_2d(0.0..x_max, 0.0..1.0)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()

@@ -12,7 +12,7 @@ pub(crate) struct Args {
     /// livepeer-selection, pairwise-deadlock, large-fleet) or a scenario TOML file.
     #[arg(long)]
     scenario: String,
-    /// Comma-separated policies: coordinator, coordinator:<preset or config file>, random,
+    /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
     /// p2c-peak-ewma, oracle. Default: the scenario's own list.
     #[arg(long, value_delimiter = ',')]
