@@ -496,7 +496,10 @@ impl Core {
 
     fn note_strict_price(&self, set: DrawSet<'_>, ev: &mut Evaluation, max: f64) {
         let eligible = |i: u32, s: &Slot| {
-            s.live && !s.price_ok && !Self::excluded(set.exclude, i, s.gen) && Self::caps_ok(s, set.caps)
+            s.live
+                && !s.price_ok
+                && !Self::excluded(set.exclude, i, s.gen)
+                && Self::caps_ok(s, set.caps)
         };
         let removed: Vec<_> = match set.eligible {
             Some(keys) => keys

@@ -432,7 +432,7 @@ impl Config {
                 ));
             }
         }
-        if self.exponent.is_finite() && self.exponent <= 0.0 {
+        if self.exponent == 0.0 {
             problems.push(Problem::new("exponent", "must be greater than 0"));
         }
         if self.floor.is_finite() && self.floor > 1.0 {

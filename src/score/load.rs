@@ -32,8 +32,8 @@ impl Config {
     /// Parses TOML; `preset = "..."` starts from that preset and the file overrides fields.
     /// Reports every problem (unknown field, wrong type, bad value) with its field path.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let doc: toml::Value = toml::from_str(text)
-            .map_err(|e| ConfigError::single("", e.to_string().trim_end()))?;
+        let doc: toml::Value =
+            toml::from_str(text).map_err(|e| ConfigError::single("", e.to_string().trim_end()))?;
         let mut problems = Vec::new();
         let json = toml_to_json(doc, "", &mut problems);
         Self::from_document(json, problems)
@@ -64,7 +64,10 @@ impl Config {
 
     fn from_document(mut doc: Value, mut problems: Vec<Problem>) -> Result<Self, ConfigError> {
         let Value::Object(fields) = &mut doc else {
-            return Err(ConfigError::single("", "a config must be a table of fields"));
+            return Err(ConfigError::single(
+                "",
+                "a config must be a table of fields",
+            ));
         };
         let base = match fields.get("preset") {
             None | Some(Value::Null) => Config::default(),
@@ -215,8 +218,9 @@ fn check_shape(shape: &Value, doc: &mut Map<String, Value>, path: &str, out: &mu
                     None
                 }
                 (Value::Object(_), _) => Some("must be a table".to_string()),
-                (Value::Number(n), Value::Number(v)) if n.is_u64() => (!v.is_u64())
-                    .then(|| format!("must be a whole number of at least 0, got {v}")),
+                (Value::Number(n), Value::Number(v)) if n.is_u64() => {
+                    (!v.is_u64()).then(|| format!("must be a whole number of at least 0, got {v}"))
+                }
                 (Value::Number(_), Value::Number(_)) => None,
                 (Value::Number(_), _) => Some("must be a number".to_string()),
                 (Value::Bool(_), Value::Bool(_)) => None,
@@ -226,7 +230,10 @@ fn check_shape(shape: &Value, doc: &mut Map<String, Value>, path: &str, out: &mu
                     .find(|(field, _)| *field == p)
                     .filter(|(_, allowed)| !allowed.contains(&s.as_str()))
                     .map(|(_, allowed)| {
-                        format!("unknown value `{s}`; expected one of {}", allowed.join(", "))
+                        format!(
+                            "unknown value `{s}`; expected one of {}",
+                            allowed.join(", ")
+                        )
                     }),
                 (Value::String(_), _) => Some("must be a string".to_string()),
                 _ => None,
@@ -250,7 +257,11 @@ fn merge(base: &mut Value, patch: Value) {
                 match b.get_mut(&k) {
                     // A map of free-form keys (tag weights) is replaced, not merged: a file
                     // that lists its tags means exactly those.
-                    Some(slot) if slot.is_object() && v.is_object() && !NUMBER_MAPS.contains(&k.as_str()) => {
+                    Some(slot)
+                        if slot.is_object()
+                            && v.is_object()
+                            && !NUMBER_MAPS.contains(&k.as_str()) =>
+                    {
                         merge(slot, v)
                     }
                     _ => {

@@ -387,8 +387,9 @@ impl ScoreModel {
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }
                 if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
-                    if d > 0.0 {
-                        let bw = bytes as f64 / (d / 1000.0);
+                    let bw = bytes as f64 / (d / 1000.0);
+                    // A zero duration, or one so short the rate overflows, says nothing about bandwidth.
+                    if d > 0.0 && bw.is_finite() {
                         stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a));
                         overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
                     }
