@@ -1143,6 +1143,7 @@ fn documented_config_loads_and_lists_every_field() {
         let l = line.trim_start_matches('#').trim();
         if l.starts_with('[') && l.ends_with(']') {
             section = l.trim_matches(['[', ']']).to_string();
+            seen.insert(section.clone());
         } else if let Some((k, _)) = l.split_once('=') {
             let k = k.trim();
             seen.insert(if section.is_empty() {
