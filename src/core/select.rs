@@ -152,7 +152,11 @@ impl Core {
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
         let available = slot.usable && slot.in_flight < limit;
-        let ejected = slot.live && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
+        // With ejection switched off (a reload, or restored statistics) an old ejection time
+        // must not keep a candidate out of the tree while evaluated draws let it in.
+        let ejected = self.model.config().ejection.enabled
+            && slot.live
+            && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
         let comps = if slot.live {
             self.model.components(
                 &slot.info,

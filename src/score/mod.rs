@@ -426,7 +426,8 @@ fn pow(x: f64, e: f64) -> f64 {
 fn sanitize(c: Components) -> Components {
     let f = |x: f64| {
         if x.is_finite() {
-            x.clamp(0.0, 1.0)
+            // `+ 0.0` turns -0.0 (an empty float sum starts there) into 0.0 for display.
+            x.clamp(0.0, 1.0) + 0.0
         } else {
             0.0
         }
