@@ -80,12 +80,22 @@ fn filtered_candidates_appear_with_their_reason_and_probability_zero() {
         &repo("examples/candidates/livepeer-case.toml"),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &v["candidates"];
     // o1 fails the perf filter (0.5 < 0.55), o3 the strict price limit (1000 > 800).
-    assert!(c[0]["filtered"].as_str().unwrap().starts_with("perf"), "{c}");
-    assert!(c[2]["filtered"].as_str().unwrap().starts_with("price"), "{c}");
+    assert!(
+        c[0]["filtered"].as_str().unwrap().starts_with("perf"),
+        "{c}"
+    );
+    assert!(
+        c[2]["filtered"].as_str().unwrap().starts_with("price"),
+        "{c}"
+    );
     assert_eq!(c[0]["probability"], 0.0);
     assert_eq!(c[2]["probability"], 0.0);
     assert_eq!(c[1]["probability"], 1.0);
@@ -128,10 +138,23 @@ fn a_bad_candidates_file_names_each_bad_entry() {
         ]}"#,
     )
     .unwrap();
-    let out = selcoord(&["explain", "--config", "default", "--candidates", file.to_str().unwrap()]);
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        "default",
+        "--candidates",
+        file.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    for want in ["candidates[0]", "stake", "candidates[1].stats", "conect_ms", "candidates[2]", "colour"] {
+    for want in [
+        "candidates[0]",
+        "stake",
+        "candidates[1].stats",
+        "conect_ms",
+        "candidates[2]",
+        "colour",
+    ] {
         assert!(err.contains(want), "missing {want} in\n{err}");
     }
 }

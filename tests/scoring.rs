@@ -10,7 +10,10 @@ use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::decision::DecisionRecord;
-use selection_coordinator::score::{ErrorWindow, Overall, Stats, Weights};
+use selection_coordinator::score::{Overall, Stats, Weights};
+use selection_coordinator::snapshot::{
+    CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
+};
 use selection_coordinator::{
     CandidateInfo, Config, Core, Event, FailureClass, Mode, Next, Outcome, Rejection, Request,
 };
@@ -846,8 +849,58 @@ struct Cand {
     stake: f64,
     price: f64,
     verified: bool,
-    stats: Stats,
+    /// success, connect, ttfb, bandwidth: any finite value (negative ones included).
+    values: [Option<f64>; 4],
+    window: Vec<(u32, u32)>,
+    age_s: f64,
+    /// Added with raw statistics (unchecked) instead of through a validated snapshot.
+    hostile: bool,
     outcomes: Vec<Outcome>,
+}
+
+impl Cand {
+    fn info(&self, i: usize) -> CandidateInfo {
+        let info = CandidateInfo::new(format!("c{i}"))
+            .with_stake(self.stake)
+            .with_price(self.price);
+        if self.verified {
+            info.with_tag("verified")
+        } else {
+            info
+        }
+    }
+
+    /// The statistics as a snapshot accepts them: finite, not negative, success at most 1.
+    fn snapshot(&self, i: usize) -> CandidateSnapshot {
+        let [s, c, t, b] = self.values.map(|v| v.map(f64::abs));
+        CandidateSnapshot {
+            info: self.info(i),
+            stats: StatsSnapshot {
+                success: s.map(|x| x.min(1.0)),
+                connect_ms: c,
+                ttfb_ms: t,
+                bandwidth_bps: b,
+                last_sample_age_s: Some(self.age_s),
+                window: self.window.iter().map(|&(e, n)| (e.min(n), n)).collect(),
+                consecutive_failures: 0,
+                ejections: 0,
+                ejected_for_s: None,
+                attempts: 0,
+                successes: 0,
+            },
+        }
+    }
+
+    fn raw_stats(&self) -> Stats {
+        let [success, connect_ms, ttfb_ms, bandwidth_bps] = self.values;
+        Stats {
+            success,
+            connect_ms,
+            ttfb_ms,
+            bandwidth_bps,
+            ..Stats::default()
+        }
+    }
 }
 
 fn outcome_strategy() -> impl Strategy<Value = Outcome> {
@@ -873,32 +926,21 @@ fn outcome_strategy() -> impl Strategy<Value = Outcome> {
 
 fn cand_strategy() -> impl Strategy<Value = Cand> {
     (
-        finite_non_negative(),
-        finite_non_negative(),
-        any::<bool>(),
-        (
-            prop::option::of(any_finite()),
-            prop::option::of(any_finite()),
-            prop::option::of(any_finite()),
-            prop::option::of(any_finite()),
-            any::<u32>(),
-            any::<u32>(),
-        ),
+        (finite_non_negative(), finite_non_negative(), any::<bool>()),
+        prop::array::uniform4(prop::option::of(any_finite())),
+        prop::collection::vec((0u32..50, 0u32..50), 0..12),
+        (0.0..1e4f64, any::<bool>()),
         prop::collection::vec(outcome_strategy(), 0..6),
     )
         .prop_map(
-            |(stake, price, verified, (s, c, t, b, e, n), outcomes)| Cand {
+            |((stake, price, verified), values, window, (age_s, hostile), outcomes)| Cand {
                 stake,
                 price,
                 verified,
-                stats: Stats {
-                    success: s,
-                    connect_ms: c,
-                    ttfb_ms: t,
-                    bandwidth_bps: b,
-                    window: ErrorWindow::with_counts(0, e, n),
-                    ..Stats::default()
-                },
+                values,
+                window,
+                age_s,
+                hostile,
                 outcomes,
             },
         )
@@ -944,13 +986,19 @@ proptest! {
         later_s in 0.0..100.0f64,
     ) {
         let (mut core, mut rng, now) = new_core(config);
-        core.set_overall(Overall { connect_ms: overall.0, ttfb_ms: overall.1, bandwidth_bps: overall.2 });
-        for (i, c) in cands.iter().enumerate() {
-            let mut info = CandidateInfo::new(format!("c{i}")).with_stake(c.stake).with_price(c.price);
-            if c.verified {
-                info = info.with_tag("verified");
-            }
-            core.add_with_stats(info, c.stats.clone(), now, &mut rng).unwrap();
+        let snapshot = Snapshot {
+            version: SNAPSHOT_VERSION,
+            overall: Overall { connect_ms: overall.0, ttfb_ms: overall.1, bandwidth_bps: overall.2 },
+            candidates: cands
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.hostile)
+                .map(|(i, c)| c.snapshot(i))
+                .collect(),
+        };
+        core.restore(&snapshot, now, &mut rng).unwrap();
+        for (i, c) in cands.iter().enumerate().filter(|(_, c)| c.hostile) {
+            core.add_with_stats(c.info(i), c.raw_stats(), now, &mut rng).unwrap();
         }
         check_record(&core.explain(&Request::any(), now).unwrap())?;
         let t = now + Duration::from_secs_f64(later_s);

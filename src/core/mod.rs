@@ -1260,19 +1260,6 @@ impl Core {
         self.overall
     }
 
-    /// Replaces the all-candidate averages (restoring a snapshot, or `selcoord explain` with
-    /// recorded statistics). Values that are not finite and positive are dropped (no data).
-    /// Scores follow at the next decision.
-    pub fn set_overall(&mut self, overall: Overall) {
-        let ok = |x: Option<f64>| x.filter(|v| v.is_finite() && *v > 0.0);
-        self.overall = Overall {
-            connect_ms: ok(overall.connect_ms),
-            ttfb_ms: ok(overall.ttfb_ms),
-            bandwidth_bps: ok(overall.bandwidth_bps),
-        };
-        self.dirty = true;
-    }
-
     /// Counters of decisions, rejections, ejections and reclaimed attempts.
     pub fn counters(&self) -> Counters {
         self.counters

@@ -30,20 +30,6 @@ pub struct ErrorWindow {
 pub(crate) const WINDOW_RING: usize = 16;
 
 impl ErrorWindow {
-    /// A window holding `errors` overload errors out of `total` outcomes, all in `bucket` (an
-    /// absolute bucket number: seconds since the core's epoch divided by `window.bucket_s`).
-    /// Restores recorded statistics, e.g. in `selcoord explain`.
-    pub fn with_counts(bucket: u64, errors: u32, total: u32) -> Self {
-        let mut w = ErrorWindow {
-            newest: bucket,
-            ..ErrorWindow::default()
-        };
-        let i = (bucket % WINDOW_RING as u64) as usize;
-        w.errors[i] = errors.min(total);
-        w.totals[i] = total;
-        w
-    }
-
     /// Moves the newest bucket forward to `bucket`, clearing the slots it passes over.
     /// Slots are indexed modulo the ring size, not the configured window, so a config reload
     /// that changes `window.buckets` keeps the counts aligned.
@@ -107,7 +93,7 @@ impl ErrorWindow {
                 if b > self.newest || b + buckets as u64 <= self.newest {
                     return (0, 0);
                 }
-                let i = (b % buckets as u64) as usize;
+                let i = (b % WINDOW_RING as u64) as usize;
                 (self.errors[i], self.totals[i])
             })
             .collect()
@@ -121,12 +107,12 @@ impl ErrorWindow {
             let Some(b) = at_bucket.checked_sub(k as u64) else {
                 continue;
             };
-            w.roll(b, buckets);
-            let i = (b % buckets as u64) as usize;
+            w.roll(b);
+            let i = (b % WINDOW_RING as u64) as usize;
             w.errors[i] = errors;
             w.totals[i] = totals;
         }
-        w.roll(at_bucket, buckets);
+        w.roll(at_bucket);
         w
     }
 }

@@ -6,15 +6,18 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use selection_coordinator::decision::{DecisionRecord, Fallback, FilterNote};
+use selection_coordinator::score::{Components, Overall, ScoreModel};
+use selection_coordinator::snapshot::{
+    CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
+};
+use selection_coordinator::{CandidateInfo, Config, Core, Mode, Request};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use selection_coordinator::decision::{DecisionRecord, Fallback, FilterNote};
-use selection_coordinator::score::{Components, ErrorWindow, Overall, ScoreModel, Stats};
-use selection_coordinator::{CandidateInfo, Config, Core, Mode, Request};
 
 /// Arguments of `selcoord explain`.
 #[derive(Debug, clap::Args)]
@@ -78,12 +81,38 @@ struct RecordedStats {
     age_s: f64,
 }
 
+fn empty_stats() -> StatsSnapshot {
+    RecordedStats::default().snapshot_with_age(None)
+}
+
 impl RecordedStats {
+    fn snapshot(&self) -> StatsSnapshot {
+        self.snapshot_with_age(Some(self.age_s))
+    }
+
+    fn snapshot_with_age(&self, age_s: Option<f64>) -> StatsSnapshot {
+        StatsSnapshot {
+            success: self.success,
+            connect_ms: self.connect_ms,
+            ttfb_ms: self.ttfb_ms,
+            bandwidth_bps: self.bandwidth_bps,
+            last_sample_age_s: age_s,
+            window: vec![(self.overload_errors, self.outcomes)],
+            consecutive_failures: self.consecutive_failures,
+            ejections: self.ejections,
+            ejected_for_s: (self.ejected_for_s > 0.0).then_some(self.ejected_for_s),
+            attempts: 0,
+            successes: 0,
+        }
+    }
+
     fn problems(&self, path: &str, out: &mut Vec<String>) {
         let mut check = |field: &str, v: Option<f64>| {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
-                    out.push(format!("{path}.{field}: must be a finite number >= 0, got {v}"));
+                    out.push(format!(
+                        "{path}.{field}: must be a finite number >= 0, got {v}"
+                    ));
                 }
             }
         };
@@ -160,7 +189,9 @@ impl CandidatesFile {
             None => return Err(vec!["candidates: missing (a list of candidates)".into()]),
         };
         for key in top.keys() {
-            problems.push(format!("{key}: unknown field; expected candidates, overall"));
+            problems.push(format!(
+                "{key}: unknown field; expected candidates, overall"
+            ));
         }
         let mut candidates = Vec::new();
         for (i, mut entry) in entries.into_iter().enumerate() {
@@ -240,35 +271,27 @@ struct Explained {
 
 fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
     let model = ScoreModel::new(config.clone()).map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    // Candidates enter at `now`, the newest recorded sample; older ones decay over their age.
-    let horizon = file
-        .candidates
-        .iter()
-        .filter_map(|(_, s)| s.as_ref().map(|s| s.age_s))
-        .fold(0.0f64, f64::max);
-    let now = t0 + Duration::from_secs_f64(horizon);
-    let bucket = (horizon / config.window.bucket_s) as u64;
-    let mut core = Core::new(config.clone(), t0).map_err(|e| e.to_string())?;
-    core.set_overall(file.overall());
-    // Adding draws nothing (no request waits), so the seed only satisfies the signature.
+    let now = Instant::now();
+    let mut core = Core::new(config.clone(), now).map_err(|e| e.to_string())?;
+    // Recorded statistics enter as a snapshot: ages and windows are relative to `now`.
+    let snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        overall: file.overall(),
+        candidates: file
+            .candidates
+            .iter()
+            .map(|(info, recorded)| CandidateSnapshot {
+                info: info.clone(),
+                stats: recorded
+                    .as_ref()
+                    .map_or_else(empty_stats, RecordedStats::snapshot),
+            })
+            .collect(),
+    };
+    // Restoring draws nothing (no request waits), so the seed only satisfies the signature.
     let mut rng = SmallRng::seed_from_u64(0);
-    for (info, recorded) in &file.candidates {
-        let stats = recorded.as_ref().map_or_else(Stats::default, |r| Stats {
-            success: r.success,
-            connect_ms: r.connect_ms,
-            ttfb_ms: r.ttfb_ms,
-            bandwidth_bps: r.bandwidth_bps,
-            last_sample_s: Some(horizon - r.age_s),
-            window: ErrorWindow::with_counts(bucket, r.overload_errors, r.outcomes),
-            consecutive_failures: r.consecutive_failures,
-            ejections: r.ejections,
-            ejected_until_s: (r.ejected_for_s > 0.0).then_some(horizon + r.ejected_for_s),
-            ..Stats::default()
-        });
-        core.add_with_stats(info.clone(), stats, now, &mut rng)
-            .map_err(|e| e.to_string())?;
-    }
+    core.restore(&snapshot, now, &mut rng)
+        .map_err(|e| e.to_string())?;
     let record = core
         .explain(&Request::any(), now)
         .map_err(|e| e.to_string())?;
@@ -350,7 +373,11 @@ impl Explained {
             .max()
             .unwrap_or(2)
             .max(2);
-        let _ = write!(out, "{:<id_w$}  {:>11}  {:>10}  {:>10}", "id", "probability", "score", "weight");
+        let _ = write!(
+            out,
+            "{:<id_w$}  {:>11}  {:>10}  {:>10}",
+            "id", "probability", "score", "weight"
+        );
         for (_, n) in &weighed {
             let _ = write!(out, "  {n:>9}");
         }
@@ -380,7 +407,13 @@ impl Explained {
         }
         for f in &self.filters {
             let ids: Vec<&str> = f.removed.iter().map(|id| id.as_str()).collect();
-            let _ = writeln!(out, "  {}: removed {} ({})", f.filter, ids.join(", "), f.why);
+            let _ = writeln!(
+                out,
+                "  {}: removed {} ({})",
+                f.filter,
+                ids.join(", "),
+                f.why
+            );
         }
         let _ = writeln!(out, "fallbacks:");
         if self.fallbacks.is_empty() {
