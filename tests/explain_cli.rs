@@ -158,3 +158,49 @@ fn a_bad_candidates_file_names_each_bad_entry() {
         assert!(err.contains(want), "missing {want} in\n{err}");
     }
 }
+
+#[test]
+fn recorded_statistics_enter_the_components_and_decay_with_their_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[ema]\nhalf_life_s = 5\nsuccess_prior = 1.0\n[window]\nmin_samples = 10\n",
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        config.to_str().unwrap(),
+        "--candidates",
+        &repo("examples/candidates/recorded.toml"),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sp1 = &v["candidates"][0]["components"];
+    let close = |got: &serde_json::Value, want: f64| (got.as_f64().unwrap() - want).abs() < 1e-9;
+    // Recorded 5 s ago with a 5 s half-life: halfway back to the prior / to the average.
+    assert!(close(&sp1["success"], 1.0 + (0.75 - 1.0) * 0.5), "{sp1}");
+    let connect = 120.0 + (80.0 - 120.0) * 0.5;
+    assert!(close(&sp1["connect"], (-connect / 120.0f64).exp()), "{sp1}");
+    // 2 overload errors in 20 outcomes; the window does not decay, it forgets.
+    assert!(close(&sp1["overload"], 0.9), "{sp1}");
+    // sp-2 has no statistics: the prior and the averages.
+    let sp2 = &v["candidates"][1]["components"];
+    assert!(
+        close(&sp2["success"], 1.0) && close(&sp2["connect"], (-1.0f64).exp()),
+        "{sp2}"
+    );
+    let total: f64 = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["probability"].as_f64().unwrap())
+        .sum();
+    assert!((total - 1.0).abs() < 1e-9);
+}
