@@ -27,6 +27,8 @@
 mod config;
 mod load;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 pub use config::{
     Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Weights, WindowConfig,
