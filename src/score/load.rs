@@ -111,8 +111,10 @@ impl Config {
 
     /// A config with every optional field present, so its JSON form shows every field's type.
     fn shape() -> Config {
-        let mut c = Config::default();
-        c.preset = Some(String::new());
+        let mut c = Config {
+            preset: Some(String::new()),
+            ..Config::default()
+        };
         c.ema.half_life_s = Some(1.0);
         c.price.max = Some(1.0);
         c.perf.region = Some(String::new());
