@@ -377,10 +377,19 @@ impl Config {
 
     /// Loads a preset name or a config file path.
     pub fn from_name_or_path(spec: &str) -> Result<Self, ConfigError> {
+        let path = Path::new(spec);
         if PRESETS.contains(&spec) {
             Self::preset(spec)
+        } else if !path.exists() {
+            Err(ConfigError::single(
+                "",
+                format!(
+                    "`{spec}` is neither a preset ({}) nor an existing file",
+                    PRESETS.join(", ")
+                ),
+            ))
         } else {
-            Self::load(Path::new(spec))
+            Self::load(path)
         }
     }
 

@@ -348,3 +348,44 @@ fn lassie_first_failure_replaces_the_prior() {
         Some(0.75)
     );
 }
+
+#[test]
+fn a_recorded_decision_carries_the_fallback_the_roll_and_the_winner() {
+    let mut c = livepeer_case_config();
+    c.perf.region = Some("FRA".into());
+    c.perf.min_score = Some(0.9);
+    let (mut core, mut rng, now) = new_core(c);
+    add_all(&mut core, &mut rng, now, livepeer_case());
+    // Nothing is recorded unless asked for.
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    assert!(core.poll_record().is_none());
+    core.set_record_rate(1.0);
+    let r = core.ready(Request::any(), now, &mut rng).unwrap();
+    let granted = std::iter::from_fn(|| core.poll_event())
+        .find_map(|e| match e {
+            Event::Granted(g) if g.request == r => Some(g),
+            _ => None,
+        })
+        .expect("a grant");
+    let record = core.poll_record().expect("a record");
+    assert_eq!(record.request, r);
+    assert_eq!(record.attempt, Some(granted.attempt));
+    assert_eq!(record.winner.as_ref(), Some(&granted.candidate));
+    assert!(record.roll.is_some_and(|u| (0.0..1.0).contains(&u)));
+    assert_eq!(record.fallbacks[0].filter, "perf");
+    assert_eq!(record.candidates.len(), 3);
+    let winner = record
+        .candidates
+        .iter()
+        .find(|c| c.id == granted.candidate)
+        .unwrap();
+    assert_close(
+        record.winner_probability,
+        winner.probability,
+        1e-12,
+        "winner p",
+    );
+    let json = serde_json::to_string(&record).unwrap();
+    let back: DecisionRecord = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, record);
+}
