@@ -25,6 +25,13 @@ const OPTIONAL: [&str; 5] = [
 /// Fields whose value is one of a fixed set of strings.
 const CHOICES: [(&str, &[&str]); 1] = [("mode", &["sum", "mixture"])];
 
+/// Whole-number fields stored in 32 bits (the others take any `u64`).
+const U32_FIELDS: [&str; 3] = [
+    "window.buckets",
+    "window.min_samples",
+    "ejection.consecutive_failures",
+];
+
 /// Fields that are maps from a free-form key to a number.
 const NUMBER_MAPS: [&str; 1] = ["tag_weights"];
 
@@ -221,7 +228,15 @@ fn check_shape(shape: &Value, doc: &mut Map<String, Value>, path: &str, out: &mu
                 }
                 (Value::Object(_), _) => Some("must be a table".to_string()),
                 (Value::Number(n), Value::Number(v)) if n.is_u64() => {
-                    (!v.is_u64()).then(|| format!("must be a whole number of at least 0, got {v}"))
+                    let max = if U32_FIELDS.contains(&p.as_str()) {
+                        u64::from(u32::MAX)
+                    } else {
+                        u64::MAX
+                    };
+                    match v.as_u64() {
+                        Some(x) if x <= max => None,
+                        _ => Some(format!("must be a whole number from 0 to {max}, got {v}")),
+                    }
                 }
                 (Value::Number(_), Value::Number(_)) => None,
                 (Value::Number(_), _) => Some("must be a number".to_string()),

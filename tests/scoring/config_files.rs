@@ -48,6 +48,7 @@ fn bad_json_config_names_every_bad_field() {
         "weights": {"stake": -0.7, "price": "cheap", "colour": 1},
         "price": {"exp_factor": 0, "max": -5},
         "ejection": {"max_share": 1.5, "consecutive_failures": 2.5},
+        "window": {"buckets": 5000000000},
         "refresh_ms": -1
     }"#;
     let err = Config::from_json_str(text).unwrap_err();
@@ -61,6 +62,7 @@ fn bad_json_config_names_every_bad_field() {
         "ejection.max_share",
         "ejection.consecutive_failures",
         "refresh_ms",
+        "window.buckets",
     ] {
         assert!(paths.contains(&want), "missing {want} in {err}");
     }
