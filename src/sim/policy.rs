@@ -225,6 +225,10 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fast
 pub(crate) struct Ids {
     pub(crate) by_cand: Vec<Option<CandidateId>>,
     pub(crate) by_id: FastMap<CandidateId, Cand>,
+    /// By the address of the id's text: the core hands back clones of the very id it was
+    /// given, so this finds them without hashing the text. Entries go when a candidate leaves,
+    /// so an address reused by a later id is always re-inserted first.
+    by_ptr: FastMap<usize, Cand>,
 }
 
 impl Ids {
@@ -233,12 +237,27 @@ impl Ids {
         if self.by_cand.len() <= i {
             self.by_cand.resize(i + 1, None);
         }
+        self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
         self.by_cand[i] = Some(id.clone());
         self.by_id.insert(id, cand);
     }
 
+    pub(crate) fn remove(&mut self, cand: Cand) {
+        if let Some(id) = self.id(cand) {
+            let ptr = id.as_str().as_ptr() as usize;
+            self.by_ptr.remove(&ptr);
+        }
+    }
+
     pub(crate) fn id(&self, cand: Cand) -> Option<&CandidateId> {
         self.by_cand.get(cand as usize).and_then(|x| x.as_ref())
+    }
+
+    pub(crate) fn cand(&self, id: &CandidateId) -> Option<Cand> {
+        match self.by_ptr.get(&(id.as_str().as_ptr() as usize)) {
+            Some(&c) => Some(c),
+            None => self.by_id.get(id).copied(),
+        }
     }
 }
 
@@ -252,7 +271,9 @@ pub(crate) struct CoordinatorPolicy {
     ids: Ids,
     /// Engine request -> core request and its running attempt.
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
-    by_request: FastMap<u64, Req>,
+    /// Core requests waiting for a grant that will come during some other call. Most grants
+    /// come during the `ready` or `done` of their own request and never enter this map.
+    waiting: FastMap<u64, Req>,
     out: std::collections::VecDeque<Decision>,
 }
 
@@ -268,32 +289,47 @@ impl CoordinatorPolicy {
             rng,
             ids: Ids::default(),
             requests: Vec::new(),
-            by_request: FastMap::default(),
+            waiting: FastMap::default(),
             out: Default::default(),
         })
     }
 
-    fn drain(&mut self) {
+    /// Turns core events into decisions. `current`: the request whose own call this was; if
+    /// it is still open and neither granted nor rejected, it now waits.
+    fn drain(&mut self, current: Option<(RequestId, Req)>) {
+        let mut current_answered = false;
         while let Some(ev) = self.core.poll_event() {
-            match ev {
-                Event::Granted(g) => {
-                    let Some(&req) = self.by_request.get(&g.request.as_u64()) else {
-                        continue;
-                    };
-                    let Some(&cand) = self.ids.by_id.get(&g.candidate) else {
-                        continue;
-                    };
-                    self.requests[req as usize].1 = Some(g.attempt);
-                    self.out.push_back(Decision::Grant { req, cand });
-                }
-                Event::Rejected { request, .. } => {
-                    if let Some(req) = self.by_request.remove(&request.as_u64()) {
-                        self.out.push_back(Decision::Reject { req });
-                    }
-                }
+            let (request, granted) = match ev {
+                Event::Granted(g) => (g.request, Some((g.attempt, g.candidate))),
+                Event::Rejected { request, .. } => (request, None),
                 // The engine ends attempts itself; a lease reclaim is only possible with
                 // `limits.max_attempt_s` shorter than the attempt timeout.
-                Event::Reclaimed { .. } => {}
+                Event::Reclaimed { .. } => continue,
+            };
+            let req = match current {
+                Some((id, req)) if id == request => {
+                    current_answered = true;
+                    req
+                }
+                _ => match self.waiting.remove(&request.as_u64()) {
+                    Some(req) => req,
+                    None => continue,
+                },
+            };
+            match granted {
+                Some((attempt, candidate)) => {
+                    let Some(cand) = self.ids.cand(&candidate) else {
+                        continue;
+                    };
+                    self.requests[req as usize].1 = Some(attempt);
+                    self.out.push_back(Decision::Grant { req, cand });
+                }
+                None => self.out.push_back(Decision::Reject { req }),
+            }
+        }
+        if let Some((id, req)) = current {
+            if !current_answered {
+                self.waiting.insert(id.as_u64(), req);
             }
         }
     }
@@ -306,7 +342,7 @@ impl Policy for CoordinatorPolicy {
         let _ = self
             .core
             .add_candidate(info.clone(), self.clock.at(now), &mut self.rng);
-        self.drain();
+        self.drain(None);
     }
 
     fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
@@ -315,7 +351,8 @@ impl Policy for CoordinatorPolicy {
                 .core
                 .remove_candidate(&id, self.clock.at(now), &mut self.rng);
         }
-        self.drain();
+        self.ids.remove(cand);
+        self.drain(None);
     }
 
     fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, _world: &World<'_>) {
@@ -329,12 +366,14 @@ impl Policy for CoordinatorPolicy {
         match self.core.ready(request, self.clock.at(now), &mut self.rng) {
             Ok(id) => {
                 self.requests[req as usize] = (Some(id), None);
-                self.by_request.insert(id.as_u64(), req);
+                self.drain(Some((id, req)));
             }
             // An eligible candidate that left between sampling and asking: nothing to use.
-            Err(_) => self.out.push_back(Decision::Reject { req }),
+            Err(_) => {
+                self.out.push_back(Decision::Reject { req });
+                self.drain(None);
+            }
         }
-        self.drain();
     }
 
     fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
@@ -352,17 +391,15 @@ impl Policy for CoordinatorPolicy {
                 .done(attempt, next, self.clock.at(now), &mut self.rng);
             self.requests[req as usize].1 = None;
         }
-        if !retry {
-            if let Some(r) = request {
-                self.by_request.remove(&r.as_u64());
-            }
+        match (retry, request) {
+            (true, Some(id)) => self.drain(Some((id, req))),
+            _ => self.drain(None),
         }
-        self.drain();
     }
 
     fn tick(&mut self, now: f64, _world: &World<'_>) {
         self.core.tick(self.clock.at(now), &mut self.rng);
-        self.drain();
+        self.drain(None);
     }
 
     fn poll(&mut self) -> Option<Decision> {

@@ -209,6 +209,7 @@ impl Policy for LassiePairwise {
                 .core
                 .remove_candidate(&id, self.clock.at(now), &mut self.rng);
         }
+        self.ids.remove(cand);
         self.pump(now);
     }
 
