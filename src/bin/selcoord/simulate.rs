@@ -10,8 +10,8 @@ use selection_coordinator::sim::{plot_svg, simulate, PolicySpec, Scenario, BUILT
 pub(crate) struct Args {
     /// A built-in scenario name (mongo-overload, capacity-overload, recovery, lassie-retrieval,
     /// livepeer-selection, pairwise-deadlock, large-fleet) or a scenario TOML file.
-    #[arg(long)]
-    scenario: String,
+    #[arg(long, required_unless_present = "list")]
+    scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
     /// p2c-peak-ewma, oracle. Default: the scenario's own list.
@@ -46,7 +46,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         }
         return Ok(());
     }
-    let scenario = Scenario::load(&args.scenario).map_err(|e| e.to_string())?;
+    let name = args.scenario.as_deref().unwrap_or_default();
+    let scenario = Scenario::load(name).map_err(|e| e.to_string())?;
     let names: Vec<String> = if args.policies.is_empty() {
         if scenario.policies.is_empty() {
             vec!["coordinator".into(), "random".into(), "oracle".into()]
