@@ -22,6 +22,7 @@
 //! ```
 
 mod baselines;
+mod dist;
 mod engine;
 mod plot;
 mod policy;
@@ -32,11 +33,12 @@ mod truth;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+pub use dist::Dist;
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{PolicyReport, Report, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, Dist, LoopKind, Scenario, ScenarioError, TimelineEvent,
+    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, TimelineEvent,
     Workload, BUILTIN,
 };
 

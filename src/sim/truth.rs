@@ -2,42 +2,9 @@
 
 use rand::Rng;
 
-use super::scenario::{CandidateSpec, Dist, TimelineEvent};
+use super::dist::{sample, Dist};
+use super::scenario::{CandidateSpec, TimelineEvent};
 use crate::core::{FailureClass, Outcome};
-
-/// A sample from a distribution (never negative).
-pub(crate) fn sample<R: Rng + ?Sized>(d: &Dist, rng: &mut R) -> f64 {
-    let v = match *d {
-        Dist::Const(v) => v,
-        Dist::Uniform { min, max } => {
-            if max > min {
-                rng.gen_range(min..max)
-            } else {
-                min
-            }
-        }
-        Dist::Normal { mean, sd } => mean + sd * std_normal(rng),
-        Dist::LogNormal { mean, sd } => {
-            // Parameters of the underlying normal from the mean and sd of the values.
-            let s2 = (1.0 + (sd / mean).powi(2)).ln();
-            let mu = mean.ln() - s2 / 2.0;
-            (mu + s2.sqrt() * std_normal(rng)).exp()
-        }
-        Dist::Exp { mean } => -mean * (1.0 - rng.gen::<f64>()).ln(),
-    };
-    if v.is_finite() {
-        v.max(0.0)
-    } else {
-        0.0
-    }
-}
-
-/// Box-Muller; one of the pair is enough here.
-fn std_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
 
 /// One candidate's current truth.
 #[derive(Clone, Debug)]
