@@ -42,6 +42,9 @@ pub struct Weights {
     pub price: f64,
     /// Uniform exploration.
     pub uniform: f64,
+    /// Expected time to a first byte per success, failed attempts included, against the
+    /// all-candidate average (`exp(-(attempt_ms / success) / overall)`).
+    pub time_to_success: f64,
 }
 
 impl Weights {
@@ -56,10 +59,11 @@ impl Weights {
         stake: 0.0,
         price: 0.0,
         uniform: 0.0,
+        time_to_success: 0.0,
     };
 
     /// `(name, value)` for each component, in a fixed order.
-    pub fn entries(&self) -> [(&'static str, f64); 9] {
+    pub fn entries(&self) -> [(&'static str, f64); 10] {
         [
             ("success", self.success),
             ("connect", self.connect),
@@ -70,6 +74,7 @@ impl Weights {
             ("stake", self.stake),
             ("price", self.price),
             ("uniform", self.uniform),
+            ("time_to_success", self.time_to_success),
         ]
     }
 }
@@ -255,6 +260,7 @@ impl Default for Config {
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
+                time_to_success: 0.0,
             },
             tag_weights: BTreeMap::new(),
             exponent: 16.0,
@@ -356,6 +362,25 @@ impl Config {
             },
             refresh_ms: 1000,
         }
+    }
+
+    /// The weight of each component, aligned with [`super::Components::entries`] (the tag
+    /// component weighs the sum of the tag weights).
+    pub fn component_weights(&self) -> [f64; 11] {
+        let w = &self.weights;
+        [
+            w.success,
+            w.connect,
+            w.ttfb,
+            w.bandwidth,
+            w.overload,
+            w.load,
+            w.stake,
+            w.price,
+            self.tag_weights.values().sum(),
+            w.uniform,
+            w.time_to_success,
+        ]
     }
 
     /// The same config with argmax instead of a draw.
