@@ -240,27 +240,27 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): success and
-    /// the overload window dominate (they separate a failing candidate from a healthy one),
-    /// ttfb and connect rank the healthy ones, and exponent 16 turns a clear score gap into a
-    /// near-certain choice; load counts a little (free capacity), stake, price and tags are
-    /// off until a deployment weighs them. The 2% floor keeps probing a shunned candidate so it
-    /// can recover; the 30 s half-life forgets old verdicts.
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): time to a
+    /// success (failures included) ranks candidates, the overload window and success keep
+    /// traffic off a candidate that fails fast, load spreads work before capacity runs out,
+    /// and exponent 16 turns a clear score gap into a near-certain choice; stake, price and
+    /// tags are off until a deployment weighs them. The 2% floor keeps probing a shunned
+    /// candidate so it can recover; the 30 s half-life forgets old verdicts.
     fn default() -> Self {
         Config {
             preset: None,
             mode: Mode::Sum,
             weights: Weights {
-                success: 6.0,
-                connect: 2.0,
-                ttfb: 6.0,
+                success: 3.0,
+                connect: 0.0,
+                ttfb: 2.0,
                 bandwidth: 0.5,
-                overload: 4.0,
-                load: 1.0,
+                overload: 8.0,
+                load: 3.0,
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
-                time_to_success: 0.0,
+                time_to_success: 12.0,
             },
             tag_weights: BTreeMap::new(),
             exponent: 16.0,

@@ -130,9 +130,10 @@ impl Truth {
                         duration_ms: Some(total),
                         ..Default::default()
                     }),
+                    // ttfb as a client measures it: from the start of the attempt.
                     Some(t) => Outcome::Success(crate::core::Success {
                         connect_ms: Some(connect),
-                        ttfb_ms: Some(t),
+                        ttfb_ms: Some(connect + t),
                         bytes: (bytes > 0).then_some(bytes),
                         duration_ms: Some(total),
                     }),
