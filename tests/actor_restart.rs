@@ -80,7 +80,13 @@ fn without_ages(mut s: Snapshot) -> Snapshot {
 }
 
 /// Runs `n` attempts that each report a success with the given timing, one at a time.
-async fn learn(c: &Addr<Coordinator>, rx: &mut mpsc::UnboundedReceiver<Answer>, w: &Addr<Probe>, n: usize, ms: f64) {
+async fn learn(
+    c: &Addr<Coordinator>,
+    rx: &mut mpsc::UnboundedReceiver<Answer>,
+    w: &Addr<Probe>,
+    n: usize,
+    ms: f64,
+) {
     for _ in 0..n {
         c.send(Ready::new(Request::any(), w.clone().recipient()))
             .await
@@ -126,18 +132,27 @@ async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
 
     c.do_send(Crash);
     let after = c.send(TakeSnapshot).await.unwrap();
-    assert_eq!(after, on_file, "statistics after the restart are the last snapshot");
+    assert_eq!(
+        after, on_file,
+        "statistics after the restart are the last snapshot"
+    );
 
     match next_answer(&mut rx).await {
         Answer::Rejected { request, reason } => {
-            assert_eq!((request, reason), (waiting, Rejection::CoordinatorRestarted))
+            assert_eq!(
+                (request, reason),
+                (waiting, Rejection::CoordinatorRestarted)
+            )
         }
         other => panic!("expected a restart rejection, got {other:?}"),
     }
     let s = state(&c).await;
     assert_eq!(s.incarnation, 1);
     assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
-    assert_eq!((s.in_flight, s.waiting, s.open_requests, s.tracked_requests), (0, 0, 0, 0));
+    assert_eq!(
+        (s.in_flight, s.waiting, s.open_requests, s.tracked_requests),
+        (0, 0, 0, 0)
+    );
 
     // The old permit is stale: its report and release change nothing in the new core, even
     // though the new core hands out the same attempt ids.
@@ -165,7 +180,10 @@ async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
     .await
     .unwrap();
     let s = state(&c).await;
-    assert_eq!(s.shell.stale, 4, "report, done, a second done and a report: all stale");
+    assert_eq!(
+        s.shell.stale, 4,
+        "report, done, a second done and a report: all stale"
+    );
     assert_eq!(s.in_flight, 1, "the fresh attempt keeps its slot");
     assert_eq!(
         without_ages(c.send(TakeSnapshot).await.unwrap()),
@@ -265,7 +283,10 @@ async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
         .start();
     let s = state(&c2).await;
     assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
-    assert_eq!(s.candidate("a").unwrap().stats.attempts + s.candidate("b").unwrap().stats.attempts, 23);
+    assert_eq!(
+        s.candidate("a").unwrap().stats.attempts + s.candidate("b").unwrap().stats.attempts,
+        23
+    );
     assert_eq!(c2.send(TakeSnapshot).await.unwrap(), last);
 }
 
@@ -290,7 +311,10 @@ async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
     let mut snap = c.send(TakeSnapshot).await.unwrap();
     snap.version = 99;
     std::fs::write(store.path(), serde_json::to_vec(&snap).unwrap()).unwrap();
-    let c2 = build(&["a"], 4).with_snapshots(store.clone(), None).unwrap().start();
+    let c2 = build(&["a"], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
     let loaded = state(&c2).await.snapshots.loaded;
     assert!(
         matches!(&loaded, LoadOutcome::Quarantined { problem, .. } if problem.contains("version 99")),
@@ -327,9 +351,14 @@ async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
         c.send(SetLimits(bad_limits)).await.unwrap(),
         Err(Error::InvalidLimits(m)) if m.contains("max_attempt_s")
     ));
-    let mut bad_config = Config::default();
-    bad_config.refresh_ms = 0;
-    assert!(matches!(c.send(SetConfig(bad_config)).await.unwrap(), Err(Error::Config(_))));
+    let bad_config = Config {
+        refresh_ms: 0,
+        ..Config::default()
+    };
+    assert!(matches!(
+        c.send(SetConfig(bad_config)).await.unwrap(),
+        Err(Error::Config(_))
+    ));
 
     // NaN, infinite and negative durations in a report: counted, ignored, nothing learned.
     ready(Request::any()).await.unwrap().unwrap();
@@ -344,7 +373,10 @@ async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
         .unwrap();
     }
     let s = state(&c).await;
-    assert_eq!(s.shell.invalid_input, 8, "5 refused messages and 3 bad reports");
+    assert_eq!(
+        s.shell.invalid_input, 8,
+        "5 refused messages and 3 bad reports"
+    );
     assert_eq!(s.candidate("a").unwrap().stats.attempts, 0);
     // The valid report still counts, and the coordinator keeps serving.
     p.report(Outcome::success());
@@ -352,5 +384,8 @@ async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
     ready(Request::any()).await.unwrap().unwrap();
     drop(next_permit(&mut rx).await);
     let s = state(&c).await;
-    assert_eq!((s.candidate("a").unwrap().stats.attempts, s.incarnation), (1, 0));
+    assert_eq!(
+        (s.candidate("a").unwrap().stats.attempts, s.incarnation),
+        (1, 0)
+    );
 }

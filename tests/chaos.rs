@@ -227,8 +227,14 @@ async fn chaos_nothing_is_lost() {
         c.do_send(Crash);
         let after = c.send(TakeSnapshot);
         let (before, after) = (before.await.unwrap(), after.await.unwrap());
-        assert_ne!(before, on_file, "attempts ran between the save and the crash");
-        assert_eq!(after, on_file, "statistics after the restart equal the last snapshot");
+        assert_ne!(
+            before, on_file,
+            "attempts ran between the save and the crash"
+        );
+        assert_eq!(
+            after, on_file,
+            "statistics after the restart equal the last snapshot"
+        );
         let attempts: u64 = after.candidates.iter().map(|c| c.stats.attempts).sum();
         restarts.push((tally.borrow().granted, attempts));
     }
@@ -293,7 +299,10 @@ async fn chaos_nothing_is_lost() {
         .rejected
         .keys()
         .all(|r| *r == Rejection::CoordinatorRestarted.as_str()));
-    assert!(t.rejected.values().sum::<u64>() > 0, "a crash met waiting requests");
+    assert!(
+        t.rejected.values().sum::<u64>() > 0,
+        "a crash met waiting requests"
+    );
     // The injected faults hit their rates within a wide margin (seeded, so exact per run).
     let share = |n: u64, of: u64| n as f64 / of as f64;
     assert!((0.08..0.12).contains(&share(t.stopped_mid_attempt, t.granted)));

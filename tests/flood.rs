@@ -64,10 +64,12 @@ impl Handler<Answer> for Sink {
         match answer {
             // Held to the end: the slots stay busy and the queue fills.
             Answer::Granted(p) => self.held.push(p),
-            Answer::Rejected { reason, .. } => match self.rejected.iter_mut().find(|r| r.0 == reason) {
-                Some(r) => r.1 += 1,
-                None => self.rejected.push((reason, 1)),
-            },
+            Answer::Rejected { reason, .. } => {
+                match self.rejected.iter_mut().find(|r| r.0 == reason) {
+                    Some(r) => r.1 += 1,
+                    None => self.rejected.push((reason, 1)),
+                }
+            }
         }
     }
 }
@@ -154,7 +156,10 @@ async fn a_flood_is_bounded_by_max_waiting() {
     assert_eq!(s.waiting, MAX_WAITING);
     assert_eq!(queue_full, (READIES - MAX_WAITING - granted) as u64);
     assert_eq!(rejected.len(), 1, "QueueFull is the only reason");
-    assert_eq!(s.counters.rejections[1], queue_full, "the core counted them as QueueFull");
+    assert_eq!(
+        s.counters.rejections[1], queue_full,
+        "the core counted them as QueueFull"
+    );
     assert!(peak < BOUND, "peak {peak} bytes over the bound {BOUND}");
     // Bounded, not merely under a large number: the last 400,000 rejected Readies left
     // nothing behind (allowing 64 KiB of noise, under a byte per request).

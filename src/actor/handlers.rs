@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 
 use super::messages::{
     AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, GetState, Ready, Reask,
-    RemoveCandidate, Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe,
-    SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    RemoveCandidate, Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
+    TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;

@@ -99,10 +99,7 @@ impl Coordinator {
                 LoadOutcome::Quarantined { moved_to, problem }
             }
             Loaded::Snapshot(snapshot) => {
-                match self
-                    .core
-                    .restore(&snapshot, Instant::now(), &mut self.rng)
-                {
+                match self.core.restore(&snapshot, Instant::now(), &mut self.rng) {
                     Ok(()) => LoadOutcome::Restored {
                         candidates: snapshot.candidates.len(),
                     },
