@@ -389,3 +389,23 @@ async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
         (1, 0)
     );
 }
+
+/// Shutting the actix System down stops the actor, which saves its snapshot on the way out.
+#[test]
+fn shutting_the_system_down_saves_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let system = System::new();
+    let learned = system.block_on(async {
+        let c = build(&["a", "b"], 4)
+            .with_snapshots(store.clone(), None)
+            .unwrap()
+            .start_supervised();
+        let (w, mut rx) = probe();
+        learn(&c, &mut rx, &w, 7, 15.0).await;
+        c.send(TakeSnapshot).await.unwrap()
+    });
+    assert!(!store.path().exists(), "nothing saved before the shutdown");
+    drop(system);
+    assert_eq!(load(&store), learned);
+}

@@ -31,6 +31,12 @@
 //!   are counted in [`ShellCounters`] and ignored; messages that have a result also return it.
 //! - **Decision records** are built only while someone subscribes ([`Subscribe`] for actors,
 //!   [`SubscribeChannel`] for tokio code), at the highest rate asked for.
+//! - **Crashes lose only what was learned since the last snapshot.** Started with
+//!   [`Coordinator::start_supervised`], the actor restarts after a stop or crash, rebuilt from
+//!   the snapshot of [`Coordinator::with_snapshots`] (saved periodically, on stop and at
+//!   System shutdown); waiting requests are answered with
+//!   [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted) and permits of
+//!   the earlier incarnation are stale. See `docs/reliability.md`.
 //! - **Code without actors** uses [`CoordinatorHandle::acquire`], which returns the same
 //!   [`Permit`].
 //!
