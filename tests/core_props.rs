@@ -51,6 +51,52 @@ enum Op {
     Advance {
         ms: u64,
     },
+    /// Hostile input: each variant must be refused with an error (or ignored), never a panic.
+    Hostile(Hostile),
+}
+
+#[derive(Clone, Debug)]
+enum Hostile {
+    BadCandidate(u8),
+    BadOutcome { pick: usize, value: f64 },
+    StaleDone,
+    StaleOutcome,
+    StaleRequest(u8),
+    BadRequest(u8),
+    BadLimits(u8),
+    BadConfig(f64),
+    TimeBackwards(u64),
+    BadSnapshot(f64),
+}
+
+fn hostile() -> impl Strategy<Value = Hostile> {
+    let weird = prop_oneof![
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(-1.0),
+        Just(-0.0),
+        Just(f64::MAX),
+        Just(f64::MIN_POSITIVE),
+        any::<f64>(),
+    ];
+    prop_oneof![
+        (0u8..6).prop_map(Hostile::BadCandidate),
+        (any::<usize>(), weird.clone())
+            .prop_map(|(pick, value)| Hostile::BadOutcome { pick, value }),
+        Just(Hostile::StaleDone),
+        Just(Hostile::StaleOutcome),
+        (0u8..3).prop_map(Hostile::StaleRequest),
+        (0u8..4).prop_map(Hostile::BadRequest),
+        (0u8..4).prop_map(Hostile::BadLimits),
+        weird.clone().prop_map(Hostile::BadConfig),
+        (1u64..5_000).prop_map(Hostile::TimeBackwards),
+        weird.prop_map(Hostile::BadSnapshot),
+    ]
+}
+
+fn hostile_op() -> impl Strategy<Value = Op> {
+    prop_oneof![3 => op(), 2 => hostile().prop_map(Op::Hostile)]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -108,6 +154,8 @@ struct Harness {
     open: Vec<RequestId>,
     answered: HashSet<RequestId>,
     requests: Vec<RequestId>,
+    stale_attempts: Vec<AttemptId>,
+    rejected: HashSet<RequestId>,
 }
 
 impl Harness {
@@ -132,6 +180,8 @@ impl Harness {
             open: Vec::new(),
             answered: HashSet::new(),
             requests: Vec::new(),
+            stale_attempts: Vec::new(),
+            rejected: HashSet::new(),
         }
     }
 
@@ -178,6 +228,7 @@ impl Harness {
                         .done(a, next, self.now, &mut self.rng)
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert!(self.core.done(a, next, self.now, &mut self.rng).is_err());
+                    self.stale_attempts.push(a);
                 }
             }
             Op::Cancel { pick } => {
@@ -219,8 +270,115 @@ impl Harness {
                 self.now += Duration::from_millis(*ms);
                 self.core.tick(self.now, &mut self.rng);
             }
+            Op::Hostile(h) => self.hostile(h)?,
         }
         self.drain_and_check()
+    }
+
+    fn hostile(&mut self, h: &Hostile) -> Result<(), TestCaseError> {
+        let now = self.now;
+        match h {
+            Hostile::BadCandidate(kind) => {
+                let mut info = CandidateInfo::new(format!("bad{kind}"));
+                match kind {
+                    0 => info.stake = f64::NAN,
+                    1 => info.price = f64::INFINITY,
+                    2 => info.stake = -3.0,
+                    3 => info.max_in_flight = Some(0),
+                    4 => info.id = CandidateId::new(""),
+                    _ => {
+                        info.perf_scores.insert("FRA".into(), f64::NAN);
+                    }
+                }
+                prop_assert!(self.core.add_candidate(info, now, &mut self.rng).is_err());
+            }
+            Hostile::BadOutcome { pick, value } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding[pick % self.outstanding.len()];
+                    let o = Outcome::Success(selection_coordinator::Success {
+                        ttfb_ms: Some(*value),
+                        ..Default::default()
+                    });
+                    let ok = value.is_finite() && *value >= 0.0;
+                    let r = self.core.outcome(a, o, now);
+                    if !ok {
+                        prop_assert!(r.is_err(), "outcome with {value} accepted");
+                    }
+                }
+            }
+            Hostile::StaleDone => {
+                if let Some(&a) = self.stale_attempts.last() {
+                    prop_assert!(self.core.done(a, Next::Finish, now, &mut self.rng).is_err());
+                }
+            }
+            Hostile::StaleOutcome => {
+                if let Some(&a) = self.stale_attempts.first() {
+                    prop_assert!(self.core.outcome(a, Outcome::success(), now).is_err());
+                }
+            }
+            Hostile::StaleRequest(kind) => {
+                // A rejected request with nothing running is gone: every call on it is refused.
+                let gone = self.requests.iter().copied().find(|r| {
+                    self.rejected.contains(r) && !self.outstanding.iter().any(|o| o.1 == *r)
+                });
+                if let Some(r) = gone {
+                    let res = match kind {
+                        0 => self.core.cancel(r, now),
+                        1 => self.core.finish(r),
+                        _ => self.core.reask(r, now, &mut self.rng),
+                    };
+                    prop_assert!(res.is_err(), "call on finished request {r} accepted");
+                }
+            }
+            Hostile::BadRequest(kind) => {
+                let req = match kind {
+                    0 => Request::any().with_parallelism(0),
+                    1 => Request::any().with_parallelism(1_000_000),
+                    2 => Request::only(Vec::<String>::new()),
+                    _ => Request::only(["no-such-candidate"]),
+                };
+                prop_assert!(self.core.ready(req, now, &mut self.rng).is_err());
+            }
+            Hostile::BadLimits(kind) => {
+                let mut l = Limits::default();
+                match kind {
+                    0 => l.global = 0,
+                    1 => l.per_candidate = 0,
+                    2 => l.max_parallelism = 0,
+                    _ => l.max_attempt_s = Some(f64::NAN),
+                }
+                prop_assert!(self.core.set_limits(l, now, &mut self.rng).is_err());
+                prop_assert_eq!(self.core.limits(), self.limits);
+            }
+            Hostile::BadConfig(v) => {
+                let before = self.core.config().clone();
+                let mut c = before.clone();
+                c.weights.success = *v;
+                c.ema.alpha = if v.is_finite() { *v } else { 2.0 };
+                let valid = c.validate().is_ok();
+                let r = self.core.set_config(c, now, &mut self.rng);
+                prop_assert_eq!(r.is_ok(), valid);
+                if !valid {
+                    prop_assert_eq!(self.core.config(), &before);
+                }
+            }
+            Hostile::TimeBackwards(ms) => {
+                let earlier = self
+                    .now
+                    .checked_sub(Duration::from_millis(*ms))
+                    .unwrap_or(self.base);
+                self.core.tick(earlier, &mut self.rng);
+            }
+            Hostile::BadSnapshot(v) => {
+                let mut snap = self.core.snapshot();
+                if let Some(c) = snap.candidates.first_mut() {
+                    c.stats.connect_ms = Some(*v);
+                    let valid = v.is_finite() && *v >= 0.0;
+                    prop_assert_eq!(self.core.restore(&snap, now, &mut self.rng).is_ok(), valid);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn drain_and_check(&mut self) -> Result<(), TestCaseError> {
@@ -241,6 +399,7 @@ impl Harness {
                     self.outstanding.push((g.attempt, g.request, g.candidate));
                 }
                 Event::Rejected { request, .. } => {
+                    self.rejected.insert(request);
                     self.answered.insert(request);
                 }
                 Event::Reclaimed { .. } => {}
@@ -323,6 +482,25 @@ proptest! {
         }
         h.quiesce()?;
         let _ = h.base;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
+
+    /// Hostile input mixed into random sequences: every bad call is refused with an error,
+    /// nothing panics, and the invariants still hold afterwards.
+    #[test]
+    fn hostile_inputs_are_refused_and_invariants_hold(
+        config in configs(),
+        seed in any::<u64>(),
+        ops in proptest::collection::vec(hostile_op(), 1..30),
+    ) {
+        let mut h = Harness::new(config, seed);
+        for op in &ops {
+            h.apply(op)?;
+        }
+        h.quiesce()?;
     }
 }
 
