@@ -99,8 +99,7 @@ fn counter(snapshot: &Metrics, name: &str, label: Option<&str>) -> u64 {
     snapshot
         .iter()
         .filter(|(k, ..)| {
-            k.key().name() == name
-                && label.map_or(true, |l| k.key().labels().any(|x| x.value() == l))
+            k.key().name() == name && label.is_none_or(|l| k.key().labels().any(|x| x.value() == l))
         })
         .map(|(.., v)| match v {
             DebugValue::Counter(c) => *c,
@@ -122,6 +121,9 @@ async fn a_good_document_gives_the_region_scores() {
     assert_eq!(scores[&CandidateId::new("b")], 0.4);
 }
 
+/// Whether an error is the one a case expects.
+type Expect = fn(&PerfScoreError) -> bool;
+
 #[tokio::test]
 async fn every_failure_keeps_the_previous_scores_and_counts_an_error() {
     let recorder = DebuggingRecorder::new();
@@ -138,7 +140,7 @@ async fn every_failure_keeps_the_previous_scores_and_counts_an_error() {
     let good = scores.scores().clone();
     assert_eq!(good.len(), 2);
 
-    let cases: [(Mode, &str, fn(&PerfScoreError) -> bool); 5] = [
+    let cases: [(Mode, &str, Expect); 5] = [
         (Mode::Slow, "timeout", |e| {
             matches!(e, PerfScoreError::Timeout(_))
         }),

@@ -80,7 +80,7 @@ pub struct RefreshNow;
 #[rtype(result = "()")]
 pub struct SetCandidates(pub Vec<CandidateId>);
 
-/// Apply a region's perf scores (from [`super::perf_scores`] or elsewhere).
+/// Apply a region's perf scores (from the `http` feature's `perf_scores` or elsewhere).
 #[derive(Clone, Debug, Default, Message)]
 #[rtype(result = "()")]
 pub struct SetPerfScores {

@@ -517,8 +517,7 @@ impl Catalogue {
         if self.pass.is_none() && !self.paused(now) {
             if now >= self.next_refresh {
                 self.start_pass(RefreshReason::Scheduled, now);
-            } else if self.threshold_wanted && self.threshold_ready_at().map_or(true, |t| now >= t)
-            {
+            } else if self.threshold_wanted && self.threshold_ready_at().is_none_or(|t| now >= t) {
                 self.start_pass(RefreshReason::PoolThreshold, now);
             }
         }
@@ -535,7 +534,7 @@ impl Catalogue {
     }
 
     fn expire(&mut self, now: Instant) {
-        if self.next_expiry.map_or(true, |t| now < t) {
+        if self.next_expiry.is_none_or(|t| now < t) {
             return;
         }
         let paused = self.paused(now);

@@ -40,7 +40,7 @@
 //! tells its driver what to do through [`Action`]s. The [`Discovery`] actor drives it with
 //! tokio (fetches, cutoffs, timers) and pushes candidate changes to a [`CandidateSink`] such as
 //! the coordinator. [`sim`] drives the same catalogue in virtual time to compare it with the
-//! per-request fan-out. With the `http` feature, [`perf_scores`] polls a regional
+//! per-request fan-out. With the `http` feature, `perf_scores` polls a regional
 //! performance-score document over HTTP.
 
 mod actor;

@@ -4,7 +4,7 @@
 //! (Livepeer's leaderboard). [`PerfScores`] polls it every 10 minutes by default for one
 //! region. A timeout, a non-200 answer, a body over the cap (1 MiB by default, enforced while
 //! streaming) or malformed JSON keeps the previous scores and counts
-//! [`METRIC_PERF_SCORE_ERRORS`](super::METRIC_PERF_SCORE_ERRORS); nothing panics.
+//! [`METRIC_PERF_SCORE_ERRORS`]; nothing panics.
 //!
 //! The client is hyper 1's HTTP/1 connection API over a tokio `TcpStream` (hyper is already
 //! in the dependency tree through the Prometheus exporter). It speaks plain `http://` only:
@@ -101,7 +101,7 @@ impl PerfScoreSource {
             Some("https") => return Err(bad("https is not supported; use http:// (see docs)")),
             _ => return Err(bad("must start with http://")),
         }
-        if uri.host().is_none_or_empty() {
+        if uri.host().is_none_or(str::is_empty) {
             return Err(bad("has no host"));
         }
         Ok(PerfScoreSource {
@@ -201,16 +201,6 @@ impl PerfScoreSource {
             }
         }
         Ok(out)
-    }
-}
-
-trait HostExt {
-    fn is_none_or_empty(&self) -> bool;
-}
-
-impl HostExt for Option<&str> {
-    fn is_none_or_empty(&self) -> bool {
-        self.map_or(true, str::is_empty)
     }
 }
 
