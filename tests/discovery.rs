@@ -737,6 +737,66 @@ fn the_actor_refreshes_at_once_when_the_pool_is_too_small() {
     });
 }
 
+#[test]
+fn the_actor_records_its_metrics() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use selection_coordinator::discovery::{
+        METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_REFRESH_DURATION,
+        METRIC_REQUESTS,
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(6);
+        let fetcher = FakeFetcher::with_latencies(&all, 6, 100);
+        fetcher
+            .latency
+            .lock()
+            .unwrap()
+            .insert(all[0].clone(), secs(30));
+        fetcher.failing.lock().unwrap().insert(all[1].clone());
+        let (_addr, _log) = start(DiscoveryConfig::default(), all, fetcher);
+        tokio::time::sleep(secs(20)).await;
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let find = |name: &str, label: Option<&str>| {
+        snapshot
+            .iter()
+            .find(|(k, ..)| {
+                k.key().name() == name
+                    && label.is_none_or(|l| k.key().labels().any(|x| x.value() == l))
+            })
+            .map(|(.., v)| v)
+    };
+    let counter = |label| match find(METRIC_REQUESTS, Some(label)) {
+        Some(DebugValue::Counter(c)) => *c,
+        other => panic!("{label}: {other:?}"),
+    };
+    assert_eq!(
+        (counter("ok"), counter("error"), counter("timeout")),
+        (4, 1, 1)
+    );
+    match find(METRIC_REFRESH_DURATION, None) {
+        Some(DebugValue::Histogram(h)) => {
+            assert_eq!(h.len(), 1);
+            // One batch cut at the 0.5 s checkpoint (tokio timers round up to the millisecond).
+            let d = h[0].into_inner();
+            assert!((0.5..0.51).contains(&d), "{d}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let gauge = |name| match find(name, None) {
+        Some(DebugValue::Gauge(g)) => g.into_inner(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(gauge(METRIC_CACHE_SIZE), 4.0);
+    assert_eq!(gauge(METRIC_IN_FLIGHT), 0.0);
+    let age = gauge(METRIC_CACHE_AGE);
+    assert!((10.0..=20.0).contains(&age), "age {age}");
+}
+
 // ----- the livepeer-discovery comparison ---------------------------------------------------
 
 #[test]

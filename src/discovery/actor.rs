@@ -9,8 +9,9 @@ use actix::prelude::*;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use super::catalogue::{Action, Catalogue, CatalogueStats};
+use super::catalogue::Catalogue;
 use super::config::{DiscoveryConfig, DiscoveryError};
+use super::events::{Action, CatalogueStats};
 use super::{
     Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_REFRESH_DURATION,
     METRIC_REQUESTS,
@@ -132,6 +133,9 @@ impl<F: Fetcher> fmt::Debug for Discovery<F> {
     }
 }
 
+/// How often the cache gauges are refreshed when nothing changes.
+const GAUGE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The actor's clock: tokio's, so tests can pause and advance time.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -168,7 +172,9 @@ impl<F: Fetcher> Discovery<F> {
 
     /// Carries out the catalogue's actions, records metrics and re-arms the timer.
     fn drive(&mut self, ctx: &mut Context<Self>) {
+        let mut changed = false;
         while let Some(action) = self.catalogue.poll_action() {
+            changed |= !matches!(action, Action::Fetch(_) | Action::Cancel(_));
             match action {
                 Action::Fetch(id) => {
                     let fetcher = Arc::clone(&self.fetcher);
@@ -201,11 +207,13 @@ impl<F: Fetcher> Discovery<F> {
                 }
             }
         }
-        self.record_metrics();
+        self.record_metrics(changed);
         self.arm_timer(ctx);
     }
 
-    fn record_metrics(&mut self) {
+    /// Counters and the in-flight gauge every time; the cache gauges (a scan of the cache)
+    /// only when the coordinator's set changed.
+    fn record_metrics(&mut self, changed: bool) {
         let s = self.catalogue.stats();
         let r = self.reported;
         for (result, now, before) in [
@@ -219,14 +227,16 @@ impl<F: Fetcher> Discovery<F> {
             }
         }
         self.reported = s;
-        let t = now();
-        metrics::gauge!(METRIC_CACHE_SIZE).set(self.catalogue.cache_size() as f64);
-        metrics::gauge!(METRIC_CACHE_AGE).set(
-            self.catalogue
-                .oldest_age(t)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        );
         metrics::gauge!(METRIC_IN_FLIGHT).set(self.catalogue.in_flight() as f64);
+        if changed {
+            let t = now();
+            metrics::gauge!(METRIC_CACHE_SIZE).set(self.catalogue.cache_size() as f64);
+            let age = self
+                .catalogue
+                .oldest_age(t)
+                .map_or(0.0, |d| d.as_secs_f64());
+            metrics::gauge!(METRIC_CACHE_AGE).set(age);
+        }
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
@@ -253,6 +263,8 @@ impl<F: Fetcher> Actor for Discovery<F> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // The cache age grows between changes; keep the gauge current.
+        ctx.run_interval(GAUGE_INTERVAL, |act, _| act.record_metrics(true));
         let initial = std::mem::take(&mut self.initial);
         self.catalogue.set_candidates(initial, now());
         self.drive(ctx);

@@ -46,6 +46,7 @@
 mod actor;
 mod catalogue;
 mod config;
+mod events;
 pub mod sim;
 
 #[cfg(feature = "http")]
@@ -57,8 +58,9 @@ pub use actor::{
     CandidateChange, CandidateSink, Demand, Discovery, DiscoveryStatus, Pool, PoolLow, RefreshNow,
     SetCandidates, SetPerfScores, Snapshot,
 };
-pub use catalogue::{Action, Catalogue, CatalogueStats, EntryView, RefreshReason, RefreshReport};
+pub use catalogue::Catalogue;
 pub use config::{DiscoveryConfig, DiscoveryError};
+pub use events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport};
 
 use crate::core::{CandidateId, CandidateInfo};
 

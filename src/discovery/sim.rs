@@ -26,8 +26,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::catalogue::{Action, Catalogue};
+use super::catalogue::Catalogue;
 use super::config::{DiscoveryConfig, DiscoveryError};
+use super::events::Action;
 use super::FetchError;
 use crate::core::{CandidateId, CandidateInfo};
 
