@@ -797,6 +797,68 @@ fn the_actor_records_its_metrics() {
     assert!((10.0..=20.0).contains(&age), "age {age}");
 }
 
+#[test]
+fn the_coordinator_breaks_ties_by_discovery_latency() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle, GetState};
+    use selection_coordinator::{Config, Limits, Request};
+    System::new().block_on(async {
+        tokio::time::pause();
+        let coordinator =
+            Coordinator::with_seed(Config::default().deterministic(), Limits::default(), 1)
+                .unwrap()
+                .start();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        for (id, latency) in all.iter().zip([400, 100, 300, 50, 200]) {
+            fetcher
+                .latency
+                .lock()
+                .unwrap()
+                .insert(id.clone(), ms(latency));
+        }
+        let discovery = Discovery::new(
+            DiscoveryConfig::default(),
+            all.clone(),
+            fetcher,
+            coordinator.clone(),
+        )
+        .unwrap()
+        .with_seed(3)
+        .start();
+        tokio::time::sleep(secs(1)).await;
+        let state = coordinator.send(GetState).await.unwrap();
+        let order: Vec<&str> = state
+            .candidates
+            .iter()
+            .map(|c| c.info.id.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            ["c0003", "c0001", "c0004", "c0002", "c0000"],
+            "fastest first"
+        );
+        // All candidates score the same, so the deterministic draw picks the fastest responder.
+        let handle = CoordinatorHandle::new(coordinator.clone());
+        let permit = handle
+            .acquire(Request::any().requiring("h264"))
+            .await
+            .unwrap();
+        assert_eq!(permit.candidate().as_str(), "c0003");
+        drop(permit);
+        // Dropped by the source: gone from the coordinator too.
+        discovery
+            .send(SetCandidates(all[1..].to_vec()))
+            .await
+            .unwrap();
+        tokio::time::sleep(ms(10)).await;
+        let state = coordinator.send(GetState).await.unwrap();
+        assert!(state
+            .candidates
+            .iter()
+            .all(|c| c.info.id.as_str() != "c0000"));
+    });
+}
+
 // ----- the livepeer-discovery comparison ---------------------------------------------------
 
 #[test]

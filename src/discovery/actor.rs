@@ -16,6 +16,7 @@ use super::{
     Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_REFRESH_DURATION,
     METRIC_REQUESTS,
 };
+use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, UpdateCandidate};
 use crate::core::{CandidateId, CandidateInfo};
 
 /// A change to the coordinator's candidate set.
@@ -46,6 +47,18 @@ impl<F: FnMut(CandidateChange) + 'static> CandidateSink for F {
 impl CandidateSink for Recipient<CandidateChange> {
     fn apply(&mut self, change: CandidateChange) {
         self.do_send(change);
+    }
+}
+
+/// The coordinator: changes become [`AddCandidate`], [`UpdateCandidate`] and
+/// [`RemoveCandidate`], sent in order with `do_send`; the coordinator counts any it refuses.
+impl CandidateSink for Addr<Coordinator> {
+    fn apply(&mut self, change: CandidateChange) {
+        match change {
+            CandidateChange::Add(info) => self.do_send(AddCandidate(info)),
+            CandidateChange::Update(info) => self.do_send(UpdateCandidate(info)),
+            CandidateChange::Remove(id) => self.do_send(RemoveCandidate(id)),
+        }
     }
 }
 
