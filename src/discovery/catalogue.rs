@@ -68,6 +68,8 @@ pub struct Catalogue {
     passes_started: u64,
     urgent: VecDeque<CandidateId>,
     next_refresh: Instant,
+    /// The latest `now` seen.
+    now: Instant,
     last_demand: Instant,
     last_threshold_refresh: Option<Instant>,
     threshold_wanted: bool,
@@ -99,6 +101,7 @@ impl Catalogue {
             passes_started: 0,
             urgent: VecDeque::new(),
             next_refresh: now,
+            now,
             last_demand: now,
             last_threshold_refresh: None,
             threshold_wanted: false,
@@ -286,7 +289,9 @@ impl Catalogue {
         if let Some(b) = &self.batch {
             consider(b.started + self.cutoffs[b.checkpoint]);
         }
-        if self.pass.is_none() {
+        // Refreshes only start while not idle: once paused (as of the last call), only a
+        // request wakes the catalogue, and a refresh due after the pause begins never comes.
+        if self.pass.is_none() && !self.paused(self.now) {
             let before_pause = match self.config.idle_pause_s {
                 None => true,
                 Some(idle) => self.next_refresh < self.last_demand + Duration::from_secs_f64(idle),
@@ -423,21 +428,29 @@ impl Catalogue {
     }
 
     fn step(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         self.expire(now);
         self.check_cutoff(now);
         if self.batch.as_ref().is_some_and(|b| b.pending.is_empty()) {
             self.finish_batch();
         }
-        if self.pass.is_none() && !self.paused(now) {
-            if now >= self.next_refresh {
-                self.start_pass(RefreshReason::Scheduled, now);
-            } else if self.threshold_wanted && self.threshold_ready_at().is_none_or(|t| now >= t) {
-                self.start_pass(RefreshReason::PoolThreshold, now);
+        // A pass that ends late may find the next one already due: go round once more.
+        loop {
+            if self.pass.is_none() && !self.paused(now) {
+                if now >= self.next_refresh {
+                    self.start_pass(RefreshReason::Scheduled, now);
+                } else if self.threshold_wanted
+                    && self.threshold_ready_at().is_none_or(|t| now >= t)
+                {
+                    self.start_pass(RefreshReason::PoolThreshold, now);
+                }
             }
-        }
-        if self.batch.is_none() && !self.start_batch(now) {
-            if let Some(pass) = self.pass.take() {
-                self.finish_pass(pass, now);
+            if self.batch.is_some() || self.start_batch(now) {
+                break;
+            }
+            match self.pass.take() {
+                Some(pass) => self.finish_pass(pass, now),
+                None => break,
             }
         }
     }
