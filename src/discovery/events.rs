@@ -7,7 +7,7 @@ use crate::core::{CandidateId, CandidateInfo};
 /// What the catalogue asks its driver to do, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Start fetching this candidate's info; report with [`Catalogue::fetched`].
+    /// Start fetching this candidate's info; report with [`Catalogue::fetched`](super::Catalogue::fetched).
     Fetch(CandidateId),
     /// Stop this fetch: it passed the cutoff (already counted as a timeout).
     Cancel(CandidateId),
@@ -56,9 +56,9 @@ pub struct CatalogueStats {
     pub fetches: u64,
     /// Fetches that brought valid info.
     pub ok: u64,
-    /// Fetches that failed ([`FetchError::Failed`]).
+    /// Fetches that failed ([`FetchError::Failed`](super::FetchError::Failed)).
     pub errors: u64,
-    /// Fetches cut by the cutoff or reported as [`FetchError::Timeout`].
+    /// Fetches cut by the cutoff or reported as [`FetchError::Timeout`](super::FetchError::Timeout).
     pub timeouts: u64,
     /// Fetches that brought info for another id or with unusable numbers.
     pub invalid: u64,

@@ -41,7 +41,36 @@
 //! tokio (fetches, cutoffs, timers) and pushes candidate changes to a [`CandidateSink`] such as
 //! the coordinator. [`sim`] drives the same catalogue in virtual time to compare it with the
 //! per-request fan-out. With the `http` feature, `perf_scores` polls a regional
-//! performance-score document over HTTP.
+//! performance-score document over HTTP. `docs/discovery.md` has the figures.
+//!
+//! ```
+//! use actix::prelude::*;
+//! use selection_coordinator::actor::{Coordinator, GetState};
+//! use selection_coordinator::discovery::{Demand, Discovery, DiscoveryConfig, FetchError, Fetcher};
+//! use selection_coordinator::{CandidateId, CandidateInfo, Config, Limits};
+//!
+//! /// Stands in for an RPC asking a candidate for its info.
+//! struct Info;
+//! impl Fetcher for Info {
+//!     async fn fetch(&self, id: &CandidateId) -> Result<CandidateInfo, FetchError> {
+//!         Ok(CandidateInfo::new(id.clone()).with_capability("h264"))
+//!     }
+//! }
+//!
+//! System::new().block_on(async {
+//!     let coordinator = Coordinator::new(Config::default(), Limits::default())?.start();
+//!     let ids = vec![CandidateId::new("a"), CandidateId::new("b")];
+//!     let discovery = Discovery::new(DiscoveryConfig::default(), ids, Info, coordinator.clone())?
+//!         .start();
+//!     // A stream starts: it counts as demand and says what it needs.
+//!     let eligible = discovery.send(Demand { required: vec!["h264".into()] }).await?;
+//!     # let _ = eligible;
+//!     actix::clock::sleep(std::time::Duration::from_millis(50)).await;
+//!     assert_eq!(coordinator.send(GetState).await?.candidates.len(), 2);
+//!     Ok::<_, Box<dyn std::error::Error>>(())
+//! })
+//! .unwrap();
+//! ```
 
 mod actor;
 mod catalogue;

@@ -211,6 +211,9 @@ pub struct ModeReport {
     pub refreshes: u64,
     /// `discovery_fetches / refreshes`.
     pub fetches_per_refresh: f64,
+    /// Mean time one refresh (one discovery) took, from its first fetch to its last answer or
+    /// cut, milliseconds.
+    pub refresh_duration_ms: f64,
     /// The most fetches running at once.
     pub peak_concurrent_fetches: usize,
     /// From a stream's arrival to the first moment a candidate was eligible for it.
@@ -273,17 +276,25 @@ pub fn render_table(report: &DiscoveryReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<20} {:>10} {:>9} {:>12} {:>10} {:>12} {:>11}",
-        "policy", "fetches", "refreshes", "per refresh", "peak", "wait mean ms", "wait max ms"
+        "{:<20} {:>10} {:>9} {:>12} {:>11} {:>10} {:>12} {:>11}",
+        "policy",
+        "fetches",
+        "refreshes",
+        "per refresh",
+        "refresh ms",
+        "peak",
+        "wait mean ms",
+        "wait max ms"
     );
     for p in &report.policies {
         let _ = writeln!(
             out,
-            "{:<20} {:>10} {:>9} {:>12.0} {:>10} {:>12.1} {:>11.1}",
+            "{:<20} {:>10} {:>9} {:>12.0} {:>11.0} {:>10} {:>12.1} {:>11.1}",
             p.policy,
             p.discovery_fetches,
             p.refreshes,
             p.fetches_per_refresh,
+            p.refresh_duration_ms,
             p.peak_concurrent_fetches,
             p.stream_start_wait_ms.mean,
             p.stream_start_wait_ms.max
@@ -296,6 +307,7 @@ pub fn render_table(report: &DiscoveryReport) -> String {
 struct RunFigures {
     fetches: u64,
     refreshes: u64,
+    refresh_ms: f64,
     peak: usize,
     waits_ms: Vec<f64>,
     answered: u64,
@@ -318,6 +330,15 @@ fn aggregate(mode: &str, runs: &[RunFigures]) -> ModeReport {
             0.0
         } else {
             fetches as f64 / refreshes as f64
+        },
+        refresh_duration_ms: {
+            let total: u64 = runs.iter().map(|r| r.refreshes).sum();
+            let ms: f64 = runs.iter().map(|r| r.refresh_ms).sum();
+            if total == 0 {
+                0.0
+            } else {
+                ms / total as f64
+            }
         },
         peak_concurrent_fetches: runs.iter().map(|r| r.peak).max().unwrap_or(0),
         stream_start_wait_ms: WaitSummary {
@@ -442,6 +463,7 @@ impl Engine {
                 Action::Update(_) | Action::Remove(_) => {}
                 Action::RefreshDone(r) => {
                     self.figures.refreshes += 1;
+                    self.figures.refresh_ms += r.duration.as_secs_f64() * 1000.0;
                     self.figures.answered += u64::from(r.answered);
                     self.figures.timed_out += u64::from(r.timed_out);
                 }
