@@ -39,6 +39,8 @@ struct Batch {
     pending: BTreeSet<CandidateId>,
     answers: Vec<(Duration, CandidateId)>,
     answered: bool,
+    /// Whether it belongs to the running pass (an urgent batch may run before one starts).
+    in_pass: bool,
 }
 
 #[derive(Debug)]
@@ -219,7 +221,7 @@ impl Catalogue {
                 self.stats.ok += 1;
                 batch.answered = true;
                 batch.answers.push((latency, id.clone()));
-                if let Some(p) = self.pass.as_mut() {
+                if let Some(p) = self.pass.as_mut().filter(|_| batch.in_pass) {
                     p.answered = true;
                     p.ok += 1;
                 }
@@ -235,7 +237,7 @@ impl Catalogue {
                     Failure::Error => self.stats.errors += 1,
                     Failure::Invalid => self.stats.invalid += 1,
                 }
-                if let Some(p) = self.pass.as_mut() {
+                if let Some(p) = self.pass.as_mut().filter(|_| batch.in_pass) {
                     match failure {
                         Failure::Timeout => p.timed_out += 1,
                         Failure::Error | Failure::Invalid => p.failed += 1,
@@ -488,7 +490,8 @@ impl Catalogue {
     }
 
     fn check_cutoff(&mut self, now: Instant) {
-        let pass_answered = self.pass.as_ref().is_some_and(|p| p.answered);
+        let pass_answered = self.pass.as_ref().is_some_and(|p| p.answered)
+            && self.batch.as_ref().is_some_and(|b| b.in_pass);
         let Some(b) = self.batch.as_mut() else {
             return;
         };
@@ -497,7 +500,7 @@ impl Catalogue {
             if b.answered || pass_answered || b.checkpoint == last {
                 for id in std::mem::take(&mut b.pending) {
                     self.stats.timeouts += 1;
-                    if let Some(p) = self.pass.as_mut() {
+                    if let Some(p) = self.pass.as_mut().filter(|_| b.in_pass) {
                         p.timed_out += 1;
                     }
                     if let Some(e) = self.entries.get_mut(&id) {
@@ -613,6 +616,7 @@ impl Catalogue {
             pending,
             answers: Vec::new(),
             answered,
+            in_pass: self.pass.is_some(),
         });
         true
     }
