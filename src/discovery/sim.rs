@@ -35,6 +35,20 @@ use crate::core::{CandidateId, CandidateInfo};
 /// The scenario kind that selects this model in a scenario file.
 pub const KIND: &str = "discovery";
 
+/// The built-in `livepeer-discovery` scenario (`scenarios/livepeer-discovery.toml`).
+pub const LIVEPEER_DISCOVERY: &str = include_str!("../../scenarios/livepeer-discovery.toml");
+
+/// The text of a discovery scenario named by `name_or_path`: the built-in
+/// `livepeer-discovery`, or a file declaring `kind = "discovery"`. `None` if it names
+/// something else (another kind of scenario, or a file that cannot be read).
+pub fn scenario_text(name_or_path: &str) -> Option<String> {
+    if name_or_path == "livepeer-discovery" {
+        return Some(LIVEPEER_DISCOVERY.to_string());
+    }
+    let text = std::fs::read_to_string(name_or_path).ok()?;
+    DiscoveryScenario::is_discovery(&text).then_some(text)
+}
+
 /// The network the candidates answer over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -633,6 +647,17 @@ mod tests {
         let cold = &r.policies[2];
         assert!(cold.stream_start_wait_ms.mean > 0.0);
         assert!(cold.peak_concurrent_fetches <= 50);
+    }
+
+    #[test]
+    fn the_builtin_scenario_parses_and_is_found_by_name() {
+        let text = scenario_text("livepeer-discovery").unwrap();
+        let s = DiscoveryScenario::from_toml_str(&text).unwrap();
+        assert_eq!(
+            (s.candidates, s.streams, s.discovery.batch_size),
+            (1000, 100, 100)
+        );
+        assert!(scenario_text("mongo-overload").is_none());
     }
 
     #[test]
