@@ -34,3 +34,54 @@ fn livepeer_discovery_cached_beats_per_request_fanout() {
     assert!(json["policies"][1]["peak_concurrent_fetches"].is_u64());
     println!("{}", sim::render_table(&report));
 }
+
+#[test]
+fn selcoord_simulate_writes_the_discovery_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(["simulate", "--scenario", "livepeer-discovery", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("per-request-fanout") && table.contains("cached"),
+        "{table}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "livepeer-discovery");
+    assert_eq!(report["seeds"], serde_json::json!([1]));
+    let policies = report["policies"].as_array().unwrap();
+    let by = |name: &str| {
+        policies
+            .iter()
+            .find(|p| p["policy"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by("per-request-fanout")["discovery_fetches"], 100_000);
+    assert_eq!(by("cached")["discovery_fetches"], 1000);
+    assert_eq!(by("cached")["peak_concurrent_fetches"], 100);
+    assert_eq!(by("cached")["stream_start_wait_ms"]["max"], 0.0);
+
+    // Options that belong to policy scenarios are refused with a reason.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args([
+            "simulate",
+            "--scenario",
+            "livepeer-discovery",
+            "--policies",
+            "random",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policies"));
+}
