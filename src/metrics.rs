@@ -76,6 +76,30 @@ pub mod names {
     /// Gauge: probability of the candidate winning an unrestricted draw now, label `candidate`.
     pub const CANDIDATE_PROBABILITY: &str = "selcoord_candidate_probability";
 
+    /// Every metric name above.
+    pub const ALL: [&str; 20] = [
+        DECISIONS,
+        WINNER_PROBABILITY,
+        WAIT_SECONDS,
+        FILTER_FALLBACKS,
+        REJECTIONS,
+        RECLAIMED,
+        OUTCOMES,
+        DECISION_COST,
+        EJECTIONS,
+        CANDIDATES,
+        CANDIDATES_EJECTED,
+        WAITING,
+        WAITING_LIMIT,
+        OPEN_REQUESTS,
+        IN_FLIGHT,
+        IN_FLIGHT_LIMIT,
+        CANDIDATE_IN_FLIGHT,
+        CANDIDATE_IN_FLIGHT_LIMIT,
+        SCORE_COMPONENT,
+        CANDIDATE_PROBABILITY,
+    ];
+
     /// The label value that collects every candidate past the cap.
     pub const OTHER: &str = "other";
 }
@@ -385,7 +409,7 @@ impl CoordinatorMetrics {
 
         let now = core.counters();
         // A restarted core starts its counters again from zero: take the new values as the base.
-        let ejections = now.ejections.checked_sub(self.last.ejections).unwrap_or(0);
+        let ejections = now.ejections.saturating_sub(self.last.ejections);
         if ejections > 0 {
             counter!(names::EJECTIONS).increment(ejections);
         }

@@ -463,3 +463,47 @@ fn ten_thousand_candidates_stay_within_the_label_cap() {
         "the cap's candidates plus `other`"
     );
 }
+
+/// Every metric the library emits has a panel in the dashboard, and the dashboard queries no
+/// metric the library does not emit.
+#[test]
+fn the_dashboard_covers_every_metric_and_only_those() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/dashboards/selection-coordinator.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    let mut stack = vec![&dashboard["panels"]];
+    while let Some(panels) = stack.pop() {
+        for p in panels.as_array().into_iter().flatten() {
+            stack.push(&p["panels"]);
+            for t in p["targets"].as_array().into_iter().flatten() {
+                exprs.push(t["expr"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    let all = exprs.join("\n");
+    for name in names::ALL {
+        assert!(
+            all.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| w == name
+                    || w.strip_prefix(name)
+                        .is_some_and(|s| ["_bucket", "_sum", "_count"].contains(&s))),
+            "no panel queries {name}"
+        );
+    }
+    for word in all.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if word.starts_with("selcoord_") {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| word.strip_suffix(s))
+                .unwrap_or(word);
+            assert!(
+                names::ALL.contains(&word) || names::ALL.contains(&base),
+                "the dashboard queries {word}, which the library does not emit"
+            );
+        }
+    }
+}
