@@ -289,6 +289,8 @@ pub struct CoordinatorMetrics {
     labels: CandidateLabels,
     last: Counters,
     primed: bool,
+    /// Labelled candidates whose gauges the last tick set.
+    shown: HashSet<SharedString>,
 }
 
 impl Default for CoordinatorMetrics {
@@ -304,6 +306,7 @@ impl CoordinatorMetrics {
             labels: CandidateLabels::new(cap),
             last: Counters::default(),
             primed: false,
+            shown: HashSet::new(),
         }
     }
 
@@ -371,6 +374,7 @@ impl CoordinatorMetrics {
 
         let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
         let mut ejected = 0usize;
+        let mut shown = HashSet::with_capacity(self.shown.len());
         for view in core.candidates() {
             if view.ejected {
                 ejected += 1;
@@ -395,9 +399,17 @@ impl CoordinatorMetrics {
                 gauge!(names::SCORE_COMPONENT, "candidate" => label.clone(), "component" => component)
                     .set(value);
             }
-            gauge!(names::CANDIDATE_PROBABILITY, "candidate" => label)
+            gauge!(names::CANDIDATE_PROBABILITY, "candidate" => label.clone())
                 .set(core.tree_probability(&view.info.id));
+            shown.insert(label);
         }
+        // A candidate that is gone holds nothing and cannot win: say so rather than leave its
+        // last values standing.
+        for gone in self.shown.difference(&shown) {
+            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => gone.clone()).set(0.0);
+            gauge!(names::CANDIDATE_PROBABILITY, "candidate" => gone.clone()).set(0.0);
+        }
+        self.shown = shown;
         if other_count > 0 {
             gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => names::OTHER).set(other_in_flight);
             if other_limit > 0.0 {

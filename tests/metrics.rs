@@ -507,3 +507,33 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         }
     }
 }
+
+#[test]
+fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        for id in ["stay", "go"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let p = |v: &Values, c| gauge(v, names::CANDIDATE_PROBABILITY, &[("candidate", c)]);
+        assert!(p(&v, "go") > 0.0);
+        core.remove_candidate(&CandidateId::new("go"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(p(&v, "go"), 0.0);
+        assert_eq!(p(&v, "stay"), 1.0);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "go")]),
+            0.0
+        );
+    });
+}
