@@ -16,6 +16,7 @@ pub mod score;
 pub mod sim;
 pub mod snapshot;
 
+pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,
     Next, Outcome, Request, RequestId, Success,
