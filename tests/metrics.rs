@@ -537,3 +537,80 @@ fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
         );
     });
 }
+
+/// Through the real actor: every decision it makes is counted once, every outcome its workers
+/// report is counted, and its tick sets the gauges.
+#[test]
+fn the_actor_records_every_decision_and_outcome() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        actix::System::new().block_on(async {
+            let limits = Limits {
+                global: 3,
+                ..Limits::default()
+            };
+            let mut config = Config::default();
+            config.refresh_ms = 20;
+            let handle: CoordinatorHandle = Coordinator::with_seed(config, limits, 4)
+                .unwrap()
+                .with_candidate(CandidateInfo::new("a"))
+                .unwrap()
+                .with_candidate(CandidateInfo::new("b"))
+                .unwrap()
+                .with_metrics(CoordinatorMetrics::new(1))
+                .start_handle();
+            for i in 0..30 {
+                let mut permit = handle.acquire(Request::any()).await.unwrap();
+                permit.report(if i % 3 == 0 {
+                    Outcome::failure(FailureClass::Timeout)
+                } else {
+                    Outcome::success()
+                });
+                permit.done(Next::Finish);
+            }
+            // Two ticks at least, so the gauges see the last attempts finished.
+            actix::clock::sleep(Duration::from_millis(80)).await;
+            let state = handle.state().await.unwrap();
+            assert_eq!(state.counters.decisions, 30);
+            assert_eq!(state.in_flight, 0);
+        });
+        let v = values(&snapshotter);
+        let total = |name: &str| -> u64 {
+            v.iter()
+                .filter(|((n, _), _)| n == name)
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    _ => 0,
+                })
+                .sum()
+        };
+        assert_eq!(total(names::DECISIONS), 30);
+        assert_eq!(total(names::OUTCOMES), 30);
+        let failures: u64 = v
+            .iter()
+            .filter(|((n, l), _)| {
+                n == names::OUTCOMES && l.iter().any(|(k, x)| k == "outcome" && x == "timeout")
+            })
+            .map(|(_, val)| match val {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(failures, 10);
+        assert!(!histogram(&v, names::DECISION_COST, &[]).is_empty());
+        assert_eq!(gauge(&v, names::IN_FLIGHT, &[]), 0.0);
+        assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 3.0);
+        assert_eq!(gauge(&v, names::CANDIDATES, &[]), 2.0);
+        // A cap of one: the first candidate seen by name, the other as `other`.
+        let labelled: BTreeSet<String> = v
+            .keys()
+            .flat_map(|(_, l)| l.iter().filter(|(k, _)| k == "candidate"))
+            .map(|(_, x)| x.clone())
+            .collect();
+        assert_eq!(labelled.len(), 2, "{labelled:?}");
+        assert!(labelled.contains("other"));
+    });
+}
