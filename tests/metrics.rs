@@ -552,8 +552,10 @@ fn the_actor_records_every_decision_and_outcome() {
                 global: 3,
                 ..Limits::default()
             };
-            let mut config = Config::default();
-            config.refresh_ms = 20;
+            let config = Config {
+                refresh_ms: 20,
+                ..Config::default()
+            };
             let handle: CoordinatorHandle = Coordinator::with_seed(config, limits, 4)
                 .unwrap()
                 .with_candidate(CandidateInfo::new("a"))
