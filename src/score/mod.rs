@@ -25,12 +25,16 @@
 //! both modes exact O(log n) draws.
 
 mod config;
+mod load;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 pub use config::{
-    Config, ConfigError, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Problem,
-    Weights, WindowConfig, PRESETS,
+    Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Weights, WindowConfig,
+    PRESETS,
 };
+pub use load::{ConfigError, Problem};
 pub use stats::{ErrorWindow, Overall, Stats};
 
 use serde::{Deserialize, Serialize};
@@ -61,11 +65,14 @@ pub struct Components {
     pub tags: f64,
     /// Exploration (always 1).
     pub uniform: f64,
+    /// Expected time to a first byte, failed attempts included, against the all-candidate
+    /// average: `exp(-(attempt_ms / success) / overall)`.
+    pub time_to_success: f64,
 }
 
 impl Components {
     /// `(name, value)` pairs in a fixed order (metrics, tables).
-    pub fn entries(&self) -> [(&'static str, f64); 10] {
+    pub fn entries(&self) -> [(&'static str, f64); 11] {
         [
             ("success", self.success),
             ("connect", self.connect),
@@ -77,6 +84,7 @@ impl Components {
             ("price", self.price),
             ("tags", self.tags),
             ("uniform", self.uniform),
+            ("time_to_success", self.time_to_success),
         ]
     }
 }
@@ -86,8 +94,7 @@ impl Components {
 pub(crate) enum ChannelKind {
     /// Sum mode: `score ^ exponent`.
     SumScore,
-    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent;
-    /// stake uses the raw stake so the channel total normalises it over the drawn set.
+    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent.
     Component(usize),
     /// Uniform: 1 for every drawable candidate.
     Uniform,
@@ -119,8 +126,6 @@ pub struct ScoreModel {
     tag_total: f64,
 }
 
-const STAKE: usize = 6;
-const TAGS: usize = 8;
 const UNIFORM: usize = 9;
 
 impl ScoreModel {
@@ -128,19 +133,7 @@ impl ScoreModel {
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         config.validate()?;
         let tag_total: f64 = config.tag_weights.values().sum();
-        let w = &config.weights;
-        let comp_weights = [
-            w.success,
-            w.connect,
-            w.ttfb,
-            w.bandwidth,
-            w.overload,
-            w.load,
-            w.stake,
-            w.price,
-            tag_total,
-            w.uniform,
-        ];
+        let comp_weights = config.component_weights();
         let weight_sum: f64 = comp_weights.iter().sum();
         let floor = config.floor.clamp(0.0, 1.0);
         let mut channels = Vec::new();
@@ -248,8 +241,11 @@ impl ScoreModel {
                     (-1.0f64).exp()
                 };
             };
+            // lassie: an average of 0 (all samples under a millisecond) is read as 1, so the
+            // curve keeps a finite scale.
+            let o = if o > 0.0 { o } else { 1.0 };
             let x = o + (x - o) * decay;
-            let ratio = x / o.max(1e-9);
+            let ratio = x / o;
             if higher_better {
                 1.0 - (-ratio).exp()
             } else {
@@ -277,6 +273,11 @@ impl ScoreModel {
             0.0
         };
         let price = (-info.price / self.config.price.exp_factor).exp();
+        // What a try costs until a first byte arrives, failures included, per success.
+        let per_success = stats
+            .attempt_ms
+            .map(|t| t / success.max(MIN_SUCCESS_FOR_TIME));
+        let time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         let c = Components {
             success,
             connect,
@@ -288,6 +289,7 @@ impl ScoreModel {
             price,
             tags,
             uniform: 1.0,
+            time_to_success,
         };
         sanitize(c)
     }
@@ -304,7 +306,8 @@ impl ScoreModel {
             + w.stake * c.stake
             + w.price * c.price
             + self.tag_total * c.tags
-            + w.uniform * c.uniform;
+            + w.uniform * c.uniform
+            + w.time_to_success * c.time_to_success;
         if s.is_finite() && s > 0.0 {
             s
         } else {
@@ -313,17 +316,12 @@ impl ScoreModel {
     }
 
     /// The leaf value of one channel for a drawable candidate.
-    pub(crate) fn channel_value(
-        &self,
-        ch: ChannelKind,
-        c: &Components,
-        info: &CandidateInfo,
-    ) -> f64 {
+    pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
         let e = self.config.exponent;
         let v = match ch {
             ChannelKind::SumScore => pow(self.score(c), e),
-            ChannelKind::Component(STAKE) => pow(info.stake, e),
-            ChannelKind::Component(TAGS) => pow(c.tags, e),
+            // Stake is a share of all live candidates; the channel total re-normalises it over
+            // the drawn set, since s_i / sum(s_j) does not depend on what it was a share of.
             ChannelKind::Component(k) => pow(c.entries()[k].1, e),
             ChannelKind::Uniform => 1.0,
         };
@@ -341,6 +339,7 @@ impl ScoreModel {
         stats: &mut Stats,
         overall: &mut Overall,
         outcome: &Outcome,
+        elapsed_ms: Option<f64>,
         now_s: f64,
         bucket: u64,
     ) -> bool {
@@ -367,12 +366,23 @@ impl ScoreModel {
             pull(&mut stats.connect_ms, overall.connect_ms);
             pull(&mut stats.ttfb_ms, overall.ttfb_ms);
             pull(&mut stats.bandwidth_bps, overall.bandwidth_bps);
+            pull(&mut stats.attempt_ms, overall.attempt_ms);
         }
-        stats.success = Some(ema(
-            stats.success.or(Some(cfg.ema.success_prior)),
-            success_sample,
-            a,
-        ));
+        // Time to a result: a success's first byte when reported, else the whole attempt.
+        let first_byte = match outcome {
+            Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
+            Outcome::Failure(_) => elapsed_ms,
+        };
+        if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
+            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a));
+            overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
+        }
+        let previous = match stats.success {
+            Some(s) => Some(s),
+            None if cfg.ema.first_sample_replaces_prior => None,
+            None => Some(cfg.ema.success_prior),
+        };
+        stats.success = Some(ema(previous, success_sample, a));
         stats.window.record(bucket, buckets, overload);
         stats.attempts += 1;
         stats.last_sample_s = Some(now_s);
@@ -389,8 +399,9 @@ impl ScoreModel {
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }
                 if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
-                    if d > 0.0 {
-                        let bw = bytes as f64 / (d / 1000.0);
+                    let bw = bytes as f64 / (d / 1000.0);
+                    // A zero duration, or one so short the rate overflows, says nothing about bandwidth.
+                    if d > 0.0 && bw.is_finite() {
                         stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a));
                         overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
                     }
@@ -415,6 +426,10 @@ impl ScoreModel {
     }
 }
 
+/// Below this success EMA the expected time to a success stops growing (a dead candidate is
+/// already scored near zero; dividing by ~0 would only overflow).
+const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
+
 #[inline]
 fn pow(x: f64, e: f64) -> f64 {
     if e == 1.0 {
@@ -427,7 +442,8 @@ fn pow(x: f64, e: f64) -> f64 {
 fn sanitize(c: Components) -> Components {
     let f = |x: f64| {
         if x.is_finite() {
-            x.clamp(0.0, 1.0)
+            // `+ 0.0` turns -0.0 (an empty float sum starts there) into 0.0 for display.
+            x.clamp(0.0, 1.0) + 0.0
         } else {
             0.0
         }
@@ -443,5 +459,6 @@ fn sanitize(c: Components) -> Components {
         price: f(c.price),
         tags: f(c.tags),
         uniform: f(c.uniform),
+        time_to_success: f(c.time_to_success),
     }
 }
