@@ -8,7 +8,6 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::metrics::{names, sanitize_label, CoordinatorMetrics, MAX_LABEL_LEN};
-use selection_coordinator::score::Components;
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome, Request,
 };
