@@ -240,39 +240,44 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The project's own default, tuned in the simulator (see `docs/tuning.md`).
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): time to a
+    /// success (failures included) ranks candidates, the overload window and success keep
+    /// traffic off a candidate that fails fast, load spreads work before capacity runs out,
+    /// and exponent 16 turns a clear score gap into a near-certain choice; stake, price and
+    /// tags are off until a deployment weighs them. The 2% floor keeps probing a shunned
+    /// candidate so it can recover; the 30 s half-life forgets old verdicts.
     fn default() -> Self {
         Config {
             preset: None,
             mode: Mode::Sum,
             weights: Weights {
-                success: 1.0,
-                connect: 0.5,
-                ttfb: 1.0,
+                success: 3.0,
+                connect: 0.0,
+                ttfb: 2.0,
                 bandwidth: 0.5,
-                overload: 2.0,
-                load: 0.5,
+                overload: 8.0,
+                load: 3.0,
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
-                time_to_success: 0.0,
+                time_to_success: 12.0,
             },
             tag_weights: BTreeMap::new(),
-            exponent: 4.0,
+            exponent: 16.0,
             floor: 0.02,
             deterministic: false,
             ema: EmaConfig {
-                alpha: 0.3,
+                alpha: 0.2,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
                 first_sample_replaces_prior: false,
-                half_life_s: Some(10.0),
+                half_life_s: Some(30.0),
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
-            refresh_ms: 250,
+            refresh_ms: 1000,
         }
     }
 }
