@@ -79,11 +79,11 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         }
     }
     let scenario = if args.scenario == DEFAULT_SCENARIO {
-        Scenario::parse(DEMO_SCENARIO, "builtin:demo")
+        Scenario::parse(DEMO_SCENARIO, "builtin:demo").map_err(|e| e.to_string())?
     } else {
         Scenario::load(&args.scenario)
-    }
-    .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too"))?
+    };
     let log = match &args.decision_log {
         Some(path) => Some(
             std::fs::File::create(path)
