@@ -485,6 +485,24 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         }
     }
     let all = exprs.join("\n");
+    // Importable anywhere: the data source is the dashboard's own variable, the candidate a
+    // second one, and panel ids are unique.
+    let vars: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(vars, ["datasource", "candidate"]);
+    assert_eq!(dashboard["templating"]["list"][0]["type"], "datasource");
+    assert_eq!(dashboard["templating"]["list"][0]["query"], "prometheus");
+    let mut ids = BTreeSet::new();
+    for p in dashboard["panels"].as_array().unwrap() {
+        assert!(ids.insert(p["id"].as_u64().unwrap()), "duplicate panel id");
+        if p["type"] != "row" {
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        }
+    }
     for name in names::ALL {
         assert!(
             all.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
