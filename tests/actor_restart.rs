@@ -409,3 +409,42 @@ fn shutting_the_system_down_saves_a_snapshot() {
     drop(system);
     assert_eq!(load(&store), learned);
 }
+
+/// A restart takes statistics from the snapshot, not the candidate set: a candidate removed
+/// after the save stays removed, one added after it is kept with fresh statistics.
+#[actix::test]
+async fn a_restart_keeps_the_candidate_set_in_force() {
+    use selection_coordinator::actor::{AddCandidate, RemoveCandidate};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let c = build(&["a", "b"], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_supervised();
+    let (w, mut rx) = probe();
+    learn(&c, &mut rx, &w, 6, 25.0).await;
+    c.send(SaveSnapshot).await.unwrap().unwrap();
+    let on_file = load(&store);
+    c.send(RemoveCandidate("b".into())).await.unwrap().unwrap();
+    c.send(AddCandidate(CandidateInfo::new("c")))
+        .await
+        .unwrap()
+        .unwrap();
+    c.do_send(Crash);
+    let after = c.send(TakeSnapshot).await.unwrap();
+    let ids: Vec<&str> = after
+        .candidates
+        .iter()
+        .map(|c| c.info.id.as_str())
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
+    assert_eq!(
+        after.candidates[0], on_file.candidates[0],
+        "a's statistics restored"
+    );
+    assert_eq!(after.candidates[1].stats.attempts, 0);
+    assert_eq!(
+        state(&c).await.snapshots.loaded,
+        LoadOutcome::Restored { candidates: 1 }
+    );
+}

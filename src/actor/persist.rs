@@ -147,8 +147,8 @@ impl Coordinator {
     }
 
     /// The supervisor restarts the actor: a new core from the configuration in force, the
-    /// candidates known, and the statistics of the last saved snapshot (or, without a store,
-    /// fresh statistics). Requests and attempts of the old incarnation are gone.
+    /// candidates known, and their statistics from the last saved snapshot (or, without a
+    /// store, fresh statistics). Requests and attempts of the old incarnation are gone.
     pub(crate) fn rebuild(&mut self) {
         let now = Instant::now();
         let config = self.core.config().clone();
@@ -168,6 +168,7 @@ impl Coordinator {
             tracing::error!("coordinator restart could not rebuild its core; keeping the old one");
             return;
         };
+        let known: Vec<String> = candidates.iter().map(|c| c.id.to_string()).collect();
         for info in candidates {
             if let Err(e) = core.add_candidate(info, now, &mut self.rng) {
                 tracing::warn!("restart: candidate not re-added: {e}");
@@ -181,6 +182,14 @@ impl Coordinator {
         self.snapshot_timer = None;
         let outcome = match self.persistence.as_ref().map(|p| p.store.load()) {
             None => LoadOutcome::NotConfigured,
+            // A candidate removed since the snapshot stays removed: the candidate set is the
+            // operator's, only the statistics come from the file.
+            Some(Ok(Loaded::Snapshot(mut snapshot))) => {
+                snapshot
+                    .candidates
+                    .retain(|c| known.iter().any(|k| k == c.info.id.as_str()));
+                self.apply_loaded(Loaded::Snapshot(snapshot))
+            }
             Some(Ok(loaded)) => self.apply_loaded(loaded),
             Some(Err(e)) => LoadOutcome::Failed {
                 error: e.to_string(),
