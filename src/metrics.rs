@@ -216,6 +216,42 @@ pub fn describe() {
         CANDIDATE_PROBABILITY,
         "Probability that the candidate wins an unrestricted draw now."
     );
+    describe_discovery();
+}
+
+/// Describes the discovery metrics (names in [`crate::discovery`]).
+fn describe_discovery() {
+    use crate::discovery::{
+        METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_PERF_SCORE_ERRORS,
+        METRIC_PERF_SCORE_UPDATES, METRIC_REFRESH_DURATION, METRIC_REQUESTS,
+    };
+    describe_counter!(
+        METRIC_REQUESTS,
+        Unit::Count,
+        "Discovery fetches of candidate info, by result: ok, error, timeout, invalid."
+    );
+    describe_histogram!(
+        METRIC_REFRESH_DURATION,
+        Unit::Seconds,
+        "How long one discovery refresh pass took."
+    );
+    describe_gauge!(METRIC_CACHE_SIZE, "Candidates with cached info.");
+    describe_gauge!(
+        METRIC_CACHE_AGE,
+        Unit::Seconds,
+        "Age of the oldest cached candidate info."
+    );
+    describe_gauge!(METRIC_IN_FLIGHT, "Discovery fetches running now.");
+    describe_counter!(
+        METRIC_PERF_SCORE_ERRORS,
+        Unit::Count,
+        "Perf-score fetches that failed (previous scores kept), by reason."
+    );
+    describe_counter!(
+        METRIC_PERF_SCORE_UPDATES,
+        Unit::Count,
+        "Perf-score fetches that replaced the scores."
+    );
 }
 
 /// Turns a candidate id into a label value Prometheus and dashboards handle well.

@@ -120,9 +120,6 @@ use ledger::Ledger;
 use persist::Persistence;
 use records::Subscribers;
 
-/// How many candidates the default metrics recorder labels by name.
-pub const DEFAULT_METRIC_LABELS: usize = 100;
-
 /// The coordinator actor: owns the [`Core`], its RNG, timers, metrics and subscribers.
 /// See the [module docs](self) for the message flow.
 #[derive(Debug)]
@@ -162,7 +159,7 @@ impl Coordinator {
         Ok(Coordinator {
             core,
             rng,
-            metrics: CoordinatorMetrics::new(DEFAULT_METRIC_LABELS),
+            metrics: CoordinatorMetrics::new(crate::metrics::DEFAULT_LABEL_CAP),
             ledger: Ledger::default(),
             subscribers: Subscribers::default(),
             shell: ShellCounters::default(),

@@ -1,18 +1,15 @@
-//! The demo's simulated candidates, in real time.
-//!
-//! A small model read from the scenario's public fields: `selcoord simulate` samples the full
-//! distributions in virtual time inside the library, while the demo keeps to the public API.
+//! The demo's simulated candidates, in real time: the simulator's truth model
+//! ([`Truth`]) decides each attempt; the demo sleeps for the time it says.
 
 use std::collections::HashMap;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use selection_coordinator::sim::{CandidateSpec, Dist, Scenario, TimelineEvent, Workload};
+use selection_coordinator::sim::{CandidateSpec, Scenario, TimelineEvent, Truth, Workload};
 use selection_coordinator::{CandidateId, FailureClass, Outcome, Request};
 
-/// The simulated candidates: a minimal real-time truth model read from the scenario (success
-/// probability, failure class, mean latencies with ±50% jitter, capacity with extra overload
-/// past it), plus what the demo has seen, for the status line.
+/// The simulated candidates: each live one's [`Truth`] and the attempts in flight on it (the
+/// load its next attempt lands on), plus what the demo has seen, for the status line.
 #[derive(Debug)]
 pub(super) struct World {
     specs: HashMap<String, CandidateSpec>,
@@ -28,35 +25,10 @@ pub(super) struct World {
     pub(super) stopping: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Live {
-    success: f64,
-    failure: FailureClass,
-    failure_ms: f64,
-    connect_ms: f64,
-    ttfb_ms: f64,
-    duration_ms: f64,
-    bandwidth_mbps: Option<f64>,
-    capacity: Option<u32>,
-    overload_per_extra: f64,
+    truth: Truth,
     in_flight: u32,
-}
-
-impl Live {
-    fn from_spec(s: &CandidateSpec) -> Self {
-        Live {
-            success: s.success,
-            failure: s.failure,
-            failure_ms: s.failure_ms.mean(),
-            connect_ms: s.connect_ms.mean(),
-            ttfb_ms: s.ttfb_ms.as_ref().map_or(0.0, Dist::mean),
-            duration_ms: s.duration_ms.mean(),
-            bandwidth_mbps: s.bandwidth_mbps,
-            capacity: s.capacity,
-            overload_per_extra: s.overload_per_extra,
-            in_flight: 0,
-        }
-    }
 }
 
 impl World {
@@ -79,7 +51,13 @@ impl World {
 
     pub(super) fn join(&mut self, id: &str) {
         if let Some(spec) = self.specs.get(id) {
-            self.live.insert(id.to_string(), Live::from_spec(spec));
+            self.live.insert(
+                id.to_string(),
+                Live {
+                    truth: Truth::from_spec(spec),
+                    in_flight: 0,
+                },
+            );
             if !self.ids.iter().any(|x| x == id) {
                 self.ids.push(id.to_string());
             }
@@ -100,59 +78,26 @@ impl World {
         Request::only(picked.into_iter().map(|i| self.ids[i].clone()))
     }
 
-    /// Runs one attempt on `id` now: its outcome and how long it takes, scenario milliseconds.
+    /// Starts one attempt on `id` now: its outcome and how long it takes, scenario
+    /// milliseconds. The candidate counts it in flight until [`World::finished`].
     pub(super) fn attempt(&mut self, id: &CandidateId, workload: &Workload) -> (Outcome, f64) {
         self.attempts += 1;
         *self.grants.entry(id.as_str().to_string()).or_default() += 1;
-        let rng = &mut self.rng;
         let Some(c) = self.live.get_mut(id.as_str()) else {
             self.failures += 1;
             return (Outcome::failure(FailureClass::Refused), 1.0);
         };
         c.in_flight += 1;
-        let (overload_roll, success_roll): (f64, f64) = (rng.gen(), rng.gen());
-        let mut jitter = |mean: f64| mean * rng.gen_range(0.5..1.5);
-        let over = match c.capacity {
-            Some(cap) if c.in_flight > cap => {
-                (c.overload_per_extra * f64::from(c.in_flight - cap)).min(1.0)
-            }
-            _ => 0.0,
-        };
-        let failed = if overload_roll < over {
-            Some(FailureClass::Overload)
-        } else if success_roll >= c.success {
-            Some(c.failure)
-        } else {
-            None
-        };
-        let (outcome, ms) = match failed {
-            Some(class) => (Outcome::failure(class), jitter(c.failure_ms)),
-            None => {
-                let connect = jitter(c.connect_ms);
-                let ttfb = jitter(c.ttfb_ms);
-                let transfer = match c.bandwidth_mbps {
-                    Some(mbps) if workload.bytes > 0 => workload.bytes as f64 * 8e-3 / mbps,
-                    _ => 0.0,
-                };
-                let total = connect + ttfb + transfer + jitter(c.duration_ms);
-                (
-                    Outcome::success_with(connect, ttfb, workload.bytes, total),
-                    total,
-                )
-            }
-        };
-        match workload.attempt_timeout_ms {
-            Some(t) if ms > t => {
-                self.failures += 1;
-                (Outcome::failure(FailureClass::Timeout), t)
-            }
-            _ => {
-                if failed.is_some() {
-                    self.failures += 1;
-                }
-                (outcome, ms)
-            }
+        let r = c.truth.attempt(
+            c.in_flight,
+            workload.bytes,
+            workload.attempt_timeout_ms,
+            &mut self.rng,
+        );
+        if !r.is_success() {
+            self.failures += 1;
         }
+        (r.outcome(), r.end_s() * 1000.0)
     }
 
     pub(super) fn finished(&mut self, id: &CandidateId) {
@@ -181,20 +126,14 @@ impl World {
     /// A `degrade` event: the candidate's truth takes the event's overrides.
     pub(super) fn degrade(&mut self, id: &str, ev: &TimelineEvent) {
         if let Some(c) = self.live.get_mut(id) {
-            c.success = ev.success.unwrap_or(c.success);
-            c.failure = ev.failure.unwrap_or(c.failure);
-            c.failure_ms = ev.failure_ms.as_ref().map_or(c.failure_ms, Dist::mean);
-            c.ttfb_ms = ev.ttfb_ms.as_ref().map_or(c.ttfb_ms, Dist::mean);
-            c.capacity = ev.capacity.or(c.capacity);
+            c.truth.degrade(ev);
         }
     }
 
     /// A `heal` event: the candidate's truth returns to its file values.
     pub(super) fn heal(&mut self, id: &str) {
         if let (Some(spec), Some(c)) = (self.specs.get(id), self.live.get_mut(id)) {
-            let in_flight = c.in_flight;
-            *c = Live::from_spec(spec);
-            c.in_flight = in_flight;
+            c.truth = Truth::from_spec(spec);
         }
     }
 
