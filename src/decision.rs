@@ -103,4 +103,20 @@ pub struct DecisionRecord {
     /// The arm (policy variant) that made the decision, when arms are configured.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub arm: Option<String>,
+    /// What each sampled shadow policy would have done.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub shadows: Vec<ShadowVerdict>,
+}
+
+/// A shadow policy's view of one live decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShadowVerdict {
+    /// The shadow's name.
+    pub name: String,
+    /// What it would have picked with the same roll.
+    pub choice: Option<CandidateId>,
+    /// Whether that is the live winner.
+    pub agreed: bool,
+    /// The probability it gave the live winner.
+    pub winner_probability: f64,
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::core::{CandidateInfo, Core, Counters, Limits};
+use crate::core::{CandidateInfo, Core, Counters, Limits, ShadowStats};
 use crate::error::Error;
 use crate::score::{Components, Config, Stats};
 
@@ -98,6 +98,10 @@ pub struct State {
     pub incarnation: u64,
     /// The snapshot store, what the last load found, and saves.
     pub snapshots: SnapshotStatus,
+    /// The arms' names, when the config has arms.
+    pub arms: Vec<String>,
+    /// How each shadow policy has agreed with the live choices.
+    pub shadows: Vec<ShadowStats>,
 }
 
 impl State {
@@ -133,6 +137,8 @@ impl State {
             subscribers,
             incarnation,
             snapshots,
+            arms: core.arm_names().into_iter().map(String::from).collect(),
+            shadows: core.shadow_stats(),
         }
     }
 

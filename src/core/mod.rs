@@ -11,6 +11,7 @@
 //! granted. A request that cannot be served now is skipped, never blocking the ones behind it,
 //! so nothing waits on anything but capacity: there is no deadlock to fall into.
 
+mod arms;
 mod candidate;
 mod draw;
 mod request;
@@ -23,6 +24,7 @@ use std::time::Instant;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub use arms::ShadowStats;
 pub use candidate::{CandidateId, CandidateInfo};
 pub use request::{AttemptId, Eligible, FailureClass, Next, Outcome, Request, RequestId, Success};
 
@@ -106,6 +108,8 @@ pub struct Grant {
     pub reason: DecisionReason,
     /// Seconds the request waited for this grant.
     pub waited_s: f64,
+    /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured.
+    pub arm: Option<usize>,
 }
 
 /// What the core tells its driver.
@@ -198,6 +202,8 @@ struct ReqSlot {
     seq: u64,
     arrival_s: f64,
     deadline_ns: u64,
+    /// Its arm (index into the core's arms; 0 without arms).
+    arm: u8,
     extras: Option<Box<Extras>>,
 }
 
@@ -268,6 +274,8 @@ pub struct Core {
     counters: Counters,
     eval: Evaluation,
     saved_leaves: Vec<(usize, usize, f64)>,
+    arms: Vec<arms::ArmState>,
+    shadows: Vec<arms::ShadowState>,
 }
 
 impl Core {
@@ -275,7 +283,7 @@ impl Core {
     pub fn new(config: Config, now: Instant) -> Result<Self, Error> {
         let model = ScoreModel::new(config)?;
         let trees = vec![SumTree::default(); model.channels().len()];
-        Ok(Core {
+        let mut core = Core {
             model,
             limits: Limits::default(),
             epoch: now,
@@ -311,7 +319,11 @@ impl Core {
             counters: Counters::default(),
             eval: Evaluation::default(),
             saved_leaves: Vec::new(),
-        })
+            arms: Vec::new(),
+            shadows: Vec::new(),
+        };
+        core.build_variants()?;
+        Ok(core)
     }
 
     /// Sets the limits at construction (builder style).
@@ -465,7 +477,12 @@ impl Core {
     ) -> Result<(), Error> {
         let model = ScoreModel::new(config)?;
         self.advance(now);
-        self.model = model;
+        let old = std::mem::replace(&mut self.model, model);
+        if let Err(e) = self.build_variants() {
+            self.model = old;
+            self.build_variants()?;
+            return Err(e);
+        }
         self.rebuild_trees();
         self.reject_ineligible();
         self.pump(rng);
@@ -557,6 +574,7 @@ impl Core {
         };
         let seq = self.next_seq;
         self.next_seq += 1;
+        let arm = self.assign_arm(request.key.as_deref(), rng);
         self.requests[idx as usize] = ReqSlot {
             gen,
             active: true,
@@ -570,6 +588,7 @@ impl Core {
             seq,
             arrival_s: self.now_s,
             deadline_ns,
+            arm,
             extras,
         };
         let id = RequestId::new(idx, gen);
@@ -983,7 +1002,18 @@ impl Core {
                 caps: &x.caps,
             },
         };
-        let drawn = self.draw(set, rng, record);
+        let arm = (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm as usize);
+        let shadows = if self.shadows.is_empty() {
+            0
+        } else {
+            self.sample_shadows()
+        };
+        // Shadows replay the live draw's roll over the same set, so the live draw is evaluated.
+        let drawn = self.draw(set, rng, record, shadows != 0, arm);
+        let verdicts = match drawn {
+            Some((d, _)) if shadows != 0 => self.judge_shadows(set, d.idx, d.roll, shadows),
+            _ => Vec::new(),
+        };
         self.requests[idx as usize].extras = extras;
         let Some((d, evaluated)) = drawn else {
             return false;
@@ -1047,13 +1077,15 @@ impl Core {
                 request,
                 attempt: Some(attempt),
                 reason: d.reason,
-                candidates: self.considered(&self.eval),
+                candidates: self
+                    .considered_with(arm.and_then(|a| self.arms[a].model.as_ref()), &self.eval),
                 filters: self.eval.filters.clone(),
                 fallbacks: self.eval.fallbacks.clone(),
                 roll: d.roll,
                 winner: Some(candidate.clone()),
                 winner_probability: d.probability,
-                arm: None,
+                arm: arm.map(|a| self.arms[a].name.clone()),
+                shadows: verdicts,
             };
             self.records.push_back(record);
         }
@@ -1064,6 +1096,7 @@ impl Core {
             probability: d.probability,
             reason: d.reason,
             waited_s,
+            arm,
         }));
         true
     }
@@ -1153,6 +1186,7 @@ impl Core {
             winner: best.as_ref().map(|b| b.0.clone()),
             winner_probability: best.map(|b| b.1).unwrap_or(0.0),
             arm: None,
+            shadows: Vec::new(),
         };
         self.eval = ev;
         Ok(record)

@@ -6,7 +6,7 @@ use rand::Rng;
 use super::draw::{argmax_by_order, pick_linear, SumTree};
 use super::{CandidateInfo, Core, Key};
 use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
-use crate::score::{ChannelKind, Components, ScoreContext, Stats};
+use crate::score::{ChannelKind, Components, ScoreContext, ScoreModel, Stats};
 
 /// See [`Core::bucket`].
 const BUCKET_BASE: u64 = 1 << 10;
@@ -39,6 +39,9 @@ pub(crate) struct Slot {
 pub(crate) struct Evaluation {
     pub(crate) keys: Vec<u32>,
     pub(crate) probs: Vec<f64>,
+    /// Components per key, computed for an arm's or shadow's model (empty for the main one,
+    /// whose components are cached in the slots).
+    comps: Vec<Components>,
     values: Vec<f64>,
     totals: Vec<f64>,
     pub(crate) filters: Vec<FilterNote>,
@@ -49,6 +52,7 @@ impl Evaluation {
     fn clear(&mut self) {
         self.keys.clear();
         self.probs.clear();
+        self.comps.clear();
         self.values.clear();
         self.totals.clear();
         self.filters.clear();
@@ -122,13 +126,7 @@ impl Core {
     pub(crate) fn refresh_static(&mut self, idx: usize) {
         let cfg = self.model.config();
         let slot = &self.slots[idx];
-        let perf_ok = match (&cfg.perf.region, cfg.perf.active_min()) {
-            (Some(region), Some(min)) => {
-                slot.info.perf_scores.get(region).is_some_and(|s| *s >= min)
-            }
-            (None, Some(min)) => slot.info.perf_scores.values().any(|s| *s >= min),
-            _ => true,
-        };
+        let perf_ok = cfg.perf.passes(&slot.info.perf_scores);
         let price_ok = cfg.price.max.is_none_or(|m| slot.info.price <= m);
         let strict = !cfg.price.ignore_max_if_none_pass;
         let tags = self.model.tag_component(&slot.info);
@@ -395,6 +393,19 @@ impl Core {
     /// Computes the drawn set with every filter and fallback, and each candidate's probability.
     /// O(k) for a subset, O(n) for all. Fills `ev`; `detail` also records filter notes.
     pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: bool) {
+        self.evaluate_with(None, set, ev, detail);
+    }
+
+    /// [`Core::evaluate`] with another model (an arm's or a shadow's): its weights, mode,
+    /// exponent, floor and filters over the same candidates and statistics. A strict maximum
+    /// price is the coordinator's own (top-level) rule; an arm's price limit always falls back.
+    pub(crate) fn evaluate_with(
+        &self,
+        model: Option<&ScoreModel>,
+        set: DrawSet<'_>,
+        ev: &mut Evaluation,
+        detail: bool,
+    ) {
         ev.clear();
         let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
             if s.available && !Self::excluded(set.exclude, i, s.gen) && Self::caps_ok(s, set.caps) {
@@ -416,8 +427,10 @@ impl Core {
                 }
             }
         }
-        let cfg = self.model.config();
-        if detail && !cfg.price.ignore_max_if_none_pass {
+        let variant = model.is_some();
+        let m = model.unwrap_or(&self.model);
+        let cfg = m.config();
+        if detail && !variant && !cfg.price.ignore_max_if_none_pass {
             if let Some(max) = cfg.price.max {
                 // A strict maximum price makes candidates unusable outright, so they never reach
                 // the filters below; a record still says who was removed and why.
@@ -442,7 +455,13 @@ impl Core {
                 "perf",
                 why,
                 "none passed: all candidates kept",
-                |s| s.perf_ok,
+                |s| {
+                    if variant {
+                        cfg.perf.passes(&s.info.perf_scores)
+                    } else {
+                        s.perf_ok
+                    }
+                },
             );
         }
         if cfg.price.max.is_some() {
@@ -453,7 +472,13 @@ impl Core {
                 "price",
                 why,
                 "none under the maximum price: limit ignored",
-                |s| s.price_ok,
+                |s| {
+                    if variant {
+                        cfg.price.max.is_none_or(|max| s.info.price <= max)
+                    } else {
+                        s.price_ok
+                    }
+                },
             );
         }
         if cfg.ejection.enabled {
@@ -466,18 +491,30 @@ impl Core {
                 |s| !s.ejected,
             );
         }
+        if variant {
+            for &i in &ev.keys {
+                let s = &self.slots[i as usize];
+                let tags = m.tag_component(&s.info);
+                let c = m.components(&s.info, tags, &s.stats, &self.score_context(s));
+                ev.comps.push(c);
+            }
+        }
         // Channel values and totals over the drawn set.
-        let channels = self.model.channels();
-        let uniform = self.model.uniform_channel();
+        let channels = m.channels();
+        let uniform = m.uniform_channel();
         let nc = channels.len();
         ev.totals.resize(nc, 0.0);
-        for &i in &ev.keys {
-            let s = &self.slots[i as usize];
+        for (j, &i) in ev.keys.iter().enumerate() {
+            let comps = if variant {
+                &ev.comps[j]
+            } else {
+                &self.slots[i as usize].comps
+            };
             for (c, ch) in channels.iter().enumerate() {
                 let v = if c == uniform {
                     1.0
                 } else {
-                    self.model.channel_value(ch.kind, &s.comps)
+                    m.channel_value(ch.kind, comps)
                 };
                 ev.values.push(v);
                 ev.totals[c] += v;
@@ -578,19 +615,30 @@ impl Core {
 
     /// Builds the considered-candidate list of a filled evaluation.
     pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
-        let nc = self.model.channels().len();
-        let sum_mode = matches!(self.model.channels()[0].kind, ChannelKind::SumScore);
+        self.considered_with(None, ev)
+    }
+
+    /// [`Core::considered`] for an evaluation made with another model.
+    pub(crate) fn considered_with(
+        &self,
+        model: Option<&ScoreModel>,
+        ev: &Evaluation,
+    ) -> Vec<ConsideredCandidate> {
+        let m = model.unwrap_or(&self.model);
+        let nc = m.channels().len();
+        let sum_mode = matches!(m.channels()[0].kind, ChannelKind::SumScore);
         ev.keys
             .iter()
             .zip(&ev.probs)
             .enumerate()
             .map(|(j, (&i, &p))| {
                 let s = &self.slots[i as usize];
-                let score = self.model.score(&s.comps);
+                let comps = ev.comps.get(j).copied().unwrap_or(s.comps);
+                let score = m.score(&comps);
                 let weight = if sum_mode { ev.values[j * nc] } else { p };
                 ConsideredCandidate {
                     id: s.info.id.clone(),
-                    components: s.comps,
+                    components: comps,
                     score,
                     weight,
                     probability: p,
@@ -600,21 +648,30 @@ impl Core {
     }
 
     /// Makes one decision for `set`: the tree when it applies, else an evaluated draw.
-    /// Fills `self.eval` with the evaluation when `record` is set (or when it was needed).
+    /// Fills `self.eval` when `record` or `evaluate` is set (or when it was needed); `record`
+    /// also notes what each filter removed. An arm with its own model always evaluates.
     pub(crate) fn draw<R: Rng + ?Sized>(
         &mut self,
         set: DrawSet<'_>,
         rng: &mut R,
         record: bool,
+        evaluate: bool,
+        arm: Option<usize>,
     ) -> Option<(Drawn, bool)> {
-        if !record && self.tree_applies(set) {
+        let variant = arm
+            .and_then(|a| self.arms.get(a))
+            .and_then(|a| a.model.as_ref());
+        if !record && !evaluate && variant.is_none() && self.tree_applies(set) {
             return self.tree_draw(set.exclude, rng).map(|d| (d, false));
         }
         let mut ev = std::mem::take(&mut self.eval);
-        self.evaluate(set, &mut ev, record);
+        self.evaluate_with(variant, set, &mut ev, record);
+        let deterministic = variant
+            .map(|m| m.config().deterministic)
+            .unwrap_or(self.model.config().deterministic);
         let drawn = if ev.keys.is_empty() {
             None
-        } else if self.model.config().deterministic {
+        } else if deterministic {
             let order: Vec<u64> = ev
                 .keys
                 .iter()

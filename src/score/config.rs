@@ -171,6 +171,15 @@ impl PerfConfig {
     pub fn active_min(&self) -> Option<f64> {
         self.min_score.filter(|m| *m > 0.0)
     }
+
+    /// Whether a candidate with these perf scores passes the filter (true when it is off).
+    pub fn passes(&self, scores: &BTreeMap<String, f64>) -> bool {
+        match (&self.region, self.active_min()) {
+            (Some(region), Some(min)) => scores.get(region).is_some_and(|s| *s >= min),
+            (None, Some(min)) => scores.values().any(|s| *s >= min),
+            _ => true,
+        }
+    }
 }
 
 /// Outlier ejection (Envoy style).

@@ -1,0 +1,241 @@
+//! Live A/B arms and shadow policies over one set of candidates and statistics.
+//!
+//! An arm is a config that takes a share of requests: it draws with its own weights, mode,
+//! exponent, floor and filters, over the statistics every arm shares. A request's arm is fixed
+//! when it arrives, by its key when it has one (the same key always lands in the same arm), else
+//! by a draw. A shadow takes no traffic: on a sampled share of decisions it evaluates the same
+//! drawn set with the same roll and the coordinator notes whether it would have picked the same
+//! candidate, and what probability it gave the live winner.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::draw::{argmax_by_order, pick_linear};
+use super::select::{DrawSet, Evaluation};
+use super::Core;
+use crate::decision::ShadowVerdict;
+use crate::score::{Config, ScoreModel};
+
+/// An arm at run time.
+#[derive(Debug)]
+pub(crate) struct ArmState {
+    pub(crate) name: String,
+    /// Upper end of this arm's slice of [0, 1).
+    cum: f64,
+    /// `None` when the arm draws exactly like the top-level config (it keeps the tree path).
+    pub(crate) model: Option<ScoreModel>,
+}
+
+/// A shadow at run time.
+#[derive(Debug)]
+pub(crate) struct ShadowState {
+    sample: f64,
+    acc: f64,
+    /// `None` when it draws exactly like the live config (it then sees the same cached scores).
+    model: Option<ScoreModel>,
+    stats: ShadowStats,
+}
+
+/// How a shadow policy did against the live choices it was asked about.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShadowStats {
+    /// The shadow's name.
+    pub name: String,
+    /// Decisions it was asked about.
+    pub sampled: u64,
+    /// Of those, how many times it would have picked the live winner.
+    pub agreed: u64,
+    /// Sum over sampled decisions of the probability it gave the live winner.
+    pub winner_probability_sum: f64,
+}
+
+impl ShadowStats {
+    /// Share of sampled decisions where it agreed (0 before any).
+    pub fn agreement(&self) -> f64 {
+        if self.sampled == 0 {
+            0.0
+        } else {
+            self.agreed as f64 / self.sampled as f64
+        }
+    }
+
+    /// Mean probability it gave the live winner.
+    pub fn mean_winner_probability(&self) -> f64 {
+        if self.sampled == 0 {
+            0.0
+        } else {
+            self.winner_probability_sum / self.sampled as f64
+        }
+    }
+}
+
+/// FNV-1a: a stable hash, so a key maps to the same arm in every process and version.
+fn key_point(key: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Core {
+    /// Builds the arms and shadows of the config in force. Shadow counts restart.
+    pub(crate) fn build_variants(&mut self) -> Result<(), crate::Error> {
+        let config = self.model.config().clone();
+        let total: f64 = config.arms.iter().map(|a| a.share).sum();
+        let mut arms = Vec::with_capacity(config.arms.len());
+        let mut cum = 0.0;
+        for arm in &config.arms {
+            cum += arm.share / total;
+            let model = if arm.config.draws_like(&config) {
+                None
+            } else {
+                Some(ScoreModel::new(strip(&arm.config))?)
+            };
+            arms.push(ArmState {
+                name: arm.name.clone(),
+                cum,
+                model,
+            });
+        }
+        if let Some(last) = arms.last_mut() {
+            last.cum = 1.0;
+        }
+        let mut shadows = Vec::with_capacity(config.shadows.len());
+        for s in &config.shadows {
+            shadows.push(ShadowState {
+                sample: s.sample,
+                acc: 0.0,
+                model: if s.config.draws_like(&config) {
+                    None
+                } else {
+                    Some(ScoreModel::new(strip(&s.config))?)
+                },
+                stats: ShadowStats {
+                    name: s.name.clone(),
+                    ..ShadowStats::default()
+                },
+            });
+        }
+        self.arms = arms;
+        self.shadows = shadows;
+        Ok(())
+    }
+
+    /// The arm of a new request: by its key when it has one, else by a draw.
+    pub(crate) fn assign_arm<R: Rng + ?Sized>(&self, key: Option<&str>, rng: &mut R) -> u8 {
+        if self.arms.len() <= 1 {
+            return 0;
+        }
+        let u = match key {
+            Some(k) => key_point(k),
+            None => rng.gen::<f64>(),
+        };
+        self.arms
+            .iter()
+            .position(|a| u < a.cum)
+            .unwrap_or(self.arms.len() - 1) as u8
+    }
+
+    /// Which shadows look at this decision (a bit each), by deterministic accumulators.
+    pub(crate) fn sample_shadows(&mut self) -> u64 {
+        let mut mask = 0;
+        for (i, s) in self.shadows.iter_mut().enumerate().take(64) {
+            s.acc += s.sample;
+            if s.acc >= 1.0 {
+                s.acc -= 1.0;
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    /// Asks each sampled shadow what it would pick from `set` with the live draw's roll.
+    pub(crate) fn judge_shadows(
+        &mut self,
+        set: DrawSet<'_>,
+        winner: u32,
+        roll: Option<f64>,
+        mask: u64,
+    ) -> Vec<ShadowVerdict> {
+        let mut ev = Evaluation::default();
+        let mut verdicts = Vec::new();
+        for i in 0..self.shadows.len().min(64) {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let model = self.shadows[i].model.as_ref();
+            self.evaluate_with(model, set, &mut ev, false);
+            let deterministic = model.unwrap_or(&self.model).config().deterministic;
+            let pick = if deterministic {
+                let order: Vec<u64> = ev
+                    .keys
+                    .iter()
+                    .map(|&k| self.slots[k as usize].added_seq)
+                    .collect();
+                argmax_by_order(&ev.probs, &order)
+            } else {
+                pick_linear(&ev.probs, roll.unwrap_or(0.5))
+            };
+            let choice = pick.map(|j| ev.keys[j]);
+            let p_winner = ev
+                .keys
+                .iter()
+                .position(|&k| k == winner)
+                .map(|j| ev.probs[j])
+                .unwrap_or(0.0);
+            let agreed = choice == Some(winner);
+            let verdict = ShadowVerdict {
+                name: self.shadows[i].stats.name.clone(),
+                choice: choice.map(|k| self.slots[k as usize].info.id.clone()),
+                agreed,
+                winner_probability: p_winner,
+            };
+            let st = &mut self.shadows[i].stats;
+            st.sampled += 1;
+            st.agreed += agreed as u64;
+            st.winner_probability_sum += p_winner;
+            verdicts.push(verdict);
+        }
+        verdicts
+    }
+
+    /// The arms' names, in config order (a grant's `arm` indexes this).
+    pub fn arm_names(&self) -> Vec<&str> {
+        self.arms.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// An arm's name by index.
+    pub fn arm_name(&self, arm: usize) -> Option<&str> {
+        self.arms.get(arm).map(|a| a.name.as_str())
+    }
+
+    /// How each shadow policy has done since the config was last set.
+    pub fn shadow_stats(&self) -> Vec<ShadowStats> {
+        self.shadows.iter().map(|s| s.stats.clone()).collect()
+    }
+}
+
+/// An arm's or shadow's config without variants of its own (validation refuses nesting).
+fn strip(c: &Config) -> Config {
+    Config {
+        arms: Vec::new(),
+        shadows: Vec::new(),
+        ..c.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_point;
+
+    #[test]
+    fn key_points_are_stable_and_spread() {
+        assert_eq!(key_point("user-42"), key_point("user-42"));
+        let below = (0..10_000)
+            .filter(|i| key_point(&format!("k{i}")) < 0.5)
+            .count();
+        assert!((4_700..5_300).contains(&below), "{below}");
+    }
+}
