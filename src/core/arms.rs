@@ -69,13 +69,19 @@ impl ShadowStats {
     }
 }
 
-/// FNV-1a: a stable hash, so a key maps to the same arm in every process and version.
+/// FNV-1a with a final mix: a stable hash, so a key maps to the same arm in every process and version.
 fn key_point(key: &str) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key.as_bytes() {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
+    // FNV's high bits are poorly mixed for short keys: finish with splitmix64's mixer.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
