@@ -822,7 +822,7 @@ impl Core {
         self.slots[idx].in_flight -= 1;
         self.global_in_flight -= 1;
         if self.slots[idx].live {
-            self.refresh_leaf(idx);
+            self.refresh_load(idx);
         } else if self.slots[idx].in_flight == 0 {
             self.free_slots.push(idx as u32);
         }
@@ -966,7 +966,7 @@ impl Core {
         };
         self.slots[cidx].in_flight += 1;
         self.global_in_flight += 1;
-        self.refresh_leaf(cidx);
+        self.refresh_load(cidx);
         let a = match self.free_attempts.pop() {
             Some(a) => a,
             None => {

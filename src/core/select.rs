@@ -144,16 +144,25 @@ impl Core {
 
     /// Recomputes one candidate's availability, components and tree leaves. O(C log n).
     pub(crate) fn refresh_leaf(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false);
+        self.refresh_leaf_inner(idx, false, true);
     }
 
-    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool) {
+    /// After a grant or a release only the in-flight count moved: recompute the load component
+    /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
+    /// which saves the transcendental functions on the hot path. O(C log n).
+    pub(crate) fn refresh_load(&mut self, idx: usize) {
+        self.refresh_leaf_inner(idx, false, false);
+    }
+
+    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool, full: bool) {
         let now_s = self.now_s;
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
         let available = slot.usable && slot.in_flight < limit;
         let ejected = slot.live && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
-        let comps = if slot.live {
+        let comps = if !slot.live {
+            Components::default()
+        } else if full {
             self.model.components(
                 &slot.info,
                 slot.tags,
@@ -161,7 +170,10 @@ impl Core {
                 &self.score_context(slot),
             )
         } else {
-            Components::default()
+            Components {
+                load: self.model.load_component(slot.in_flight, limit),
+                ..slot.comps
+            }
         };
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
         let slot = &mut self.slots[idx];
@@ -216,7 +228,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         for idx in 0..n {
-            self.refresh_leaf_inner(idx, true);
+            self.refresh_leaf_inner(idx, true, true);
         }
         for tree in &mut self.trees {
             tree.rebuild();

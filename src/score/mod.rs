@@ -266,11 +266,7 @@ impl ScoreModel {
         } else {
             1.0 - errors as f64 / total as f64
         };
-        let load = if ctx.limit == u32::MAX {
-            1.0 / (1.0 + ctx.in_flight as f64)
-        } else {
-            1.0 - ctx.in_flight as f64 / ctx.limit.max(1) as f64
-        };
+        let load = self.load_component(ctx.in_flight, ctx.limit);
         let stake = if ctx.stake_total > 0.0 {
             info.stake / ctx.stake_total
         } else {
@@ -290,6 +286,20 @@ impl ScoreModel {
             uniform: 1.0,
         };
         sanitize(c)
+    }
+
+    /// The load component alone (it is the only one a grant or a release moves).
+    pub(crate) fn load_component(&self, in_flight: u32, limit: u32) -> f64 {
+        let load = if limit == u32::MAX {
+            1.0 / (1.0 + in_flight as f64)
+        } else {
+            1.0 - in_flight as f64 / limit.max(1) as f64
+        };
+        if load.is_finite() {
+            load.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
     /// The weighted sum of components (before the exponent).
