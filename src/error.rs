@@ -52,6 +52,9 @@ pub enum Error {
     /// A limit is malformed.
     #[error("invalid limits: {0}")]
     InvalidLimits(String),
+    /// A snapshot is unusable (wrong version, a bad number, malformed).
+    #[error("invalid snapshot: {0}")]
+    InvalidSnapshot(String),
     /// The scoring config is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -14,6 +14,7 @@ mod error;
 pub mod metrics;
 pub mod score;
 pub mod sim;
+pub mod snapshot;
 
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,

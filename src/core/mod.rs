@@ -15,6 +15,7 @@ mod candidate;
 mod draw;
 mod request;
 mod select;
+mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Instant;
@@ -189,6 +190,8 @@ struct ReqSlot {
     in_fast: bool,
     in_general: bool,
     keep_open: bool,
+    /// Cancelled or rejected: it asks for nothing more (a later `Retry` finishes it).
+    closed: bool,
     pending: u32,
     in_flight: u32,
     parallelism: u32,
@@ -560,6 +563,7 @@ impl Core {
             in_fast: false,
             in_general: false,
             keep_open: false,
+            closed: false,
             pending: 0,
             in_flight: 0,
             parallelism: request.parallelism,
@@ -604,6 +608,11 @@ impl Core {
         let idx = self.request_index(id)?;
         self.advance(now);
         let r = &self.requests[idx as usize];
+        if r.closed {
+            return Err(Error::InvalidRequest(format!(
+                "request {id} was cancelled or rejected; make a new one"
+            )));
+        }
         if r.pending + r.in_flight >= r.parallelism {
             return Err(Error::InvalidRequest(format!(
                 "request {id} already has {} attempts running or asked for (parallelism {})",
@@ -631,13 +640,21 @@ impl Core {
         Ok(())
     }
 
-    /// Cancels a request: its waiting asks are rejected with [`Rejection::Cancelled`]; its
-    /// running attempts run to their end.
+    /// Cancels a request: its waiting asks are rejected with [`Rejection::Cancelled`] (no event
+    /// when nothing waits); its running attempts run to their end, and a later `Retry` for
+    /// them finishes the request instead of asking again.
     pub fn cancel(&mut self, id: RequestId, now: Instant) -> Result<(), Error> {
         let idx = self.request_index(id)?;
         self.advance(now);
-        self.requests[idx as usize].keep_open = false;
-        self.reject(idx, Rejection::Cancelled);
+        let r = &mut self.requests[idx as usize];
+        r.keep_open = false;
+        if r.pending > 0 {
+            // Someone waits for an answer: tell them.
+            self.reject(idx, Rejection::Cancelled);
+        } else {
+            r.closed = true;
+            self.maybe_retire(idx);
+        }
         Ok(())
     }
 
@@ -681,6 +698,7 @@ impl Core {
         self.drop_pending(idx);
         let r = &mut self.requests[idx as usize];
         r.keep_open = false;
+        r.closed = true;
         let id = RequestId::new(idx, r.gen);
         self.counters.rejections[Rejection::ALL
             .iter()
@@ -777,6 +795,11 @@ impl Core {
         let att = self.attempts[a];
         self.release_attempt(a);
         let ridx = att.request;
+        let next = if self.requests[ridx as usize].closed {
+            Next::Finish
+        } else {
+            next
+        };
         match next {
             Next::Finish => {
                 self.drop_pending(ridx);

@@ -77,6 +77,43 @@ impl ErrorWindow {
     }
 }
 
+impl ErrorWindow {
+    /// `(errors, total)` per bucket, newest first: index `k` is the bucket `k` buckets before
+    /// `at_bucket`. Used to store the window independently of the clock's epoch.
+    pub fn relative(&self, at_bucket: u64, buckets: usize) -> Vec<(u32, u32)> {
+        let buckets = buckets.clamp(1, WINDOW_RING);
+        (0..buckets as u64)
+            .map(|k| {
+                let Some(b) = at_bucket.checked_sub(k) else {
+                    return (0, 0);
+                };
+                if b > self.newest || b + buckets as u64 <= self.newest {
+                    return (0, 0);
+                }
+                let i = (b % buckets as u64) as usize;
+                (self.errors[i], self.totals[i])
+            })
+            .collect()
+    }
+
+    /// Rebuilds a window from [`ErrorWindow::relative`] counts, placed before `at_bucket`.
+    pub fn from_relative(counts: &[(u32, u32)], at_bucket: u64, buckets: usize) -> Self {
+        let buckets = buckets.clamp(1, WINDOW_RING);
+        let mut w = ErrorWindow::default();
+        for (k, &(errors, totals)) in counts.iter().enumerate().take(buckets).rev() {
+            let Some(b) = at_bucket.checked_sub(k as u64) else {
+                continue;
+            };
+            w.roll(b, buckets);
+            let i = (b % buckets as u64) as usize;
+            w.errors[i] = errors;
+            w.totals[i] = totals;
+        }
+        w.roll(at_bucket, buckets);
+        w
+    }
+}
+
 /// What the coordinator has learned about one candidate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {

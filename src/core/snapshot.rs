@@ -1,0 +1,91 @@
+//! Turning learned statistics into an epoch-free [`Snapshot`] and back.
+
+use std::time::Instant;
+
+use rand::Rng;
+
+use super::Core;
+use crate::error::Error;
+use crate::score::{ErrorWindow, Stats};
+use crate::snapshot::{CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION};
+
+impl Core {
+    /// What the core has learned, with every time stored relative to now, so it can be loaded
+    /// by a core with another epoch (after a restart).
+    pub fn snapshot(&self) -> Snapshot {
+        let now_s = self.now_s;
+        let bucket = self.bucket();
+        let buckets = self.model.config().window.buckets as usize;
+        let candidates = self
+            .candidates()
+            .filter(|v| !v.removed)
+            .map(|v| {
+                let st = v.stats;
+                CandidateSnapshot {
+                    info: v.info.clone(),
+                    stats: StatsSnapshot {
+                        success: st.success,
+                        connect_ms: st.connect_ms,
+                        ttfb_ms: st.ttfb_ms,
+                        bandwidth_bps: st.bandwidth_bps,
+                        last_sample_age_s: st.last_sample_s.map(|t| (now_s - t).max(0.0)),
+                        window: st.window.relative(bucket, buckets),
+                        consecutive_failures: st.consecutive_failures,
+                        ejections: st.ejections,
+                        ejected_for_s: st.ejected_until_s.map(|u| u - now_s).filter(|r| *r > 0.0),
+                        attempts: st.attempts,
+                        successes: st.successes,
+                    },
+                }
+            })
+            .collect();
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            overall: self.overall,
+            candidates,
+        }
+    }
+
+    /// Loads a snapshot: unknown candidates are added with their statistics; known ones get
+    /// the snapshot's statistics (their static info is kept). Checks every number first and
+    /// changes nothing if one is unusable.
+    pub fn restore<R: Rng + ?Sized>(
+        &mut self,
+        snapshot: &Snapshot,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        snapshot.validate()?;
+        self.advance(now);
+        let now_s = self.now_s;
+        let bucket = self.bucket();
+        let buckets = self.model.config().window.buckets as usize;
+        self.overall = snapshot.overall;
+        for c in &snapshot.candidates {
+            let s = &c.stats;
+            let stats = Stats {
+                success: s.success,
+                connect_ms: s.connect_ms,
+                ttfb_ms: s.ttfb_ms,
+                bandwidth_bps: s.bandwidth_bps,
+                last_sample_s: s.last_sample_age_s.map(|a| now_s - a),
+                window: ErrorWindow::from_relative(&s.window, bucket, buckets),
+                consecutive_failures: s.consecutive_failures,
+                ejections: s.ejections,
+                ejected_until_s: s.ejected_for_s.map(|r| now_s + r),
+                attempts: s.attempts,
+                successes: s.successes,
+            };
+            match self.by_id.get(c.info.id.as_str()) {
+                Some(&idx) => {
+                    self.slots[idx as usize].stats = stats;
+                    self.refresh_leaf(idx as usize);
+                }
+                None => self.add_with_stats(c.info.clone(), stats, now, rng)?,
+            }
+        }
+        self.dirty = true;
+        self.pump(rng);
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! Snapshots of learned statistics: serde, atomic writes, and a safe load that moves a corrupt
+//! or incompatible file aside instead of failing the start.
+//!
+//! A [`SnapshotStore`] writes one file inside one directory: the name is checked to be a plain
+//! file name (no separators, no `..`), the write goes to a fresh temporary file in the same
+//! directory, is fsynced and renamed over the target, and a target that is a symbolic link is
+//! refused, so a path given on the command line cannot lead a write anywhere else.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::CandidateInfo;
+use crate::error::Error;
+use crate::score::Overall;
+
+/// The snapshot format version this build writes and reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// Learned statistics of one candidate, with times relative to when the snapshot was taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsSnapshot {
+    /// Success EMA.
+    pub success: Option<f64>,
+    /// Connect time EMA, ms.
+    pub connect_ms: Option<f64>,
+    /// Time-to-first-byte EMA, ms.
+    pub ttfb_ms: Option<f64>,
+    /// Bandwidth EMA, bytes per second.
+    pub bandwidth_bps: Option<f64>,
+    /// Seconds between the last sample and the snapshot.
+    pub last_sample_age_s: Option<f64>,
+    /// Overload window `(errors, total)` per bucket, newest first.
+    pub window: Vec<(u32, u32)>,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Times ejected.
+    pub ejections: u32,
+    /// Seconds of ejection left at the snapshot.
+    pub ejected_for_s: Option<f64>,
+    /// Attempts that reported an outcome.
+    pub attempts: u64,
+    /// Successes among them.
+    pub successes: u64,
+}
+
+/// One candidate in a snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateSnapshot {
+    /// Static info.
+    pub info: CandidateInfo,
+    /// Learned statistics.
+    pub stats: StatsSnapshot,
+}
+
+/// Everything the coordinator has learned, independent of its clock's epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// Format version ([`SNAPSHOT_VERSION`]).
+    pub version: u32,
+    /// All-candidate averages.
+    pub overall: Overall,
+    /// Every live candidate.
+    pub candidates: Vec<CandidateSnapshot>,
+}
+
+impl Snapshot {
+    /// Checks the version and that every number is finite and not negative, and every
+    /// candidate's info is valid.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.version != SNAPSHOT_VERSION {
+            return Err(Error::InvalidSnapshot(format!(
+                "version {} is not supported (this build reads {SNAPSHOT_VERSION})",
+                self.version
+            )));
+        }
+        let check = |what: String, v: Option<f64>| -> Result<(), Error> {
+            match v {
+                Some(x) if !(x.is_finite() && x >= 0.0) => Err(Error::InvalidSnapshot(format!(
+                    "{what} = {x}: must be finite and not negative"
+                ))),
+                _ => Ok(()),
+            }
+        };
+        check("overall.connect_ms".into(), self.overall.connect_ms)?;
+        check("overall.ttfb_ms".into(), self.overall.ttfb_ms)?;
+        check("overall.bandwidth_bps".into(), self.overall.bandwidth_bps)?;
+        for c in &self.candidates {
+            c.info.validate()?;
+            let id = &c.info.id;
+            let s = &c.stats;
+            check(format!("{id}.success"), s.success)?;
+            if s.success.is_some_and(|x| x > 1.0) {
+                return Err(Error::InvalidSnapshot(format!("{id}.success is above 1")));
+            }
+            check(format!("{id}.connect_ms"), s.connect_ms)?;
+            check(format!("{id}.ttfb_ms"), s.ttfb_ms)?;
+            check(format!("{id}.bandwidth_bps"), s.bandwidth_bps)?;
+            check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
+            check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
+        }
+        Ok(())
+    }
+
+    /// Parses and validates a snapshot document.
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        let snap: Snapshot = serde_json::from_str(text)
+            .map_err(|e| Error::InvalidSnapshot(format!("not a snapshot: {e}")))?;
+        snap.validate()?;
+        Ok(snap)
+    }
+}
+
+/// What [`SnapshotStore::load`] found.
+#[derive(Debug)]
+pub enum Loaded {
+    /// A valid snapshot.
+    Snapshot(Snapshot),
+    /// No snapshot file yet: start fresh.
+    Missing,
+    /// The file was corrupt or incompatible; it was moved to `moved_to` and the coordinator
+    /// starts fresh.
+    Quarantined {
+        /// Where the bad file now is.
+        moved_to: PathBuf,
+        /// What was wrong with it.
+        problem: String,
+    },
+}
+
+/// Errors of the snapshot store (I/O and unsafe paths).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The file name is not a plain name inside the directory.
+    #[error("snapshot file name `{0}` must be a plain file name (no path separators, not `..`)")]
+    BadName(String),
+    /// The target is a symbolic link; writing through it is refused.
+    #[error("refusing to write the snapshot through the symbolic link {0}")]
+    Symlink(PathBuf),
+    /// A file system error.
+    #[error("snapshot I/O on {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The snapshot could not be serialized.
+    #[error("cannot serialize the snapshot: {0}")]
+    Serialize(String),
+}
+
+/// Reads and writes one snapshot file inside one directory.
+#[derive(Debug, Clone)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+    name: String,
+}
+
+impl SnapshotStore {
+    /// A store for `dir/name`. The name must be a plain file name.
+    pub fn new(dir: impl Into<PathBuf>, name: &str) -> Result<Self, SnapshotError> {
+        let plain = !name.is_empty()
+            && name != "."
+            && name != ".."
+            && !name.contains('/')
+            && !name.contains('\\')
+            && !name.contains('\0');
+        if !plain {
+            return Err(SnapshotError::BadName(name.to_string()));
+        }
+        Ok(SnapshotStore {
+            dir: dir.into(),
+            name: name.to_string(),
+        })
+    }
+
+    /// A store for a path given as one string (its parent directory and file name).
+    pub fn at(path: &Path) -> Result<Self, SnapshotError> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| SnapshotError::BadName(path.display().to_string()))?;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        SnapshotStore::new(dir, name)
+    }
+
+    /// The snapshot file's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError + '_ {
+        move |source| SnapshotError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Writes atomically: a new temporary file in the same directory, fsync, rename, fsync of
+    /// the directory. A reader sees the old snapshot or the new one, never a torn one.
+    pub fn save(&self, snapshot: &Snapshot) -> Result<(), SnapshotError> {
+        let target = self.path();
+        if let Ok(meta) = fs::symlink_metadata(&target) {
+            if meta.file_type().is_symlink() {
+                return Err(SnapshotError::Symlink(target));
+            }
+        }
+        let body = serde_json::to_vec_pretty(snapshot)
+            .map_err(|e| SnapshotError::Serialize(e.to_string()))?;
+        let tmp = self
+            .dir
+            .join(format!(".{}.tmp-{}", self.name, std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(Self::io(&tmp))?;
+        file.write_all(&body).map_err(Self::io(&tmp))?;
+        file.sync_all().map_err(Self::io(&tmp))?;
+        drop(file);
+        fs::rename(&tmp, &target).map_err(Self::io(&target))?;
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Loads the snapshot. A missing file is [`Loaded::Missing`]; a corrupt or incompatible
+    /// one is renamed to `<name>.corrupt-<n>` and reported as [`Loaded::Quarantined`] (with a
+    /// warning in the log) so the coordinator starts fresh instead of failing.
+    pub fn load(&self) -> Result<Loaded, SnapshotError> {
+        let path = self.path();
+        let text = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+            Err(e) => return Err(Self::io(&path)(e)),
+        };
+        let parsed = std::str::from_utf8(&text)
+            .map_err(|e| Error::InvalidSnapshot(format!("not UTF-8: {e}")))
+            .and_then(Snapshot::from_json);
+        match parsed {
+            Ok(s) => Ok(Loaded::Snapshot(s)),
+            Err(problem) => {
+                let mut n = 0;
+                let moved_to = loop {
+                    let candidate = self.dir.join(format!("{}.corrupt-{n}", self.name));
+                    if !candidate.exists() {
+                        break candidate;
+                    }
+                    n += 1;
+                };
+                fs::rename(&path, &moved_to).map_err(Self::io(&path))?;
+                tracing::warn!(
+                    "snapshot {} is unusable ({problem}); moved to {} and starting fresh",
+                    path.display(),
+                    moved_to.display()
+                );
+                Ok(Loaded::Quarantined {
+                    moved_to,
+                    problem: problem.to_string(),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! Property tests of the pure core: random sequences of operations against the Step 1
+//! invariants, and the draw's frequencies.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use selection_coordinator::score::Weights;
+use selection_coordinator::{
+    AttemptId, CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Mode, Next,
+    Outcome, Request, RequestId,
+};
+
+const POOL: usize = 6;
+
+fn name(i: usize) -> CandidateId {
+    CandidateId::new(format!("c{}", i % POOL))
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Ready {
+        subset: Option<Vec<usize>>,
+        parallelism: u32,
+        deadline_ms: Option<u64>,
+    },
+    Outcome {
+        pick: usize,
+        kind: u8,
+    },
+    Done {
+        pick: usize,
+        retry: bool,
+    },
+    Cancel {
+        pick: usize,
+    },
+    Limits {
+        global: Option<u32>,
+        per_candidate: Option<u32>,
+        max_waiting: usize,
+    },
+    Remove {
+        candidate: usize,
+    },
+    Add {
+        candidate: usize,
+    },
+    Advance {
+        ms: u64,
+    },
+    /// Hostile input: each variant must be refused with an error (or ignored), never a panic.
+    Hostile(Hostile),
+}
+
+#[derive(Clone, Debug)]
+enum Hostile {
+    BadCandidate(u8),
+    BadOutcome { pick: usize, value: f64 },
+    StaleDone,
+    StaleOutcome,
+    StaleRequest(u8),
+    BadRequest(u8),
+    BadLimits(u8),
+    BadConfig(f64),
+    TimeBackwards(u64),
+    BadSnapshot(f64),
+}
+
+fn hostile() -> impl Strategy<Value = Hostile> {
+    let weird = prop_oneof![
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(-1.0),
+        Just(-0.0),
+        Just(f64::MAX),
+        Just(f64::MIN_POSITIVE),
+        any::<f64>(),
+    ];
+    prop_oneof![
+        (0u8..6).prop_map(Hostile::BadCandidate),
+        (any::<usize>(), weird.clone())
+            .prop_map(|(pick, value)| Hostile::BadOutcome { pick, value }),
+        Just(Hostile::StaleDone),
+        Just(Hostile::StaleOutcome),
+        (0u8..3).prop_map(Hostile::StaleRequest),
+        (0u8..4).prop_map(Hostile::BadRequest),
+        (0u8..4).prop_map(Hostile::BadLimits),
+        weird.clone().prop_map(Hostile::BadConfig),
+        (1u64..5_000).prop_map(Hostile::TimeBackwards),
+        weird.prop_map(Hostile::BadSnapshot),
+    ]
+}
+
+fn hostile_op() -> impl Strategy<Value = Op> {
+    prop_oneof![3 => op(), 2 => hostile().prop_map(Op::Hostile)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (
+            proptest::option::of(proptest::collection::vec(0..POOL, 1..4)),
+            1u32..=2,
+            proptest::option::weighted(0.2, 1u64..500),
+        )
+            .prop_map(|(subset, parallelism, deadline_ms)| Op::Ready {
+                subset,
+                parallelism,
+                deadline_ms
+            }),
+        3 => (any::<usize>(), 0u8..7).prop_map(|(pick, kind)| Op::Outcome { pick, kind }),
+        4 => (any::<usize>(), any::<bool>()).prop_map(|(pick, retry)| Op::Done { pick, retry }),
+        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        1 => (
+            proptest::option::of(1u32..5),
+            proptest::option::of(1u32..3),
+            1usize..12
+        )
+            .prop_map(|(global, per_candidate, max_waiting)| Op::Limits {
+                global,
+                per_candidate,
+                max_waiting
+            }),
+        1 => (0..POOL).prop_map(|candidate| Op::Remove { candidate }),
+        1 => (0..POOL).prop_map(|candidate| Op::Add { candidate }),
+        2 => (1u64..2_000).prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+fn outcome_of(kind: u8) -> Outcome {
+    match kind {
+        0 => Outcome::success_with(10.0, 20.0, 1000, 50.0),
+        1 => Outcome::success(),
+        2 => Outcome::failure(FailureClass::Overload),
+        3 => Outcome::failure(FailureClass::Timeout),
+        4 => Outcome::failure(FailureClass::Refused),
+        5 => Outcome::failure(FailureClass::Cancelled),
+        _ => Outcome::failure(FailureClass::Application),
+    }
+}
+
+/// The test's view of the world, to check the core's events against.
+struct Harness {
+    core: Core,
+    rng: SmallRng,
+    base: Instant,
+    now: Instant,
+    live: HashSet<CandidateId>,
+    limits: Limits,
+    outstanding: Vec<(AttemptId, RequestId, CandidateId)>,
+    open: Vec<RequestId>,
+    answered: HashSet<RequestId>,
+    requests: Vec<RequestId>,
+    stale_attempts: Vec<AttemptId>,
+    rejected: HashSet<RequestId>,
+}
+
+impl Harness {
+    fn new(config: Config, seed: u64) -> Self {
+        let base = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut core = Core::new(config, base).unwrap();
+        let mut live = HashSet::new();
+        for i in 0..4 {
+            core.add_candidate(CandidateInfo::new(name(i)), base, &mut rng)
+                .unwrap();
+            live.insert(name(i));
+        }
+        Harness {
+            core,
+            rng,
+            base,
+            now: base,
+            live,
+            limits: Limits::default(),
+            outstanding: Vec::new(),
+            open: Vec::new(),
+            answered: HashSet::new(),
+            requests: Vec::new(),
+            stale_attempts: Vec::new(),
+            rejected: HashSet::new(),
+        }
+    }
+
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        match op {
+            Op::Ready {
+                subset,
+                parallelism,
+                deadline_ms,
+            } => {
+                let mut req = match subset {
+                    None => Request::any(),
+                    Some(ix) => Request::only(ix.iter().map(|&i| name(i))),
+                };
+                req = req.with_parallelism(*parallelism);
+                if let Some(ms) = deadline_ms {
+                    req = req.with_deadline(self.now + Duration::from_millis(*ms));
+                }
+                let all_known = match subset {
+                    None => true,
+                    Some(ix) => ix.iter().all(|&i| self.live.contains(&name(i))),
+                };
+                match self.core.ready(req, self.now, &mut self.rng) {
+                    Ok(id) => {
+                        prop_assert!(all_known, "ready accepted an unknown candidate");
+                        self.requests.push(id);
+                        self.open.push(id);
+                    }
+                    Err(e) => prop_assert!(!all_known, "valid ready refused: {e}"),
+                }
+            }
+            Op::Outcome { pick, kind } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding[pick % self.outstanding.len()];
+                    // A second report is refused, never a panic.
+                    let _ = self.core.outcome(a, outcome_of(*kind), self.now);
+                }
+            }
+            Op::Done { pick, retry } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding.swap_remove(pick % self.outstanding.len());
+                    let next = if *retry { Next::Retry } else { Next::Finish };
+                    self.core
+                        .done(a, next, self.now, &mut self.rng)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert!(self.core.done(a, next, self.now, &mut self.rng).is_err());
+                    self.stale_attempts.push(a);
+                }
+            }
+            Op::Cancel { pick } => {
+                if !self.open.is_empty() {
+                    let r = self.open[pick % self.open.len()];
+                    let _ = self.core.cancel(r, self.now);
+                }
+            }
+            Op::Limits {
+                global,
+                per_candidate,
+                max_waiting,
+            } => {
+                self.limits = Limits {
+                    global: global.unwrap_or(u32::MAX),
+                    per_candidate: per_candidate.unwrap_or(u32::MAX),
+                    max_waiting: *max_waiting,
+                    ..Limits::default()
+                };
+                self.core
+                    .set_limits(self.limits, self.now, &mut self.rng)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            Op::Remove { candidate } => {
+                let id = name(*candidate);
+                let r = self.core.remove_candidate(&id, self.now, &mut self.rng);
+                prop_assert_eq!(r.is_ok(), self.live.remove(&id));
+            }
+            Op::Add { candidate } => {
+                let id = name(*candidate);
+                let r = self.core.add_candidate(
+                    CandidateInfo::new(id.clone()),
+                    self.now,
+                    &mut self.rng,
+                );
+                prop_assert_eq!(r.is_ok(), self.live.insert(id));
+            }
+            Op::Advance { ms } => {
+                self.now += Duration::from_millis(*ms);
+                self.core.tick(self.now, &mut self.rng);
+            }
+            Op::Hostile(h) => self.hostile(h)?,
+        }
+        self.drain_and_check()
+    }
+
+    fn hostile(&mut self, h: &Hostile) -> Result<(), TestCaseError> {
+        let now = self.now;
+        match h {
+            Hostile::BadCandidate(kind) => {
+                let mut info = CandidateInfo::new(format!("bad{kind}"));
+                match kind {
+                    0 => info.stake = f64::NAN,
+                    1 => info.price = f64::INFINITY,
+                    2 => info.stake = -3.0,
+                    3 => info.max_in_flight = Some(0),
+                    4 => info.id = CandidateId::new(""),
+                    _ => {
+                        info.perf_scores.insert("FRA".into(), f64::NAN);
+                    }
+                }
+                prop_assert!(self.core.add_candidate(info, now, &mut self.rng).is_err());
+            }
+            Hostile::BadOutcome { pick, value } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding[pick % self.outstanding.len()];
+                    let o = Outcome::Success(selection_coordinator::Success {
+                        ttfb_ms: Some(*value),
+                        ..Default::default()
+                    });
+                    let ok = value.is_finite() && *value >= 0.0;
+                    let r = self.core.outcome(a, o, now);
+                    if !ok {
+                        prop_assert!(r.is_err(), "outcome with {value} accepted");
+                    }
+                }
+            }
+            Hostile::StaleDone => {
+                if let Some(&a) = self.stale_attempts.last() {
+                    prop_assert!(self.core.done(a, Next::Finish, now, &mut self.rng).is_err());
+                }
+            }
+            Hostile::StaleOutcome => {
+                if let Some(&a) = self.stale_attempts.first() {
+                    prop_assert!(self.core.outcome(a, Outcome::success(), now).is_err());
+                }
+            }
+            Hostile::StaleRequest(kind) => {
+                // A rejected request with nothing running is gone: every call on it is refused.
+                let gone = self.requests.iter().copied().find(|r| {
+                    self.rejected.contains(r) && !self.outstanding.iter().any(|o| o.1 == *r)
+                });
+                if let Some(r) = gone {
+                    let res = match kind {
+                        0 => self.core.cancel(r, now),
+                        1 => self.core.finish(r),
+                        _ => self.core.reask(r, now, &mut self.rng),
+                    };
+                    prop_assert!(res.is_err(), "call on finished request {r} accepted");
+                }
+            }
+            Hostile::BadRequest(kind) => {
+                let req = match kind {
+                    0 => Request::any().with_parallelism(0),
+                    1 => Request::any().with_parallelism(1_000_000),
+                    2 => Request::only(Vec::<String>::new()),
+                    _ => Request::only(["no-such-candidate"]),
+                };
+                prop_assert!(self.core.ready(req, now, &mut self.rng).is_err());
+            }
+            Hostile::BadLimits(kind) => {
+                let mut l = Limits::default();
+                match kind {
+                    0 => l.global = 0,
+                    1 => l.per_candidate = 0,
+                    2 => l.max_parallelism = 0,
+                    _ => l.max_attempt_s = Some(f64::NAN),
+                }
+                prop_assert!(self.core.set_limits(l, now, &mut self.rng).is_err());
+                prop_assert_eq!(self.core.limits(), self.limits);
+            }
+            Hostile::BadConfig(v) => {
+                let before = self.core.config().clone();
+                let mut c = before.clone();
+                c.weights.success = *v;
+                c.ema.alpha = if v.is_finite() { *v } else { 2.0 };
+                let valid = c.validate().is_ok();
+                let r = self.core.set_config(c, now, &mut self.rng);
+                prop_assert_eq!(r.is_ok(), valid);
+                if !valid {
+                    prop_assert_eq!(self.core.config(), &before);
+                }
+            }
+            Hostile::TimeBackwards(ms) => {
+                let earlier = self
+                    .now
+                    .checked_sub(Duration::from_millis(*ms))
+                    .unwrap_or(self.base);
+                self.core.tick(earlier, &mut self.rng);
+            }
+            Hostile::BadSnapshot(v) => {
+                let mut snap = self.core.snapshot();
+                if let Some(c) = snap.candidates.first_mut() {
+                    c.stats.connect_ms = Some(*v);
+                    let valid = v.is_finite() && *v >= 0.0;
+                    prop_assert_eq!(self.core.restore(&snap, now, &mut self.rng).is_ok(), valid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_and_check(&mut self) -> Result<(), TestCaseError> {
+        let mut granted_to: HashSet<CandidateId> = HashSet::new();
+        let mut any_grant = false;
+        while let Some(e) = self.core.poll_event() {
+            match e {
+                Event::Granted(g) => {
+                    prop_assert!(
+                        self.live.contains(&g.candidate),
+                        "granted removed candidate {}",
+                        g.candidate
+                    );
+                    prop_assert!(g.probability > 0.0 && g.probability <= 1.0 + 1e-12);
+                    self.answered.insert(g.request);
+                    granted_to.insert(g.candidate.clone());
+                    any_grant = true;
+                    self.outstanding.push((g.attempt, g.request, g.candidate));
+                }
+                Event::Rejected { request, .. } => {
+                    self.rejected.insert(request);
+                    self.answered.insert(request);
+                }
+                Event::Reclaimed { .. } => {}
+            }
+        }
+        // Grants never push anything past a limit.
+        if any_grant {
+            prop_assert!(self.core.in_flight() <= self.limits.global);
+        }
+        for id in granted_to {
+            let view = self.core.candidate(&id).expect("granted candidate exists");
+            prop_assert!(view.in_flight <= view.limit, "{id} over its limit");
+        }
+        prop_assert_eq!(self.core.in_flight() as usize, self.outstanding.len());
+        // Nothing is stuck while capacity exists.
+        prop_assert!(
+            !self.core.any_servable_waiting(),
+            "a servable request is waiting"
+        );
+        self.core.check_invariants().map_err(TestCaseError::fail)?;
+        // Probabilities over the state sum to 1, and the tree agrees with the evaluated draw.
+        let probs = self
+            .core
+            .probabilities(&Request::any(), self.now)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        if !probs.is_empty() {
+            let sum: f64 = probs.iter().map(|(_, p)| p).sum();
+            prop_assert!((sum - 1.0).abs() < 1e-9, "probabilities sum to {sum}");
+            for (id, p) in &probs {
+                let t = self.core.tree_probability(id);
+                prop_assert!((t - p).abs() < 1e-9, "tree {t} vs evaluated {p} for {id}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases everything and lets every deadline pass: each request must end up answered.
+    fn quiesce(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..1000 {
+            if self.outstanding.is_empty() {
+                break;
+            }
+            let (a, _, _) = self.outstanding.remove(0);
+            self.core
+                .done(a, Next::Finish, self.now, &mut self.rng)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            self.drain_and_check()?;
+        }
+        self.now += Duration::from_secs(10);
+        self.core.tick(self.now, &mut self.rng);
+        self.drain_and_check()?;
+        for r in &self.requests {
+            prop_assert!(self.answered.contains(r), "request {r} was never answered");
+        }
+        Ok(())
+    }
+}
+
+fn configs() -> impl Strategy<Value = Config> {
+    prop_oneof![
+        Just(Config::default()),
+        Just(Config::lassie()),
+        Just(Config::livepeer()),
+        Just(Config::default().deterministic()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_for_random_operation_sequences(
+        config in configs(),
+        seed in any::<u64>(),
+        ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let mut h = Harness::new(config, seed);
+        for op in &ops {
+            h.apply(op)?;
+        }
+        h.quiesce()?;
+        let _ = h.base;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
+
+    /// Hostile input mixed into random sequences: every bad call is refused with an error,
+    /// nothing panics, and the invariants still hold afterwards.
+    #[test]
+    fn hostile_inputs_are_refused_and_invariants_hold(
+        config in configs(),
+        seed in any::<u64>(),
+        ops in proptest::collection::vec(hostile_op(), 1..30),
+    ) {
+        let mut h = Harness::new(config, seed);
+        for op in &ops {
+            h.apply(op)?;
+        }
+        h.quiesce()?;
+    }
+}
+
+fn weighted_core(deterministic: bool) -> (Core, SmallRng, Instant) {
+    // Mixture mode with only the stake component: probability exactly proportional to stake.
+    let config = Config {
+        mode: Mode::Mixture,
+        weights: Weights {
+            stake: 1.0,
+            ..Weights::ZERO
+        },
+        floor: 0.0,
+        exponent: 1.0,
+        deterministic,
+        ..Config::default()
+    };
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(2024);
+    let mut core = Core::new(config, now).unwrap();
+    for (i, w) in [1.0, 2.0, 3.0, 4.0].into_iter().enumerate() {
+        core.add_candidate(
+            CandidateInfo::new(format!("w{i}")).with_stake(w),
+            now,
+            &mut rng,
+        )
+        .unwrap();
+    }
+    (core, rng, now)
+}
+
+fn draw_counts(
+    core: &mut Core,
+    rng: &mut SmallRng,
+    now: Instant,
+    n: usize,
+    request: &Request,
+) -> HashMap<String, u64> {
+    let mut counts = HashMap::new();
+    for _ in 0..n {
+        core.ready(request.clone(), now, rng).unwrap();
+        let Some(Event::Granted(g)) = core.poll_event() else {
+            panic!("no grant")
+        };
+        *counts.entry(g.candidate.to_string()).or_insert(0) += 1;
+        core.done(g.attempt, Next::Finish, now, rng).unwrap();
+    }
+    counts
+}
+
+/// Upper tail of the chi-square distribution with 3 degrees of freedom.
+fn chi2_sf_3(x: f64) -> f64 {
+    // Q(x; 3) = erfc(sqrt(x/2)) + sqrt(2x/pi) e^{-x/2}
+    erfc((x / 2.0).sqrt()) + (2.0 * x / std::f64::consts::PI).sqrt() * (-x / 2.0).exp()
+}
+
+/// erfc by the Numerical Recipes Chebyshev fit (relative error < 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+fn chi_square(counts: &HashMap<String, u64>, n: usize) -> f64 {
+    [1.0, 2.0, 3.0, 4.0]
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let expected = n as f64 * w / 10.0;
+            let observed = *counts.get(&format!("w{i}")).unwrap_or(&0) as f64;
+            (observed - expected).powi(2) / expected
+        })
+        .sum()
+}
+
+#[test]
+fn draws_are_proportional_to_weight_1_2_3_4() {
+    let n = 100_000;
+    let (mut core, mut rng, now) = weighted_core(false);
+    let counts = draw_counts(&mut core, &mut rng, now, n, &Request::any());
+    let chi2 = chi_square(&counts, n);
+    let p = chi2_sf_3(chi2);
+    println!("tree draw, weights 1:2:3:4, {n} draws: {counts:?}, chi-square {chi2:.3}, p = {p:.4}");
+    assert!(
+        p > 0.001,
+        "chi-square {chi2} (p = {p}) rejects proportional draws"
+    );
+
+    // The explicit-subset path (a linear pick) has the same distribution.
+    let subset = Request::only(["w0", "w1", "w2", "w3"]);
+    let counts = draw_counts(&mut core, &mut rng, now, n, &subset);
+    let chi2 = chi_square(&counts, n);
+    let p = chi2_sf_3(chi2);
+    println!(
+        "subset draw, weights 1:2:3:4, {n} draws: {counts:?}, chi-square {chi2:.3}, p = {p:.4}"
+    );
+    assert!(
+        p > 0.001,
+        "chi-square {chi2} (p = {p}) rejects proportional draws"
+    );
+}
+
+#[test]
+fn chi_square_helper_matches_known_quantiles() {
+    // The 0.999 quantile of chi-square(3) is 16.266; the median is 2.366.
+    assert!((chi2_sf_3(16.266) - 0.001).abs() < 1e-5);
+    assert!((chi2_sf_3(2.366) - 0.5).abs() < 1e-3);
+}
+
+#[test]
+fn deterministic_mode_always_picks_the_maximum() {
+    let (mut core, mut rng, now) = weighted_core(true);
+    let counts = draw_counts(&mut core, &mut rng, now, 1_000, &Request::any());
+    assert_eq!(counts.get("w3"), Some(&1_000), "{counts:?}");
+    let counts = draw_counts(
+        &mut core,
+        &mut rng,
+        now,
+        100,
+        &Request::only(["w0", "w1", "w2"]),
+    );
+    assert_eq!(counts.get("w2"), Some(&100), "{counts:?}");
+}
+
+#[test]
+fn deterministic_ties_go_to_the_first_added() {
+    let config = Config::default().deterministic();
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut core = Core::new(config, now).unwrap();
+    for id in ["z", "a", "m"] {
+        core.add_candidate(CandidateInfo::new(id), now, &mut rng)
+            .unwrap();
+    }
+    let counts = draw_counts(&mut core, &mut rng, now, 10, &Request::any());
+    assert_eq!(counts.get("z"), Some(&10), "{counts:?}");
+}

@@ -1,0 +1,137 @@
+//! Snapshots: what a core learned survives a restart; bad files are moved aside.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
+use selection_coordinator::{
+    CandidateInfo, Config, Core, Event, FailureClass, Next, Outcome, Request,
+};
+
+fn trained_core(seed: u64) -> (Core, Instant) {
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut core = Core::new(Config::default(), start).unwrap();
+    for i in 0..5 {
+        core.add_candidate(
+            CandidateInfo::new(format!("c{i}")).with_stake(i as f64),
+            start,
+            &mut rng,
+        )
+        .unwrap();
+    }
+    let mut now = start;
+    for step in 0..400 {
+        now += Duration::from_millis(7);
+        core.ready(Request::any(), now, &mut rng).unwrap();
+        while let Some(e) = core.poll_event() {
+            if let Event::Granted(g) = e {
+                let bad = g.candidate.as_str() == "c0" || rng.gen_bool(0.1);
+                let outcome = if bad {
+                    Outcome::failure(FailureClass::Overload)
+                } else {
+                    Outcome::success_with(5.0 + step as f64 % 3.0, 12.0, 10_000, 40.0)
+                };
+                core.outcome(g.attempt, outcome, now).unwrap();
+                core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+            }
+        }
+    }
+    (core, now)
+}
+
+#[test]
+fn restart_keeps_what_was_learned() {
+    let (core, _) = trained_core(3);
+    let snap = core.snapshot();
+    assert_eq!(snap.candidates.len(), 5);
+    assert!(snap.candidates.iter().any(|c| c.stats.attempts > 0));
+
+    // A new core with another epoch, as after a process restart.
+    let later = Instant::now() + Duration::from_secs(3600);
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut fresh = Core::new(Config::default(), later).unwrap();
+    fresh.restore(&snap, later, &mut rng).unwrap();
+    assert_eq!(
+        fresh.snapshot(),
+        snap,
+        "statistics after restart equal the snapshot"
+    );
+    let c0 = fresh.candidate(&"c0".into()).unwrap();
+    assert!(
+        c0.components.overload < 0.5,
+        "c0 is still known as overloaded"
+    );
+}
+
+#[test]
+fn store_writes_atomically_and_loads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "stats.json").unwrap();
+    assert!(matches!(store.load().unwrap(), Loaded::Missing));
+    let (core, _) = trained_core(5);
+    let snap = core.snapshot();
+    store.save(&snap).unwrap();
+    store.save(&snap).unwrap(); // overwriting works too
+    match store.load().unwrap() {
+        Loaded::Snapshot(s) => assert_eq!(s, snap),
+        other => panic!("expected a snapshot, got {other:?}"),
+    }
+    // Only the snapshot is left in the directory: no temporary files.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["stats.json".to_string()]);
+}
+
+#[test]
+fn corrupt_or_incompatible_snapshots_are_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "stats.json").unwrap();
+    std::fs::write(store.path(), b"{ this is not json").unwrap();
+    match store.load().unwrap() {
+        Loaded::Quarantined { moved_to, problem } => {
+            assert!(moved_to.exists());
+            assert!(problem.contains("not a snapshot"), "{problem}");
+        }
+        other => panic!("expected quarantine, got {other:?}"),
+    }
+    assert!(!store.path().exists());
+
+    let (core, _) = trained_core(1);
+    let mut snap = core.snapshot();
+    snap.version = 99;
+    std::fs::write(store.path(), serde_json::to_vec(&snap).unwrap()).unwrap();
+    match store.load().unwrap() {
+        Loaded::Quarantined { problem, .. } => assert!(problem.contains("version 99"), "{problem}"),
+        other => panic!("expected quarantine, got {other:?}"),
+    }
+    // A NaN smuggled in as a huge exponent or a negative number is refused too.
+    let mut snap = core.snapshot();
+    snap.candidates[0].stats.connect_ms = Some(-1.0);
+    assert!(Snapshot::from_json(&serde_json::to_string(&snap).unwrap()).is_err());
+}
+
+#[test]
+fn writes_stay_in_the_given_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["../escape.json", "a/b.json", "..", ""] {
+        assert!(
+            SnapshotStore::new(dir.path(), bad).is_err(),
+            "{bad:?} accepted"
+        );
+    }
+    #[cfg(unix)]
+    {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("stats.json")).unwrap();
+        let store = SnapshotStore::new(dir.path(), "stats.json").unwrap();
+        let (core, _) = trained_core(2);
+        assert!(store.save(&core.snapshot()).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    }
+}
