@@ -15,7 +15,7 @@ use std::pin::pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -56,13 +56,8 @@ fn warm_core(n: usize) -> (Core, SmallRng, Instant) {
     let mut core = Core::new(Config::default(), start).expect("default config is valid");
     for i in 0..n {
         let stats = stats_for(i, &mut rng);
-        core.add_with_stats(
-            CandidateInfo::new(format!("c{i}")),
-            stats,
-            start,
-            &mut rng,
-        )
-        .expect("fresh candidate");
+        core.add_with_stats(CandidateInfo::new(format!("c{i}")), stats, start, &mut rng)
+            .expect("fresh candidate");
     }
     let mut now = start;
     for k in 0..1_000 {
@@ -85,94 +80,138 @@ fn cycle(core: &mut Core, request: Request, now: Instant, rng: &mut SmallRng, k:
         .expect("live attempt");
 }
 
-fn coordinator(c: &mut Criterion) {
-    let mut g = c.benchmark_group("decide");
-    g.measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_secs(1))
-        .sample_size(30);
-    for n in SIZES {
-        let (mut core, mut rng, mut now) = warm_core(n);
-        let mut k = 0u64;
-        g.bench_function(BenchmarkId::new("coordinator", n), |b| {
-            b.iter(|| {
-                now += STEP;
-                k += 1;
-                cycle(&mut core, Request::any(), now, &mut rng, k);
-            })
-        });
-        // One full score refresh (the coarse tick), O(n): its share per decision is this time
-        // divided by the decisions made per refresh period.
-        g.bench_function(BenchmarkId::new("refresh", n), |b| {
-            b.iter(|| {
-                now += Duration::from_millis(250);
-                core.tick(now, &mut rng);
-            })
-        });
-        core.check_invariants().expect("bench left the core consistent");
+/// The coordinator: one full decision cycle per call.
+fn coordinator_step(n: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(n);
+    let mut k = 0u64;
+    move || {
+        now += STEP;
+        k += 1;
+        cycle(&mut core, Request::any(), now, &mut rng, k);
     }
-    g.finish();
+}
+
+/// One full score refresh (the coarse tick), O(n): its share per decision is this time divided
+/// by the decisions made per refresh period.
+fn refresh_step(n: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(n);
+    move || {
+        now += Duration::from_millis(250);
+        core.tick(now, &mut rng);
+    }
 }
 
 /// The naive many-way draw: rebuild `WeightedIndex` from every candidate's cached weight and
-/// sample; then update the winner's weight (its statistics changed).
-fn naive(c: &mut Criterion) {
-    let mut g = c.benchmark_group("decide");
-    g.measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_secs(1))
-        .sample_size(30);
-    for n in SIZES {
-        let mut rng = SmallRng::seed_from_u64(42);
-        let mut stats: Vec<LassieStats> = (0..n).map(|_| LassieStats::random(&mut rng)).collect();
-        let overall = LassieStats::overall(&stats);
-        let mut weights: Vec<f64> = stats.iter().map(|s| s.score(&overall)).collect();
-        let mut k = 0u64;
-        g.bench_function(BenchmarkId::new("naive_weighted_index", n), |b| {
-            b.iter(|| {
-                k += 1;
-                let dist = WeightedIndex::new(&weights).expect("positive weights");
-                let i = dist.sample(&mut rng);
-                stats[i].observe(k);
-                weights[i] = stats[i].score(&overall);
-                black_box(i)
-            })
-        });
+/// sample; then update the winner's statistics and weight.
+fn naive_step(n: usize) -> impl FnMut() {
+    let mut rng = SmallRng::seed_from_u64(42);
+    let mut stats: Vec<LassieStats> = (0..n).map(|_| LassieStats::random(&mut rng)).collect();
+    let overall = LassieStats::overall(&stats);
+    let mut weights: Vec<f64> = stats.iter().map(|s| s.score(&overall)).collect();
+    let mut k = 0u64;
+    move || {
+        k += 1;
+        let dist = WeightedIndex::new(&weights).expect("positive weights");
+        let i = dist.sample(&mut rng);
+        stats[i].observe(k);
+        weights[i] = stats[i].score(&overall);
+        black_box(i);
     }
-    g.finish();
 }
 
-/// lassie's way: score every candidate, sort by score, walk the sorted list with one roll.
-/// The buffer is reused across decisions (lassie allocates it each time).
-fn lassie(c: &mut Criterion) {
+/// lassie's way: score every candidate, sort by score, walk the sorted list with one roll,
+/// update the winner's statistics. The buffer is reused (lassie allocates it each time).
+fn lassie_step(n: usize) -> impl FnMut() {
+    let mut rng = SmallRng::seed_from_u64(42);
+    let mut stats: Vec<LassieStats> = (0..n).map(|_| LassieStats::random(&mut rng)).collect();
+    let overall = LassieStats::overall(&stats);
+    let mut scored: Vec<(f64, usize)> = Vec::with_capacity(n);
+    let mut k = 0u64;
+    move || {
+        k += 1;
+        scored.clear();
+        scored.extend(
+            stats
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.score(&overall), i)),
+        );
+        scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        let total: f64 = scored.iter().map(|x| x.0).sum();
+        let mut roll = rng.gen::<f64>() * total;
+        let mut winner = scored[scored.len() - 1].1;
+        for &(s, i) in &scored {
+            if roll < s {
+                winner = i;
+                break;
+            }
+            roll -= s;
+        }
+        stats[winner].observe(k);
+        black_box(winner);
+    }
+}
+
+/// tower's `Balance` (power of two choices over `PendingRequests`) across n services that are
+/// always ready: one `poll_ready`, one `call`, the response polled to completion (which
+/// releases the pending count).
+fn tower_p2c_step(n: usize) -> impl FnMut() {
+    use tower::balance::p2c::Balance;
+    use tower::discover::ServiceList;
+    use tower::load::{CompleteOnResponse, PendingRequests};
+    use tower::{service_fn, Service};
+
+    let services: Vec<_> = (0..n)
+        .map(|i| {
+            PendingRequests::new(
+                service_fn(move |k: u64| std::future::ready(Ok::<_, Infallible>(k ^ i as u64))),
+                CompleteOnResponse::default(),
+            )
+        })
+        .collect();
+    let mut balance: Balance<_, u64> = Balance::new(ServiceList::new(services));
+    let waker = futures::task::noop_waker();
+    let mut k = 0u64;
+    move || {
+        let mut cx = Context::from_waker(&waker);
+        k += 1;
+        let Poll::Ready(Ok(())) = balance.poll_ready(&mut cx) else {
+            panic!("always-ready services");
+        };
+        let fut = pin!(balance.call(k));
+        match fut.poll(&mut cx) {
+            Poll::Ready(Ok(v)) => {
+                black_box(v);
+            }
+            _ => panic!("an always-ready service answers at once"),
+        }
+    }
+}
+
+fn decide(c: &mut Criterion) {
     let mut g = c.benchmark_group("decide");
     g.measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30);
     for n in SIZES {
-        let mut rng = SmallRng::seed_from_u64(42);
-        let mut stats: Vec<LassieStats> = (0..n).map(|_| LassieStats::random(&mut rng)).collect();
-        let overall = LassieStats::overall(&stats);
-        let mut scored: Vec<(f64, usize)> = Vec::with_capacity(n);
-        let mut k = 0u64;
-        g.bench_function(BenchmarkId::new("lassie_sort_roulette", n), |b| {
-            b.iter(|| {
-                k += 1;
-                scored.clear();
-                scored.extend(stats.iter().enumerate().map(|(i, s)| (s.score(&overall), i)));
-                scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-                let total: f64 = scored.iter().map(|x| x.0).sum();
-                let mut roll = rng.gen::<f64>() * total;
-                let mut winner = scored[scored.len() - 1].1;
-                for &(s, i) in &scored {
-                    if roll < s {
-                        winner = i;
-                        break;
-                    }
-                    roll -= s;
-                }
-                stats[winner].observe(k);
-                black_box(winner)
-            })
+        let mut step = coordinator_step(n);
+        g.bench_function(BenchmarkId::new("coordinator", n), |b| b.iter(&mut step));
+        drop(step);
+        let mut step = refresh_step(n);
+        g.bench_function(BenchmarkId::new("refresh", n), |b| b.iter(&mut step));
+        drop(step);
+        let mut step = naive_step(n);
+        g.bench_function(BenchmarkId::new("naive_weighted_index", n), |b| {
+            b.iter(&mut step)
         });
+        drop(step);
+        let mut step = lassie_step(n);
+        g.bench_function(BenchmarkId::new("lassie_sort_roulette", n), |b| {
+            b.iter(&mut step)
+        });
+        drop(step);
+        let mut step = tower_p2c_step(n);
+        g.bench_function(BenchmarkId::new("tower_p2c", n), |b| b.iter(&mut step));
     }
     g.finish();
 }
@@ -229,51 +268,6 @@ impl LassieStats {
         self.connect_ms = ema(self.connect_ms, s.connect_ms.unwrap_or(self.connect_ms));
         self.ttfb_ms = ema(self.ttfb_ms, s.ttfb_ms.unwrap_or(self.ttfb_ms));
     }
-}
-
-/// tower's `Balance` (power of two choices over `PendingRequests`) across n services that are
-/// always ready: one `poll_ready`, one `call`, the response polled to completion (which
-/// releases the pending count).
-fn tower_p2c(c: &mut Criterion) {
-    use tower::balance::p2c::Balance;
-    use tower::discover::ServiceList;
-    use tower::load::{CompleteOnResponse, PendingRequests};
-    use tower::{service_fn, Service};
-
-    let mut g = c.benchmark_group("decide");
-    g.measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_secs(1))
-        .sample_size(30);
-    let waker = futures::task::noop_waker();
-    let mut cx = Context::from_waker(&waker);
-    for n in SIZES {
-        let services: Vec<_> = (0..n)
-            .map(|i| {
-                PendingRequests::new(
-                    service_fn(move |k: u64| std::future::ready(Ok::<_, Infallible>(k ^ i as u64))),
-                    CompleteOnResponse::default(),
-                )
-            })
-            .collect();
-        let mut balance: Balance<_, u64> = Balance::new(ServiceList::new(services));
-        // The first poll discovers every service.
-        assert!(matches!(balance.poll_ready(&mut cx), Poll::Ready(Ok(()))));
-        let mut k = 0u64;
-        g.bench_function(BenchmarkId::new("tower_p2c", n), |b| {
-            b.iter(|| {
-                k += 1;
-                let Poll::Ready(Ok(())) = balance.poll_ready(&mut cx) else {
-                    panic!("always-ready services");
-                };
-                let fut = pin!(balance.call(k));
-                match fut.poll(&mut cx) {
-                    Poll::Ready(Ok(v)) => black_box(v),
-                    _ => panic!("an always-ready service answers at once"),
-                }
-            })
-        });
-    }
-    g.finish();
 }
 
 /// Explicit eligible subsets of k out of 10,000: the O(k) evaluated draw.
@@ -337,5 +331,37 @@ fn records(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, coordinator, naive, lassie, tower_p2c, subsets, records);
-criterion_main!(benches);
+criterion_group!(benches, decide, subsets, records);
+
+/// `DECIDE_COUNT=<impl>:<n>:<iterations>` runs one implementation's step that many times
+/// without criterion, for instruction counts under callgrind (robust to a noisy machine):
+/// the difference between two iteration counts divided by their difference is the cost of
+/// one step. `<impl>` is `coordinator`, `refresh`, `naive`, `lassie` or `tower_p2c`.
+fn count(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [name, n, iterations] = parts[..] else {
+        panic!("DECIDE_COUNT wants <impl>:<n>:<iterations>, got {spec:?}");
+    };
+    let n: usize = n.parse().expect("n is a number");
+    let iterations: u64 = iterations.parse().expect("iterations is a number");
+    let mut step: Box<dyn FnMut()> = match name {
+        "coordinator" => Box::new(coordinator_step(n)),
+        "refresh" => Box::new(refresh_step(n)),
+        "naive" => Box::new(naive_step(n)),
+        "lassie" => Box::new(lassie_step(n)),
+        "tower_p2c" => Box::new(tower_p2c_step(n)),
+        other => panic!("unknown implementation {other:?}"),
+    };
+    for _ in 0..iterations {
+        step();
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("DECIDE_COUNT") {
+        count(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -67,9 +67,14 @@ impl SumTree {
             return;
         }
         self.nodes[n] = w;
+        // The running sum stays in a register: each level adds the sibling, loaded from memory,
+        // instead of reloading the node just stored (a store-to-load chain per level).
+        // Addition commutes exactly, so the nodes equal a from-children recompute bit for bit.
+        let mut sum = w;
         while n > 1 {
+            sum += self.nodes[n ^ 1];
             n >>= 1;
-            self.nodes[n] = self.nodes[2 * n] + self.nodes[2 * n + 1];
+            self.nodes[n] = sum;
         }
     }
 
@@ -101,12 +106,12 @@ impl SumTree {
         while n < self.width {
             let left = self.nodes[2 * n];
             let right = self.nodes[2 * n + 1];
-            if (u < left && left > 0.0) || right <= 0.0 {
-                n *= 2;
-            } else {
-                u -= left;
-                n = 2 * n + 1;
-            }
+            // Branch-free step: the direction is a coin flip the predictor cannot learn.
+            // `left * 0.0` is 0 for the finite weights the tree holds, so `u` is unchanged
+            // going left and reduced by exactly `left` going right.
+            let right_side = !((u < left && left > 0.0) || right <= 0.0) as usize;
+            u -= left * right_side as f64;
+            n = 2 * n + right_side;
         }
         Some(n - self.width)
     }

@@ -232,6 +232,8 @@ pub struct Core {
     model: ScoreModel,
     limits: Limits,
     epoch: Instant,
+    /// The latest `now` seen: a call with the same instant skips the clock arithmetic.
+    last_now: Instant,
     now_s: f64,
     next_refresh_s: f64,
     dirty: bool,
@@ -279,6 +281,7 @@ impl Core {
             model,
             limits: Limits::default(),
             epoch: now,
+            last_now: now,
             now_s: 0.0,
             next_refresh_s: 0.0,
             dirty: false,
@@ -322,6 +325,10 @@ impl Core {
     }
 
     fn advance(&mut self, now: Instant) {
+        if now <= self.last_now {
+            return;
+        }
+        self.last_now = now;
         let t = now.saturating_duration_since(self.epoch).as_secs_f64();
         if t > self.now_s {
             self.now_s = t;

@@ -166,23 +166,25 @@ impl Core {
         let available = slot.usable && slot.in_flight < limit;
         let ejected = slot.live && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
         let comps = if !slot.live {
-            Components::default()
+            Some(Components::default())
         } else if full {
-            self.model.components(
+            Some(self.model.components(
                 &slot.info,
                 slot.tags,
                 &slot.stats,
                 &self.score_context(slot),
-            )
+            ))
         } else {
-            Components {
-                load: self.model.load_component(slot.in_flight, limit),
-                ..slot.comps
-            }
+            None
         };
+        let load = self.model.load_component(slot.in_flight, limit);
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
         let slot = &mut self.slots[idx];
-        slot.comps = comps;
+        match comps {
+            Some(c) => slot.comps = c,
+            // Written in place: copying the whole struct out and back costs more than the rest.
+            None => slot.comps.load = load,
+        }
         if available != slot.available {
             slot.available = available;
             if available {
