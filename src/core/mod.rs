@@ -398,6 +398,11 @@ impl Core {
         };
         self.next_added += 1;
         if idx as usize == self.slots.len() {
+            if self.slots.len() == self.slots.capacity() {
+                // Slots are large (info, statistics, cached components): growing by an eighth
+                // instead of doubling keeps the unused tail under 12.5 % (still amortised O(1)).
+                self.slots.reserve_exact((self.slots.len() / 8).max(16));
+            }
             self.slots.push(slot);
         } else {
             self.slots[idx as usize] = slot;
@@ -965,7 +970,9 @@ impl Core {
             self.reject(idx, Rejection::DeadlinePassed);
             return true;
         }
-        let record = self.record_rate > 0.0 && {
+        // Without the feature this is a constant false and the recording code compiles away:
+        // the baseline that shows records cost nothing while off.
+        let record = cfg!(feature = "decision-records") && self.record_rate > 0.0 && {
             self.record_acc += self.record_rate;
             if self.record_acc >= 1.0 {
                 self.record_acc -= 1.0;
@@ -1076,7 +1083,8 @@ impl Core {
     }
 
     /// Records a share of decisions (0 = none, the default; 1 = every decision). Sampling is
-    /// a deterministic accumulator, so recording never changes which candidates win.
+    /// a deterministic accumulator, so recording never changes which candidates win. Without
+    /// the `decision-records` feature (on by default) nothing is ever recorded.
     pub fn set_record_rate(&mut self, rate: f64) {
         self.record_rate = if rate.is_finite() {
             rate.clamp(0.0, 1.0)
