@@ -270,6 +270,8 @@ pub struct Core {
     counters: Counters,
     eval: Evaluation,
     saved_leaves: Vec<(usize, usize, f64)>,
+    /// Candidates whose score leaves are written at the next draw.
+    stale: Vec<u32>,
 }
 
 impl Core {
@@ -314,6 +316,7 @@ impl Core {
             counters: Counters::default(),
             eval: Evaluation::default(),
             saved_leaves: Vec::new(),
+            stale: Vec::new(),
         })
     }
 
@@ -395,6 +398,8 @@ impl Core {
             price_ok: true,
             ejected: false,
             in_tree: false,
+            // A reused slot may still be listed for the next draw's leaf writes.
+            stale: self.slots.get(idx as usize).is_some_and(|s| s.stale),
         };
         self.next_added += 1;
         if idx as usize == self.slots.len() {
@@ -1184,32 +1189,9 @@ impl Core {
     /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
     pub fn tree_probability(&self, id: &CandidateId) -> f64 {
         match self.by_id.get(id.as_str()) {
-            Some(&idx) if self.slots[idx as usize].in_tree => {
-                self.leaf_probability_pub(idx as usize)
-            }
+            Some(&idx) if self.slots[idx as usize].in_tree => self.leaf_probability(idx as usize),
             _ => 0.0,
         }
-    }
-
-    fn leaf_probability_pub(&self, idx: usize) -> f64 {
-        // The same formula the tree draw reports for its winner.
-        let uniform = self.model.uniform_channel();
-        let n = self.trees[uniform].total();
-        if n <= 0.0 {
-            return 0.0;
-        }
-        let mut p = 0.0;
-        let mut empty = 0.0;
-        for (c, ch) in self.model.channels().iter().enumerate() {
-            if c == uniform {
-                p += ch.mass / n;
-            } else if self.trees[c].total() > 0.0 {
-                p += ch.mass * self.trees[c].get(idx) / self.trees[c].total();
-            } else {
-                empty += ch.mass;
-            }
-        }
-        p + empty / n
     }
 
     /// One candidate.
@@ -1361,6 +1343,13 @@ impl Core {
             if r.pending + r.in_flight > r.parallelism {
                 return Err("a request runs more than its parallelism".into());
             }
+        }
+        let stale = self.slots.iter().filter(|s| s.stale).count();
+        if stale != self.stale.len() {
+            return Err(format!(
+                "{stale} candidates flagged stale, {} listed",
+                self.stale.len()
+            ));
         }
         let uniform = self.model.uniform_channel();
         if (self.trees[uniform].total() - avail_pass as f64).abs() > 1e-6 {
