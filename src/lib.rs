@@ -1,9 +1,56 @@
 //! # selection-coordinator
 //!
-//! One coordinator owns every candidate (provider, server, orchestrator), what it has learned
-//! about them, and the queue of requests waiting for a slot. Each time capacity appears it makes
-//! **one many-way weighted draw** for the oldest request it can serve, so no waiter ever waits
-//! on another waiter's comparison: nothing can deadlock.
+//! Choose which candidate (storage provider, database server, transcoding orchestrator) gets the
+//! next unit of work, with one coordinator that owns all the state.
+//!
+//! ## The model
+//!
+//! - A **candidate** has static info ([`CandidateInfo`]: tags, stake, price, regional perf scores,
+//!   capabilities, its own in-flight limit) and learned statistics ([`score::Stats`]).
+//! - A **request** ([`Request`]) needs a candidate: any, or an explicit subset; it may run
+//!   several attempts at once (`parallelism`), exclude candidates, require capabilities and carry
+//!   a deadline. A retry excludes what it already tried.
+//! - A **slot** is permission to run one attempt. [`Limits`] bound attempts in flight globally,
+//!   per candidate and per request, and the number of waiting requests; all change at run time.
+//! - The **coordinator** owns candidates, statistics, the waiting queue and the slots. Whenever
+//!   capacity appears (a request arrives, an attempt is done, a limit is raised, a candidate is
+//!   added) it serves the oldest request it can serve with **one weighted draw** over that
+//!   request's eligible candidates that have free capacity, and repeats until nothing more can be
+//!   granted. A request that cannot be served now is skipped, never blocking those behind it;
+//!   nothing waits on a comparison with another waiter, so nothing can deadlock.
+//! - A **worker** asks for a slot, gets a grant (a candidate and a permit), reports the
+//!   [`Outcome`] (timings and bytes, or a classified failure) and releases the slot. Outcomes
+//!   update the statistics, the statistics the scores ([`score`]), the scores the next draw.
+//!
+//! ## Layers
+//!
+//! - [`core`]: the pure state machine ([`Core`]); it takes `now` and an RNG on every call and
+//!   reads no clock, so the simulator and the tests drive it deterministically.
+//! - [`actor`]: the actix [`actor::Coordinator`] that drives the core in real time, delivers
+//!   grants as [`actor::Permit`]s, runs the timers, and emits [`metrics`]; plus an async handle.
+//! - [`sim`]: the discrete-event simulator behind `selcoord simulate`.
+//! - [`snapshot`]: what was learned, saved and restored across restarts.
+//!
+//! ## A decision through the pure core
+//!
+//! ```
+//! use std::time::Instant;
+//! use rand::{rngs::SmallRng, SeedableRng};
+//! use selection_coordinator::{CandidateInfo, Config, Core, Event, Next, Outcome, Request};
+//!
+//! let now = Instant::now();
+//! let mut rng = SmallRng::seed_from_u64(1);
+//! let mut core = Core::new(Config::default(), now)?;
+//! core.add_candidate(CandidateInfo::new("a"), now, &mut rng)?;
+//! core.add_candidate(CandidateInfo::new("b").with_tag("verified"), now, &mut rng)?;
+//!
+//! core.ready(Request::any(), now, &mut rng)?;
+//! let Some(Event::Granted(grant)) = core.poll_event() else { unreachable!() };
+//! core.outcome(grant.attempt, Outcome::success_with(10.0, 25.0, 65_536, 40.0), now)?;
+//! core.done(grant.attempt, Next::Finish, now, &mut rng)?;
+//! assert_eq!(core.in_flight(), 0);
+//! # Ok::<(), selection_coordinator::Error>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -16,6 +63,7 @@ pub mod score;
 pub mod sim;
 pub mod snapshot;
 
+pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,
     Next, Outcome, Request, RequestId, Success,
@@ -23,3 +71,8 @@ pub use crate::core::{
 pub use crate::decision::{DecisionReason, DecisionRecord};
 pub use crate::error::{Error, Rejection};
 pub use crate::score::{Config, ConfigError, Mode};
+
+/// The README's example is compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,1 +1,319 @@
-//! The actix `Coordinator` actor, its messages, permits and the async handle.
+//! The actix [`Coordinator`] actor, its messages, permits and the async handle.
+//!
+//! The actor is a thin driver around the pure [`Core`]: each handler reads the clock once,
+//! forwards the message to the core with that `now` and the actor's RNG, then drains the
+//! core's events and delivers them. Nothing about choosing a candidate lives here.
+//!
+//! # Message flow
+//!
+//! ```text
+//!  worker                      Coordinator (actor)                 Core
+//!  ──────                      ───────────────────                 ────
+//!  Ready{request, recipient} ─▶ core.ready(request, now, rng) ───▶ queue, draw per free slot
+//!                               drain core.poll_event():
+//!  Answer::Granted(Permit)   ◀─   Granted  → Permit{attempt, candidate, coordinator}
+//!  Answer::Rejected{reason}  ◀─   Rejected → reason
+//!  permit.report(outcome)    ─▶ core.outcome(attempt, outcome)  ─▶ statistics → scores
+//!  permit.done(next)         ─▶ core.done(attempt, next)        ─▶ slot free → next grant
+//!  (drop permit)             ─▶ core.done(attempt, Finish)         (no report: no statistics)
+//! ```
+//!
+//! - **Grants to a gone worker are taken back.** If the worker's mailbox is closed when a grant
+//!   is delivered, the attempt is released at once and the slot goes to the next waiter. A
+//!   grant queued in a mailbox that closes later is dropped with it, and dropping a [`Permit`]
+//!   releases its slot, so a worker that stops mid-attempt never leaks a slot.
+//! - **Timers live here, not in the core.** A deadline timer fires at
+//!   [`Core::next_deadline`]; a periodic tick every `refresh_ms` of the config runs
+//!   [`Core::tick`] (score refresh, ejections ending, the attempt lease
+//!   [`Limits::max_attempt_s`], whose resolution is therefore one tick), emits gauges, and
+//!   cancels waiting requests whose worker went away.
+//! - **Bad input never panics.** Errors from worker messages (a stray `Done`, a second report)
+//!   are counted in [`ShellCounters`] and ignored; messages that have a result also return it.
+//! - **Decision records** are built only while someone subscribes ([`Subscribe`] for actors,
+//!   [`SubscribeChannel`] for tokio code), at the highest rate asked for.
+//! - **Code without actors** uses [`CoordinatorHandle::acquire`], which returns the same
+//!   [`Permit`].
+//!
+//! # Embedding the coordinator in an actix application
+//!
+//! ```
+//! use actix::prelude::*;
+//! use selection_coordinator::actor::{Answer, Coordinator, GetState, Ready};
+//! use selection_coordinator::{CandidateInfo, Config, Limits, Outcome, Request};
+//!
+//! /// A worker that runs one attempt per grant.
+//! struct Worker;
+//! impl Actor for Worker {
+//!     type Context = Context<Self>;
+//! }
+//! impl Handler<Answer> for Worker {
+//!     type Result = ();
+//!     fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+//!         if let Answer::Granted(mut permit) = answer {
+//!             // ... run the attempt against permit.candidate() ...
+//!             permit.report(Outcome::success_with(12.0, 30.0, 4096, 45.0));
+//!             // Dropping the permit releases the slot; `permit.done(next)` says more.
+//!         }
+//!     }
+//! }
+//!
+//! actix::System::new().block_on(async {
+//!     let limits = Limits { global: 2, ..Limits::default() };
+//!     let coordinator = Coordinator::with_seed(Config::default(), limits, 7)?
+//!         .with_candidate(CandidateInfo::new("a"))?
+//!         .with_candidate(CandidateInfo::new("b").with_tag("verified"))?
+//!         .start();
+//!     let worker = Worker.start();
+//!     for _ in 0..3 {
+//!         coordinator
+//!             .send(Ready::new(Request::any(), worker.clone().recipient()))
+//!             .await??;
+//!     }
+//!     // Let the worker run; every attempt ends and the state shows it.
+//!     actix::clock::sleep(std::time::Duration::from_millis(50)).await;
+//!     let state = coordinator.send(GetState).await?;
+//!     assert_eq!(state.counters.decisions, 3);
+//!     assert_eq!(state.in_flight, 0);
+//!     Ok::<_, Box<dyn std::error::Error>>(())
+//! })
+//! .unwrap();
+//! ```
+
+mod handle;
+mod handlers;
+mod ledger;
+mod messages;
+mod permit;
+mod records;
+mod state;
+
+use std::time::{Duration, Instant};
+
+use actix::{Actor, AsyncContext, Context, SpawnHandle};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
+pub use messages::{
+    AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
+    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
+};
+pub use permit::{Answer, Permit};
+pub use state::{CandidateState, ShellCounters, State};
+
+use crate::core::{CandidateInfo, Core, Event, Limits, Next};
+use crate::error::{Error, Rejection};
+use crate::metrics::CoordinatorMetrics;
+use crate::score::Config;
+use ledger::Ledger;
+use records::Subscribers;
+
+/// How many candidates the default metrics recorder labels by name.
+pub const DEFAULT_METRIC_LABELS: usize = 100;
+
+/// The coordinator actor: owns the [`Core`], its RNG, timers, metrics and subscribers.
+/// See the [module docs](self) for the message flow.
+#[derive(Debug)]
+pub struct Coordinator {
+    core: Core,
+    rng: SmallRng,
+    metrics: CoordinatorMetrics,
+    ledger: Ledger,
+    subscribers: Subscribers,
+    shell: ShellCounters,
+    /// When the armed deadline timer fires, and its handle.
+    deadline_timer: Option<(Instant, SpawnHandle)>,
+    tick_timer: Option<(u64, SpawnHandle)>,
+}
+
+impl Coordinator {
+    /// A coordinator whose draws use an RNG seeded from entropy.
+    pub fn new(config: Config, limits: Limits) -> Result<Self, Error> {
+        Self::with_rng(config, limits, SmallRng::from_entropy())
+    }
+
+    /// A coordinator whose draws are reproducible from `seed`.
+    pub fn with_seed(config: Config, limits: Limits, seed: u64) -> Result<Self, Error> {
+        Self::with_rng(config, limits, SmallRng::seed_from_u64(seed))
+    }
+
+    fn with_rng(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, Error> {
+        let core = Core::new(config, Instant::now())?.with_limits(limits)?;
+        Ok(Coordinator {
+            core,
+            rng,
+            metrics: CoordinatorMetrics::new(DEFAULT_METRIC_LABELS),
+            ledger: Ledger::default(),
+            subscribers: Subscribers::default(),
+            shell: ShellCounters::default(),
+            deadline_timer: None,
+            tick_timer: None,
+        })
+    }
+
+    /// Adds a candidate before the actor starts (builder style).
+    pub fn with_candidate(mut self, info: CandidateInfo) -> Result<Self, Error> {
+        self.core
+            .add_candidate(info, Instant::now(), &mut self.rng)?;
+        Ok(self)
+    }
+
+    /// Replaces the metrics recorder (for example to change the candidate label cap).
+    pub fn with_metrics(mut self, metrics: CoordinatorMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Starts the actor and returns a handle for code without actors.
+    pub fn start_handle(self) -> CoordinatorHandle {
+        CoordinatorHandle::new(self.start())
+    }
+
+    /// Runs one core call that may draw, timing it for the decision-cost metric.
+    fn timed<T>(&mut self, f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> T) -> T {
+        let now = Instant::now();
+        let out = f(&mut self.core, &mut self.rng, now);
+        self.metrics.on_decision_cost(now.elapsed().as_secs_f64());
+        out
+    }
+
+    /// Counts an error from the core and drops it: the contract for worker messages.
+    fn ignore(&mut self, result: Result<(), Error>) {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "coordinator ignored a message");
+            self.shell.count(&e);
+        }
+    }
+
+    /// Counts an error and passes the result on (messages that have a result).
+    fn counted<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            self.shell.count(e);
+        }
+        result
+    }
+
+    /// After every core call: deliver what the core decided, publish records, re-arm timers.
+    fn settle(&mut self, ctx: &mut Context<Self>) {
+        while let Some(event) = self.core.poll_event() {
+            self.metrics.on_event(&event);
+            match event {
+                Event::Granted(grant) => {
+                    let request = grant.request;
+                    self.ledger.granted(request, grant.attempt);
+                    let answer = Answer::Granted(Permit::new(grant, ctx.address()));
+                    let undelivered = match self.ledger.entry_mut(request) {
+                        Some(entry) => entry.reply.deliver(answer).err(),
+                        None => Some(answer),
+                    };
+                    if let Some(Answer::Granted(permit)) = undelivered {
+                        self.take_back(permit);
+                    }
+                }
+                Event::Rejected { request, reason } => {
+                    if let Some(entry) = self.ledger.entry_mut(request) {
+                        // A rejection nobody hears needs no follow-up.
+                        let _ = entry.reply.deliver(Answer::Rejected { request, reason });
+                    }
+                    self.ledger.rejected(request);
+                }
+                Event::Reclaimed { attempt, .. } => self.ledger.released(attempt, None),
+            }
+        }
+        self.publish_records();
+        self.arm_deadline(ctx);
+    }
+
+    /// The worker is gone: free the slot now so it goes to the next waiter (whose grant the
+    /// `settle` loop then delivers).
+    fn take_back(&mut self, permit: Permit) {
+        let attempt = permit.disarm();
+        self.shell.taken_back += 1;
+        let result = self.timed(|core, rng, now| core.done(attempt, Next::Finish, now, rng));
+        match result {
+            Ok(()) => self.ledger.released(attempt, Some(Next::Finish)),
+            Err(e) => self.shell.count(&e),
+        }
+    }
+
+    fn publish_records(&mut self) {
+        let rate = self.subscribers.core_rate();
+        let mut left = false;
+        while let Some(record) = self.core.poll_record() {
+            let out = self.subscribers.publish(record, rate);
+            self.shell.records_dropped += out.dropped;
+            left |= out.left;
+        }
+        if left {
+            self.core.set_record_rate(self.subscribers.core_rate());
+        }
+    }
+
+    /// Makes sure a timer fires at the earliest waiting deadline.
+    fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
+        let Some(at) = self.core.next_deadline() else {
+            return;
+        };
+        if let Some((armed, handle)) = self.deadline_timer {
+            if armed <= at {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let handle = ctx.run_later(delay, |act, ctx| {
+            act.deadline_timer = None;
+            act.on_tick(ctx);
+        });
+        self.deadline_timer = Some((at, handle));
+    }
+
+    /// (Re)starts the periodic tick when `refresh_ms` changed.
+    fn arm_tick(&mut self, ctx: &mut Context<Self>) {
+        let every = self.core.config().refresh_ms.max(1);
+        if let Some((armed, handle)) = self.tick_timer {
+            if armed == every {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let handle = ctx.run_interval(Duration::from_millis(every), |act, ctx| {
+            act.on_tick(ctx);
+            act.metrics.on_gauges(&act.core);
+        });
+        self.tick_timer = Some((every, handle));
+    }
+
+    fn on_tick(&mut self, ctx: &mut Context<Self>) {
+        for request in self.ledger.abandoned() {
+            let result = self.core.cancel(request, Instant::now());
+            if result.is_ok() {
+                self.shell.abandoned += 1;
+            }
+        }
+        if self.subscribers.prune() {
+            self.core.set_record_rate(self.subscribers.core_rate());
+        }
+        self.timed(|core, rng, now| core.tick(now, rng));
+        self.settle(ctx);
+    }
+}
+
+impl Actor for Coordinator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.arm_tick(ctx);
+        self.arm_deadline(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        // Waiting workers would otherwise wait forever.
+        for (request, entry) in self.ledger.waiting_mut() {
+            let _ = entry.reply.deliver(Answer::Rejected {
+                request,
+                reason: Rejection::CoordinatorRestarted,
+            });
+        }
+    }
+}

@@ -1227,6 +1227,12 @@ impl Core {
         self.live_count
     }
 
+    /// Whether a request still exists (waiting, running, or kept open). Once false, every call
+    /// naming it is refused with [`Error::UnknownRequest`].
+    pub fn is_open(&self, id: RequestId) -> bool {
+        self.request_index(id).is_ok()
+    }
+
     /// Requests waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.waiting

@@ -124,7 +124,7 @@ impl Core {
     pub(crate) fn refresh_static(&mut self, idx: usize) {
         let cfg = self.model.config();
         let slot = &self.slots[idx];
-        let perf_ok = match (&cfg.perf.region, cfg.perf.min_score) {
+        let perf_ok = match (&cfg.perf.region, cfg.perf.active_min()) {
             (Some(region), Some(min)) => {
                 slot.info.perf_scores.get(region).is_some_and(|s| *s >= min)
             }
@@ -166,7 +166,11 @@ impl Core {
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
         let available = slot.usable && slot.in_flight < limit;
-        let ejected = slot.live && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
+        // With ejection switched off (a reload, or restored statistics) an old ejection time
+        // must not keep a candidate out of the tree while evaluated draws let it in.
+        let ejected = self.model.config().ejection.enabled
+            && slot.live
+            && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
         let comps = if !slot.live {
             Some(Components::default())
         } else if full {
@@ -240,7 +244,7 @@ impl Core {
             1.0
         } else {
             self.model
-                .channel_value(self.model.channels()[c].kind, &slot.comps, &slot.info)
+                .channel_value(self.model.channels()[c].kind, &slot.comps)
         }
     }
 
@@ -480,19 +484,25 @@ impl Core {
                 }
             }
         }
+        let cfg = self.model.config();
+        if detail && !cfg.price.ignore_max_if_none_pass {
+            if let Some(max) = cfg.price.max {
+                // A strict maximum price makes candidates unusable outright, so they never reach
+                // the filters below; a record still says who was removed and why.
+                self.note_strict_price(set, ev, max);
+            }
+        }
         if ev.keys.is_empty() {
             return;
         }
-        let cfg = self.model.config();
-        if cfg.perf.min_score.is_some() {
+        if let Some(min) = cfg.perf.active_min() {
             let why = format!(
-                "perf score{} below {}",
+                "perf score{} below {min}",
                 cfg.perf
                     .region
                     .as_ref()
                     .map(|r| format!(" in {r}"))
                     .unwrap_or_default(),
-                cfg.perf.min_score.unwrap_or_default()
             );
             self.apply_filter(
                 ev,
@@ -535,7 +545,7 @@ impl Core {
                 let v = if c == uniform {
                     1.0
                 } else {
-                    self.model.channel_value(ch.kind, &s.comps, &s.info)
+                    self.model.channel_value(ch.kind, &s.comps)
                 };
                 ev.values.push(v);
                 ev.totals[c] += v;
@@ -558,6 +568,39 @@ impl Core {
                 }
             }
             ev.probs.push(p);
+        }
+    }
+
+    fn note_strict_price(&self, set: DrawSet<'_>, ev: &mut Evaluation, max: f64) {
+        let eligible = |i: u32, s: &Slot| {
+            s.live
+                && !s.price_ok
+                && !Self::excluded(set.exclude, i, s.gen)
+                && Self::caps_ok(s, set.caps)
+        };
+        let removed: Vec<_> = match set.eligible {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| {
+                    let s = &self.slots[k.idx as usize];
+                    s.gen == k.gen && eligible(k.idx, s)
+                })
+                .map(|k| self.slots[k.idx as usize].info.id.clone())
+                .collect(),
+            None => self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| eligible(*i as u32, s))
+                .map(|(_, s)| s.info.id.clone())
+                .collect(),
+        };
+        if !removed.is_empty() {
+            ev.filters.push(FilterNote {
+                filter: "price".to_string(),
+                removed,
+                why: format!("price above {max} (strict: ignore_max_if_none_pass = false)"),
+            });
         }
     }
 

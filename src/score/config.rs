@@ -1,10 +1,13 @@
-//! The scoring config: serde, presets, validation that reports every problem with its path.
+//! The scoring config: fields, defaults, presets, and validation that reports every problem
+//! with its field path. Parsing and overlaying presets live in `load.rs`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use super::load::{ConfigError, Problem};
+use super::stats::WINDOW_RING;
 
 /// How component scores become a draw probability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -85,8 +88,13 @@ pub struct EmaConfig {
     pub alpha: f64,
     /// All-candidate alpha (lassie's "0.8" is the old-value weight, so 0.2 here).
     pub overall_alpha: f64,
-    /// The success EMA of a candidate never tried (optimistic: 1.0).
+    /// The success EMA of a candidate never tried (optimistic: 1.0), and the value statistics
+    /// decay toward.
     pub success_prior: f64,
+    /// `false`: the prior counts as the value before the first sample, so one failure moves the
+    /// success EMA from the prior by `alpha` only. `true` (lassie): the first sample replaces
+    /// the prior outright.
+    pub first_sample_replaces_prior: bool,
     /// Statistics without fresh samples decay toward the prior with this half-life, seconds.
     /// `None` keeps them forever (lassie).
     pub half_life_s: Option<f64>,
@@ -102,7 +110,7 @@ impl Default for EmaConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WindowConfig {
-    /// Number of buckets (1 to 64).
+    /// Number of buckets (1 to 16).
     pub buckets: u32,
     /// Bucket width, seconds.
     pub bucket_s: f64,
@@ -148,8 +156,16 @@ impl Default for PriceConfig {
 pub struct PerfConfig {
     /// The region whose score is checked.
     pub region: Option<String>,
-    /// Candidates scoring below this in the region are filtered out.
+    /// Candidates scoring below this in the region are filtered out. `None` or a value of 0 or
+    /// less switches the filter off (as Livepeer's `-minPerfScore 0`).
     pub min_score: Option<f64>,
+}
+
+impl PerfConfig {
+    /// The minimum score when the filter is on.
+    pub fn active_min(&self) -> Option<f64> {
+        self.min_score.filter(|m| *m > 0.0)
+    }
 }
 
 /// Outlier ejection (Envoy style).
@@ -243,6 +259,7 @@ impl Default for Config {
                 alpha: 0.3,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
+                first_sample_replaces_prior: false,
                 half_life_s: Some(10.0),
             },
             window: WindowConfig::default(),
@@ -283,6 +300,7 @@ impl Config {
                 alpha: 0.5,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
+                first_sample_replaces_prior: true,
                 half_life_s: None,
             },
             window: WindowConfig::default(),
@@ -317,6 +335,7 @@ impl Config {
                 alpha: 0.5,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
+                first_sample_replaces_prior: true,
                 half_life_s: None,
             },
             window: WindowConfig::default(),
@@ -356,52 +375,21 @@ impl Config {
         }
     }
 
-    /// Parses TOML; `preset = "..."` starts from that preset. Validates.
-    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let value: toml::Value = toml::from_str(text).map_err(|e| ConfigError::parse(&e))?;
-        let json = serde_json::to_value(value).map_err(|e| ConfigError::single("", e))?;
-        Self::from_json_value(json)
-    }
-
-    /// Parses JSON; `"preset": "..."` starts from that preset. Validates.
-    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
-        let json: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::single("", e))?;
-        Self::from_json_value(json)
-    }
-
-    /// Builds from an already parsed document (JSON data model); used for inline configs.
-    pub fn from_json_value(mut json: serde_json::Value) -> Result<Self, ConfigError> {
-        let base = match json.get("preset") {
-            None | Some(serde_json::Value::Null) => Config::default(),
-            Some(serde_json::Value::String(name)) => Config::preset(name)?,
-            Some(_) => return Err(ConfigError::single("preset", "must be a string")),
-        };
-        let mut merged = serde_json::to_value(&base).map_err(|e| ConfigError::single("", e))?;
-        merge(&mut merged, &mut json);
-        let config: Config = serde_json::from_value(merged).map_err(ConfigError::from_serde)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Loads a `.toml` or `.json` file (by extension; anything else is tried as TOML).
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
-        let parsed = if path.extension().is_some_and(|e| e == "json") {
-            Self::from_json_str(&text)
-        } else {
-            Self::from_toml_str(&text)
-        };
-        parsed.map_err(|e| e.in_file(path))
-    }
-
     /// Loads a preset name or a config file path.
     pub fn from_name_or_path(spec: &str) -> Result<Self, ConfigError> {
+        let path = Path::new(spec);
         if PRESETS.contains(&spec) {
             Self::preset(spec)
+        } else if !path.exists() {
+            Err(ConfigError::single(
+                "",
+                format!(
+                    "`{spec}` is neither a preset ({}) nor an existing file",
+                    PRESETS.join(", ")
+                ),
+            ))
         } else {
-            Self::load(Path::new(spec))
+            Self::load(path)
         }
     }
 
@@ -453,7 +441,7 @@ impl Config {
                 ));
             }
         }
-        if self.exponent.is_finite() && self.exponent <= 0.0 {
+        if self.exponent == 0.0 {
             problems.push(Problem::new("exponent", "must be greater than 0"));
         }
         if self.floor.is_finite() && self.floor > 1.0 {
@@ -465,14 +453,23 @@ impl Config {
         if self.ema.half_life_s == Some(0.0) {
             problems.push(Problem::new("ema.half_life_s", "must be greater than 0"));
         }
-        if self.window.buckets == 0 || self.window.buckets > 64 {
-            problems.push(Problem::new("window.buckets", "must be between 1 and 64"));
+        if self.window.buckets == 0 || self.window.buckets as usize > WINDOW_RING {
+            problems.push(Problem::new(
+                "window.buckets",
+                format!("must be between 1 and {WINDOW_RING}"),
+            ));
         }
         if self.window.bucket_s == 0.0 {
             problems.push(Problem::new("window.bucket_s", "must be greater than 0"));
         }
         if self.price.exp_factor == 0.0 {
             problems.push(Problem::new("price.exp_factor", "must be greater than 0"));
+        }
+        if self.ejection.max_s < self.ejection.base_s {
+            problems.push(Problem::new(
+                "ejection.max_s",
+                "must be at least ejection.base_s",
+            ));
         }
         if self.ejection.max_share.is_finite() && self.ejection.max_share > 1.0 {
             problems.push(Problem::new("ejection.max_share", "must be at most 1"));
@@ -499,10 +496,11 @@ impl Config {
         }
         let total: f64 = self.weights.entries().iter().map(|(_, w)| *w).sum::<f64>()
             + self.tag_weights.values().sum::<f64>();
-        if total == 0.0 && self.floor == 0.0 {
+        if total == 0.0 {
             problems.push(Problem::new(
                 "weights",
-                "all weights are zero (and floor is 0): nothing to draw by",
+                "all weights (and tag_weights) are zero: nothing to draw by; \
+                 set weights.uniform = 1 for a plain uniform draw",
             ));
         }
         if problems.is_empty() {
@@ -512,90 +510,3 @@ impl Config {
         }
     }
 }
-
-/// Overlays `patch` onto `base`, table by table.
-fn merge(base: &mut serde_json::Value, patch: &mut serde_json::Value) {
-    match (base, patch) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(p)) => {
-            for (k, v) in p.iter_mut() {
-                match b.get_mut(k) {
-                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
-                    _ => {
-                        b.insert(k.clone(), v.take());
-                    }
-                }
-            }
-        }
-        (b, p) => *b = p.take(),
-    }
-}
-
-/// One thing wrong with a config, with its field path.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Problem {
-    /// The field path, e.g. `ema.alpha` (empty for the whole document).
-    pub path: String,
-    /// What is wrong and what is expected.
-    pub message: String,
-}
-
-impl Problem {
-    fn new(path: &str, message: impl fmt::Display) -> Self {
-        Problem {
-            path: path.to_string(),
-            message: message.to_string(),
-        }
-    }
-}
-
-/// Every problem found in a config.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError {
-    /// The problems, each with its field path.
-    pub problems: Vec<Problem>,
-}
-
-impl ConfigError {
-    fn single(path: &str, message: impl fmt::Display) -> Self {
-        ConfigError {
-            problems: vec![Problem::new(path, message)],
-        }
-    }
-
-    fn parse(e: &toml::de::Error) -> Self {
-        ConfigError::single("", e.to_string().trim_end())
-    }
-
-    fn from_serde(e: serde_json::Error) -> Self {
-        // serde's message names the field ("unknown field `x`", "invalid type ... for key `a.b`").
-        ConfigError::single("", e)
-    }
-
-    fn in_file(mut self, path: &Path) -> Self {
-        for p in &mut self.problems {
-            p.message = format!("{} (in {})", p.message, path.display());
-        }
-        self
-    }
-
-    /// The field paths with problems.
-    pub fn paths(&self) -> Vec<&str> {
-        self.problems.iter().map(|p| p.path.as_str()).collect()
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid config:")?;
-        for p in &self.problems {
-            if p.path.is_empty() {
-                write!(f, "\n  - {}", p.message)?;
-            } else {
-                write!(f, "\n  - {}: {}", p.path, p.message)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigError {}

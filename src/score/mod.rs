@@ -25,12 +25,16 @@
 //! both modes exact O(log n) draws.
 
 mod config;
+mod load;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 pub use config::{
-    Config, ConfigError, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Problem,
-    Weights, WindowConfig, PRESETS,
+    Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Weights, WindowConfig,
+    PRESETS,
 };
+pub use load::{ConfigError, Problem};
 pub use stats::{ErrorWindow, Overall, Stats};
 
 use serde::{Deserialize, Serialize};
@@ -86,8 +90,7 @@ impl Components {
 pub(crate) enum ChannelKind {
     /// Sum mode: `score ^ exponent`.
     SumScore,
-    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent;
-    /// stake uses the raw stake so the channel total normalises it over the drawn set.
+    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent.
     Component(usize),
     /// Uniform: 1 for every drawable candidate.
     Uniform,
@@ -119,8 +122,6 @@ pub struct ScoreModel {
     tag_total: f64,
 }
 
-const STAKE: usize = 6;
-const TAGS: usize = 8;
 const UNIFORM: usize = 9;
 
 impl ScoreModel {
@@ -249,8 +250,11 @@ impl ScoreModel {
                     (-1.0f64).exp()
                 };
             };
+            // lassie: an average of 0 (all samples under a millisecond) is read as 1, so the
+            // curve keeps a finite scale.
+            let o = if o > 0.0 { o } else { 1.0 };
             let x = o + (x - o) * decay;
-            let ratio = x / o.max(1e-9);
+            let ratio = x / o;
             if higher_better {
                 1.0 - (-ratio).exp()
             } else {
@@ -324,17 +328,12 @@ impl ScoreModel {
     }
 
     /// The leaf value of one channel for a drawable candidate.
-    pub(crate) fn channel_value(
-        &self,
-        ch: ChannelKind,
-        c: &Components,
-        info: &CandidateInfo,
-    ) -> f64 {
+    pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
         let e = self.config.exponent;
         let v = match ch {
             ChannelKind::SumScore => pow(self.score(c), e),
-            ChannelKind::Component(STAKE) => pow(info.stake, e),
-            ChannelKind::Component(TAGS) => pow(c.tags, e),
+            // Stake is a share of all live candidates; the channel total re-normalises it over
+            // the drawn set, since s_i / sum(s_j) does not depend on what it was a share of.
             ChannelKind::Component(k) => pow(c.entries()[k].1, e),
             ChannelKind::Uniform => 1.0,
         };
@@ -379,11 +378,12 @@ impl ScoreModel {
             pull(&mut stats.ttfb_ms, overall.ttfb_ms);
             pull(&mut stats.bandwidth_bps, overall.bandwidth_bps);
         }
-        stats.success = Some(ema(
-            stats.success.or(Some(cfg.ema.success_prior)),
-            success_sample,
-            a,
-        ));
+        let previous = match stats.success {
+            Some(s) => Some(s),
+            None if cfg.ema.first_sample_replaces_prior => None,
+            None => Some(cfg.ema.success_prior),
+        };
+        stats.success = Some(ema(previous, success_sample, a));
         stats.window.record(bucket, buckets, overload);
         stats.attempts += 1;
         stats.last_sample_s = Some(now_s);
@@ -400,8 +400,9 @@ impl ScoreModel {
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }
                 if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
-                    if d > 0.0 {
-                        let bw = bytes as f64 / (d / 1000.0);
+                    let bw = bytes as f64 / (d / 1000.0);
+                    // A zero duration, or one so short the rate overflows, says nothing about bandwidth.
+                    if d > 0.0 && bw.is_finite() {
                         stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a));
                         overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
                     }
@@ -459,7 +460,8 @@ fn powi(mut x: f64, mut n: u32) -> f64 {
 fn sanitize(c: Components) -> Components {
     let f = |x: f64| {
         if x.is_finite() {
-            x.clamp(0.0, 1.0)
+            // `+ 0.0` turns -0.0 (an empty float sum starts there) into 0.0 for display.
+            x.clamp(0.0, 1.0) + 0.0
         } else {
             0.0
         }

@@ -30,13 +30,16 @@ pub struct ErrorWindow {
 pub(crate) const WINDOW_RING: usize = 16;
 
 impl ErrorWindow {
-    fn roll(&mut self, bucket: u64, buckets: usize) {
+    /// Moves the newest bucket forward to `bucket`, clearing the slots it passes over.
+    /// Slots are indexed modulo the ring size, not the configured window, so a config reload
+    /// that changes `window.buckets` keeps the counts aligned.
+    fn roll(&mut self, bucket: u64) {
         if bucket <= self.newest {
             return;
         }
-        let gap = (bucket - self.newest).min(buckets as u64) as usize;
+        let gap = (bucket - self.newest).min(WINDOW_RING as u64);
         for k in 1..=gap {
-            let i = ((self.newest + k as u64) % buckets as u64) as usize;
+            let i = ((self.newest + k) % WINDOW_RING as u64) as usize;
             self.errors[i] = 0;
             self.totals[i] = 0;
         }
@@ -45,31 +48,31 @@ impl ErrorWindow {
 
     /// Counts one outcome in `bucket` (an absolute bucket number).
     pub(crate) fn record(&mut self, bucket: u64, buckets: usize, overload: bool) {
-        let buckets = buckets.clamp(1, WINDOW_RING);
-        if bucket + buckets as u64 <= self.newest {
+        let buckets = buckets.clamp(1, WINDOW_RING) as u64;
+        if bucket + buckets <= self.newest {
             return; // older than the window
         }
-        self.roll(bucket, buckets);
-        let i = (bucket % buckets as u64) as usize;
+        self.roll(bucket);
+        let i = (bucket % WINDOW_RING as u64) as usize;
         self.totals[i] = self.totals[i].saturating_add(1);
         if overload {
             self.errors[i] = self.errors[i].saturating_add(1);
         }
     }
 
-    /// `(errors, total)` over the buckets that are still inside the window at `bucket`.
+    /// `(errors, total)` over the last `buckets` buckets as seen from `bucket`.
     pub(crate) fn counts(&self, bucket: u64, buckets: usize) -> (u32, u32) {
-        let buckets = buckets.clamp(1, WINDOW_RING);
+        let buckets = buckets.clamp(1, WINDOW_RING) as u64;
         let mut e = 0u32;
         let mut t = 0u32;
-        for k in 0..buckets as u64 {
+        for k in 0..buckets {
             let Some(b) = self.newest.checked_sub(k) else {
                 break;
             };
-            if b + (buckets as u64) <= bucket {
+            if b + buckets <= bucket {
                 break; // fell out of the window
             }
-            let i = (b % buckets as u64) as usize;
+            let i = (b % WINDOW_RING as u64) as usize;
             e = e.saturating_add(self.errors[i]);
             t = t.saturating_add(self.totals[i]);
         }
@@ -90,7 +93,7 @@ impl ErrorWindow {
                 if b > self.newest || b + buckets as u64 <= self.newest {
                     return (0, 0);
                 }
-                let i = (b % buckets as u64) as usize;
+                let i = (b % WINDOW_RING as u64) as usize;
                 (self.errors[i], self.totals[i])
             })
             .collect()
@@ -104,18 +107,19 @@ impl ErrorWindow {
             let Some(b) = at_bucket.checked_sub(k as u64) else {
                 continue;
             };
-            w.roll(b, buckets);
-            let i = (b % buckets as u64) as usize;
+            w.roll(b);
+            let i = (b % WINDOW_RING as u64) as usize;
             w.errors[i] = errors;
             w.totals[i] = totals;
         }
-        w.roll(at_bucket, buckets);
+        w.roll(at_bucket);
         w
     }
 }
 
 /// What the coordinator has learned about one candidate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Stats {
     /// Success EMA (None until the first counted attempt: the prior applies).
     pub success: Option<f64>,

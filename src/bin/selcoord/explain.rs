@@ -1,10 +1,452 @@
-//! `selcoord explain`.
+//! `selcoord explain`: what one draw would do for a set of candidates under a config.
+//!
+//! The candidates (static info plus optional recorded statistics) are loaded into a real
+//! [`Core`] and [`Core::explain`] answers, so the numbers are those a live coordinator would
+//! draw with. The file format is documented in `docs/explain.md`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use selection_coordinator::decision::{DecisionRecord, Fallback, FilterNote};
+use selection_coordinator::score::{Components, Overall, ScoreModel};
+use selection_coordinator::snapshot::{
+    CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
+};
+use selection_coordinator::{CandidateInfo, Config, Core, Mode, Request};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Arguments of `selcoord explain`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Scoring config: a preset name (default, lassie, livepeer) or a TOML/JSON file.
+    #[arg(long, default_value = "default")]
+    config: String,
+    /// Candidates: a TOML or JSON file with static info and optional recorded statistics
+    /// (format: docs/explain.md).
+    #[arg(long)]
+    candidates: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs the subcommand.
-pub(crate) fn run(_args: Args) -> Result<(), String> {
-    Err("`explain` is not built yet".into())
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    let config = Config::from_name_or_path(&args.config).map_err(|e| e.to_string())?;
+    let file = CandidatesFile::load(&args.candidates)?;
+    let explained = explain(config, &file)?;
+    let out = if args.json {
+        serde_json::to_string_pretty(&explained.to_json()).map_err(|e| e.to_string())?
+    } else {
+        explained.table()
+    };
+    println!("{out}");
+    Ok(())
+}
+
+/// The candidates file: `[[candidates]]` entries and optional `[overall]` averages.
+#[derive(Debug)]
+struct CandidatesFile {
+    overall: Option<Overall>,
+    candidates: Vec<(CandidateInfo, Option<RecordedStats>)>,
+}
+
+/// Recorded statistics of one candidate, in the units a user has at hand.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RecordedStats {
+    /// Success EMA, 0 to 1.
+    success: Option<f64>,
+    /// Connect time EMA, ms.
+    connect_ms: Option<f64>,
+    /// Time-to-first-byte EMA, ms.
+    ttfb_ms: Option<f64>,
+    /// Bandwidth EMA, bytes per second.
+    bandwidth_bps: Option<f64>,
+    /// Overload errors in the current window.
+    overload_errors: u32,
+    /// Outcomes in the current window (overload errors included).
+    outcomes: u32,
+    /// Failures in a row.
+    consecutive_failures: u32,
+    /// Times ejected so far.
+    ejections: u32,
+    /// Seconds of ejection left (0 or absent: not ejected).
+    ejected_for_s: f64,
+    /// Seconds since the last sample (statistics decay over it when a half-life is set).
+    age_s: f64,
+}
+
+fn empty_stats() -> StatsSnapshot {
+    RecordedStats::default().snapshot_with_age(None)
+}
+
+impl RecordedStats {
+    fn snapshot(&self) -> StatsSnapshot {
+        self.snapshot_with_age(Some(self.age_s))
+    }
+
+    fn snapshot_with_age(&self, age_s: Option<f64>) -> StatsSnapshot {
+        StatsSnapshot {
+            success: self.success,
+            connect_ms: self.connect_ms,
+            ttfb_ms: self.ttfb_ms,
+            bandwidth_bps: self.bandwidth_bps,
+            last_sample_age_s: age_s,
+            window: vec![(self.overload_errors, self.outcomes)],
+            consecutive_failures: self.consecutive_failures,
+            ejections: self.ejections,
+            ejected_for_s: (self.ejected_for_s > 0.0).then_some(self.ejected_for_s),
+            attempts: 0,
+            successes: 0,
+        }
+    }
+
+    fn problems(&self, path: &str, out: &mut Vec<String>) {
+        let mut check = |field: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    out.push(format!(
+                        "{path}.{field}: must be a finite number >= 0, got {v}"
+                    ));
+                }
+            }
+        };
+        check("connect_ms", self.connect_ms);
+        check("ttfb_ms", self.ttfb_ms);
+        check("bandwidth_bps", self.bandwidth_bps);
+        check("ejected_for_s", Some(self.ejected_for_s));
+        check("age_s", Some(self.age_s));
+        if let Some(s) = self.success {
+            if !(0.0..=1.0).contains(&s) {
+                out.push(format!("{path}.success: must be in [0, 1], got {s}"));
+            }
+        }
+        if self.overload_errors > self.outcomes {
+            out.push(format!(
+                "{path}.overload_errors: {} is more than outcomes ({})",
+                self.overload_errors, self.outcomes
+            ));
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct OverallIn {
+    connect_ms: Option<f64>,
+    ttfb_ms: Option<f64>,
+    bandwidth_bps: Option<f64>,
+}
+
+impl CandidatesFile {
+    fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let doc: Value = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        } else {
+            let t: toml::Value =
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::to_value(t).map_err(|e| format!("{}: {e}", path.display()))?
+        };
+        Self::from_value(doc).map_err(|problems| {
+            format!(
+                "invalid candidates file {}:\n  - {}",
+                path.display(),
+                problems.join("\n  - ")
+            )
+        })
+    }
+
+    /// Reads the document, collecting every problem with its path.
+    fn from_value(doc: Value) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let Value::Object(mut top) = doc else {
+            return Err(vec!["the file must be a table with `candidates`".into()]);
+        };
+        let overall = match top.remove("overall") {
+            None => None,
+            Some(v) => match serde_json::from_value::<OverallIn>(v) {
+                Ok(o) => Some(Overall {
+                    connect_ms: o.connect_ms,
+                    ttfb_ms: o.ttfb_ms,
+                    bandwidth_bps: o.bandwidth_bps,
+                }),
+                Err(e) => {
+                    problems.push(format!("overall: {e}"));
+                    None
+                }
+            },
+        };
+        let entries = match top.remove("candidates") {
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(vec!["candidates: must be a list of tables".into()]),
+            None => return Err(vec!["candidates: missing (a list of candidates)".into()]),
+        };
+        for key in top.keys() {
+            problems.push(format!(
+                "{key}: unknown field; expected candidates, overall"
+            ));
+        }
+        let mut candidates = Vec::new();
+        for (i, mut entry) in entries.into_iter().enumerate() {
+            let path = format!("candidates[{i}]");
+            let stats = match entry.as_object_mut().and_then(|o| o.remove("stats")) {
+                None => None,
+                Some(v) => match serde_json::from_value::<RecordedStats>(v) {
+                    Ok(s) => {
+                        s.problems(&format!("{path}.stats"), &mut problems);
+                        Some(s)
+                    }
+                    Err(e) => {
+                        problems.push(format!("{path}.stats: {e}"));
+                        None
+                    }
+                },
+            };
+            match serde_json::from_value::<CandidateInfo>(entry) {
+                Ok(info) => match info.validate() {
+                    Ok(()) => candidates.push((info, stats)),
+                    Err(e) => problems.push(format!("{path}: {e}")),
+                },
+                Err(e) => problems.push(format!("{path}: {e}")),
+            }
+        }
+        if candidates.is_empty() && problems.is_empty() {
+            problems.push("candidates: the list is empty".into());
+        }
+        if problems.is_empty() {
+            Ok(CandidatesFile {
+                overall,
+                candidates,
+            })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The all-candidate averages: as given, or else the mean of the recorded values.
+    fn overall(&self) -> Overall {
+        let mean = |f: fn(&RecordedStats) -> Option<f64>| {
+            let xs: Vec<f64> = self
+                .candidates
+                .iter()
+                .filter_map(|(_, s)| s.as_ref().and_then(f))
+                .collect();
+            (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+        };
+        let given = self.overall.unwrap_or_default();
+        Overall {
+            connect_ms: given.connect_ms.or_else(|| mean(|s| s.connect_ms)),
+            ttfb_ms: given.ttfb_ms.or_else(|| mean(|s| s.ttfb_ms)),
+            bandwidth_bps: given.bandwidth_bps.or_else(|| mean(|s| s.bandwidth_bps)),
+        }
+    }
+}
+
+/// One candidate's line of the answer.
+#[derive(Debug, Serialize)]
+struct Line {
+    id: String,
+    probability: f64,
+    score: f64,
+    weight: f64,
+    components: Components,
+    /// `false`, or why a filter removed it.
+    filtered: Value,
+}
+
+#[derive(Debug)]
+struct Explained {
+    config: Config,
+    lines: Vec<Line>,
+    filters: Vec<FilterNote>,
+    fallbacks: Vec<Fallback>,
+}
+
+fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
+    let model = ScoreModel::new(config.clone()).map_err(|e| e.to_string())?;
+    let now = Instant::now();
+    let mut core = Core::new(config.clone(), now).map_err(|e| e.to_string())?;
+    // Recorded statistics enter as a snapshot: ages and windows are relative to `now`.
+    let snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        overall: file.overall(),
+        candidates: file
+            .candidates
+            .iter()
+            .map(|(info, recorded)| CandidateSnapshot {
+                info: info.clone(),
+                stats: recorded
+                    .as_ref()
+                    .map_or_else(empty_stats, RecordedStats::snapshot),
+            })
+            .collect(),
+    };
+    // Restoring draws nothing (no request waits), so the seed only satisfies the signature.
+    let mut rng = SmallRng::seed_from_u64(0);
+    core.restore(&snapshot, now, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let record = core
+        .explain(&Request::any(), now)
+        .map_err(|e| e.to_string())?;
+    let lines = file
+        .candidates
+        .iter()
+        .map(|(info, _)| line(&record, &core, &model, info))
+        .collect();
+    Ok(Explained {
+        config,
+        lines,
+        filters: record.filters,
+        fallbacks: record.fallbacks,
+    })
+}
+
+fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &CandidateInfo) -> Line {
+    if let Some(c) = record.candidates.iter().find(|c| c.id == info.id) {
+        return Line {
+            id: c.id.to_string(),
+            probability: c.probability,
+            score: c.score,
+            weight: c.weight,
+            components: c.components,
+            filtered: Value::Bool(false),
+        };
+    }
+    let why = record
+        .filters
+        .iter()
+        .find(|f| f.removed.contains(&info.id))
+        .map_or_else(
+            || "not drawable".to_string(),
+            |f| format!("{}: {}", f.filter, f.why),
+        );
+    let components = core
+        .candidate(&info.id)
+        .map(|v| v.components)
+        .unwrap_or_default();
+    Line {
+        id: info.id.to_string(),
+        probability: 0.0,
+        score: model.score(&components),
+        weight: 0.0,
+        components,
+        filtered: Value::String(why),
+    }
+}
+
+impl Explained {
+    fn to_json(&self) -> Value {
+        serde_json::json!({
+            "candidates": self.lines,
+            "filters": self.filters,
+            "fallbacks": self.fallbacks,
+        })
+    }
+
+    fn table(&self) -> String {
+        let c = &self.config;
+        let mut out = String::new();
+        let mode = match c.mode {
+            Mode::Sum => "sum",
+            Mode::Mixture => "mixture",
+        };
+        let _ = writeln!(
+            out,
+            "config: preset {}, mode {mode}, exponent {}, floor {}",
+            c.preset.as_deref().unwrap_or("default"),
+            c.exponent,
+            c.floor
+        );
+        // Only the components the config weighs: the others cannot move a probability.
+        let weighed = weighed_components(c);
+        let id_w = self
+            .lines
+            .iter()
+            .map(|l| l.id.len())
+            .max()
+            .unwrap_or(2)
+            .max(2);
+        let _ = write!(
+            out,
+            "{:<id_w$}  {:>11}  {:>10}  {:>10}",
+            "id", "probability", "score", "weight"
+        );
+        for (_, n) in &weighed {
+            let _ = write!(out, "  {n:>9}");
+        }
+        let _ = writeln!(out, "  note");
+        for l in &self.lines {
+            let _ = write!(
+                out,
+                "{:<id_w$}  {:>11.6}  {:>10.6}  {:>10.6}",
+                l.id, l.probability, l.score, l.weight
+            );
+            let entries = l.components.entries();
+            for (k, _) in &weighed {
+                let _ = write!(out, "  {:>9.6}", entries[*k].1);
+            }
+            let note = match &l.filtered {
+                Value::String(s) => format!("filtered ({s})"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {note}");
+        }
+        let _ = writeln!(
+            out,
+            "(components with weight 0 are not shown; --json lists all)\nfilters:"
+        );
+        if self.filters.is_empty() {
+            let _ = writeln!(out, "  (none removed anything)");
+        }
+        for f in &self.filters {
+            let ids: Vec<&str> = f.removed.iter().map(|id| id.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "  {}: removed {} ({})",
+                f.filter,
+                ids.join(", "),
+                f.why
+            );
+        }
+        let _ = writeln!(out, "fallbacks:");
+        if self.fallbacks.is_empty() {
+            let _ = writeln!(out, "  (none)");
+        }
+        for f in &self.fallbacks {
+            let _ = writeln!(out, "  {}: {}", f.filter, f.action);
+        }
+        out.trim_end().to_string()
+    }
+}
+
+/// `(index into Components::entries, name)` of each component with a weight above 0.
+fn weighed_components(c: &Config) -> Vec<(usize, &'static str)> {
+    let w = &c.weights;
+    let tags: f64 = c.tag_weights.values().sum();
+    let weights = [
+        w.success,
+        w.connect,
+        w.ttfb,
+        w.bandwidth,
+        w.overload,
+        w.load,
+        w.stake,
+        w.price,
+        tags,
+        w.uniform,
+    ];
+    Components::default()
+        .entries()
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| weights[*k] > 0.0)
+        .map(|(k, (name, _))| (k, *name))
+        .collect()
 }

@@ -1,0 +1,122 @@
+//! An async handle for code without actors: `acquire(request).await` returns a [`Permit`].
+
+use actix::{Addr, MailboxError};
+use tokio::sync::{mpsc, oneshot};
+
+use super::messages::{GetState, Ready, Reply, SetLimits, SubscribeChannel};
+use super::permit::{Answer, Permit};
+use super::state::State;
+use super::Coordinator;
+use crate::core::{Limits, Request};
+use crate::decision::DecisionRecord;
+use crate::error::{Error, Rejection};
+
+/// The coordinator has stopped; nothing more can be asked of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the coordinator has stopped")]
+pub struct CoordinatorGone;
+
+/// Closed or timed out, the caller can only give up or start a new coordinator; the actix error
+/// type stays out of the public API.
+fn gone(_: MailboxError) -> CoordinatorGone {
+    CoordinatorGone
+}
+
+/// Why [`CoordinatorHandle::acquire`] returned no permit.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The coordinator answered without a slot.
+    #[error("request rejected: {0}")]
+    Rejected(Rejection),
+    /// The request is malformed (nothing was queued); the error says what to fix.
+    #[error(transparent)]
+    Invalid(Error),
+    /// The coordinator stopped before answering.
+    #[error(transparent)]
+    CoordinatorGone(#[from] CoordinatorGone),
+}
+
+/// A cloneable handle on a running [`Coordinator`], usable from any task inside its actix
+/// `System`.
+///
+/// ```
+/// use selection_coordinator::actor::Coordinator;
+/// use selection_coordinator::{CandidateInfo, Config, Limits, Outcome, Request};
+///
+/// actix::System::new().block_on(async {
+///     let handle = Coordinator::with_seed(Config::default(), Limits::default(), 1)?
+///         .with_candidate(CandidateInfo::new("a"))?
+///         .start_handle();
+///     let mut permit = handle.acquire(Request::any()).await?;
+///     assert_eq!(permit.candidate().as_str(), "a");
+///     permit.report(Outcome::success());
+///     drop(permit); // releases the slot
+///     Ok::<_, Box<dyn std::error::Error>>(())
+/// })
+/// .unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct CoordinatorHandle {
+    addr: Addr<Coordinator>,
+}
+
+impl CoordinatorHandle {
+    /// A handle on a started coordinator.
+    pub fn new(addr: Addr<Coordinator>) -> Self {
+        CoordinatorHandle { addr }
+    }
+
+    /// The actor's address, for every other message.
+    pub fn addr(&self) -> &Addr<Coordinator> {
+        &self.addr
+    }
+
+    /// Waits for a slot for `request` (parallelism 1).
+    ///
+    /// Report the attempt with [`Permit::report`]; dropping the permit releases the slot. If
+    /// this future is dropped while waiting, the request is cancelled at the coordinator's
+    /// next tick, or its grant is taken back at once if it comes first.
+    pub async fn acquire(&self, request: Request) -> Result<Permit, AcquireError> {
+        let (tx, rx) = oneshot::channel();
+        let ready = Ready {
+            request,
+            reply: Reply::Once(Some(tx)),
+        };
+        self.addr
+            .send(ready)
+            .await
+            .map_err(gone)?
+            .map_err(AcquireError::Invalid)?;
+        match rx.await {
+            Ok(Answer::Granted(permit)) => Ok(permit),
+            Ok(Answer::Rejected { reason, .. }) => Err(AcquireError::Rejected(reason)),
+            // The reply was dropped without an answer: only a stopping coordinator does that.
+            Err(_) => Err(CoordinatorGone.into()),
+        }
+    }
+
+    /// A snapshot of the coordinator's state.
+    pub async fn state(&self) -> Result<State, CoordinatorGone> {
+        self.addr.send(GetState).await.map_err(gone)
+    }
+
+    /// Changes the limits; raising one grants at once.
+    pub async fn set_limits(&self, limits: Limits) -> Result<Result<(), Error>, CoordinatorGone> {
+        self.addr.send(SetLimits(limits)).await.map_err(gone)
+    }
+
+    /// Subscribes to decision records: `rate` is the share of decisions to receive (0 to 1),
+    /// `capacity` bounds the channel (records a full channel cannot take are dropped and
+    /// counted). Drop the receiver to unsubscribe.
+    pub async fn subscribe_channel(
+        &self,
+        rate: f64,
+        capacity: usize,
+    ) -> Result<mpsc::Receiver<DecisionRecord>, CoordinatorGone> {
+        self.addr
+            .send(SubscribeChannel { rate, capacity })
+            .await
+            .map_err(gone)
+    }
+}

@@ -1,0 +1,236 @@
+//! One handler per message. Each forwards to the core and then settles (delivers events).
+
+use std::time::Instant;
+
+use actix::{ActorContext, Context, Handler, MessageResult};
+use tokio::sync::mpsc;
+
+use super::messages::{
+    AddCandidate, Cancel, Done, Dropped, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
+    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
+};
+use super::state::State;
+use super::Coordinator;
+use crate::core::{AttemptId, Next, RequestId};
+use crate::decision::DecisionRecord;
+use crate::error::Error;
+
+impl Handler<Ready> for Coordinator {
+    type Result = Result<RequestId, Error>;
+
+    fn handle(&mut self, msg: Ready, ctx: &mut Context<Self>) -> Self::Result {
+        let Ready { request, reply } = msg;
+        if reply.is_single() && request.parallelism > 1 {
+            let e = Error::InvalidRequest(format!(
+                "acquire returns one permit but the request asks for parallelism {}; \
+                 use parallelism 1, or a worker actor with the Ready message",
+                request.parallelism
+            ));
+            return self.counted(Err(e));
+        }
+        let parallelism = request.parallelism;
+        let result = self.timed(|core, rng, now| core.ready(request, now, rng));
+        let result = self.counted(result);
+        if let Ok(id) = result {
+            self.ledger.open(id, parallelism, reply);
+        }
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<Report> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Report, _: &mut Context<Self>) {
+        let candidate = self.core.attempt_candidate(msg.attempt).cloned();
+        let result = self.core.outcome(msg.attempt, msg.outcome, Instant::now());
+        if let (Ok(()), Some(candidate)) = (&result, candidate) {
+            self.metrics.on_outcome(&candidate, &msg.outcome);
+        }
+        self.ignore(result);
+    }
+}
+
+impl Coordinator {
+    fn release(&mut self, attempt: AttemptId, next: Next, ctx: &mut Context<Self>) -> bool {
+        // An `acquire` caller has nowhere to receive a second grant.
+        let next = match self.ledger.request_of(attempt) {
+            Some((_, entry)) if entry.reply.is_single() => Next::Finish,
+            _ => next,
+        };
+        let result = self.timed(|core, rng, now| core.done(attempt, next, now, rng));
+        let ok = result.is_ok();
+        if ok {
+            self.ledger.released(attempt, Some(next));
+        }
+        self.ignore(result);
+        self.settle(ctx);
+        ok
+    }
+}
+
+impl Handler<Done> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Done, ctx: &mut Context<Self>) {
+        self.release(msg.attempt, msg.next, ctx);
+    }
+}
+
+impl Handler<Dropped> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Dropped, ctx: &mut Context<Self>) {
+        if self.release(msg.attempt, Next::Finish, ctx) {
+            self.shell.permits_dropped += 1;
+        }
+    }
+}
+
+impl Handler<Cancel> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.core.cancel(msg.request, Instant::now());
+        let result = self.counted(result);
+        if result.is_ok() {
+            self.ledger.closed(msg.request, true);
+        }
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<Reask> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Reask, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.reask(msg.request, now, rng));
+        let result = self.counted(result);
+        if result.is_ok() {
+            self.ledger.reasked(msg.request);
+        }
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<Finish> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Finish, _: &mut Context<Self>) -> Self::Result {
+        let result = self.core.finish(msg.request);
+        let result = self.counted(result);
+        if result.is_ok() {
+            self.ledger.closed(msg.request, false);
+        }
+        result
+    }
+}
+
+impl Handler<AddCandidate> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: AddCandidate, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.add_candidate(msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<UpdateCandidate> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: UpdateCandidate, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.update_candidate(msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<RemoveCandidate> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: RemoveCandidate, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.remove_candidate(&msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<SetLimits> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: SetLimits, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.set_limits(msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
+    }
+}
+
+impl Handler<SetConfig> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: SetConfig, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.set_config(msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        self.arm_tick(ctx);
+        result
+    }
+}
+
+impl Handler<GetState> for Coordinator {
+    type Result = MessageResult<GetState>;
+
+    fn handle(&mut self, _: GetState, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(State::read(
+            &self.core,
+            self.ledger.len(),
+            self.shell,
+            self.subscribers.len(),
+        ))
+    }
+}
+
+impl Handler<Explain> for Coordinator {
+    type Result = Result<DecisionRecord, Error>;
+
+    fn handle(&mut self, msg: Explain, _: &mut Context<Self>) -> Self::Result {
+        let result = self.core.explain(&msg.0, Instant::now());
+        self.counted(result)
+    }
+}
+
+impl Handler<Subscribe> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
+        self.subscribers.add_actor(msg.subscriber, msg.rate);
+        self.core.set_record_rate(self.subscribers.core_rate());
+    }
+}
+
+impl Handler<SubscribeChannel> for Coordinator {
+    type Result = MessageResult<SubscribeChannel>;
+
+    fn handle(&mut self, msg: SubscribeChannel, _: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = mpsc::channel::<DecisionRecord>(msg.capacity.max(1));
+        self.subscribers.add_channel(tx, msg.rate);
+        self.core.set_record_rate(self.subscribers.core_rate());
+        MessageResult(rx)
+    }
+}
+
+impl Handler<Stop> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}

@@ -1,0 +1,218 @@
+//! The messages the [`Coordinator`](super::Coordinator) handles.
+//!
+//! Workers send [`Ready`], [`Report`] and [`Done`] (the last two usually through their
+//! [`Permit`](super::Permit)); operators send the candidate, limit and config messages;
+//! observers send [`GetState`], [`Explain`] and the subscriptions.
+
+use std::fmt;
+
+use actix::{Message, Recipient};
+use tokio::sync::{mpsc, oneshot};
+
+use super::permit::Answer;
+use super::state::State;
+use crate::core::{
+    AttemptId, CandidateId, CandidateInfo, Limits, Next, Outcome, Request, RequestId,
+};
+use crate::decision::DecisionRecord;
+use crate::error::Error;
+use crate::score::Config;
+
+/// Where the answers to a request go.
+pub(crate) enum Reply {
+    /// A worker actor: every answer of the request.
+    Worker(Recipient<Answer>),
+    /// An `acquire` call: exactly one answer; `None` once it was sent.
+    Once(Option<oneshot::Sender<Answer>>),
+}
+
+impl Reply {
+    /// Whether nobody is listening any more.
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Reply::Worker(r) => !r.connected(),
+            Reply::Once(Some(tx)) => tx.is_closed(),
+            Reply::Once(None) => true,
+        }
+    }
+
+    /// Whether it can take more than one answer.
+    pub(crate) fn is_single(&self) -> bool {
+        matches!(self, Reply::Once(_))
+    }
+
+    /// Delivers an answer; gives it back if nobody is listening.
+    pub(crate) fn deliver(&mut self, answer: Answer) -> Result<(), Answer> {
+        match self {
+            Reply::Worker(r) if r.connected() => {
+                // Queued even when the worker's mailbox is full: a grant must not be lost. If
+                // the worker stops before reading it, the permit is dropped with its mailbox
+                // and releases the slot.
+                r.do_send(answer);
+                Ok(())
+            }
+            Reply::Worker(_) => Err(answer),
+            Reply::Once(tx) => match tx.take() {
+                Some(tx) => tx.send(answer),
+                None => Err(answer),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Worker(_) => f.write_str("Worker"),
+            Reply::Once(tx) => write!(f, "Once(open: {})", tx.is_some()),
+        }
+    }
+}
+
+/// A worker wants a slot for `request`. The answer (or answers, with parallelism) arrive at the
+/// worker's `Recipient<Answer>`; the handler returns the request's id, or an error if the
+/// request is malformed (nothing is queued then).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<RequestId, Error>")]
+pub struct Ready {
+    /// What the worker wants.
+    pub request: Request,
+    pub(crate) reply: Reply,
+}
+
+impl Ready {
+    /// A request whose answers go to `worker`.
+    pub fn new(request: Request, worker: Recipient<Answer>) -> Self {
+        Ready {
+            request,
+            reply: Reply::Worker(worker),
+        }
+    }
+}
+
+/// What happened in an attempt (usually sent by [`Permit::report`](super::Permit::report)).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Report {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// An attempt's slot is free (usually sent by [`Permit::done`](super::Permit::done)).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct Done {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// What the request does next.
+    pub next: Next,
+}
+
+/// A permit was dropped without `Done`.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub(crate) struct Dropped {
+    pub(crate) attempt: AttemptId,
+}
+
+/// Cancels a request: its waiting asks are answered with
+/// [`Rejection::Cancelled`](crate::Rejection::Cancelled); running attempts run to their end.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), Error>")]
+pub struct Cancel {
+    /// The request.
+    pub request: RequestId,
+}
+
+/// Asks for one more attempt for a request kept open with [`Next::Keep`].
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), Error>")]
+pub struct Reask {
+    /// The request.
+    pub request: RequestId,
+}
+
+/// Closes a request kept open with [`Next::Keep`], dropping its waiting asks silently.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), Error>")]
+pub struct Finish {
+    /// The request.
+    pub request: RequestId,
+}
+
+/// Adds a candidate; waiting requests may be granted at once.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct AddCandidate(pub CandidateInfo);
+
+/// Replaces a candidate's static info; its statistics are kept.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct UpdateCandidate(pub CandidateInfo);
+
+/// Removes a candidate; its running attempts finish, it is never granted again.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct RemoveCandidate(pub CandidateId);
+
+/// Changes the limits; raising one grants at once.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), Error>")]
+pub struct SetLimits(pub Limits);
+
+/// Replaces the scoring config (hot reload). An invalid config is refused and the old one
+/// stays; statistics, waiting requests and attempts are kept.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct SetConfig(pub Config);
+
+/// Asks for a snapshot of the coordinator's state.
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "State")]
+pub struct GetState;
+
+/// A dry run: what a draw for this request would do now, without granting anything.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<DecisionRecord, Error>")]
+pub struct Explain(pub Request);
+
+/// One decision record, delivered to subscribers.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Decision(pub DecisionRecord);
+
+/// Subscribes an actor to decision records.
+///
+/// `rate` is the share of decisions to receive (0 to 1; out-of-range values are clamped).
+/// Delivery never blocks the coordinator: a record the subscriber's full mailbox cannot take is
+/// dropped and counted. A subscriber whose mailbox closes is removed.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Subscribe {
+    /// Where records go.
+    pub subscriber: Recipient<Decision>,
+    /// The share of decisions to receive.
+    pub rate: f64,
+}
+
+/// Subscribes a tokio channel to decision records and returns its receiver.
+///
+/// `capacity` bounds the channel (at least 1); records a full channel cannot take are dropped
+/// and counted. Dropping the receiver ends the subscription.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "mpsc::Receiver<DecisionRecord>")]
+pub struct SubscribeChannel {
+    /// The share of decisions to receive (0 to 1).
+    pub rate: f64,
+    /// The channel's capacity.
+    pub capacity: usize,
+}
+
+/// Stops the coordinator. Waiting workers are answered with
+/// [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted); permits still
+/// out become inert.
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "()")]
+pub struct Stop;

@@ -1,0 +1,122 @@
+//! What a worker receives: an [`Answer`], and with a grant the [`Permit`] that owns the slot.
+
+use std::fmt;
+
+use actix::{Addr, Message};
+
+use super::messages::{Done, Dropped, Report};
+use super::Coordinator;
+use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
+use crate::error::Rejection;
+
+/// The coordinator's answer to a [`Ready`](super::Ready): a slot or a reason why not.
+///
+/// A request with parallelism `n` receives up to `n` answers, one per attempt.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum Answer {
+    /// A slot: run the attempt against [`Permit::candidate`], then report and release it.
+    Granted(Permit),
+    /// No slot, and none will come for this ask.
+    Rejected {
+        /// The request.
+        request: RequestId,
+        /// Why.
+        reason: Rejection,
+    },
+}
+
+/// Permission to run one attempt against one candidate.
+///
+/// Report what happened with [`Permit::report`] and release the slot with [`Permit::done`].
+/// Dropping a permit without `done` releases the slot as [`Next::Finish`]; if nothing was
+/// reported the attempt leaves no trace in the statistics (as a cancelled attempt).
+/// That is what makes a crashed or stopped worker harmless: its permit is dropped with it.
+pub struct Permit {
+    grant: Grant,
+    /// `None` once the slot has been released (or taken back before delivery).
+    coordinator: Option<Addr<Coordinator>>,
+}
+
+impl Permit {
+    pub(crate) fn new(grant: Grant, coordinator: Addr<Coordinator>) -> Self {
+        Permit {
+            grant,
+            coordinator: Some(coordinator),
+        }
+    }
+
+    /// Where to run the attempt.
+    pub fn candidate(&self) -> &CandidateId {
+        &self.grant.candidate
+    }
+
+    /// The attempt's id.
+    pub fn attempt(&self) -> AttemptId {
+        self.grant.attempt
+    }
+
+    /// The request served.
+    pub fn request(&self) -> RequestId {
+        self.grant.request
+    }
+
+    /// Everything about the grant: probability, how it was chosen, how long it waited.
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    /// Reports the attempt's outcome; the statistics learn from it. Only the first report of
+    /// an attempt counts (later ones are counted as strays by the coordinator and ignored).
+    pub fn report(&mut self, outcome: Outcome) {
+        if let Some(addr) = &self.coordinator {
+            addr.do_send(Report {
+                attempt: self.grant.attempt,
+                outcome,
+            });
+        }
+    }
+
+    /// Releases the slot and says what the request does next.
+    ///
+    /// [`Next::Retry`] asks for another attempt (excluding every candidate tried); the grant
+    /// arrives as a new [`Answer`] at the worker that sent the `Ready`. A permit from
+    /// [`CoordinatorHandle::acquire`](super::CoordinatorHandle::acquire) has nowhere to deliver
+    /// a second answer, so for it every `next` acts as [`Next::Finish`]: acquire again instead.
+    pub fn done(mut self, next: Next) {
+        if let Some(addr) = self.coordinator.take() {
+            addr.do_send(Done {
+                attempt: self.grant.attempt,
+                next,
+            });
+        }
+    }
+
+    /// Disarms the drop release: the coordinator has already taken the slot back.
+    pub(crate) fn disarm(mut self) -> AttemptId {
+        self.coordinator = None;
+        self.grant.attempt
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(addr) = self.coordinator.take() {
+            // Fails silently if the coordinator is gone, and then there is no slot to free.
+            addr.do_send(Dropped {
+                attempt: self.grant.attempt,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("attempt", &self.grant.attempt)
+            .field("request", &self.grant.request)
+            .field("candidate", &self.grant.candidate)
+            .field("released", &self.coordinator.is_none())
+            .finish()
+    }
+}

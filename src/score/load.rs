@@ -1,0 +1,353 @@
+//! Reading a [`Config`] from TOML or JSON: a preset overlaid with the file's fields, every
+//! problem collected with its field path before anything is refused.
+//!
+//! Serde alone stops at the first bad field and often does not say which one ("invalid type:
+//! string, expected f64"), so the document is first checked against the shape of a fully
+//! populated config; only what passes is deserialised, then [`Config::validate`] checks values.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::config::Config;
+
+/// Fields that may be absent or `null` (each is an `Option` in [`Config`]).
+const OPTIONAL: [&str; 5] = [
+    "preset",
+    "ema.half_life_s",
+    "price.max",
+    "perf.region",
+    "perf.min_score",
+];
+
+/// Fields whose value is one of a fixed set of strings.
+const CHOICES: [(&str, &[&str]); 1] = [("mode", &["sum", "mixture"])];
+
+/// Whole-number fields stored in 32 bits (the others take any `u64`).
+const U32_FIELDS: [&str; 3] = [
+    "window.buckets",
+    "window.min_samples",
+    "ejection.consecutive_failures",
+];
+
+/// Fields that are maps from a free-form key to a number.
+const NUMBER_MAPS: [&str; 1] = ["tag_weights"];
+
+impl Config {
+    /// Parses TOML; `preset = "..."` starts from that preset and the file overrides fields.
+    /// Reports every problem (unknown field, wrong type, bad value) with its field path.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let doc: toml::Value =
+            toml::from_str(text).map_err(|e| ConfigError::single("", e.to_string().trim_end()))?;
+        let mut problems = Vec::new();
+        let json = toml_to_json(doc, "", &mut problems);
+        Self::from_document(json, problems)
+    }
+
+    /// Parses JSON; `"preset": "..."` starts from that preset. Reports every problem at once.
+    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        let json: Value = serde_json::from_str(text).map_err(|e| ConfigError::single("", e))?;
+        Self::from_document(json, Vec::new())
+    }
+
+    /// Builds from an already parsed document (the JSON data model), as the file loaders do.
+    pub fn from_json_value(json: Value) -> Result<Self, ConfigError> {
+        Self::from_document(json, Vec::new())
+    }
+
+    /// Loads a `.json` file, or a TOML file (any other extension).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
+        let parsed = if path.extension().is_some_and(|e| e == "json") {
+            Self::from_json_str(&text)
+        } else {
+            Self::from_toml_str(&text)
+        };
+        parsed.map_err(|e| e.in_file(path))
+    }
+
+    fn from_document(mut doc: Value, mut problems: Vec<Problem>) -> Result<Self, ConfigError> {
+        let Value::Object(fields) = &mut doc else {
+            return Err(ConfigError::single(
+                "",
+                "a config must be a table of fields",
+            ));
+        };
+        let base = match fields.get("preset") {
+            None | Some(Value::Null) => Config::default(),
+            Some(Value::String(name)) => match Config::preset(name) {
+                Ok(c) => c,
+                Err(e) => {
+                    problems.extend(e.problems);
+                    fields.remove("preset");
+                    Config::default()
+                }
+            },
+            Some(_) => {
+                problems.push(Problem::new("preset", "must be a string naming a preset"));
+                fields.remove("preset");
+                Config::default()
+            }
+        };
+        let shape = to_json(&Config::shape());
+        check_shape(&shape, fields, "", &mut problems);
+        let mut merged = to_json(&base);
+        merge(&mut merged, doc);
+        match serde_json::from_value::<Config>(merged) {
+            Ok(config) => {
+                if let Err(e) = config.validate() {
+                    problems.extend(e.problems);
+                }
+                if problems.is_empty() {
+                    Ok(config)
+                } else {
+                    Err(ConfigError { problems })
+                }
+            }
+            Err(e) => {
+                // Shape checking removed every field it could name; what is left (a number
+                // too large for its integer field) is reported as serde says it.
+                problems.push(Problem::new("", e));
+                Err(ConfigError { problems })
+            }
+        }
+    }
+
+    /// A config with every optional field present, so its JSON form shows every field's type.
+    fn shape() -> Config {
+        let mut c = Config {
+            preset: Some(String::new()),
+            ..Config::default()
+        };
+        c.ema.half_life_s = Some(1.0);
+        c.price.max = Some(1.0);
+        c.perf.region = Some(String::new());
+        c.perf.min_score = Some(1.0);
+        c
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Value {
+    // Config holds only numbers, strings, bools and maps with string keys: it always converts.
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Converts TOML to JSON, reporting what JSON cannot hold (NaN, infinities, dates) by path and
+/// leaving it out.
+fn toml_to_json(v: toml::Value, path: &str, problems: &mut Vec<Problem>) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => match serde_json::Number::from_f64(f) {
+            Some(n) => Value::Number(n),
+            None => {
+                let what = if f.is_nan() { "is NaN" } else { "is infinite" };
+                problems.push(Problem::new(path, what));
+                Value::Null
+            }
+        },
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => {
+            problems.push(Problem::new(path, format!("is a date ({d}), not a value")));
+            Value::Null
+        }
+        toml::Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| toml_to_json(x, &format!("{path}[{i}]"), problems))
+                .collect(),
+        ),
+        toml::Value::Table(t) => {
+            let mut out = Map::new();
+            for (k, x) in t {
+                let p = join(path, &k);
+                let before = problems.len();
+                let x = toml_to_json(x, &p, problems);
+                // A value already reported is dropped so it is not reported twice.
+                if problems.len() == before || !x.is_null() {
+                    out.insert(k, x);
+                }
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+/// Checks `doc` against `shape` (a fully populated config), reports each unknown field and each
+/// value of the wrong type by path, and removes them so the rest can still be read.
+fn check_shape(shape: &Value, doc: &mut Map<String, Value>, path: &str, out: &mut Vec<Problem>) {
+    let Value::Object(shape) = shape else { return };
+    let mut bad = Vec::new();
+    for (key, value) in doc.iter_mut() {
+        let p = join(path, key);
+        let Some(expected) = shape.get(key) else {
+            let known: Vec<&str> = shape.keys().map(String::as_str).collect();
+            out.push(Problem::new(
+                &p,
+                format!("unknown field; expected one of {}", known.join(", ")),
+            ));
+            bad.push(key.clone());
+            continue;
+        };
+        let problem = if value.is_null() {
+            (!OPTIONAL.contains(&p.as_str())).then(|| "must not be null".to_string())
+        } else if NUMBER_MAPS.contains(&p.as_str()) {
+            match value {
+                Value::Object(m) => {
+                    let mut wrong = Vec::new();
+                    for (k, v) in m.iter() {
+                        if !v.is_number() {
+                            out.push(Problem::new(&join(&p, k), "must be a number"));
+                            wrong.push(k.clone());
+                        }
+                    }
+                    for k in wrong {
+                        m.remove(&k);
+                    }
+                    None
+                }
+                _ => Some("must be a table of numbers".to_string()),
+            }
+        } else {
+            match (expected, &mut *value) {
+                (Value::Object(_), Value::Object(inner)) => {
+                    check_shape(expected, inner, &p, out);
+                    None
+                }
+                (Value::Object(_), _) => Some("must be a table".to_string()),
+                (Value::Number(n), Value::Number(v)) if n.is_u64() => {
+                    let max = if U32_FIELDS.contains(&p.as_str()) {
+                        u64::from(u32::MAX)
+                    } else {
+                        u64::MAX
+                    };
+                    match v.as_u64() {
+                        Some(x) if x <= max => None,
+                        _ => Some(format!("must be a whole number from 0 to {max}, got {v}")),
+                    }
+                }
+                (Value::Number(_), Value::Number(_)) => None,
+                (Value::Number(_), _) => Some("must be a number".to_string()),
+                (Value::Bool(_), Value::Bool(_)) => None,
+                (Value::Bool(_), _) => Some("must be true or false".to_string()),
+                (Value::String(_), Value::String(s)) => CHOICES
+                    .iter()
+                    .find(|(field, _)| *field == p)
+                    .filter(|(_, allowed)| !allowed.contains(&s.as_str()))
+                    .map(|(_, allowed)| {
+                        format!(
+                            "unknown value `{s}`; expected one of {}",
+                            allowed.join(", ")
+                        )
+                    }),
+                (Value::String(_), _) => Some("must be a string".to_string()),
+                _ => None,
+            }
+        };
+        if let Some(message) = problem {
+            out.push(Problem::new(&p, message));
+            bad.push(key.clone());
+        }
+    }
+    for key in bad {
+        doc.remove(&key);
+    }
+}
+
+/// Overlays `patch` onto `base`, table by table.
+fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                match b.get_mut(&k) {
+                    // A map of free-form keys (tag weights) is replaced, not merged: a file
+                    // that lists its tags means exactly those.
+                    Some(slot)
+                        if slot.is_object()
+                            && v.is_object()
+                            && !NUMBER_MAPS.contains(&k.as_str()) =>
+                    {
+                        merge(slot, v)
+                    }
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, p) => *b = p,
+    }
+}
+
+/// One thing wrong with a config, with its field path.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    /// The field path, e.g. `ema.alpha` (empty for the whole document).
+    pub path: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(path: &str, message: impl fmt::Display) -> Self {
+        Problem {
+            path: path.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Every problem found in a config, each with its field path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    /// The problems, in document order where there is one.
+    pub problems: Vec<Problem>,
+}
+
+impl ConfigError {
+    pub(crate) fn single(path: &str, message: impl fmt::Display) -> Self {
+        ConfigError {
+            problems: vec![Problem::new(path, message)],
+        }
+    }
+
+    fn in_file(mut self, path: &Path) -> Self {
+        for p in &mut self.problems {
+            p.message = format!("{} (in {})", p.message, path.display());
+        }
+        self
+    }
+
+    /// The field paths with problems.
+    pub fn paths(&self) -> Vec<&str> {
+        self.problems.iter().map(|p| p.path.as_str()).collect()
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config:")?;
+        for p in &self.problems {
+            if p.path.is_empty() {
+                write!(f, "\n  - {}", p.message)?;
+            } else {
+                write!(f, "\n  - {}: {}", p.path, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,238 @@
+//! Unit tests of the model's arithmetic: component formulas, channel masses, outcome rules,
+//! ejection lengths, and config validation paths.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::core::{CandidateInfo, FailureClass, Outcome};
+
+fn ctx(overall: Overall) -> ScoreContext {
+    ScoreContext {
+        overall,
+        now_s: 0.0,
+        bucket: 0,
+        stake_total: 0.0,
+        in_flight: 0,
+        limit: u32::MAX,
+    }
+}
+
+fn model(config: Config) -> ScoreModel {
+    ScoreModel::new(config).expect("valid config")
+}
+
+#[test]
+fn relative_components_follow_their_curves() {
+    let m = model(Config::lassie());
+    let overall = Overall {
+        connect_ms: Some(100.0),
+        ttfb_ms: Some(200.0),
+        bandwidth_bps: Some(1e6),
+    };
+    let stats = Stats {
+        connect_ms: Some(50.0),
+        ttfb_ms: Some(400.0),
+        bandwidth_bps: Some(2e6),
+        ..Stats::default()
+    };
+    let c = m.components(&CandidateInfo::new("a"), 0.0, &stats, &ctx(overall));
+    assert!((c.connect - (-0.5f64).exp()).abs() < 1e-12);
+    assert!((c.ttfb - (-2.0f64).exp()).abs() < 1e-12);
+    // Twice the average bandwidth scores higher than the average: 1 - e^-2 > 1 - e^-1.
+    assert!((c.bandwidth - (1.0 - (-2.0f64).exp())).abs() < 1e-12);
+    // Without own data a candidate sits at the average.
+    let unknown = m.components(
+        &CandidateInfo::new("b"),
+        0.0,
+        &Stats::default(),
+        &ctx(overall),
+    );
+    assert!((unknown.connect - (-1.0f64).exp()).abs() < 1e-12);
+    assert!((unknown.bandwidth - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+    assert_eq!(unknown.success, 1.0);
+}
+
+#[test]
+fn static_components() {
+    let mut config = Config::livepeer();
+    config.tag_weights = BTreeMap::from([("verified".into(), 3.0), ("fast-retrieval".into(), 1.0)]);
+    let m = model(config);
+    let info = CandidateInfo::new("a")
+        .with_stake(30.0)
+        .with_price(200.0)
+        .with_tag("verified");
+    let tags = m.tag_component(&info);
+    assert_eq!(tags, 0.75);
+    let mut cx = ctx(Overall::default());
+    cx.stake_total = 120.0;
+    cx.in_flight = 1;
+    cx.limit = 4;
+    let c = m.components(&info, tags, &Stats::default(), &cx);
+    assert_eq!(c.stake, 0.25);
+    assert!((c.price - (-2.0f64).exp()).abs() < 1e-12);
+    assert_eq!(c.load, 0.75);
+    assert_eq!(c.uniform, 1.0);
+    // The tag weights enter the sum mode score undivided: 0.75 * (3 + 1) = 3.
+    let mut sum = Config::lassie();
+    sum.tag_weights = BTreeMap::from([("verified".into(), 3.0), ("fast-retrieval".into(), 1.0)]);
+    let m = model(sum);
+    let only_tags = Components {
+        tags,
+        ..Components::default()
+    };
+    assert_eq!(m.score(&only_tags), 3.0);
+}
+
+#[test]
+fn channel_masses_carry_the_floor_and_the_weights() {
+    let mut c = Config::livepeer();
+    c.weights.stake = 0.3;
+    c.weights.price = 0.5;
+    c.weights.uniform = 0.2;
+    c.floor = 0.1;
+    let m = model(c);
+    let masses: Vec<(ChannelKind, f64)> =
+        m.channels().iter().map(|ch| (ch.kind, ch.mass)).collect();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    assert_eq!(masses.len(), 3);
+    assert!(close(masses[0].1, 0.9 * 0.3) && close(masses[1].1, 0.9 * 0.5));
+    // The uniform channel takes the floor and the uniform weight's share.
+    assert_eq!(masses[2].0, ChannelKind::Uniform);
+    assert!(close(masses[2].1, 0.1 + 0.9 * 0.2));
+    let total: f64 = masses.iter().map(|m| m.1).sum();
+    assert!(close(total, 1.0));
+
+    let mut s = Config::lassie();
+    s.floor = 0.05;
+    let m = model(s);
+    let kinds: Vec<_> = m.channels().iter().map(|ch| (ch.kind, ch.mass)).collect();
+    assert_eq!(
+        kinds,
+        [(ChannelKind::SumScore, 0.95), (ChannelKind::Uniform, 0.05)]
+    );
+}
+
+#[test]
+fn outcomes_feed_the_statistics_by_class() {
+    let mut c = Config::default();
+    c.ema.alpha = 0.5;
+    c.ema.success_prior = 1.0;
+    c.ema.first_sample_replaces_prior = false;
+    c.ejection.enabled = true;
+    c.ejection.consecutive_failures = 2;
+    let m = model(c);
+    let mut stats = Stats::default();
+    let mut overall = Overall::default();
+    let fail = |class| Outcome::failure(class);
+    assert!(!m.observe(
+        &mut stats,
+        &mut overall,
+        &fail(FailureClass::Cancelled),
+        0.0,
+        5
+    ));
+    assert_eq!(stats, Stats::default(), "cancelled counts nowhere");
+    assert!(!m.observe(
+        &mut stats,
+        &mut overall,
+        &fail(FailureClass::Overload),
+        0.0,
+        5
+    ));
+    assert_eq!(stats.success, Some(0.5));
+    assert_eq!(stats.window.counts(5, 10), (1, 1));
+    // The second failure in a row asks for an ejection.
+    assert!(m.observe(
+        &mut stats,
+        &mut overall,
+        &fail(FailureClass::Timeout),
+        0.0,
+        5
+    ));
+    assert_eq!(stats.window.counts(5, 10), (1, 2));
+    assert_eq!(stats.success, Some(0.25));
+    // An application error is a normal result: a success that ends the streak.
+    assert!(!m.observe(
+        &mut stats,
+        &mut overall,
+        &fail(FailureClass::Application),
+        0.0,
+        5
+    ));
+    assert_eq!(
+        (stats.success, stats.consecutive_failures),
+        (Some(0.625), 0)
+    );
+    assert_eq!((stats.attempts, stats.successes), (3, 1));
+    // Timings come only with successes; bandwidth is bytes per second.
+    m.observe(
+        &mut stats,
+        &mut overall,
+        &Outcome::success_with(10.0, 20.0, 500, 250.0),
+        0.0,
+        5,
+    );
+    assert_eq!(
+        (stats.connect_ms, stats.ttfb_ms, stats.bandwidth_bps),
+        (Some(10.0), Some(20.0), Some(2000.0))
+    );
+    assert_eq!(overall.connect_ms, Some(10.0));
+    // A zero-length attempt says nothing about bandwidth.
+    m.observe(
+        &mut stats,
+        &mut overall,
+        &Outcome::success_with(10.0, 20.0, 500, 0.0),
+        0.0,
+        5,
+    );
+    assert_eq!(stats.bandwidth_bps, Some(2000.0));
+}
+
+#[test]
+fn ejections_grow_linearly_and_are_capped() {
+    let mut c = Config::default();
+    c.ejection.base_s = 30.0;
+    c.ejection.max_s = 100.0;
+    let m = model(c);
+    let mut stats = Stats::default();
+    let mut ends = Vec::new();
+    for _ in 0..5 {
+        m.eject(&mut stats, 0.0);
+        ends.push(stats.ejected_until_s.unwrap());
+    }
+    assert_eq!(ends, [30.0, 60.0, 90.0, 100.0, 100.0]);
+    assert_eq!(stats.consecutive_failures, 0);
+}
+
+#[test]
+fn validation_reports_every_problem_with_its_path() {
+    let mut c = Config::default();
+    c.weights.success = f64::NAN;
+    c.weights.connect = -1.0;
+    c.ema.alpha = 0.0;
+    c.ema.overall_alpha = 1.5;
+    c.floor = 2.0;
+    c.window.buckets = 17;
+    c.ejection.max_s = 1.0;
+    c.refresh_ms = 0;
+    c.tag_weights.insert("verified".into(), f64::INFINITY);
+    let err = c.validate().unwrap_err();
+    assert_eq!(
+        err.paths(),
+        [
+            "weights.success",
+            "weights.connect",
+            "tag_weights.verified",
+            "ema.alpha",
+            "ema.overall_alpha",
+            "floor",
+            "window.buckets",
+            "ejection.max_s",
+            "refresh_ms",
+        ],
+        "{err}"
+    );
+    for preset in PRESETS {
+        Config::preset(preset).unwrap().validate().unwrap();
+    }
+}

@@ -1,0 +1,661 @@
+//! The coordinator actor in a real actix System: grants, permits, taken-back grants, stray
+//! messages, state, run-time limits, records, and the async handle.
+
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use selection_coordinator::actor::{
+    AcquireError, Answer, Coordinator, CoordinatorHandle, Decision, Done, GetState, Permit, Ready,
+    Report, SetConfig, SetLimits, State, Stop, Subscribe,
+};
+use selection_coordinator::{
+    CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
+};
+use tokio::sync::mpsc;
+
+/// A worker that hands every answer to the test, which then plays the worker's part.
+struct Probe {
+    answers: mpsc::UnboundedSender<Answer>,
+}
+
+impl Actor for Probe {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Probe {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+        let _ = self.answers.send(answer);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StopProbe;
+
+impl Handler<StopProbe> for Probe {
+    type Result = ();
+    fn handle(&mut self, _: StopProbe, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Probe { answers: tx }.start(), rx)
+}
+
+fn coordinator(candidates: &[&str], limits: Limits) -> Addr<Coordinator> {
+    let mut c = Coordinator::with_seed(Config::default(), limits, 11).unwrap();
+    for id in candidates {
+        c = c.with_candidate(CandidateInfo::new(*id)).unwrap();
+    }
+    c.start()
+}
+
+fn global(n: u32) -> Limits {
+    Limits {
+        global: n,
+        ..Limits::default()
+    }
+}
+
+async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("no answer within 5 s")
+        .expect("probe gone")
+}
+
+async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
+    match next_answer(rx).await {
+        Answer::Granted(p) => p,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+/// Nothing arrives within a short while (what a waiting request looks like).
+async fn assert_quiet(rx: &mut mpsc::UnboundedReceiver<Answer>) {
+    let got = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
+    assert!(got.is_err(), "expected no answer, got {:?}", got.unwrap());
+}
+
+async fn state(c: &Addr<Coordinator>) -> State {
+    let s = c.send(GetState).await.unwrap();
+    assert_eq!(
+        s.tracked_requests, s.open_requests,
+        "the actor's replies and the core's open requests disagree"
+    );
+    s
+}
+
+async fn ready(c: &Addr<Coordinator>, w: &Addr<Probe>, request: Request) {
+    c.send(Ready::new(request, w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[actix::test]
+async fn grant_outcome_done_flow() {
+    let c = coordinator(&["a", "b"], global(1));
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    ready(&c, &w, Request::any()).await;
+    let mut first = next_permit(&mut rx).await;
+    assert_quiet(&mut rx).await;
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.waiting), (1, 1));
+
+    let chosen = first.candidate().clone();
+    first.report(Outcome::success_with(10.0, 20.0, 1000, 30.0));
+    first.done(Next::Finish);
+    let second = next_permit(&mut rx).await;
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.waiting), (1, 0));
+    let learned = s.candidate(chosen.as_str()).unwrap();
+    assert_eq!(learned.stats.attempts, 1);
+    assert_eq!(learned.stats.connect_ms, Some(10.0));
+    assert_eq!(s.counters.decisions, 2);
+
+    second.done(Next::Finish);
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+    assert_eq!(s.shell.errors(), 0);
+}
+
+#[actix::test]
+async fn dropping_a_permit_frees_the_slot_without_statistics() {
+    let c = coordinator(&["a"], global(1));
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    ready(&c, &w, Request::any()).await;
+    let first = next_permit(&mut rx).await;
+    assert_quiet(&mut rx).await;
+    drop(first);
+    let second = next_permit(&mut rx).await;
+    let s = state(&c).await;
+    assert_eq!(s.shell.permits_dropped, 1);
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 0);
+    assert_eq!(s.in_flight, 1);
+    drop(second);
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.shell.permits_dropped), (0, 2));
+}
+
+#[actix::test]
+async fn grant_to_a_closed_mailbox_goes_to_the_next_worker() {
+    let c = coordinator(&["a", "b"], global(1));
+    let (holder, mut holder_rx) = probe();
+    let (gone, mut gone_rx) = probe();
+    let (next, mut next_rx) = probe();
+    ready(&c, &holder, Request::any()).await;
+    let held = next_permit(&mut holder_rx).await;
+    ready(&c, &gone, Request::any()).await;
+    ready(&c, &next, Request::any()).await;
+
+    // The worker that asked first stops while it waits.
+    let gone_recipient = gone.clone().recipient::<Answer>();
+    gone.send(StopProbe).await.unwrap();
+    while gone_recipient.connected() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    held.done(Next::Finish);
+    let granted = next_permit(&mut next_rx).await;
+    let s = state(&c).await;
+    assert_eq!(s.shell.taken_back, 1);
+    assert_eq!(s.counters.decisions, 3, "holder, taken back, next");
+    assert_eq!((s.in_flight, s.waiting), (1, 0));
+    assert!(gone_rx.try_recv().is_err());
+    drop(granted);
+}
+
+#[actix::test]
+async fn stray_messages_are_counted_not_fatal() {
+    let c = coordinator(&["a"], global(1));
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let mut p = next_permit(&mut rx).await;
+    let attempt = p.attempt();
+    p.report(Outcome::success());
+    p.report(Outcome::success()); // second report of the same attempt
+    p.done(Next::Finish);
+    // A second Done and a report after the attempt ended.
+    c.send(Done {
+        attempt,
+        next: Next::Finish,
+    })
+    .await
+    .unwrap();
+    c.send(Report {
+        attempt,
+        outcome: Outcome::success(),
+    })
+    .await
+    .unwrap();
+    let s = state(&c).await;
+    assert_eq!(s.shell.duplicate_outcome, 1);
+    assert_eq!(s.shell.unknown_attempt, 2);
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 1);
+    assert_eq!(s.in_flight, 0);
+
+    // Malformed input gets a typed error and the coordinator keeps serving.
+    let bad = c
+        .send(Ready::new(Request::only(["nope"]), w.clone().recipient()))
+        .await
+        .unwrap();
+    assert_eq!(bad, Err(Error::UnknownCandidate("nope".into())));
+    ready(&c, &w, Request::any()).await;
+    drop(next_permit(&mut rx).await);
+    assert_eq!(state(&c).await.shell.invalid_input, 1);
+}
+
+#[actix::test]
+async fn state_reflects_in_flight_per_candidate() {
+    let c = coordinator(&["a", "b", "c"], Limits::default());
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any().with_parallelism(3)).await;
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        permits.push(next_permit(&mut rx).await);
+    }
+    let s = state(&c).await;
+    assert_eq!(s.in_flight, 3);
+    // Parallel attempts of one request go to different candidates.
+    for cand in &s.candidates {
+        assert_eq!(cand.in_flight, 1, "{}", cand.info.id);
+    }
+    assert_eq!(s.open_requests, 1);
+    permits.pop();
+    let s = state(&c).await;
+    assert_eq!(s.in_flight, 2);
+    permits.clear();
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.open_requests), (0, 0));
+}
+
+#[actix::test]
+async fn raising_a_limit_grants_at_once() {
+    let c = coordinator(&["a", "b"], global(1));
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    ready(&c, &w, Request::any()).await;
+    let held = next_permit(&mut rx).await;
+    assert_quiet(&mut rx).await;
+    c.send(SetLimits(global(2))).await.unwrap().unwrap();
+    let second = next_permit(&mut rx).await;
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.waiting, s.limits.global), (2, 0, 2));
+    // An invalid limit is refused and counted; the old one stays.
+    let refused = c.send(SetLimits(global(0))).await.unwrap();
+    assert!(matches!(refused, Err(Error::InvalidLimits(_))));
+    let s = state(&c).await;
+    assert_eq!((s.limits.global, s.shell.invalid_input), (2, 1));
+    drop((held, second));
+}
+
+#[actix::test]
+async fn retry_asks_again_excluding_the_tried_candidate() {
+    let c = coordinator(&["a", "b"], Limits::default());
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let mut first = next_permit(&mut rx).await;
+    let tried = first.candidate().clone();
+    let request = first.request();
+    first.report(Outcome::failure(
+        selection_coordinator::FailureClass::Transport,
+    ));
+    first.done(Next::Retry);
+    let second = next_permit(&mut rx).await;
+    assert_ne!(second.candidate(), &tried);
+    assert_eq!(second.request(), request, "the same request asks again");
+    second.done(Next::Retry);
+    // Both tried: the retry is rejected.
+    match next_answer(&mut rx).await {
+        Answer::Rejected { reason, .. } => assert_eq!(reason, Rejection::NoEligibleCandidate),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.open_requests), (0, 0));
+}
+
+#[actix::test]
+async fn hot_reload_keeps_statistics_and_refuses_bad_configs() {
+    let c = coordinator(&["a"], Limits::default());
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let mut p = next_permit(&mut rx).await;
+    p.report(Outcome::success());
+    p.done(Next::Finish);
+    c.send(SetConfig(Config::lassie())).await.unwrap().unwrap();
+    let s = state(&c).await;
+    assert_eq!(s.config, Config::lassie());
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 1);
+    let bad = Config {
+        refresh_ms: 0,
+        ..Config::default()
+    };
+    assert!(c.send(SetConfig(bad)).await.unwrap().is_err());
+    assert_eq!(state(&c).await.config, Config::lassie());
+}
+
+#[actix::test]
+async fn lease_reclaims_an_attempt_that_never_reports() {
+    let config = Config {
+        refresh_ms: 5,
+        ..Config::default()
+    };
+    let limits = Limits {
+        global: 1,
+        max_attempt_s: Some(0.02),
+        ..Limits::default()
+    };
+    let c = Coordinator::with_seed(config, limits, 3)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start();
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    ready(&c, &w, Request::any()).await;
+    let stuck = next_permit(&mut rx).await;
+    // The lease frees the slot for the waiter without the first permit's release.
+    let second = next_permit(&mut rx).await;
+    let s = state(&c).await;
+    // At least the first attempt was reclaimed and counted as a timeout (the second may be
+    // too, if this task is slow to get here).
+    assert!(s.counters.reclaimed >= 1);
+    let a = &s.candidate("a").unwrap().stats;
+    assert!(a.attempts >= 1 && a.successes == 0, "{a:?}");
+    drop(stuck); // its release is now a stray
+    drop(second);
+    let s = state(&c).await;
+    assert_eq!(s.in_flight, 0);
+    assert!(s.shell.unknown_attempt >= 1);
+}
+
+#[actix::test]
+async fn deadline_timer_rejects_a_waiting_request() {
+    let c = coordinator(&["a"], global(1));
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let held = next_permit(&mut rx).await;
+    let deadline = Instant::now() + Duration::from_millis(30);
+    ready(&c, &w, Request::any().with_deadline(deadline)).await;
+    match next_answer(&mut rx).await {
+        Answer::Rejected { reason, .. } => assert_eq!(reason, Rejection::DeadlinePassed),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(Instant::now() >= deadline);
+    let s = state(&c).await;
+    assert_eq!((s.waiting, s.in_flight), (0, 1));
+    drop(held);
+}
+
+/// Collects decision records sent to an actor subscriber.
+struct Listener(mpsc::UnboundedSender<Decision>);
+impl Actor for Listener {
+    type Context = Context<Self>;
+}
+impl Handler<Decision> for Listener {
+    type Result = ();
+    fn handle(&mut self, d: Decision, _: &mut Context<Self>) {
+        let _ = self.0.send(d);
+    }
+}
+
+#[actix::test]
+async fn decision_records_reach_actor_and_channel_subscribers() {
+    let handle = Coordinator::with_seed(Config::default(), Limits::default(), 5)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .with_candidate(CandidateInfo::new("b"))
+        .unwrap()
+        .start_handle();
+    let (tx, mut actor_rx) = mpsc::unbounded_channel();
+    let listener = Listener(tx).start();
+    handle
+        .addr()
+        .send(Subscribe {
+            subscriber: listener.recipient(),
+            rate: 1.0,
+        })
+        .await
+        .unwrap();
+    let mut half = handle.subscribe_channel(0.5, 64).await.unwrap();
+    for _ in 0..10 {
+        drop(handle.acquire(Request::any()).await.unwrap());
+    }
+    let s = handle.state().await.unwrap();
+    assert_eq!(s.subscribers, 2);
+    let mut actor_records = 0;
+    while let Ok(Some(d)) = tokio::time::timeout(Duration::from_millis(50), actor_rx.recv()).await {
+        assert_eq!(d.0.candidates.len(), 2);
+        assert!(d.0.winner.is_some());
+        actor_records += 1;
+    }
+    let mut channel_records = 0;
+    while half.try_recv().is_ok() {
+        channel_records += 1;
+    }
+    assert_eq!(actor_records, 10);
+    assert_eq!(channel_records, 5);
+
+    // A dropped receiver ends its subscription.
+    drop(half);
+    drop(handle.acquire(Request::any()).await.unwrap());
+    assert_eq!(handle.state().await.unwrap().subscribers, 1);
+}
+
+#[actix::test]
+async fn handle_acquire_report_and_drop() {
+    let handle = Coordinator::with_seed(Config::default(), global(1), 9)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let mut first = handle.acquire(Request::any()).await.unwrap();
+    assert_eq!(first.candidate().as_str(), "a");
+
+    // A second acquire from another tokio task waits for the slot.
+    let h2 = handle.clone();
+    let waiter = tokio::spawn(async move { h2.acquire(Request::any()).await });
+    while handle.state().await.unwrap().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    first.report(Outcome::success());
+    drop(first);
+    let mut second = waiter.await.unwrap().unwrap();
+    second.report(Outcome::failure(
+        selection_coordinator::FailureClass::Overload,
+    ));
+    // `Retry` from an acquired permit has nowhere to deliver: it finishes the request.
+    second.done(Next::Retry);
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+    let a = s.candidate("a").unwrap();
+    assert_eq!((a.stats.attempts, a.stats.successes), (2, 1));
+
+    // Errors are typed.
+    let invalid = handle.acquire(Request::only(["zzz"])).await.unwrap_err();
+    assert_eq!(
+        invalid,
+        AcquireError::Invalid(Error::UnknownCandidate("zzz".into()))
+    );
+    assert!(matches!(
+        handle.acquire(Request::any().with_parallelism(2)).await,
+        Err(AcquireError::Invalid(Error::InvalidRequest(_)))
+    ));
+    let past = Request::any().with_deadline(Instant::now());
+    assert_eq!(
+        handle.acquire(past).await.unwrap_err(),
+        AcquireError::Rejected(Rejection::DeadlinePassed)
+    );
+}
+
+#[actix::test]
+async fn abandoned_acquire_is_cancelled_and_its_slot_not_lost() {
+    let config = Config {
+        refresh_ms: 5,
+        ..Config::default()
+    };
+    let handle = Coordinator::with_seed(config, global(1), 9)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    // The caller gives up while waiting.
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), handle.acquire(Request::any()));
+    assert!(gave_up.await.is_err());
+    // The next tick notices nobody is listening.
+    let mut s = handle.state().await.unwrap();
+    for _ in 0..500 {
+        if s.waiting == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        s = handle.state().await.unwrap();
+    }
+    assert_eq!(
+        (s.waiting, s.shell.abandoned, s.shell.taken_back),
+        (0, 1, 0)
+    );
+    drop(held);
+    let again = handle.acquire(Request::any()).await.unwrap();
+    assert_eq!(handle.state().await.unwrap().in_flight, 1);
+    drop(again);
+}
+
+#[actix::test]
+async fn stopping_the_coordinator_answers_waiters_and_the_handle() {
+    let c = coordinator(&["a"], global(1));
+    let handle = CoordinatorHandle::new(c.clone());
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let held = next_permit(&mut rx).await;
+    ready(&c, &w, Request::any()).await;
+    c.send(Stop).await.unwrap();
+    match next_answer(&mut rx).await {
+        Answer::Rejected { reason, .. } => assert_eq!(reason, Rejection::CoordinatorRestarted),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    drop(held); // inert: nobody to release to
+    assert_eq!(
+        handle.acquire(Request::any()).await.unwrap_err(),
+        AcquireError::CoordinatorGone(selection_coordinator::actor::CoordinatorGone)
+    );
+}
+
+/// The actor keeps a reply per open request; random sequences of every worker and operator
+/// message must keep it in step with the core's open requests (checked by `state`).
+#[actix::test]
+async fn replies_follow_the_core_under_random_operations() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use selection_coordinator::actor::{Cancel, Finish, Reask};
+
+    let c = coordinator(&["a", "b", "c", "d"], global(3));
+    let (w, mut rx) = probe();
+    let mut rng = SmallRng::seed_from_u64(99);
+    let mut permits: Vec<Permit> = Vec::new();
+    let mut requests = Vec::new();
+    let mut rejected = 0;
+    for _ in 0..400 {
+        while let Ok(answer) = rx.try_recv() {
+            match answer {
+                Answer::Granted(p) => permits.push(p),
+                Answer::Rejected { .. } => rejected += 1,
+            }
+        }
+        match rng.gen_range(0..10) {
+            0..=2 => {
+                let r = Request::any().with_parallelism(rng.gen_range(1..=3));
+                let id = c
+                    .send(Ready::new(r, w.clone().recipient()))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                requests.push(id);
+            }
+            3..=5 if !permits.is_empty() => {
+                let mut p = permits.swap_remove(rng.gen_range(0..permits.len()));
+                if rng.gen_bool(0.5) {
+                    p.report(Outcome::success());
+                }
+                match rng.gen_range(0..4) {
+                    0 => p.done(Next::Finish),
+                    1 => p.done(Next::Retry),
+                    2 => p.done(Next::Keep),
+                    _ => drop(p),
+                }
+            }
+            6 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Cancel { request }).await.unwrap();
+            }
+            7 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Reask { request }).await.unwrap();
+            }
+            8 if !requests.is_empty() => {
+                let request = requests[rng.gen_range(0..requests.len())];
+                let _ = c.send(Finish { request }).await.unwrap();
+            }
+            _ => {
+                let limits = global(rng.gen_range(1..=4));
+                c.send(SetLimits(limits)).await.unwrap().unwrap();
+            }
+        }
+        state(&c).await;
+    }
+    // Wind everything down: the coordinator must end with nothing open.
+    let mut s = state(&c).await;
+    for _ in 0..200 {
+        permits.clear();
+        while let Ok(answer) = rx.try_recv() {
+            drop(answer);
+        }
+        for &request in &requests {
+            let _ = c.send(Cancel { request }).await.unwrap();
+            let _ = c.send(Finish { request }).await.unwrap();
+        }
+        s = state(&c).await;
+        if s.open_requests == 0 && s.in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        (s.open_requests, s.tracked_requests, s.in_flight),
+        (0, 0, 0)
+    );
+    assert!(s.counters.decisions > 100, "{:?}", s.counters);
+    assert!(rejected > 0);
+}
+
+#[actix::test]
+async fn handle_works_from_another_arbiter_thread() {
+    let handle = Coordinator::with_seed(Config::default(), global(1), 4)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    let arbiter = Arbiter::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let remote = handle.clone();
+    arbiter.spawn(async move {
+        // Waits for the slot held on the main thread, then releases its own on this thread.
+        let mut permit = remote.acquire(Request::any()).await.unwrap();
+        permit.report(Outcome::success());
+        let _ = tx.send(std::thread::current().id());
+    });
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while handle.state().await.unwrap().waiting == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await,
+        Ok(())
+    );
+    drop(held);
+    let remote_thread = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(remote_thread, std::thread::current().id());
+    let mut s = handle.state().await.unwrap();
+    while s.in_flight != 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        s = handle.state().await.unwrap();
+    }
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 1);
+    arbiter.stop();
+    arbiter.join().unwrap();
+}
+
+#[actix::test]
+async fn the_same_seed_draws_the_same_candidates() {
+    async fn sequence(seed: u64) -> Vec<String> {
+        let mut c = Coordinator::with_seed(Config::default(), Limits::default(), seed).unwrap();
+        for id in ["a", "b", "c", "d", "e"] {
+            c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+        }
+        let handle = c.start_handle();
+        let mut out = Vec::new();
+        for _ in 0..40 {
+            let p = handle.acquire(Request::any()).await.unwrap();
+            out.push(p.candidate().to_string());
+        }
+        out
+    }
+    let first = sequence(5).await;
+    assert_eq!(first, sequence(5).await);
+    assert_ne!(first, sequence(6).await);
+    let distinct: std::collections::BTreeSet<_> = first.iter().collect();
+    assert!(distinct.len() > 1, "a draw, not a fixed choice: {first:?}");
+}

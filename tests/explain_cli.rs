@@ -1,0 +1,206 @@
+//! `selcoord explain` run as a user would: the Livepeer published case from the example files,
+//! and a bad config whose error names each bad field.
+
+use std::path::Path;
+use std::process::Command;
+
+fn repo(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn selcoord(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(args)
+        .output()
+        .expect("run selcoord")
+}
+
+#[test]
+fn livepeer_published_case_through_the_cli() {
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        &repo("examples/configs/livepeer-case.toml"),
+        "--candidates",
+        &repo("examples/candidates/livepeer-case.toml"),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "selcoord failed: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let candidates = v["candidates"].as_array().expect("candidates list");
+    let want = [("o1", 0.665530), ("o2", 0.331925), ("o3", 0.002545)];
+    assert_eq!(candidates.len(), want.len());
+    for (c, (id, p)) in candidates.iter().zip(want) {
+        assert_eq!(c["id"], id);
+        let got = c["probability"].as_f64().unwrap();
+        assert!((got - p).abs() < 1e-4, "{id}: {got} vs {p}");
+        assert_eq!(c["filtered"], false);
+        assert!(c["components"]["stake"].is_number() && c["score"].is_number());
+    }
+    // No candidate reaches the perf minimum: Livepeer's fallback keeps them all, and says so.
+    let fallbacks = v["fallbacks"].as_array().unwrap();
+    assert_eq!(fallbacks.len(), 1);
+    assert_eq!(fallbacks[0]["filter"], "perf");
+}
+
+#[test]
+fn the_table_shows_probabilities_and_the_fallback() {
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        &repo("examples/configs/livepeer-case.toml"),
+        "--candidates",
+        &repo("examples/candidates/livepeer-case.toml"),
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in ["0.665530", "0.331925", "0.002545", "perf: none passed"] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+}
+
+#[test]
+fn filtered_candidates_appear_with_their_reason_and_probability_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strict.toml");
+    std::fs::write(
+        &config,
+        "preset = \"livepeer\"\n[price]\nmax = 800\n[perf]\nregion = \"FRA\"\nmin_score = 0.55\n",
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        config.to_str().unwrap(),
+        "--candidates",
+        &repo("examples/candidates/livepeer-case.toml"),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["candidates"];
+    // o1 fails the perf filter (0.5 < 0.55), o3 the strict price limit (1000 > 800).
+    assert!(
+        c[0]["filtered"].as_str().unwrap().starts_with("perf"),
+        "{c}"
+    );
+    assert!(
+        c[2]["filtered"].as_str().unwrap().starts_with("price"),
+        "{c}"
+    );
+    assert_eq!(c[0]["probability"], 0.0);
+    assert_eq!(c[2]["probability"], 0.0);
+    assert_eq!(c[1]["probability"], 1.0);
+    assert_eq!(v["filters"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_bad_config_is_refused_naming_each_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(
+        &config,
+        "mode = \"avg\"\nfloor = -1\n[ema]\nalpha = 2\n[weights]\nstak = 1\n",
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        config.to_str().unwrap(),
+        "--candidates",
+        &repo("examples/candidates/livepeer-case.toml"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for field in ["mode:", "floor:", "ema.alpha:", "weights.stak:"] {
+        assert!(err.contains(field), "missing {field} in\n{err}");
+    }
+}
+
+#[test]
+fn a_bad_candidates_file_names_each_bad_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.json");
+    std::fs::write(
+        &file,
+        r#"{"candidates": [
+            {"id": "a", "stake": -1},
+            {"id": "b", "stats": {"success": 2, "conect_ms": 3}},
+            {"id": "c", "colour": "red"}
+        ]}"#,
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        "default",
+        "--candidates",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "candidates[0]",
+        "stake",
+        "candidates[1].stats",
+        "conect_ms",
+        "candidates[2]",
+        "colour",
+    ] {
+        assert!(err.contains(want), "missing {want} in\n{err}");
+    }
+}
+
+#[test]
+fn recorded_statistics_enter_the_components_and_decay_with_their_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[ema]\nhalf_life_s = 5\nsuccess_prior = 1.0\n[window]\nmin_samples = 10\n",
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        config.to_str().unwrap(),
+        "--candidates",
+        &repo("examples/candidates/recorded.toml"),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sp1 = &v["candidates"][0]["components"];
+    let close = |got: &serde_json::Value, want: f64| (got.as_f64().unwrap() - want).abs() < 1e-9;
+    // Recorded 5 s ago with a 5 s half-life: halfway back to the prior / to the average.
+    assert!(close(&sp1["success"], 1.0 + (0.75 - 1.0) * 0.5), "{sp1}");
+    let connect = 120.0 + (80.0 - 120.0) * 0.5;
+    assert!(close(&sp1["connect"], (-connect / 120.0f64).exp()), "{sp1}");
+    // 2 overload errors in 20 outcomes; the window does not decay, it forgets.
+    assert!(close(&sp1["overload"], 0.9), "{sp1}");
+    // sp-2 has no statistics: the prior and the averages.
+    let sp2 = &v["candidates"][1]["components"];
+    assert!(
+        close(&sp2["success"], 1.0) && close(&sp2["connect"], (-1.0f64).exp()),
+        "{sp2}"
+    );
+    let total: f64 = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["probability"].as_f64().unwrap())
+        .sum();
+    assert!((total - 1.0).abs() < 1e-9);
+}

@@ -1,0 +1,179 @@
+//! Config files: bad ones name every bad field, presets overlay, the documented file loads.
+
+use super::*;
+
+#[test]
+fn bad_toml_config_names_every_bad_field() {
+    let text = r#"
+        bogus = 1
+        mode = "average"
+        floor = nan
+        exponent = -2
+        [weights]
+        success = -1
+        connect = "high"
+        [ema]
+        alpha = 1.5
+        overall_alpha = 0
+        [window]
+        buckets = 0
+        [tag_weights]
+        verified = "yes"
+    "#;
+    let err = Config::from_toml_str(text).unwrap_err();
+    let paths = err.paths();
+    for want in [
+        "bogus",
+        "mode",
+        "floor",
+        "exponent",
+        "weights.success",
+        "weights.connect",
+        "ema.alpha",
+        "ema.overall_alpha",
+        "window.buckets",
+        "tag_weights.verified",
+    ] {
+        assert!(paths.contains(&want), "missing {want} in {err}");
+    }
+    let shown = err.to_string();
+    assert!(shown.contains("ema.alpha: must be in (0, 1]"), "{shown}");
+    assert!(shown.contains("floor: is NaN"), "{shown}");
+}
+
+#[test]
+fn bad_json_config_names_every_bad_field() {
+    let text = r#"{
+        "preset": "livepeer",
+        "weights": {"stake": -0.7, "price": "cheap", "colour": 1},
+        "price": {"exp_factor": 0, "max": -5},
+        "ejection": {"max_share": 1.5, "consecutive_failures": 2.5},
+        "window": {"buckets": 5000000000},
+        "refresh_ms": -1
+    }"#;
+    let err = Config::from_json_str(text).unwrap_err();
+    let paths = err.paths();
+    for want in [
+        "weights.stake",
+        "weights.price",
+        "weights.colour",
+        "price.exp_factor",
+        "price.max",
+        "ejection.max_share",
+        "ejection.consecutive_failures",
+        "refresh_ms",
+        "window.buckets",
+    ] {
+        assert!(paths.contains(&want), "missing {want} in {err}");
+    }
+}
+
+#[test]
+fn all_zero_weights_are_refused() {
+    let err = Config::from_toml_str(
+        "[weights]\nsuccess = 0\nconnect = 0\nttfb = 0\nbandwidth = 0\noverload = 0\nload = 0\n\
+         stake = 0\nprice = 0\nuniform = 0\n[tag_weights]\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.paths(), ["weights"], "{err}");
+    let mut c = Config::livepeer();
+    c.weights = Weights::ZERO;
+    assert!(Core::new(c, Instant::now()).is_err());
+}
+
+#[test]
+fn unknown_preset_is_an_error_naming_the_field() {
+    let err = Config::preset("envoy").unwrap_err();
+    assert_eq!(err.paths(), ["preset"]);
+    assert!(
+        err.to_string().contains("default, lassie, livepeer"),
+        "{err}"
+    );
+    let err = Config::from_toml_str("preset = \"envoy\"\nfloor = 2\n").unwrap_err();
+    assert_eq!(err.paths(), ["preset", "floor"], "{err}");
+    let err = Config::from_json_str(r#"{"preset": 3}"#).unwrap_err();
+    assert_eq!(err.paths(), ["preset"]);
+}
+
+#[test]
+fn a_file_overrides_its_preset_field_by_field() {
+    let c = Config::from_toml_str("preset = \"lassie\"\n[weights]\nbandwidth = 2\n").unwrap();
+    let mut want = Config::lassie();
+    want.weights.bandwidth = 2.0;
+    assert_eq!(c, want);
+    let c = Config::from_json_str(r#"{"preset": "livepeer", "price": {"max": 900}}"#).unwrap();
+    assert_eq!(c.price.max, Some(900.0));
+    assert_eq!(c.weights, Config::livepeer().weights);
+    // Round trip: a serialised config loads back as itself.
+    for c in [
+        Config::default(),
+        Config::lassie(),
+        Config::livepeer().deterministic(),
+    ] {
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(Config::from_toml_str(&text).unwrap(), c, "{text}");
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(Config::from_json_str(&text).unwrap(), c);
+    }
+}
+
+fn repo_file(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+#[test]
+fn documented_config_loads_and_lists_every_field() {
+    let path = repo_file("docs/config.toml");
+    let loaded = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        loaded,
+        Config::default(),
+        "docs/config.toml should state the defaults"
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Every field (optional ones included, possibly commented out) appears under its table.
+    let mut shape = serde_json::to_value(Config::default()).unwrap();
+    shape["tag_weights"] = serde_json::json!({});
+    let mut section = String::new();
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines() {
+        let l = line.trim_start_matches('#').trim();
+        if l.starts_with('[') && l.ends_with(']') {
+            section = l.trim_matches(['[', ']']).to_string();
+            seen.insert(section.clone());
+        } else if let Some((k, _)) = l.split_once('=') {
+            let k = k.trim();
+            seen.insert(if section.is_empty() {
+                k.to_string()
+            } else {
+                format!("{section}.{k}")
+            });
+        }
+    }
+    let serde_json::Value::Object(top) = shape else {
+        unreachable!()
+    };
+    for (k, v) in top {
+        match v {
+            serde_json::Value::Object(inner) if k != "tag_weights" => {
+                for f in inner.keys() {
+                    assert!(
+                        seen.contains(&format!("{k}.{f}")),
+                        "docs/config.toml lacks {k}.{f}"
+                    );
+                }
+            }
+            _ => assert!(seen.contains(&k), "docs/config.toml lacks {k}"),
+        }
+    }
+}
+
+#[test]
+fn example_configs_load() {
+    for rel in [
+        "examples/configs/livepeer-case.toml",
+        "examples/configs/lassie.toml",
+    ] {
+        Config::load(&repo_file(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    }
+}
