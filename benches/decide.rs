@@ -331,7 +331,61 @@ fn records(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decide, subsets, records);
+/// Round trips through the real actix actor: 64 workers each loop `acquire` (a `Ready` and its
+/// grant), `report` (an `Outcome`) and `done` (a `Done`) against 1,000 candidates. The time
+/// per iteration is the wall time of the whole run divided by the cycles completed, so it is
+/// the inverse of the coordinator's throughput at 64 concurrent workers.
+fn actor(c: &mut Criterion) {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle};
+    use selection_coordinator::Limits;
+
+    const CANDIDATES: usize = 1_000;
+    const WORKERS: u64 = 64;
+    let mut g = c.benchmark_group("actor");
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1))
+        .sample_size(20);
+    let system = actix::System::new();
+    let handle: CoordinatorHandle = system.block_on(async {
+        let mut coordinator = Coordinator::with_seed(Config::default(), Limits::default(), 42)
+            .expect("default config and limits are valid");
+        for i in 0..CANDIDATES {
+            coordinator = coordinator
+                .with_candidate(CandidateInfo::new(format!("c{i}")))
+                .expect("fresh candidate");
+        }
+        coordinator.start_handle()
+    });
+    g.bench_function(BenchmarkId::new("cycle", CANDIDATES), |b| {
+        b.iter_custom(|iters| {
+            let per_worker = iters.div_ceil(WORKERS);
+            system.block_on(async {
+                let start = Instant::now();
+                let workers = (0..WORKERS).map(|w| {
+                    let handle = handle.clone();
+                    async move {
+                        for k in 0..per_worker {
+                            let mut permit = handle
+                                .acquire(Request::any())
+                                .await
+                                .expect("an unlimited coordinator grants");
+                            permit.report(outcome_for(w * per_worker + k));
+                            permit.done(Next::Finish);
+                        }
+                    }
+                });
+                futures::future::join_all(workers).await;
+                // Time per cycle over the cycles actually run.
+                start
+                    .elapsed()
+                    .mul_f64(iters as f64 / (per_worker * WORKERS) as f64)
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, decide, subsets, records, actor);
 
 /// `DECIDE_COUNT=<impl>:<n>:<iterations>` runs one implementation's step that many times
 /// without criterion, for instruction counts under callgrind (robust to a noisy machine):
