@@ -383,6 +383,15 @@ fn actor(c: &mut Criterion) {
         })
     });
     g.finish();
+    // Stopped inside the runtime: a live actor's timers cannot be dropped once it is gone.
+    system.block_on(async {
+        handle
+            .addr()
+            .send(selection_coordinator::actor::Stop)
+            .await
+            .expect("the coordinator is running");
+        actix::clock::sleep(Duration::from_millis(10)).await;
+    });
 }
 
 criterion_group!(benches, decide, subsets, records, actor);
