@@ -313,7 +313,11 @@ fn records(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30);
     let n = 1_000;
-    for (name, rate) in [("off", 0.0), ("one_percent", 0.01), ("every", 1.0)] {
+    for (name, rate) in [
+        ("no_subscriber", 0.0),
+        ("one_percent", 0.01),
+        ("every_decision", 1.0),
+    ] {
         let (mut core, mut rng, mut now) = warm_core(n);
         core.set_record_rate(rate);
         let mut k = 0u64;
