@@ -45,10 +45,12 @@ impl SumTree {
         self.width / BLOCK
     }
 
-    /// A block's sum, always in the same order, so an update and a rebuild agree bit for bit.
+    /// A block's sum, always in the same (pairwise) order, so an update and a rebuild agree
+    /// bit for bit; pairwise, the additions form three dependent steps instead of seven.
     #[inline]
     fn block_sum(&self, b: usize) -> f64 {
-        self.leaves[b * BLOCK..(b + 1) * BLOCK].iter().sum()
+        let l = &self.leaves[b * BLOCK..(b + 1) * BLOCK];
+        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
     }
 
     /// Makes room for at least `len` leaves, keeping existing weights.

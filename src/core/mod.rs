@@ -235,6 +235,10 @@ pub struct Core {
     /// The latest `now` seen: a call with the same instant skips the clock arithmetic.
     last_now: Instant,
     now_s: f64,
+    /// `now_s` in nanoseconds.
+    now_ns: u64,
+    /// The window bucket `now_s` falls in.
+    bucket: u64,
     next_refresh_s: f64,
     dirty: bool,
 
@@ -279,11 +283,13 @@ impl Core {
     pub fn new(config: Config, now: Instant) -> Result<Self, Error> {
         let model = ScoreModel::new(config)?;
         let trees = vec![SumTree::default(); model.channels().len()];
-        Ok(Core {
+        let mut core = Core {
             model,
             limits: Limits::default(),
             epoch: now,
             last_now: now,
+            now_ns: 0,
+            bucket: 0,
             now_s: 0.0,
             next_refresh_s: 0.0,
             dirty: false,
@@ -317,7 +323,9 @@ impl Core {
             eval: Evaluation::default(),
             saved_leaves: Vec::new(),
             stale: Vec::new(),
-        })
+        };
+        core.time_changed();
+        Ok(core)
     }
 
     /// Sets the limits at construction (builder style).
@@ -335,7 +343,16 @@ impl Core {
         let t = now.saturating_duration_since(self.epoch).as_secs_f64();
         if t > self.now_s {
             self.now_s = t;
+            self.time_changed();
         }
+    }
+
+    /// Derived clock values, computed once per new `now` rather than at every use (the
+    /// float-to-integer conversions showed on the decision path).
+    fn time_changed(&mut self) {
+        self.now_ns = (self.now_s * 1e9) as u64;
+        self.bucket = select::BUCKET_BASE
+            + (self.now_s / self.model.config().window.bucket_s) as u64;
     }
 
     fn deadline_ns(&self, deadline: Option<Instant>) -> u64 {
@@ -349,7 +366,7 @@ impl Core {
     }
 
     fn now_ns(&self) -> u64 {
-        (self.now_s * 1e9) as u64
+        self.now_ns
     }
 
     // ----- candidates -------------------------------------------------------------------
@@ -483,6 +500,7 @@ impl Core {
         let model = ScoreModel::new(config)?;
         self.advance(now);
         self.model = model;
+        self.time_changed(); // the bucket width may have changed
         self.rebuild_trees();
         self.reject_ineligible();
         self.pump(rng);

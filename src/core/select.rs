@@ -9,7 +9,7 @@ use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote}
 use crate::score::{ChannelKind, Components, ScoreContext, Stats};
 
 /// See [`Core::bucket`].
-const BUCKET_BASE: u64 = 1 << 10;
+pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 
 /// One candidate's state inside the core.
 #[derive(Debug, Clone)]
@@ -117,7 +117,7 @@ impl Core {
     /// The current window bucket. Numbering starts well above 0 so a restored window always
     /// has room for its history before the new epoch.
     pub(crate) fn bucket(&self) -> u64 {
-        BUCKET_BASE + (self.now_s / self.model.config().window.bucket_s) as u64
+        self.bucket
     }
 
     /// Recomputes static filter flags after the info or the config changed.
