@@ -388,15 +388,16 @@ impl Core {
                 continue;
             }
             let mut t = self.trees[c].total();
-            for &j in &self.stale {
-                let j = j as usize;
-                t += self.leaf_value(c, j) - self.trees[c].get(j);
+            let mut leaf = self.trees[c].get(idx);
+            if !self.stale.is_empty() {
+                for &j in &self.stale {
+                    let j = j as usize;
+                    t += self.leaf_value(c, j) - self.trees[c].get(j);
+                }
+                if self.slots[idx].stale {
+                    leaf = self.leaf_value(c, idx);
+                }
             }
-            let leaf = if self.slots[idx].stale {
-                self.leaf_value(c, idx)
-            } else {
-                self.trees[c].get(idx)
-            };
             if t > 0.0 {
                 p += ch.mass * leaf / t;
             } else {
