@@ -351,8 +351,8 @@ impl Core {
     /// float-to-integer conversions showed on the decision path).
     fn time_changed(&mut self) {
         self.now_ns = (self.now_s * 1e9) as u64;
-        self.bucket = select::BUCKET_BASE
-            + (self.now_s / self.model.config().window.bucket_s) as u64;
+        self.bucket =
+            select::BUCKET_BASE + (self.now_s / self.model.config().window.bucket_s) as u64;
     }
 
     fn deadline_ns(&self, deadline: Option<Instant>) -> u64 {
