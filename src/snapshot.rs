@@ -31,6 +31,9 @@ pub struct StatsSnapshot {
     pub ttfb_ms: Option<f64>,
     /// Bandwidth EMA, bytes per second.
     pub bandwidth_bps: Option<f64>,
+    /// Attempt time to a result EMA, ms.
+    #[serde(default)]
+    pub attempt_ms: Option<f64>,
     /// Seconds between the last sample and the snapshot.
     pub last_sample_age_s: Option<f64>,
     /// Overload window `(errors, total)` per bucket, newest first.
@@ -90,6 +93,7 @@ impl Snapshot {
         check("overall.connect_ms".into(), self.overall.connect_ms)?;
         check("overall.ttfb_ms".into(), self.overall.ttfb_ms)?;
         check("overall.bandwidth_bps".into(), self.overall.bandwidth_bps)?;
+        check("overall.attempt_ms".into(), self.overall.attempt_ms)?;
         for c in &self.candidates {
             c.info.validate()?;
             let id = &c.info.id;
@@ -101,6 +105,7 @@ impl Snapshot {
             check(format!("{id}.connect_ms"), s.connect_ms)?;
             check(format!("{id}.ttfb_ms"), s.ttfb_ms)?;
             check(format!("{id}.bandwidth_bps"), s.bandwidth_bps)?;
+            check(format!("{id}.attempt_ms"), s.attempt_ms)?;
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
         }

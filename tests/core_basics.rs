@@ -145,3 +145,48 @@ fn bad_input_is_a_typed_error() {
     core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
     assert!(core.done(g.attempt, Next::Finish, now, &mut rng).is_err());
 }
+
+#[test]
+fn slow_failures_cost_more_time_to_success_than_fast_ones() {
+    // Both succeed half the time with a 100 ms first byte; `slow` times out after 3 s, `fast`
+    // refuses in 10 ms. The time the core measures from grant to report charges `slow`.
+    let mut config = Config::default();
+    config.weights.time_to_success = 1.0;
+    config.ema.half_life_s = None;
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut core = Core::new(config, start).unwrap();
+    for id in ["slow", "fast"] {
+        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
+            .unwrap();
+    }
+    let mut now = start;
+    for round in 0..40 {
+        for id in ["slow", "fast"] {
+            core.ready(Request::only([id]), now, &mut rng).unwrap();
+            let Some(Event::Granted(g)) = core.poll_event() else {
+                panic!()
+            };
+            let (took, outcome) = if round % 2 == 0 {
+                (100, Outcome::success_with(20.0, 100.0, 1000, 150.0))
+            } else if id == "slow" {
+                (3000, Outcome::failure(FailureClass::Timeout))
+            } else {
+                (10, Outcome::failure(FailureClass::Refused))
+            };
+            now += Duration::from_millis(took);
+            core.outcome(g.attempt, outcome, now).unwrap();
+            core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        }
+    }
+    core.tick(now + Duration::from_secs(2), &mut rng);
+    let slow = core.candidate(&"slow".into()).unwrap().components;
+    let fast = core.candidate(&"fast".into()).unwrap().components;
+    assert!((slow.success - fast.success).abs() < 1e-9, "same success");
+    assert!(
+        fast.time_to_success > 2.0 * slow.time_to_success,
+        "fast {} vs slow {}",
+        fast.time_to_success,
+        slow.time_to_success
+    );
+}

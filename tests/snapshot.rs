@@ -59,10 +59,9 @@ fn restart_keeps_what_was_learned() {
         "statistics after restart equal the snapshot"
     );
     let c0 = fresh.candidate(&"c0".into()).unwrap();
-    assert!(
-        c0.components.overload < 0.5,
-        "c0 is still known as overloaded"
-    );
+    // The default config shuns c0 after a few failures, before its overload window holds
+    // `min_samples` outcomes, so the success EMA is what remembers it.
+    assert!(c0.components.success < 0.5, "c0 is still known as failing");
 }
 
 #[test]

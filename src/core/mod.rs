@@ -796,17 +796,23 @@ impl Core {
         self.advance(now);
         self.attempts[a].reported = true;
         let k = self.attempts[a].key;
-        self.apply_outcome(k.idx as usize, &outcome);
+        let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
+        self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
         Ok(())
     }
 
-    fn apply_outcome(&mut self, idx: usize, outcome: &Outcome) {
+    fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
         let bucket = self.bucket();
         let now_s = self.now_s;
         let slot = &mut self.slots[idx];
-        let eject = self
-            .model
-            .observe(&mut slot.stats, &mut self.overall, outcome, now_s, bucket);
+        let eject = self.model.observe(
+            &mut slot.stats,
+            &mut self.overall,
+            outcome,
+            elapsed_ms,
+            now_s,
+            bucket,
+        );
         if eject {
             let cap = (self.model.config().ejection.max_share * self.live_count as f64).floor();
             if (self.ejected_count as f64) < cap && slot.live {
@@ -911,6 +917,7 @@ impl Core {
                         self.apply_outcome(
                             att.key.idx as usize,
                             &Outcome::Failure(FailureClass::Timeout),
+                            Some((self.now_s - att.granted_s) * 1000.0),
                         );
                     }
                     let candidate = self.slots[att.key.idx as usize].info.id.clone();

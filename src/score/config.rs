@@ -42,6 +42,9 @@ pub struct Weights {
     pub price: f64,
     /// Uniform exploration.
     pub uniform: f64,
+    /// Expected time to a first byte per success, failed attempts included, against the
+    /// all-candidate average (`exp(-(attempt_ms / success) / overall)`).
+    pub time_to_success: f64,
 }
 
 impl Weights {
@@ -56,10 +59,11 @@ impl Weights {
         stake: 0.0,
         price: 0.0,
         uniform: 0.0,
+        time_to_success: 0.0,
     };
 
     /// `(name, value)` for each component, in a fixed order.
-    pub fn entries(&self) -> [(&'static str, f64); 9] {
+    pub fn entries(&self) -> [(&'static str, f64); 10] {
         [
             ("success", self.success),
             ("connect", self.connect),
@@ -70,6 +74,7 @@ impl Weights {
             ("stake", self.stake),
             ("price", self.price),
             ("uniform", self.uniform),
+            ("time_to_success", self.time_to_success),
         ]
     }
 }
@@ -235,38 +240,44 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The project's own default, tuned in the simulator (see `docs/tuning.md`).
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): time to a
+    /// success (failures included) ranks candidates, the overload window and success keep
+    /// traffic off a candidate that fails fast, load spreads work before capacity runs out,
+    /// and exponent 16 turns a clear score gap into a near-certain choice; stake, price and
+    /// tags are off until a deployment weighs them. The 2% floor keeps probing a shunned
+    /// candidate so it can recover; the 30 s half-life forgets old verdicts.
     fn default() -> Self {
         Config {
             preset: None,
             mode: Mode::Sum,
             weights: Weights {
-                success: 1.0,
-                connect: 0.5,
-                ttfb: 1.0,
+                success: 3.0,
+                connect: 0.0,
+                ttfb: 2.0,
                 bandwidth: 0.5,
-                overload: 2.0,
-                load: 0.5,
+                overload: 8.0,
+                load: 3.0,
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
+                time_to_success: 12.0,
             },
             tag_weights: BTreeMap::new(),
-            exponent: 4.0,
+            exponent: 16.0,
             floor: 0.02,
             deterministic: false,
             ema: EmaConfig {
-                alpha: 0.3,
+                alpha: 0.2,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
                 first_sample_replaces_prior: false,
-                half_life_s: Some(10.0),
+                half_life_s: Some(30.0),
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
-            refresh_ms: 250,
+            refresh_ms: 1000,
         }
     }
 }
@@ -351,6 +362,25 @@ impl Config {
             },
             refresh_ms: 1000,
         }
+    }
+
+    /// The weight of each component, aligned with [`super::Components::entries`] (the tag
+    /// component weighs the sum of the tag weights).
+    pub fn component_weights(&self) -> [f64; 11] {
+        let w = &self.weights;
+        [
+            w.success,
+            w.connect,
+            w.ttfb,
+            w.bandwidth,
+            w.overload,
+            w.load,
+            w.stake,
+            w.price,
+            self.tag_weights.values().sum(),
+            w.uniform,
+            w.time_to_success,
+        ]
     }
 
     /// The same config with argmax instead of a draw.

@@ -65,11 +65,14 @@ pub struct Components {
     pub tags: f64,
     /// Exploration (always 1).
     pub uniform: f64,
+    /// Expected time to a first byte, failed attempts included, against the all-candidate
+    /// average: `exp(-(attempt_ms / success) / overall)`.
+    pub time_to_success: f64,
 }
 
 impl Components {
     /// `(name, value)` pairs in a fixed order (metrics, tables).
-    pub fn entries(&self) -> [(&'static str, f64); 10] {
+    pub fn entries(&self) -> [(&'static str, f64); 11] {
         [
             ("success", self.success),
             ("connect", self.connect),
@@ -81,6 +84,7 @@ impl Components {
             ("price", self.price),
             ("tags", self.tags),
             ("uniform", self.uniform),
+            ("time_to_success", self.time_to_success),
         ]
     }
 }
@@ -129,19 +133,7 @@ impl ScoreModel {
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         config.validate()?;
         let tag_total: f64 = config.tag_weights.values().sum();
-        let w = &config.weights;
-        let comp_weights = [
-            w.success,
-            w.connect,
-            w.ttfb,
-            w.bandwidth,
-            w.overload,
-            w.load,
-            w.stake,
-            w.price,
-            tag_total,
-            w.uniform,
-        ];
+        let comp_weights = config.component_weights();
         let weight_sum: f64 = comp_weights.iter().sum();
         let floor = config.floor.clamp(0.0, 1.0);
         let mut channels = Vec::new();
@@ -278,6 +270,11 @@ impl ScoreModel {
             0.0
         };
         let price = (-info.price / self.config.price.exp_factor).exp();
+        // What a try costs until a first byte arrives, failures included, per success.
+        let per_success = stats
+            .attempt_ms
+            .map(|t| t / success.max(MIN_SUCCESS_FOR_TIME));
+        let time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         let c = Components {
             success,
             connect,
@@ -289,6 +286,7 @@ impl ScoreModel {
             price,
             tags,
             uniform: 1.0,
+            time_to_success,
         };
         sanitize(c)
     }
@@ -319,7 +317,8 @@ impl ScoreModel {
             + w.stake * c.stake
             + w.price * c.price
             + self.tag_total * c.tags
-            + w.uniform * c.uniform;
+            + w.uniform * c.uniform
+            + w.time_to_success * c.time_to_success;
         if s.is_finite() && s > 0.0 {
             s
         } else {
@@ -351,6 +350,7 @@ impl ScoreModel {
         stats: &mut Stats,
         overall: &mut Overall,
         outcome: &Outcome,
+        elapsed_ms: Option<f64>,
         now_s: f64,
         bucket: u64,
     ) -> bool {
@@ -377,6 +377,16 @@ impl ScoreModel {
             pull(&mut stats.connect_ms, overall.connect_ms);
             pull(&mut stats.ttfb_ms, overall.ttfb_ms);
             pull(&mut stats.bandwidth_bps, overall.bandwidth_bps);
+            pull(&mut stats.attempt_ms, overall.attempt_ms);
+        }
+        // Time to a result: a success's first byte when reported, else the whole attempt.
+        let first_byte = match outcome {
+            Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
+            Outcome::Failure(_) => elapsed_ms,
+        };
+        if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
+            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a));
+            overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
         }
         let previous = match stats.success {
             Some(s) => Some(s),
@@ -426,6 +436,10 @@ impl ScoreModel {
         stats.consecutive_failures = 0;
     }
 }
+
+/// Below this success EMA the expected time to a success stops growing (a dead candidate is
+/// already scored near zero; dividing by ~0 would only overflow).
+const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 
 #[inline]
 fn pow(x: f64, e: f64) -> f64 {
@@ -477,5 +491,6 @@ fn sanitize(c: Components) -> Components {
         price: f(c.price),
         tags: f(c.tags),
         uniform: f(c.uniform),
+        time_to_success: f(c.time_to_success),
     }
 }

@@ -129,6 +129,8 @@ pub struct Stats {
     pub ttfb_ms: Option<f64>,
     /// Bandwidth EMA, bytes per second.
     pub bandwidth_bps: Option<f64>,
+    /// EMA of the time each attempt took to its result (first byte, or the failure), ms.
+    pub attempt_ms: Option<f64>,
     /// Seconds (since the core's epoch) of the last sample; drives decay toward the prior.
     pub last_sample_s: Option<f64>,
     /// Overload error window.
@@ -154,6 +156,9 @@ pub struct Overall {
     pub ttfb_ms: Option<f64>,
     /// All-candidate bandwidth EMA, bytes per second.
     pub bandwidth_bps: Option<f64>,
+    /// All-candidate EMA of attempt time to a result, ms.
+    #[serde(default)]
+    pub attempt_ms: Option<f64>,
 }
 
 #[cfg(test)]

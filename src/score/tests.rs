@@ -28,6 +28,7 @@ fn relative_components_follow_their_curves() {
         connect_ms: Some(100.0),
         ttfb_ms: Some(200.0),
         bandwidth_bps: Some(1e6),
+        attempt_ms: None,
     };
     let stats = Stats {
         connect_ms: Some(50.0),
@@ -128,6 +129,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &fail(FailureClass::Cancelled),
+        None,
         0.0,
         5
     ));
@@ -136,6 +138,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &fail(FailureClass::Overload),
+        None,
         0.0,
         5
     ));
@@ -146,6 +149,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &fail(FailureClass::Timeout),
+        None,
         0.0,
         5
     ));
@@ -156,6 +160,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &fail(FailureClass::Application),
+        None,
         0.0,
         5
     ));
@@ -169,6 +174,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &Outcome::success_with(10.0, 20.0, 500, 250.0),
+        None,
         0.0,
         5,
     );
@@ -182,6 +188,7 @@ fn outcomes_feed_the_statistics_by_class() {
         &mut stats,
         &mut overall,
         &Outcome::success_with(10.0, 20.0, 500, 0.0),
+        None,
         0.0,
         5,
     );

@@ -72,7 +72,7 @@ fn bad_json_config_names_every_bad_field() {
 fn all_zero_weights_are_refused() {
     let err = Config::from_toml_str(
         "[weights]\nsuccess = 0\nconnect = 0\nttfb = 0\nbandwidth = 0\noverload = 0\nload = 0\n\
-         stake = 0\nprice = 0\nuniform = 0\n[tag_weights]\n",
+         stake = 0\nprice = 0\nuniform = 0\ntime_to_success = 0\n[tag_weights]\n",
     )
     .unwrap_err();
     assert_eq!(err.paths(), ["weights"], "{err}");

@@ -45,6 +45,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                         stake: w[6],
                         price: w[7],
                         uniform: w[8],
+                        time_to_success: w[2] * 0.5,
                     },
                     tag_weights: [("verified".to_string(), w[9])].into_iter().collect(),
                     exponent,
@@ -97,6 +98,7 @@ impl Cand {
                 connect_ms: c,
                 ttfb_ms: t,
                 bandwidth_bps: b,
+                attempt_ms: t,
                 last_sample_age_s: Some(self.age_s),
                 window: self.window.iter().map(|&(e, n)| (e.min(n), n)).collect(),
                 consecutive_failures: 0,
@@ -205,7 +207,12 @@ proptest! {
         let (mut core, mut rng, now) = new_core(config);
         let snapshot = Snapshot {
             version: SNAPSHOT_VERSION,
-            overall: Overall { connect_ms: overall.0, ttfb_ms: overall.1, bandwidth_bps: overall.2 },
+            overall: Overall {
+                connect_ms: overall.0,
+                ttfb_ms: overall.1,
+                bandwidth_bps: overall.2,
+                attempt_ms: overall.1,
+            },
             candidates: cands
                 .iter()
                 .enumerate()

@@ -67,6 +67,8 @@ struct RecordedStats {
     ttfb_ms: Option<f64>,
     /// Bandwidth EMA, bytes per second.
     bandwidth_bps: Option<f64>,
+    /// EMA of attempt time to a result (first byte or failure), ms.
+    attempt_ms: Option<f64>,
     /// Overload errors in the current window.
     overload_errors: u32,
     /// Outcomes in the current window (overload errors included).
@@ -96,6 +98,7 @@ impl RecordedStats {
             connect_ms: self.connect_ms,
             ttfb_ms: self.ttfb_ms,
             bandwidth_bps: self.bandwidth_bps,
+            attempt_ms: self.attempt_ms,
             last_sample_age_s: age_s,
             window: vec![(self.overload_errors, self.outcomes)],
             consecutive_failures: self.consecutive_failures,
@@ -119,6 +122,7 @@ impl RecordedStats {
         check("connect_ms", self.connect_ms);
         check("ttfb_ms", self.ttfb_ms);
         check("bandwidth_bps", self.bandwidth_bps);
+        check("attempt_ms", self.attempt_ms);
         check("ejected_for_s", Some(self.ejected_for_s));
         check("age_s", Some(self.age_s));
         if let Some(s) = self.success {
@@ -141,6 +145,7 @@ struct OverallIn {
     connect_ms: Option<f64>,
     ttfb_ms: Option<f64>,
     bandwidth_bps: Option<f64>,
+    attempt_ms: Option<f64>,
 }
 
 impl CandidatesFile {
@@ -176,6 +181,7 @@ impl CandidatesFile {
                     connect_ms: o.connect_ms,
                     ttfb_ms: o.ttfb_ms,
                     bandwidth_bps: o.bandwidth_bps,
+                    attempt_ms: o.attempt_ms,
                 }),
                 Err(e) => {
                     problems.push(format!("overall: {e}"));
@@ -245,6 +251,7 @@ impl CandidatesFile {
             connect_ms: given.connect_ms.or_else(|| mean(|s| s.connect_ms)),
             ttfb_ms: given.ttfb_ms.or_else(|| mean(|s| s.ttfb_ms)),
             bandwidth_bps: given.bandwidth_bps.or_else(|| mean(|s| s.bandwidth_bps)),
+            attempt_ms: given.attempt_ms.or_else(|| mean(|s| s.attempt_ms)),
         }
     }
 }
@@ -428,20 +435,7 @@ impl Explained {
 
 /// `(index into Components::entries, name)` of each component with a weight above 0.
 fn weighed_components(c: &Config) -> Vec<(usize, &'static str)> {
-    let w = &c.weights;
-    let tags: f64 = c.tag_weights.values().sum();
-    let weights = [
-        w.success,
-        w.connect,
-        w.ttfb,
-        w.bandwidth,
-        w.overload,
-        w.load,
-        w.stake,
-        w.price,
-        tags,
-        w.uniform,
-    ];
+    let weights = c.component_weights();
     Components::default()
         .entries()
         .iter()

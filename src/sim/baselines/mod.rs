@@ -1,0 +1,264 @@
+//! The policies we measure against, implemented as their sources describe them.
+//!
+//! All but `lassie-pairwise` share one queue ([`Queued`]): requests wait in arrival order,
+//! a request that cannot be served now is skipped (the same rule the coordinator follows), and
+//! a [`Picker`] chooses among the candidates the request may use that have a free slot. So
+//! the only difference between them and the coordinator is the choice itself.
+
+mod mongo;
+mod oracle;
+mod p2c;
+mod pairwise;
+
+use std::collections::VecDeque;
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+use super::policy::{Cand, Decision, Policy, Req, World};
+use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
+
+pub(crate) use mongo::MongoErrorBias;
+pub(crate) use oracle::Oracle;
+pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
+pub(crate) use pairwise::LassiePairwise;
+
+/// What a picker may look at besides the servable set.
+#[derive(Debug)]
+pub(crate) struct PickState<'a> {
+    /// Attempts in flight per candidate, as this policy counts them.
+    pub(crate) in_flight: &'a [u32],
+    pub(crate) now: f64,
+}
+
+/// A baseline's choice rule.
+pub(crate) trait Picker: Send + std::fmt::Debug {
+    /// Chooses one of `servable` (never empty).
+    fn pick(
+        &mut self,
+        servable: &[Cand],
+        st: &PickState<'_>,
+        world: &World<'_>,
+        rng: &mut SmallRng,
+    ) -> Cand;
+    /// An attempt started.
+    fn granted(&mut self, _cand: Cand, _now: f64) {}
+    /// An attempt's outcome; `elapsed_s` since its grant.
+    fn outcome(&mut self, _cand: Cand, _outcome: &Outcome, _elapsed_s: f64, _now: f64) {}
+}
+
+#[derive(Debug, Default)]
+struct ReqState {
+    eligible: Option<Vec<Cand>>,
+    tried: Vec<Cand>,
+    waiting: bool,
+    granted_at: f64,
+}
+
+/// A FIFO queue with skip, per-candidate and global limits, and a picker.
+#[derive(Debug)]
+pub(crate) struct Queued<P> {
+    picker: P,
+    limits: Limits,
+    rng: SmallRng,
+    present: Vec<bool>,
+    limit: Vec<u32>,
+    in_flight: Vec<u32>,
+    global: u32,
+    live: Vec<Cand>,
+    reqs: Vec<ReqState>,
+    queue: VecDeque<Req>,
+    out: VecDeque<Decision>,
+    decisions: u64,
+    scratch: Vec<Cand>,
+}
+
+/// Boxes a picker into a queued policy.
+pub(crate) fn queued<P: Picker + 'static>(
+    picker: P,
+    limits: Limits,
+    rng: SmallRng,
+) -> Box<dyn Policy> {
+    Box::new(Queued {
+        picker,
+        limits,
+        rng,
+        present: Vec::new(),
+        limit: Vec::new(),
+        in_flight: Vec::new(),
+        global: 0,
+        live: Vec::new(),
+        reqs: Vec::new(),
+        queue: VecDeque::new(),
+        out: VecDeque::new(),
+        decisions: 0,
+        scratch: Vec::new(),
+    })
+}
+
+impl<P: Picker> Queued<P> {
+    fn remaining(&self, r: &ReqState, c: Cand) -> bool {
+        self.present.get(c as usize).copied().unwrap_or(false) && !r.tried.contains(&c)
+    }
+
+    /// Grants what it can, oldest request first, skipping those that must wait.
+    fn pump(&mut self, now: f64, world: &World<'_>) {
+        let mut i = 0;
+        while i < self.queue.len() && self.global < self.limits.global {
+            let req = self.queue[i];
+            let r = &self.reqs[req as usize];
+            let mut servable = std::mem::take(&mut self.scratch);
+            servable.clear();
+            let mut any_left = false;
+            let candidates: &[Cand] = r.eligible.as_deref().unwrap_or(&self.live);
+            for &c in candidates {
+                if self.remaining(r, c) {
+                    any_left = true;
+                    if self.in_flight[c as usize] < self.limit[c as usize] {
+                        servable.push(c);
+                    }
+                }
+            }
+            if !any_left {
+                self.queue.remove(i);
+                self.reqs[req as usize].waiting = false;
+                self.out.push_back(Decision::Reject { req });
+            } else if servable.is_empty() {
+                i += 1;
+            } else {
+                let st = PickState {
+                    in_flight: &self.in_flight,
+                    now,
+                };
+                let cand = self.picker.pick(&servable, &st, world, &mut self.rng);
+                self.queue.remove(i);
+                let r = &mut self.reqs[req as usize];
+                r.waiting = false;
+                r.tried.push(cand);
+                r.granted_at = now;
+                self.in_flight[cand as usize] += 1;
+                self.global += 1;
+                self.decisions += 1;
+                self.picker.granted(cand, now);
+                self.out.push_back(Decision::Grant { req, cand });
+            }
+            self.scratch = servable;
+        }
+    }
+
+    fn enqueue(&mut self, req: Req) {
+        self.reqs[req as usize].waiting = true;
+        self.queue.push_back(req);
+    }
+}
+
+impl<P: Picker> Policy for Queued<P> {
+    fn add(&mut self, cand: Cand, info: &CandidateInfo, _now: f64) {
+        let i = cand as usize;
+        if self.present.len() <= i {
+            self.present.resize(i + 1, false);
+            self.limit.resize(i + 1, UNLIMITED);
+            self.in_flight.resize(i + 1, 0);
+        }
+        self.present[i] = true;
+        self.limit[i] = info.max_in_flight.unwrap_or(self.limits.per_candidate);
+        self.live.push(cand);
+    }
+
+    fn remove(&mut self, cand: Cand, now: f64, world: &World<'_>) {
+        if let Some(p) = self.present.get_mut(cand as usize) {
+            *p = false;
+        }
+        self.live.retain(|&c| c != cand);
+        self.pump(now, world);
+    }
+
+    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>) {
+        let i = req as usize;
+        if self.reqs.len() <= i {
+            self.reqs.resize_with(i + 1, Default::default);
+        }
+        self.reqs[i] = ReqState {
+            eligible: eligible.map(<[Cand]>::to_vec),
+            ..Default::default()
+        };
+        self.enqueue(req);
+        self.pump(now, world);
+    }
+
+    fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
+        let elapsed = now - self.reqs[req as usize].granted_at;
+        self.picker.outcome(cand, outcome, elapsed, now);
+    }
+
+    fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
+        self.in_flight[cand as usize] -= 1;
+        self.global -= 1;
+        if retry {
+            self.enqueue(req);
+        } else {
+            self.reqs[req as usize] = ReqState::default();
+        }
+        self.pump(now, world);
+    }
+
+    fn tick(&mut self, now: f64, world: &World<'_>) {
+        self.pump(now, world);
+    }
+
+    fn poll(&mut self) -> Option<Decision> {
+        self.out.pop_front()
+    }
+
+    fn decisions(&self) -> u64 {
+        self.decisions
+    }
+
+    fn stalls(&self) -> u64 {
+        0
+    }
+}
+
+/// Uniformly random.
+#[derive(Debug)]
+pub(crate) struct Random;
+
+impl Picker for Random {
+    fn pick(&mut self, s: &[Cand], _: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
+        s[rng.gen_range(0..s.len())]
+    }
+}
+
+/// Round robin over candidate indices: the next servable one after the last granted.
+#[derive(Debug, Default)]
+pub(crate) struct RoundRobin {
+    last: Option<Cand>,
+}
+
+impl Picker for RoundRobin {
+    fn pick(&mut self, s: &[Cand], _: &PickState<'_>, _: &World<'_>, _: &mut SmallRng) -> Cand {
+        let after = |c: Cand| match self.last {
+            Some(l) if c <= l => c as u64 + (1 << 32),
+            _ => c as u64,
+        };
+        *s.iter().min_by_key(|&&c| after(c)).unwrap_or(&s[0])
+    }
+
+    fn granted(&mut self, cand: Cand, _now: f64) {
+        self.last = Some(cand);
+    }
+}
+
+/// Two distinct random picks from `s` (the same one twice if `s` has one element).
+pub(crate) fn two_random(s: &[Cand], rng: &mut SmallRng) -> (Cand, Cand) {
+    let n = s.len();
+    if n == 1 {
+        return (s[0], s[0]);
+    }
+    let i = rng.gen_range(0..n);
+    let mut j = rng.gen_range(0..n - 1);
+    if j >= i {
+        j += 1;
+    }
+    (s[i], s[j])
+}

@@ -1,0 +1,267 @@
+//! lassie's prioritywaitqueue: every waiter compares itself with every other waiter by a
+//! random roll weighted by lassie's scores, and runs only if it beats them all.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use crate::core::{AttemptId, CandidateInfo, Core, Event, Limits, Next, Outcome, Request};
+use crate::score::{Config, ScoreModel};
+use crate::sim::policy::{Cand, Clock, Decision, Ids, Policy, Req, World};
+
+#[derive(Debug, Default, Clone)]
+struct Waiter {
+    eligible: Option<Vec<Cand>>,
+    tried: Vec<Cand>,
+    blocked_until: f64,
+    attempt: Option<AttemptId>,
+}
+
+/// Pairwise comparison is not a total order: in a round every waiter may find a rival that
+/// beat it, and then no one runs. lassie would hang there; here the round is counted as a
+/// stall and the request looks again after `workload.stall_ms`.
+///
+/// lassie's scores come from a [`Core`] with the `lassie` preset, used as the statistics
+/// store and slot keeper: once the pairwise rolls chose a winner, the core grants exactly it.
+#[derive(Debug)]
+pub(crate) struct LassiePairwise {
+    core: Core,
+    model: ScoreModel,
+    clock: Clock,
+    rng: SmallRng,
+    ids: Ids,
+    limits: Limits,
+    stall_s: f64,
+    in_flight: Vec<u32>,
+    limit: Vec<u32>,
+    present: Vec<bool>,
+    live: Vec<Cand>,
+    global: u32,
+    waiters: Vec<Waiter>,
+    queue: VecDeque<Req>,
+    out: VecDeque<Decision>,
+    decisions: u64,
+    stalls: u64,
+    scores: Vec<(Cand, f64)>,
+}
+
+impl LassiePairwise {
+    pub(crate) fn new(
+        limits: Limits,
+        stall_s: f64,
+        rng: SmallRng,
+        base: Instant,
+    ) -> Result<Self, String> {
+        let config = Config::lassie();
+        let model = ScoreModel::new(config.clone()).map_err(|e| e.to_string())?;
+        let core = Core::new(config, base)
+            .and_then(|c| c.with_limits(limits))
+            .map_err(|e| e.to_string())?;
+        Ok(LassiePairwise {
+            core,
+            model,
+            clock: Clock(base),
+            rng,
+            ids: Ids::default(),
+            limits,
+            stall_s,
+            in_flight: Vec::new(),
+            limit: Vec::new(),
+            present: Vec::new(),
+            live: Vec::new(),
+            global: 0,
+            waiters: Vec::new(),
+            queue: VecDeque::new(),
+            out: VecDeque::new(),
+            decisions: 0,
+            stalls: 0,
+            scores: Vec::new(),
+        })
+    }
+
+    fn score(&self, c: Cand) -> f64 {
+        self.ids
+            .id(c)
+            .and_then(|id| self.core.candidate(id))
+            .map(|v| self.model.score(&v.components))
+            .unwrap_or(0.0)
+    }
+
+    /// One round of lassie's comparisons among `self.scores`: the index of a waiter that beat
+    /// every other, if any. Each waiter rolls its own dice against each rival.
+    fn round(&mut self) -> Option<usize> {
+        let n = self.scores.len();
+        let mut winners = Vec::new();
+        for i in 0..n {
+            let si = self.scores[i].1;
+            let beats_all = (0..n).filter(|&j| j != i).all(|j| {
+                let sj = self.scores[j].1;
+                let p = if si + sj > 0.0 { si / (si + sj) } else { 0.5 };
+                self.rng.gen::<f64>() < p
+            });
+            if beats_all {
+                winners.push(i);
+            }
+        }
+        // Several self-declared winners race for the slot; one gets it.
+        winners.choose(&mut self.rng).copied()
+    }
+
+    fn pump(&mut self, now: f64) {
+        let mut i = 0;
+        while i < self.queue.len() && self.global < self.limits.global {
+            let req = self.queue[i];
+            let w = &self.waiters[req as usize];
+            if w.blocked_until > now {
+                i += 1;
+                continue;
+            }
+            let mut any_left = false;
+            let mut servable = Vec::new();
+            let candidates: &[Cand] = w.eligible.as_deref().unwrap_or(&self.live);
+            for &c in candidates {
+                if self.present.get(c as usize).copied().unwrap_or(false) && !w.tried.contains(&c) {
+                    any_left = true;
+                    if self.in_flight[c as usize] < self.limit[c as usize] {
+                        servable.push(c);
+                    }
+                }
+            }
+            if !any_left {
+                self.queue.remove(i);
+                self.out.push_back(Decision::Reject { req });
+                continue;
+            }
+            if servable.is_empty() {
+                i += 1;
+                continue;
+            }
+            self.scores = servable.iter().map(|&c| (c, self.score(c))).collect();
+            let Some(win) = self.round() else {
+                self.stalls += 1;
+                self.waiters[req as usize].blocked_until = now + self.stall_s;
+                self.out.push_back(Decision::Stall {
+                    retry_at: now + self.stall_s,
+                });
+                i += 1;
+                continue;
+            };
+            let cand = self.scores[win].0;
+            let Some(id) = self.ids.id(cand).cloned() else {
+                i += 1;
+                continue;
+            };
+            let granted = self
+                .core
+                .ready(Request::only([id]), self.clock.at(now), &mut self.rng)
+                .ok()
+                .and_then(|_| loop {
+                    match self.core.poll_event() {
+                        Some(Event::Granted(g)) => break Some(g.attempt),
+                        Some(_) => continue,
+                        None => break None,
+                    }
+                });
+            self.queue.remove(i);
+            let Some(attempt) = granted else {
+                self.out.push_back(Decision::Reject { req });
+                continue;
+            };
+            let w = &mut self.waiters[req as usize];
+            w.tried.push(cand);
+            w.attempt = Some(attempt);
+            self.in_flight[cand as usize] += 1;
+            self.global += 1;
+            self.decisions += 1;
+            self.out.push_back(Decision::Grant { req, cand });
+        }
+    }
+}
+
+impl Policy for LassiePairwise {
+    fn add(&mut self, cand: Cand, info: &CandidateInfo, now: f64) {
+        let i = cand as usize;
+        if self.present.len() <= i {
+            self.present.resize(i + 1, false);
+            self.limit.resize(i + 1, u32::MAX);
+            self.in_flight.resize(i + 1, 0);
+        }
+        self.present[i] = true;
+        self.limit[i] = info.max_in_flight.unwrap_or(self.limits.per_candidate);
+        self.live.push(cand);
+        self.ids.insert(cand, info.id.clone());
+        let _ = self
+            .core
+            .add_candidate(info.clone(), self.clock.at(now), &mut self.rng);
+        self.pump(now);
+    }
+
+    fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
+        if let Some(p) = self.present.get_mut(cand as usize) {
+            *p = false;
+        }
+        self.live.retain(|&c| c != cand);
+        if let Some(id) = self.ids.id(cand).cloned() {
+            let _ = self
+                .core
+                .remove_candidate(&id, self.clock.at(now), &mut self.rng);
+        }
+        self.ids.remove(cand);
+        self.pump(now);
+    }
+
+    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, _world: &World<'_>) {
+        let i = req as usize;
+        if self.waiters.len() <= i {
+            self.waiters.resize_with(i + 1, Default::default);
+        }
+        self.waiters[i] = Waiter {
+            eligible: eligible.map(<[Cand]>::to_vec),
+            ..Default::default()
+        };
+        self.queue.push_back(req);
+        self.pump(now);
+    }
+
+    fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
+        if let Some(a) = self.waiters[req as usize].attempt {
+            let _ = self.core.outcome(a, *outcome, self.clock.at(now));
+        }
+    }
+
+    fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, _world: &World<'_>) {
+        self.in_flight[cand as usize] -= 1;
+        self.global -= 1;
+        if let Some(a) = self.waiters[req as usize].attempt.take() {
+            let _ = self
+                .core
+                .done(a, Next::Finish, self.clock.at(now), &mut self.rng);
+        }
+        if retry {
+            self.queue.push_back(req);
+        } else {
+            self.waiters[req as usize] = Waiter::default();
+        }
+        self.pump(now);
+    }
+
+    fn tick(&mut self, now: f64, _world: &World<'_>) {
+        self.core.tick(self.clock.at(now), &mut self.rng);
+        self.pump(now);
+    }
+
+    fn poll(&mut self) -> Option<Decision> {
+        self.out.pop_front()
+    }
+
+    fn decisions(&self) -> u64 {
+        self.decisions
+    }
+
+    fn stalls(&self) -> u64 {
+        self.stalls
+    }
+}

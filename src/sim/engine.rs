@@ -1,0 +1,425 @@
+//! The discrete-event engine: virtual time, workers, arrivals, attempts, the timeline.
+//!
+//! Events sit in a binary heap ordered by (time in ns, sequence number), so two events at the
+//! same instant run in the order they were scheduled and a run is a pure function of the
+//! scenario, the policy and the seed. Nothing sleeps: an attempt's end is an event at the time
+//! the truth model says it ends.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
+use super::report::RunStats;
+use super::scenario::{Action, LoopKind, Scenario};
+use super::truth::{AttemptResult, Truth};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A closed-loop worker starts its next request.
+    Start(u32),
+    /// An open-loop arrival.
+    Arrive,
+    /// An attempt ends (index into the attempt slab).
+    End(u32),
+    /// A timeline event (index).
+    Timeline(u32),
+    /// The policy asked to be woken (a stalled request).
+    Wake,
+    /// Periodic tick while work remains.
+    Tick,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ReqRec {
+    arrival: f64,
+    worker: u32,
+    retries_left: u32,
+    attempts: u32,
+    open: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Att {
+    req: Req,
+    cand: Cand,
+    granted: f64,
+    result: AttemptResult,
+}
+
+const NO_WORKER: u32 = u32::MAX;
+const TICK_S: f64 = 1.0;
+
+/// Seeds of the independent random streams of one run. The workload stream does not depend on
+/// the policy, so every policy sees the same arrivals and subsets for a given seed.
+fn stream(seed: u64, salt: u64) -> SmallRng {
+    SmallRng::seed_from_u64(seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// One run of one policy on one seed.
+pub(crate) struct Engine<'a> {
+    sc: &'a Scenario,
+    policy: Box<dyn Policy>,
+    ids: Vec<String>,
+    spec_of: Vec<usize>,
+    truth: Vec<Truth>,
+    base_truth: Vec<Truth>,
+    present: Vec<bool>,
+    live: Vec<Cand>,
+    load: Vec<u32>,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    reqs: Vec<ReqRec>,
+    /// Finished request slots, reused so every per-request table stays as small as the number
+    /// of requests open at once.
+    free_reqs: Vec<Req>,
+    atts: Vec<Att>,
+    free_atts: Vec<u32>,
+    workers_left: Vec<u32>,
+    open_requests: u64,
+    arrivals_done: bool,
+    wl_rng: SmallRng,
+    truth_rng: SmallRng,
+    stats: RunStats,
+    now: f64,
+    subset_scratch: Vec<Cand>,
+}
+
+impl<'a> Engine<'a> {
+    pub(crate) fn new(sc: &'a Scenario, spec: &PolicySpec, seed: u64) -> Result<Self, String> {
+        let policy = spec.build(
+            sc.coordinator.as_ref().map(|c| &c.0),
+            sc.limits,
+            sc.workload.stall_ms / 1000.0,
+            stream(seed, 3).gen(),
+        )?;
+        let expanded = sc.expanded();
+        let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
+        let truth: Vec<Truth> = expanded
+            .iter()
+            .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
+            .collect();
+        let tracked = tracked_candidates(sc, &ids);
+        let stats = RunStats::new(spec.label(), &ids, tracked, sc.series_bucket_s);
+        let n = ids.len();
+        Ok(Engine {
+            sc,
+            policy,
+            ids,
+            spec_of: expanded.iter().map(|(_, s)| *s).collect(),
+            base_truth: truth.clone(),
+            truth,
+            present: vec![false; n],
+            live: Vec::new(),
+            load: vec![0; n],
+            heap: BinaryHeap::new(),
+            seq: 0,
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            atts: Vec::new(),
+            free_atts: Vec::new(),
+            workers_left: Vec::new(),
+            open_requests: 0,
+            arrivals_done: false,
+            wl_rng: stream(seed, 1),
+            truth_rng: stream(seed, 2),
+            stats,
+            now: 0.0,
+            subset_scratch: Vec::new(),
+        })
+    }
+
+    fn at(&mut self, t: f64, ev: Ev) {
+        let ns = (t.max(self.now) * 1e9).round() as u64;
+        self.seq += 1;
+        self.heap.push(Reverse((ns, self.seq, ev)));
+    }
+
+    /// Runs to the end and returns the statistics.
+    pub(crate) fn run(mut self) -> RunStats {
+        let started = std::time::Instant::now();
+        for c in 0..self.ids.len() {
+            if self.sc.candidates[self.spec_of[c]].present {
+                let id = self.ids[c].clone();
+                self.join(c as Cand, &id);
+            }
+        }
+        for (i, ev) in self.sc.timeline.iter().enumerate() {
+            self.at(ev.at_s, Ev::Timeline(i as u32));
+        }
+        let w = &self.sc.workload;
+        match w.kind {
+            LoopKind::Closed => {
+                self.workers_left = vec![w.operations; w.workers as usize];
+                for k in 0..w.workers {
+                    self.at(0.0, Ev::Start(k));
+                }
+                self.arrivals_done = true;
+            }
+            LoopKind::Open => {
+                let gap = self.gap();
+                self.at(gap, Ev::Arrive);
+            }
+        }
+        self.at(TICK_S, Ev::Tick);
+        while let Some(Reverse((ns, _, ev))) = self.heap.pop() {
+            self.now = ns as f64 / 1e9;
+            let now = self.now;
+            match ev {
+                Ev::Start(k) => self.start_request(k, now),
+                Ev::Arrive => {
+                    self.start_request(NO_WORKER, now);
+                    let next = now + self.gap();
+                    if next < self.sc.workload.duration_s {
+                        self.at(next, Ev::Arrive);
+                    } else {
+                        self.arrivals_done = true;
+                    }
+                }
+                Ev::End(a) => self.end_attempt(a, now),
+                Ev::Timeline(i) => self.timeline(i as usize, now),
+                Ev::Wake => {
+                    let world = World {
+                        truth: &self.truth,
+                        retries: self.sc.workload.retries,
+                    };
+                    self.policy.tick(now, &world);
+                }
+                Ev::Tick => {
+                    let world = World {
+                        truth: &self.truth,
+                        retries: self.sc.workload.retries,
+                    };
+                    self.policy.tick(now, &world);
+                    let idle = self.heap.is_empty();
+                    if idle && (self.open_requests > 0 || !self.arrivals_done) {
+                        // Nothing can ever happen again: the policy holds requests it will not
+                        // serve. Count them as failed instead of hanging.
+                        self.fail_stuck(now);
+                        if !self.heap.is_empty() {
+                            self.at(now + TICK_S, Ev::Tick);
+                        }
+                    } else if !idle {
+                        self.at(now + TICK_S, Ev::Tick);
+                    }
+                }
+            }
+            self.drain(now);
+        }
+        self.stats.decisions = self.policy.decisions();
+        self.stats.stalls = self.policy.stalls();
+        self.stats.wall_s = started.elapsed().as_secs_f64();
+        self.stats.end_s = self.now;
+        self.stats
+    }
+
+    fn gap(&mut self) -> f64 {
+        let u: f64 = self.wl_rng.gen();
+        -(1.0 - u).ln() / self.sc.workload.rate_per_s
+    }
+
+    fn join(&mut self, c: Cand, id: &str) {
+        if self.present[c as usize] {
+            return;
+        }
+        self.present[c as usize] = true;
+        self.live.push(c);
+        let spec = &self.sc.candidates[self.spec_of[c as usize]];
+        let info = spec.info(id);
+        self.policy.add(c, &info, self.now);
+    }
+
+    fn timeline(&mut self, i: usize, now: f64) {
+        let ev = &self.sc.timeline[i];
+        let Some(c) = self.ids.iter().position(|x| x == ev.candidate.get_ref()) else {
+            return;
+        };
+        match ev.action {
+            Action::Degrade => self.truth[c].degrade(ev),
+            Action::Heal => self.truth[c] = self.base_truth[c].clone(),
+            Action::Join => {
+                let id = self.ids[c].clone();
+                self.join(c as Cand, &id);
+            }
+            Action::Leave => {
+                if self.present[c] {
+                    self.present[c] = false;
+                    self.live.retain(|&x| x as usize != c);
+                    let world = World {
+                        truth: &self.truth,
+                        retries: self.sc.workload.retries,
+                    };
+                    self.policy.remove(c as Cand, now, &world);
+                }
+            }
+        }
+        let live = self.live.len();
+        self.stats.mark(ev.action, c, live, now);
+    }
+
+    fn start_request(&mut self, worker: u32, now: f64) {
+        let rec = ReqRec {
+            arrival: now,
+            worker,
+            retries_left: self.sc.workload.retries,
+            attempts: 0,
+            open: true,
+        };
+        let req = match self.free_reqs.pop() {
+            Some(r) => {
+                self.reqs[r as usize] = rec;
+                r
+            }
+            None => {
+                self.reqs.push(rec);
+                self.reqs.len() as Req - 1
+            }
+        };
+        self.open_requests += 1;
+        let k = self.sc.workload.subset as usize;
+        let subset = if k == 0 || k >= self.live.len() {
+            None
+        } else {
+            // Floyd's algorithm: k distinct indices without building a permutation.
+            let n = self.live.len();
+            let mut picked = std::mem::take(&mut self.subset_scratch);
+            picked.clear();
+            for j in n - k..n {
+                let t = self.wl_rng.gen_range(0..=j);
+                let c = self.live[t];
+                if picked.contains(&c) {
+                    picked.push(self.live[j]);
+                } else {
+                    picked.push(c);
+                }
+            }
+            Some(picked)
+        };
+        let world = World {
+            truth: &self.truth,
+            retries: self.sc.workload.retries,
+        };
+        self.policy.ready(req, subset.as_deref(), now, &world);
+        if let Some(s) = subset {
+            self.subset_scratch = s;
+        }
+    }
+
+    fn drain(&mut self, now: f64) {
+        while let Some(d) = self.policy.poll() {
+            match d {
+                Decision::Grant { req, cand } => self.start_attempt(req, cand, now),
+                Decision::Reject { req } => self.finish_request(req, None, now),
+                Decision::Stall { retry_at } => self.at(retry_at, Ev::Wake),
+            }
+        }
+    }
+
+    fn start_attempt(&mut self, req: Req, cand: Cand, now: f64) {
+        let c = cand as usize;
+        self.load[c] += 1;
+        let result = self.truth[c].attempt(
+            self.load[c],
+            self.sc.workload.bytes,
+            self.sc.workload.attempt_timeout_ms,
+            &mut self.truth_rng,
+        );
+        self.reqs[req as usize].attempts += 1;
+        self.stats.attempt(cand, now);
+        let att = Att {
+            req,
+            cand,
+            granted: now,
+            result,
+        };
+        let a = match self.free_atts.pop() {
+            Some(a) => {
+                self.atts[a as usize] = att;
+                a
+            }
+            None => {
+                self.atts.push(att);
+                self.atts.len() as u32 - 1
+            }
+        };
+        self.at(now + result.end_s, Ev::End(a));
+    }
+
+    fn end_attempt(&mut self, a: u32, now: f64) {
+        self.free_atts.push(a);
+        let att = self.atts[a as usize];
+        self.load[att.cand as usize] -= 1;
+        let world = World {
+            truth: &self.truth,
+            retries: self.sc.workload.retries,
+        };
+        self.policy
+            .outcome(att.req, att.cand, &att.result.outcome, now);
+        let r = &mut self.reqs[att.req as usize];
+        if att.result.ok {
+            self.policy.done(att.req, att.cand, false, now, &world);
+            self.finish_request(att.req, Some(att.granted + att.result.first_byte_s), now);
+        } else if r.retries_left > 0 {
+            r.retries_left -= 1;
+            self.policy.done(att.req, att.cand, true, now, &world);
+        } else {
+            self.policy.done(att.req, att.cand, false, now, &world);
+            self.finish_request(att.req, None, now);
+        }
+    }
+
+    /// A request ends: `first_byte` is the time its successful attempt's first byte came.
+    fn finish_request(&mut self, req: Req, first_byte: Option<f64>, now: f64) {
+        let r = &mut self.reqs[req as usize];
+        if !r.open {
+            return;
+        }
+        r.open = false;
+        let r = *r;
+        self.free_reqs.push(req);
+        self.open_requests -= 1;
+        self.stats.request(
+            now,
+            now - r.arrival,
+            first_byte.map(|t| t - r.arrival),
+            r.attempts,
+        );
+        if r.worker != NO_WORKER {
+            let left = &mut self.workers_left[r.worker as usize];
+            *left -= 1;
+            if *left > 0 {
+                let next = now + self.sc.workload.think_ms / 1000.0;
+                self.at(next, Ev::Start(r.worker));
+            }
+        }
+    }
+
+    fn fail_stuck(&mut self, now: f64) {
+        for i in 0..self.reqs.len() {
+            if self.reqs[i].open {
+                self.stats.stuck += 1;
+                self.finish_request(i as Req, None, now);
+                // The policy may still hold it: never hand this slot to a new request.
+                self.free_reqs.retain(|&r| r as usize != i);
+            }
+        }
+    }
+}
+
+/// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
+/// ones the timeline names.
+fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
+    if ids.len() <= 32 {
+        return (0..ids.len()).collect();
+    }
+    let mut out: Vec<usize> = sc
+        .timeline
+        .iter()
+        .filter_map(|e| ids.iter().position(|x| x == e.candidate.get_ref()))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}

@@ -1,0 +1,416 @@
+//! The `Policy` trait the engine drives, policy names, and the `coordinator` policy, which
+//! hands every decision to the real [`Core`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::baselines;
+use super::truth::Truth;
+use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
+use crate::core::{Request, RequestId};
+use crate::score::Config;
+
+/// A candidate by its index in the scenario's expanded list.
+pub(crate) type Cand = u32;
+/// A request by its index in the run.
+pub(crate) type Req = u32;
+
+/// What a policy tells the engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Decision {
+    /// Run an attempt of `req` on `cand`.
+    Grant { req: Req, cand: Cand },
+    /// `req` will get no attempt (nothing left it may use).
+    Reject { req: Req },
+    /// The policy could not decide for `req`; look again at `retry_at` seconds.
+    Stall { retry_at: f64 },
+}
+
+/// What only the oracle may look at: the hidden truth and the real load.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct World<'a> {
+    pub(crate) truth: &'a [Truth],
+    pub(crate) retries: u32,
+}
+
+/// A selection policy driven in virtual time (seconds since the start of the run).
+pub(crate) trait Policy: Send {
+    /// A candidate becomes available.
+    fn add(&mut self, cand: Cand, info: &CandidateInfo, now: f64);
+    /// A candidate leaves.
+    fn remove(&mut self, cand: Cand, now: f64, world: &World<'_>);
+    /// A request wants its first attempt; `eligible` is `None` for every candidate.
+    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>);
+    /// An attempt's outcome.
+    fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64);
+    /// An attempt's slot is free; `retry`: the request wants another candidate it has not tried.
+    fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>);
+    /// Time passes (refreshes, deadlines, stalled requests).
+    fn tick(&mut self, now: f64, world: &World<'_>);
+    /// The next decision, if any.
+    fn poll(&mut self) -> Option<Decision>;
+    /// Decisions made.
+    fn decisions(&self) -> u64;
+    /// Rounds in which the policy could not decide although a candidate was free.
+    fn stalls(&self) -> u64;
+}
+
+/// A policy named on the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicySpec {
+    /// The coordinator with a config; the label is what the user typed.
+    Coordinator {
+        /// Shown in tables and JSON.
+        label: String,
+        /// `None`: the scenario's `[coordinator]` config, else the project default.
+        config: Option<Box<Config>>,
+    },
+    /// Uniform random.
+    Random,
+    /// Round robin.
+    RoundRobin,
+    /// Power of two choices by operations in flight (MongoDB's server selection).
+    P2cOpcount,
+    /// DRIVERS-3217 proof of concept: error-rate bias over operation count.
+    MongoErrorBias,
+    /// lassie's random pairwise comparison between waiters.
+    LassiePairwise,
+    /// Power of two choices by peak EWMA of latency times load (tower, Finagle).
+    P2cPeakEwma,
+    /// Knows the truth.
+    Oracle,
+}
+
+/// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
+pub const POLICY_NAMES: [&str; 10] = [
+    "coordinator",
+    "random",
+    "round-robin",
+    "p2c-opcount",
+    "mongo-error-bias",
+    "lassie-pairwise",
+    "lassie",
+    "livepeer",
+    "p2c-peak-ewma",
+    "oracle",
+];
+
+impl PolicySpec {
+    /// Parses one policy name.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let coordinator = |label: &str, config: Option<Config>| PolicySpec::Coordinator {
+            label: label.to_string(),
+            config: config.map(Box::new),
+        };
+        Ok(match name {
+            "coordinator" => coordinator(name, None),
+            "lassie" => coordinator(name, Some(Config::lassie())),
+            "livepeer" => coordinator(name, Some(Config::livepeer())),
+            "random" => PolicySpec::Random,
+            "round-robin" => PolicySpec::RoundRobin,
+            "p2c-opcount" => PolicySpec::P2cOpcount,
+            "mongo-error-bias" => PolicySpec::MongoErrorBias,
+            "lassie-pairwise" => PolicySpec::LassiePairwise,
+            "p2c-peak-ewma" => PolicySpec::P2cPeakEwma,
+            "oracle" => PolicySpec::Oracle,
+            other => match other.strip_prefix("coordinator:") {
+                Some(spec) => {
+                    let config = Config::from_name_or_path(spec)
+                        .map_err(|e| format!("policy `{other}`: {e}"))?;
+                    coordinator(other, Some(config))
+                }
+                None => {
+                    return Err(format!(
+                        "unknown policy `{other}`; expected one of {}, or coordinator:<preset or config file>",
+                        POLICY_NAMES.join(", ")
+                    ))
+                }
+            },
+        })
+    }
+
+    /// The name shown in reports.
+    pub fn label(&self) -> &str {
+        match self {
+            PolicySpec::Coordinator { label, .. } => label,
+            PolicySpec::Random => "random",
+            PolicySpec::RoundRobin => "round-robin",
+            PolicySpec::P2cOpcount => "p2c-opcount",
+            PolicySpec::MongoErrorBias => "mongo-error-bias",
+            PolicySpec::LassiePairwise => "lassie-pairwise",
+            PolicySpec::P2cPeakEwma => "p2c-peak-ewma",
+            PolicySpec::Oracle => "oracle",
+        }
+    }
+
+    /// Builds the policy for one run.
+    pub(crate) fn build(
+        &self,
+        scenario_config: Option<&Config>,
+        limits: Limits,
+        stall_s: f64,
+        seed: u64,
+    ) -> Result<Box<dyn Policy>, String> {
+        let rng = SmallRng::seed_from_u64(seed);
+        Ok(match self {
+            PolicySpec::Coordinator { config, .. } => {
+                let config = config
+                    .as_deref()
+                    .or(scenario_config)
+                    .cloned()
+                    .unwrap_or_default();
+                Box::new(CoordinatorPolicy::new(config, limits, rng)?)
+            }
+            PolicySpec::LassiePairwise => Box::new(baselines::LassiePairwise::new(
+                limits,
+                stall_s,
+                rng,
+                Instant::now(),
+            )?),
+            PolicySpec::Random => baselines::queued(baselines::Random, limits, rng),
+            PolicySpec::RoundRobin => {
+                baselines::queued(baselines::RoundRobin::default(), limits, rng)
+            }
+            PolicySpec::P2cOpcount => baselines::queued(baselines::P2cOpcount, limits, rng),
+            PolicySpec::MongoErrorBias => {
+                baselines::queued(baselines::MongoErrorBias::default(), limits, rng)
+            }
+            PolicySpec::P2cPeakEwma => {
+                baselines::queued(baselines::P2cPeakEwma::default(), limits, rng)
+            }
+            PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
+        })
+    }
+}
+
+/// Maps virtual seconds onto `Instant`s for the core: a fixed base plus the offset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock(pub(crate) Instant);
+
+impl Clock {
+    pub(crate) fn at(self, now: f64) -> Instant {
+        self.0 + Duration::from_secs_f64(now.max(0.0))
+    }
+}
+
+/// A multiply-rotate hasher (FxHash's): the simulator's maps are keyed by ids it made itself,
+/// so SipHash's flooding resistance buys nothing and costs a third of a decision.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        // The multiply moves entropy up; fold it back so the table's low index bits get it.
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// Candidate ids both ways, for policies that talk to a [`Core`].
+#[derive(Debug, Default)]
+pub(crate) struct Ids {
+    pub(crate) by_cand: Vec<Option<CandidateId>>,
+    pub(crate) by_id: FastMap<CandidateId, Cand>,
+    /// By the address of the id's text: the core hands back clones of the very id it was
+    /// given, so this finds them without hashing the text. Entries go when a candidate leaves,
+    /// so an address reused by a later id is always re-inserted first.
+    by_ptr: FastMap<usize, Cand>,
+}
+
+impl Ids {
+    pub(crate) fn insert(&mut self, cand: Cand, id: CandidateId) {
+        let i = cand as usize;
+        if self.by_cand.len() <= i {
+            self.by_cand.resize(i + 1, None);
+        }
+        self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
+        self.by_cand[i] = Some(id.clone());
+        self.by_id.insert(id, cand);
+    }
+
+    pub(crate) fn remove(&mut self, cand: Cand) {
+        if let Some(id) = self.id(cand) {
+            let ptr = id.as_str().as_ptr() as usize;
+            self.by_ptr.remove(&ptr);
+        }
+    }
+
+    pub(crate) fn id(&self, cand: Cand) -> Option<&CandidateId> {
+        self.by_cand.get(cand as usize).and_then(|x| x.as_ref())
+    }
+
+    pub(crate) fn cand(&self, id: &CandidateId) -> Option<Cand> {
+        match self.by_ptr.get(&(id.as_str().as_ptr() as usize)) {
+            Some(&c) => Some(c),
+            None => self.by_id.get(id).copied(),
+        }
+    }
+}
+
+/// The coordinator: every decision goes through [`Core::ready`], [`Core::outcome`],
+/// [`Core::done`] and [`Core::tick`].
+#[derive(Debug)]
+pub(crate) struct CoordinatorPolicy {
+    core: Core,
+    clock: Clock,
+    rng: SmallRng,
+    ids: Ids,
+    /// Engine request -> core request and its running attempt.
+    requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
+    /// Core requests waiting for a grant that will come during some other call. Most grants
+    /// come during the `ready` or `done` of their own request and never enter this map.
+    waiting: FastMap<u64, Req>,
+    out: std::collections::VecDeque<Decision>,
+}
+
+impl CoordinatorPolicy {
+    pub(crate) fn new(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, String> {
+        let base = Instant::now();
+        let core = Core::new(config, base)
+            .and_then(|c| c.with_limits(limits))
+            .map_err(|e| e.to_string())?;
+        Ok(CoordinatorPolicy {
+            core,
+            clock: Clock(base),
+            rng,
+            ids: Ids::default(),
+            requests: Vec::new(),
+            waiting: FastMap::default(),
+            out: Default::default(),
+        })
+    }
+
+    /// Turns core events into decisions. `current`: the request whose own call this was; if
+    /// it is still open and neither granted nor rejected, it now waits.
+    fn drain(&mut self, current: Option<(RequestId, Req)>) {
+        let mut current_answered = false;
+        while let Some(ev) = self.core.poll_event() {
+            let (request, granted) = match ev {
+                Event::Granted(g) => (g.request, Some((g.attempt, g.candidate))),
+                Event::Rejected { request, .. } => (request, None),
+                // The engine ends attempts itself; a lease reclaim is only possible with
+                // `limits.max_attempt_s` shorter than the attempt timeout.
+                Event::Reclaimed { .. } => continue,
+            };
+            let req = match current {
+                Some((id, req)) if id == request => {
+                    current_answered = true;
+                    req
+                }
+                _ => match self.waiting.remove(&request.as_u64()) {
+                    Some(req) => req,
+                    None => continue,
+                },
+            };
+            match granted {
+                Some((attempt, candidate)) => {
+                    let Some(cand) = self.ids.cand(&candidate) else {
+                        continue;
+                    };
+                    self.requests[req as usize].1 = Some(attempt);
+                    self.out.push_back(Decision::Grant { req, cand });
+                }
+                None => self.out.push_back(Decision::Reject { req }),
+            }
+        }
+        if let Some((id, req)) = current {
+            if !current_answered {
+                self.waiting.insert(id.as_u64(), req);
+            }
+        }
+    }
+}
+
+impl Policy for CoordinatorPolicy {
+    fn add(&mut self, cand: Cand, info: &CandidateInfo, now: f64) {
+        self.ids.insert(cand, info.id.clone());
+        // Ids are unique and info validated by the scenario; a refusal would be a bug there.
+        let _ = self
+            .core
+            .add_candidate(info.clone(), self.clock.at(now), &mut self.rng);
+        self.drain(None);
+    }
+
+    fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
+        if let Some(id) = self.ids.id(cand).cloned() {
+            let _ = self
+                .core
+                .remove_candidate(&id, self.clock.at(now), &mut self.rng);
+        }
+        self.ids.remove(cand);
+        self.drain(None);
+    }
+
+    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, _world: &World<'_>) {
+        let request = match eligible {
+            None => Request::any(),
+            Some(list) => Request::only(list.iter().filter_map(|&c| self.ids.id(c).cloned())),
+        };
+        if self.requests.len() <= req as usize {
+            self.requests.resize(req as usize + 1, (None, None));
+        }
+        match self.core.ready(request, self.clock.at(now), &mut self.rng) {
+            Ok(id) => {
+                self.requests[req as usize] = (Some(id), None);
+                self.drain(Some((id, req)));
+            }
+            // An eligible candidate that left between sampling and asking: nothing to use.
+            Err(_) => {
+                self.out.push_back(Decision::Reject { req });
+                self.drain(None);
+            }
+        }
+    }
+
+    fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
+        if let Some(attempt) = self.requests[req as usize].1 {
+            let _ = self.core.outcome(attempt, *outcome, self.clock.at(now));
+        }
+    }
+
+    fn done(&mut self, req: Req, _cand: Cand, retry: bool, now: f64, _world: &World<'_>) {
+        let (request, attempt) = self.requests[req as usize];
+        if let Some(attempt) = attempt {
+            let next = if retry { Next::Retry } else { Next::Finish };
+            let _ = self
+                .core
+                .done(attempt, next, self.clock.at(now), &mut self.rng);
+            self.requests[req as usize].1 = None;
+        }
+        match (retry, request) {
+            (true, Some(id)) => self.drain(Some((id, req))),
+            _ => self.drain(None),
+        }
+    }
+
+    fn tick(&mut self, now: f64, _world: &World<'_>) {
+        self.core.tick(self.clock.at(now), &mut self.rng);
+        self.drain(None);
+    }
+
+    fn poll(&mut self) -> Option<Decision> {
+        self.out.pop_front()
+    }
+
+    fn decisions(&self) -> u64 {
+        self.core.counters().decisions
+    }
+
+    fn stalls(&self) -> u64 {
+        0
+    }
+}

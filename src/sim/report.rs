@@ -1,0 +1,413 @@
+//! What a run measured, the means over seeds, the table and the JSON contract
+//! (`docs/simulate-json.md`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::policy::Cand;
+use super::scenario::Action;
+
+/// Raw counts of one run (one policy, one seed).
+#[derive(Clone, Debug)]
+pub(crate) struct RunStats {
+    pub(crate) policy: String,
+    pub(crate) requests: u64,
+    pub(crate) errors: u64,
+    pub(crate) stuck: u64,
+    pub(crate) attempts: u64,
+    pub(crate) decisions: u64,
+    pub(crate) stalls: u64,
+    pub(crate) per_cand: Vec<u64>,
+    pub(crate) latency_ms: Vec<f64>,
+    pub(crate) ttfb_ms: Vec<f64>,
+    pub(crate) wall_s: f64,
+    pub(crate) end_s: f64,
+    pub(crate) series: Series,
+    marks: Vec<(Action, usize, usize, f64)>,
+}
+
+/// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
+/// tracked candidate.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Series {
+    pub(crate) bucket_s: f64,
+    pub(crate) tracked: Vec<usize>,
+    /// Per bucket: attempts, requests finished, requests failed.
+    pub(crate) totals: Vec<[u64; 3]>,
+    /// Per bucket, per tracked candidate: attempts (flattened).
+    pub(crate) by_cand: Vec<u64>,
+}
+
+impl Series {
+    fn bucket(&mut self, t: f64) -> usize {
+        let b = (t / self.bucket_s).floor().max(0.0) as usize;
+        if self.totals.len() <= b {
+            self.totals.resize(b + 1, [0; 3]);
+            self.by_cand.resize((b + 1) * self.tracked.len(), 0);
+        }
+        b
+    }
+
+    /// Adds another run's counts (for means over seeds).
+    fn add(&mut self, other: &Series) {
+        if self.totals.len() < other.totals.len() {
+            self.totals.resize(other.totals.len(), [0; 3]);
+            self.by_cand
+                .resize(other.totals.len() * self.tracked.len(), 0);
+        }
+        for (a, b) in self.totals.iter_mut().zip(&other.totals) {
+            for k in 0..3 {
+                a[k] += b[k];
+            }
+        }
+        for (a, b) in self.by_cand.iter_mut().zip(&other.by_cand) {
+            *a += b;
+        }
+    }
+
+    /// Attempts and attempts on tracked candidate `k` in buckets `[from, to)`.
+    fn window(&self, k: usize, from: usize, to: usize) -> (u64, u64) {
+        let n = self.tracked.len();
+        let (mut all, mut mine) = (0, 0);
+        for b in from..to.min(self.totals.len()) {
+            all += self.totals[b][0];
+            mine += self.by_cand[b * n + k];
+        }
+        (all, mine)
+    }
+}
+
+impl RunStats {
+    pub(crate) fn new(policy: &str, ids: &[String], tracked: Vec<usize>, bucket_s: f64) -> Self {
+        RunStats {
+            policy: policy.to_string(),
+            requests: 0,
+            errors: 0,
+            stuck: 0,
+            attempts: 0,
+            decisions: 0,
+            stalls: 0,
+            per_cand: vec![0; ids.len()],
+            latency_ms: Vec::new(),
+            ttfb_ms: Vec::new(),
+            wall_s: 0.0,
+            end_s: 0.0,
+            series: Series {
+                bucket_s,
+                tracked,
+                ..Default::default()
+            },
+            marks: Vec::new(),
+        }
+    }
+
+    pub(crate) fn attempt(&mut self, cand: Cand, now: f64) {
+        self.attempts += 1;
+        self.per_cand[cand as usize] += 1;
+        let b = self.series.bucket(now);
+        self.series.totals[b][0] += 1;
+        if let Some(k) = self.series.tracked.iter().position(|&c| c == cand as usize) {
+            let n = self.series.tracked.len();
+            self.series.by_cand[b * n + k] += 1;
+        }
+    }
+
+    pub(crate) fn request(&mut self, now: f64, latency_s: f64, ttfb_s: Option<f64>, _att: u32) {
+        self.requests += 1;
+        self.latency_ms.push(latency_s * 1000.0);
+        let b = self.series.bucket(now);
+        self.series.totals[b][1] += 1;
+        match ttfb_s {
+            Some(t) => self.ttfb_ms.push(t * 1000.0),
+            None => {
+                self.errors += 1;
+                self.series.totals[b][2] += 1;
+            }
+        }
+    }
+
+    pub(crate) fn mark(&mut self, action: Action, cand: usize, live: usize, now: f64) {
+        self.marks.push((action, cand, live, now));
+    }
+
+    /// Seconds from the first `action` on a tracked candidate until its 1 s traffic share first
+    /// passes the threshold (a fraction of the fair share): below it for a degrade, at or above
+    /// it for a heal. `None` if there is no such event or it never happens.
+    fn time_to_share(&self, action: Action, fraction: f64, below: bool) -> Option<Option<f64>> {
+        let &(_, cand, live, t0) = self.marks.iter().find(|m| {
+            m.0 == action
+                && (action != Action::Heal
+                    || self
+                        .marks
+                        .iter()
+                        .any(|d| d.0 == Action::Degrade && d.1 == m.1 && d.3 <= m.3))
+        })?;
+        let Some(k) = self.series.tracked.iter().position(|&c| c == cand) else {
+            return Some(None);
+        };
+        let fair = 1.0 / live.max(1) as f64;
+        let bs = self.series.bucket_s;
+        let per_window = ((1.0 / bs).round() as usize).max(1);
+        let start = (t0 / bs - 1e-9).ceil().max(0.0) as usize;
+        let mut end = start + per_window;
+        while end <= self.series.totals.len() {
+            let (all, mine) = self.series.window(k, end - per_window, end);
+            if all > 0 {
+                let share = mine as f64 / all as f64;
+                let hit = if below {
+                    share < fraction * fair
+                } else {
+                    share >= fraction * fair
+                };
+                if hit {
+                    return Some(Some(end as f64 * bs - t0));
+                }
+            }
+            end += 1;
+        }
+        Some(None)
+    }
+}
+
+/// Mean, median and 99th percentile, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+fn summarize(values: &mut [f64]) -> Summary {
+    if values.is_empty() {
+        return Summary::default();
+    }
+    values.sort_by(f64::total_cmp);
+    let q = |p: f64| values[((values.len() - 1) as f64 * p).round() as usize];
+    Summary {
+        mean: values.iter().sum::<f64>() / values.len() as f64,
+        p50: q(0.5),
+        p99: q(0.99),
+    }
+}
+
+/// One policy's figures, means over seeds. The field names are the JSON contract.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PolicyReport {
+    /// The policy name as given.
+    pub policy: String,
+    /// Requests per run.
+    pub requests: f64,
+    /// Requests that ended without a success, per run.
+    pub errors: f64,
+    /// errors / requests.
+    pub error_rate: f64,
+    /// 1 - error_rate.
+    pub success_rate: f64,
+    /// Rounds in which the policy could not choose although a candidate was free.
+    pub stalls: f64,
+    /// Decisions (attempts granted) per run.
+    pub decisions: f64,
+    /// Candidate id -> fraction of attempts.
+    pub share: BTreeMap<String, f64>,
+    /// Per request, arrival to its end (success or final failure), ms.
+    pub latency_ms: Summary,
+    /// Per successful request, arrival to the first byte of its successful attempt, ms.
+    pub ttfb_ms: Summary,
+    /// Attempts per request.
+    pub attempts_per_request: f64,
+    /// Degrade -> the degraded candidate's 1 s share first falls below 20% of its fair share.
+    pub detection_s: Option<f64>,
+    /// Heal -> its 1 s share first reaches 80% of its fair share.
+    pub recovery_s: Option<f64>,
+    /// Decisions per wall-clock second of the run (engine included), one core per run.
+    pub decisions_per_s: f64,
+    /// Requests a policy left waiting forever (counted in errors).
+    pub stuck: f64,
+    /// Virtual seconds the run lasted.
+    pub virtual_s: f64,
+}
+
+/// The whole report of `selcoord simulate`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// The seeds run (each policy ran once per seed).
+    pub seeds: Vec<u64>,
+    /// One entry per policy, in the order asked.
+    pub policies: Vec<PolicyReport>,
+    /// Candidate ids in scenario order.
+    #[serde(skip)]
+    pub candidates: Vec<String>,
+    #[serde(skip)]
+    pub(crate) series: Vec<Series>,
+    /// Whether the scenario has a degrade or heal (detection and recovery apply).
+    #[serde(skip)]
+    pub timeline: bool,
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (mut s, mut n) = (0.0, 0usize);
+    for x in xs {
+        s += x;
+        n += 1;
+    }
+    if n == 0 {
+        0.0
+    } else {
+        s / n as f64
+    }
+}
+
+/// Mean of per-seed values; `None` if the event is absent or never happened in some seed.
+fn mean_opt(xs: &[Option<Option<f64>>]) -> Option<f64> {
+    let mut v = Vec::new();
+    for x in xs {
+        v.push((*x)??);
+    }
+    Some(mean(v.into_iter()))
+}
+
+pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport, Series) {
+    let n = runs.len().max(1) as f64;
+    let mut share = BTreeMap::new();
+    for (c, id) in ids.iter().enumerate() {
+        let s = mean(
+            runs.iter()
+                .map(|r| r.per_cand[c] as f64 / r.attempts.max(1) as f64),
+        );
+        share.insert(id.clone(), s);
+    }
+    let lat: Vec<Summary> = runs
+        .iter_mut()
+        .map(|r| summarize(&mut r.latency_ms))
+        .collect();
+    let ttfb: Vec<Summary> = runs.iter_mut().map(|r| summarize(&mut r.ttfb_ms)).collect();
+    let avg = |v: &[Summary]| Summary {
+        mean: mean(v.iter().map(|s| s.mean)),
+        p50: mean(v.iter().map(|s| s.p50)),
+        p99: mean(v.iter().map(|s| s.p99)),
+    };
+    let det: Vec<_> = runs
+        .iter()
+        .map(|r| r.time_to_share(Action::Degrade, 0.2, true))
+        .collect();
+    let rec: Vec<_> = runs
+        .iter()
+        .map(|r| r.time_to_share(Action::Heal, 0.8, false))
+        .collect();
+    let error_rate = mean(
+        runs.iter()
+            .map(|r| r.errors as f64 / r.requests.max(1) as f64),
+    );
+    let mut series = runs[0].series.clone();
+    for r in &runs[1..] {
+        series.add(&r.series);
+    }
+    let report = PolicyReport {
+        policy: runs[0].policy.clone(),
+        requests: runs.iter().map(|r| r.requests as f64).sum::<f64>() / n,
+        errors: runs.iter().map(|r| r.errors as f64).sum::<f64>() / n,
+        error_rate,
+        success_rate: 1.0 - error_rate,
+        stalls: runs.iter().map(|r| r.stalls as f64).sum::<f64>() / n,
+        decisions: runs.iter().map(|r| r.decisions as f64).sum::<f64>() / n,
+        share,
+        latency_ms: avg(&lat),
+        ttfb_ms: avg(&ttfb),
+        attempts_per_request: mean(
+            runs.iter()
+                .map(|r| r.attempts as f64 / r.requests.max(1) as f64),
+        ),
+        detection_s: mean_opt(&det),
+        recovery_s: mean_opt(&rec),
+        decisions_per_s: mean(runs.iter().map(|r| r.decisions as f64 / r.wall_s.max(1e-9))),
+        stuck: runs.iter().map(|r| r.stuck as f64).sum::<f64>() / n,
+        virtual_s: mean(runs.iter().map(|r| r.end_s)),
+    };
+    (report, series)
+}
+
+impl Report {
+    /// The side-by-side table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let seeds = match (self.seeds.first(), self.seeds.last()) {
+            (Some(a), Some(b)) if a != b => format!("{} seeds ({a}..={b})", self.seeds.len()),
+            (Some(a), _) => format!("seed {a}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "scenario {}: {} candidates, {seeds}, means over seeds",
+            self.scenario,
+            self.candidates.len()
+        );
+        let shown: Vec<&String> = if self.candidates.len() <= 4 {
+            self.candidates.iter().collect()
+        } else {
+            Vec::new()
+        };
+        let mut head = format!(
+            "{:<22} {:>8} {:>8} {:>7}",
+            "policy", "requests", "err rate", "att/req"
+        );
+        for id in &shown {
+            let _ = write!(head, " {:>9}", truncate(id, 9));
+        }
+        let _ = write!(
+            head,
+            " {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "lat mean", "lat p99", "ttfb mean", "ttfb p99", "stalls"
+        );
+        if self.timeline {
+            let _ = write!(head, " {:>8} {:>8}", "detect", "recover");
+        }
+        let _ = write!(head, " {:>10}", "decisions/s");
+        let _ = writeln!(out, "{head}");
+        for p in &self.policies {
+            let mut row = format!(
+                "{:<22} {:>8.0} {:>8.4} {:>7.2}",
+                truncate(&p.policy, 22),
+                p.requests,
+                p.error_rate,
+                p.attempts_per_request
+            );
+            for id in &shown {
+                let _ = write!(row, " {:>9.4}", p.share.get(*id).copied().unwrap_or(0.0));
+            }
+            let _ = write!(
+                row,
+                " {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7.1}",
+                p.latency_ms.mean, p.latency_ms.p99, p.ttfb_ms.mean, p.ttfb_ms.p99, p.stalls
+            );
+            if self.timeline {
+                let f = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.1}s"));
+                let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), f(p.recovery_s));
+            }
+            let _ = write!(row, " {:>10.0}", p.decisions_per_s);
+            let _ = writeln!(out, "{row}");
+        }
+        if !shown.is_empty() {
+            let _ = writeln!(out, "(candidate columns: share of attempts)");
+        }
+        out
+    }
+
+    /// The JSON contract (`docs/simulate-json.md`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

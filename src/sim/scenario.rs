@@ -1,0 +1,468 @@
+//! Scenario files: the TOML model, its validation, and the built-in scenarios.
+//!
+//! Every field is documented in `docs/scenarios.md`. Parsing goes through
+//! `serde_path_to_error` on top of `toml`'s span-aware deserializer, so an error names the field
+//! path (`candidates[1].success`) and the line it is on.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+use super::dist::non_negative;
+use super::dist::Dist;
+use crate::core::{CandidateInfo, FailureClass, Limits};
+use crate::score::Config;
+
+/// The built-in scenarios, by name, embedded so the binary works from any directory.
+pub const BUILTIN: [(&str, &str); 7] = [
+    (
+        "mongo-overload",
+        include_str!("../../scenarios/mongo-overload.toml"),
+    ),
+    (
+        "capacity-overload",
+        include_str!("../../scenarios/capacity-overload.toml"),
+    ),
+    ("recovery", include_str!("../../scenarios/recovery.toml")),
+    (
+        "lassie-retrieval",
+        include_str!("../../scenarios/lassie-retrieval.toml"),
+    ),
+    (
+        "livepeer-selection",
+        include_str!("../../scenarios/livepeer-selection.toml"),
+    ),
+    (
+        "pairwise-deadlock",
+        include_str!("../../scenarios/pairwise-deadlock.toml"),
+    ),
+    (
+        "large-fleet",
+        include_str!("../../scenarios/large-fleet.toml"),
+    ),
+];
+
+/// A scenario file that cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{source_name}{}: {field}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+pub struct ScenarioError {
+    /// Where the text came from (a path or `builtin:<name>`).
+    pub source_name: String,
+    /// The field path, e.g. `candidates[1].success` (`(document)` for the whole file).
+    pub field: String,
+    /// The 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+fn probability<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!(
+            "must be a probability between 0 and 1, got {v}"
+        )))
+    }
+}
+
+fn opt_probability<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    probability(d).map(Some)
+}
+
+fn non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    non_negative("the value", f64::deserialize(d)?)
+}
+
+fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!("must be > 0, got {v}")))
+    }
+}
+
+fn opt_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    positive(d).map(Some)
+}
+
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if v >= 1 {
+        Ok(v)
+    } else {
+        Err(de::Error::custom("must be at least 1"))
+    }
+}
+
+fn zero() -> Dist {
+    Dist::Const(0.0)
+}
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn overload() -> FailureClass {
+    FailureClass::Overload
+}
+
+/// A candidate: what the coordinator may know (static info) and the hidden truth.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateSpec {
+    /// Unique id; with `count > 1` the replicas are `<id>-0`, `<id>-1`, ...
+    pub id: String,
+    /// How many identical candidates this entry stands for.
+    #[serde(default = "one", deserialize_with = "at_least_one")]
+    pub count: u32,
+    /// Present from the start (`false`: it arrives with a `join` event).
+    #[serde(default = "yes")]
+    pub present: bool,
+    /// Probability that an attempt succeeds (below capacity).
+    #[serde(deserialize_with = "probability")]
+    pub success: f64,
+    /// How a failure is reported.
+    #[serde(default = "overload")]
+    pub failure: FailureClass,
+    /// How long a failed attempt takes, ms.
+    #[serde(default = "zero")]
+    pub failure_ms: Dist,
+    /// Connect time of a successful attempt, ms.
+    #[serde(default = "zero")]
+    pub connect_ms: Dist,
+    /// From connect to the first byte, ms. Absent: the first byte is the end of the attempt
+    /// (a request-response operation).
+    #[serde(default)]
+    pub ttfb_ms: Option<Dist>,
+    /// From the first byte to the end (added to the transfer time), ms.
+    #[serde(default = "zero")]
+    pub duration_ms: Dist,
+    /// Transfer bandwidth, megabits per second (`workload.bytes` are sent at this rate).
+    #[serde(default, deserialize_with = "opt_positive")]
+    pub bandwidth_mbps: Option<f64>,
+    /// Attempts in flight it serves without extra errors.
+    #[serde(default)]
+    pub capacity: Option<u32>,
+    /// Past capacity, each extra attempt in flight adds this much overload-failure probability.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub overload_per_extra: f64,
+    /// Static info the coordinator sees.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub stake: f64,
+    /// Static price.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub price: f64,
+    /// Perf scores by region.
+    #[serde(default)]
+    pub perf_scores: BTreeMap<String, f64>,
+    /// Tags such as `verified`.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// This candidate's own in-flight limit (seen by every policy).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+}
+
+impl CandidateSpec {
+    /// The static info the policies see for replica `id`.
+    pub fn info(&self, id: &str) -> CandidateInfo {
+        let mut info = CandidateInfo::new(id);
+        info.tags = self.tags.clone();
+        info.stake = self.stake;
+        info.price = self.price;
+        info.perf_scores = self.perf_scores.clone();
+        info.max_in_flight = self.max_in_flight;
+        info
+    }
+}
+
+/// What a timeline event does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// The candidate's truth changes to the event's overrides.
+    Degrade,
+    /// The candidate's truth returns to its file values.
+    Heal,
+    /// The candidate becomes available (it was `present = false` or had left).
+    Join,
+    /// The candidate is removed.
+    Leave,
+}
+
+/// A change at a given time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineEvent {
+    /// When, seconds of virtual time.
+    #[serde(deserialize_with = "non_neg")]
+    pub at_s: f64,
+    /// What happens.
+    pub action: Action,
+    /// To which candidate (a replica id such as `node-3` for a `count` entry).
+    pub candidate: toml::Spanned<String>,
+    /// Degrade: new success probability.
+    #[serde(default, deserialize_with = "opt_probability")]
+    pub success: Option<f64>,
+    /// Degrade: new failure class.
+    #[serde(default)]
+    pub failure: Option<FailureClass>,
+    /// Degrade: new failure latency.
+    #[serde(default)]
+    pub failure_ms: Option<Dist>,
+    /// Degrade: new ttfb.
+    #[serde(default)]
+    pub ttfb_ms: Option<Dist>,
+    /// Degrade: new capacity.
+    #[serde(default)]
+    pub capacity: Option<u32>,
+}
+
+/// How requests arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoopKind {
+    /// `workers` each run `operations` requests back to back.
+    Closed,
+    /// Poisson arrivals at `rate_per_s` for `duration_s`.
+    Open,
+}
+
+/// The workload.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// `closed` or `open`.
+    #[serde(rename = "loop")]
+    pub kind: LoopKind,
+    /// Closed loop: concurrent workers.
+    #[serde(default)]
+    pub workers: u32,
+    /// Closed loop: requests per worker.
+    #[serde(default)]
+    pub operations: u32,
+    /// Closed loop: pause between a worker's requests, ms.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub think_ms: f64,
+    /// Open loop: requests per second.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub rate_per_s: f64,
+    /// Open loop: arrivals stop after this many seconds.
+    #[serde(default, deserialize_with = "non_neg")]
+    pub duration_s: f64,
+    /// Candidates each request may use: a random subset of this size (0: all).
+    #[serde(default)]
+    pub subset: u32,
+    /// Further attempts after a failed one (each on a candidate not tried yet).
+    #[serde(default)]
+    pub retries: u32,
+    /// An attempt longer than this fails as a timeout at this time, ms.
+    #[serde(default, deserialize_with = "opt_positive")]
+    pub attempt_timeout_ms: Option<f64>,
+    /// Bytes per successful attempt (sent at the candidate's bandwidth).
+    #[serde(default)]
+    pub bytes: u64,
+    /// How long a request stuck by a stalled policy waits before it is looked at again, ms.
+    #[serde(default = "stall_default", deserialize_with = "positive")]
+    pub stall_ms: f64,
+}
+
+fn stall_default() -> f64 {
+    1000.0
+}
+
+/// The coordinator config a scenario asks for: a preset name or path, or an inline table.
+#[derive(Clone, Debug)]
+pub struct CoordinatorSpec(pub Config);
+
+impl<'de> Deserialize<'de> for CoordinatorSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = toml::Value::deserialize(d)?;
+        let config = match value {
+            toml::Value::String(s) => Config::from_name_or_path(&s),
+            other => {
+                let json = serde_json::to_value(other).map_err(de::Error::custom)?;
+                Config::from_json_value(json)
+            }
+        };
+        config.map(CoordinatorSpec).map_err(de::Error::custom)
+    }
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// What it models.
+    #[serde(default)]
+    pub description: String,
+    /// Policies run when the command line names none.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Width of the time-series buckets, seconds.
+    #[serde(default = "bucket_default", deserialize_with = "positive")]
+    pub series_bucket_s: f64,
+    /// The workload.
+    pub workload: Workload,
+    /// Limits every policy respects (the coordinator's `Limits`).
+    #[serde(default)]
+    pub limits: Limits,
+    /// The config of the `coordinator` policy (default: the project default).
+    #[serde(default)]
+    pub coordinator: Option<CoordinatorSpec>,
+    /// The candidates.
+    pub candidates: Vec<CandidateSpec>,
+    /// Changes over time.
+    #[serde(default)]
+    pub timeline: Vec<TimelineEvent>,
+}
+
+fn bucket_default() -> f64 {
+    0.1
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `source_name` is used in errors.
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, ScenarioError> {
+        let err = |field: String, line: Option<usize>, message: String| ScenarioError {
+            source_name: source_name.to_string(),
+            field,
+            line,
+            message,
+        };
+        let de = toml::Deserializer::new(text);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let line = inner.span().map(|s| line_of(text, s.start));
+            let field = if path == "." || path.is_empty() {
+                "(document)".to_string()
+            } else {
+                path
+            };
+            err(field, line, inner.message().trim().to_string())
+        })?;
+        scenario.validate(text, source_name)?;
+        Ok(scenario)
+    }
+
+    /// Loads a built-in scenario by name, or a file by path.
+    pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(text, &format!("builtin:{name}"));
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            source_name: name_or_path.to_string(),
+            field: "(document)".into(),
+            line: None,
+            message: format!(
+                "cannot read it ({e}); built-in scenarios: {}",
+                BUILTIN.map(|(n, _)| n).join(", ")
+            ),
+        })?;
+        Self::parse(&text, name_or_path)
+    }
+
+    /// Every candidate id in order (replicas expanded) with its spec index.
+    pub fn expanded(&self) -> Vec<(String, usize)> {
+        let mut out = Vec::new();
+        for (i, c) in self.candidates.iter().enumerate() {
+            if c.count == 1 {
+                out.push((c.id.clone(), i));
+            } else {
+                for k in 0..c.count {
+                    out.push((format!("{}-{k}", c.id), i));
+                }
+            }
+        }
+        out
+    }
+
+    fn validate(&self, text: &str, source_name: &str) -> Result<(), ScenarioError> {
+        let err = |field: &str, line: Option<usize>, message: String| ScenarioError {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            line,
+            message,
+        };
+        let whole_key = |key: &str| {
+            text.lines()
+                .position(|l| l.trim_start().starts_with(key))
+                .map(|i| i + 1)
+        };
+        if self.candidates.is_empty() {
+            return Err(err(
+                "candidates",
+                None,
+                "at least one [[candidates]] entry is needed".into(),
+            ));
+        }
+        let w = &self.workload;
+        match w.kind {
+            LoopKind::Closed if w.workers == 0 || w.operations == 0 => {
+                return Err(err(
+                    "workload.workers",
+                    whole_key("workers").or(whole_key("[workload]")),
+                    "a closed loop needs workers >= 1 and operations >= 1".into(),
+                ))
+            }
+            LoopKind::Open if w.rate_per_s <= 0.0 || w.duration_s <= 0.0 => {
+                return Err(err(
+                    "workload.rate_per_s",
+                    whole_key("rate_per_s").or(whole_key("[workload]")),
+                    "an open loop needs rate_per_s > 0 and duration_s > 0".into(),
+                ))
+            }
+            _ => {}
+        }
+        let ids = self.expanded();
+        let mut seen = std::collections::HashSet::new();
+        for (id, spec) in &ids {
+            if !seen.insert(id.as_str()) {
+                return Err(err(
+                    &format!("candidates[{spec}].id"),
+                    whole_key(&format!("id = \"{}\"", self.candidates[*spec].id)),
+                    format!("duplicate candidate id `{id}`"),
+                ));
+            }
+        }
+        for (i, ev) in self.timeline.iter().enumerate() {
+            if !seen.contains(ev.candidate.get_ref().as_str()) {
+                return Err(err(
+                    &format!("timeline[{i}].candidate"),
+                    Some(line_of(text, ev.candidate.span().start)),
+                    format!("unknown candidate `{}`", ev.candidate.get_ref()),
+                ));
+            }
+        }
+        if let Err(e) = check_limits(self.limits) {
+            return Err(err("limits", whole_key("[limits]"), e));
+        }
+        Ok(())
+    }
+}
+
+/// The core's own check of the limits (it refuses bad ones when they are set).
+fn check_limits(limits: Limits) -> Result<(), String> {
+    crate::core::Core::new(Config::default(), std::time::Instant::now())
+        .and_then(|c| c.with_limits(limits))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
