@@ -4,9 +4,9 @@
 //! Every coordinator iteration is one full cycle through the core: `ready` (the draw and the
 //! grant), `poll_event`, `outcome` (the statistics update) and `done` (the slot freed). The
 //! core's clock advances 1 µs per cycle, so the periodic O(n) score refresh (every
-//! `refresh_ms` = 250 ms of core time) runs once per 250,000 decisions, as it would at a steady
-//! million decisions per second; `refresh/<n>` measures one refresh on its own so its share at
-//! any other rate can be worked out. See `docs/performance.md`.
+//! `refresh_ms` of core time) runs as it would at a steady million decisions per second;
+//! `refresh/<n>` measures one refresh on its own so its share at any other rate can be worked
+//! out. See `docs/performance.md`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -96,7 +96,7 @@ fn coordinator_step(n: usize) -> impl FnMut() {
 fn refresh_step(n: usize) -> impl FnMut() {
     let (mut core, mut rng, mut now) = warm_core(n);
     move || {
-        now += Duration::from_millis(250);
+        now += Duration::from_millis(Config::default().refresh_ms);
         core.tick(now, &mut rng);
     }
 }
