@@ -171,6 +171,9 @@ fn tower_p2c_step(n: usize) -> impl FnMut() {
         .collect();
     let mut balance: Balance<_, u64> = Balance::new(ServiceList::new(services));
     let waker = futures::task::noop_waker();
+    // The first poll discovers every service: setup, not a decision.
+    let mut cx = Context::from_waker(&waker);
+    assert!(matches!(balance.poll_ready(&mut cx), Poll::Ready(Ok(()))));
     let mut k = 0u64;
     move || {
         let mut cx = Context::from_waker(&waker);
