@@ -446,7 +446,7 @@ fn pow(x: f64, e: f64) -> f64 {
     if e == 1.0 {
         x
     } else if (2.0..=16.0).contains(&e) && (e as u32) as f64 == e {
-        // Whole exponents (the default is 4) by repeated squaring: several times cheaper than
+        // Whole exponents (the default is 16) by repeated squaring: several times cheaper than
         // powf on the hot path, within an ulp or two of it.
         powi(x.max(0.0), e as u32)
     } else {
