@@ -57,6 +57,7 @@
 pub mod actor;
 pub mod core;
 pub mod decision;
+pub mod discovery;
 mod error;
 pub mod metrics;
 pub mod score;

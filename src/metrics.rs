@@ -1,31 +1,535 @@
-//! Metric names, descriptions and recording through the `metrics` facade.
+//! Metric names, descriptions and recording through the [`metrics`] facade.
 //!
-//! The library only emits; executables install an exporter (see the `prometheus` feature).
-//! (Placeholder: the recording functions are filled in by the observability work.)
+//! The library only emits: without an installed recorder every call here is a no-op. An
+//! executable installs an exporter once, e.g. [`install_prometheus`] (feature `prometheus`,
+//! on by default), and calls [`describe`] so every metric carries its help text and unit.
+//!
+//! What is recorded, and when (names in [`names`]):
+//!
+//! | source | metrics |
+//! |---|---|
+//! | [`CoordinatorMetrics::on_event`] | decisions by candidate and reason, winner probability, wait time, filter fallbacks, rejections by reason, reclaimed attempts |
+//! | [`CoordinatorMetrics::on_outcome`] | attempt outcomes by candidate and class |
+//! | [`CoordinatorMetrics::on_decision_cost`] | decision cost |
+//! | [`CoordinatorMetrics::on_gauges`] (periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections |
+//!
+//! **Candidate labels are capped**: the first `cap` candidates seen get their own `candidate`
+//! label, every later one is counted as `other`, so 10,000 candidates cannot explode the
+//! series count. A label never moves to another candidate (a removed candidate keeps its slot),
+//! so a series always means one candidate. Label values are sanitized: control characters
+//! become `_`, values are cut to [`MAX_LABEL_LEN`] bytes, a candidate literally named `other`
+//! is labelled `other_`, and two ids that sanitize to the same value are told apart with a
+//! `~N` suffix.
+//!
+//! No metric handle is cached: each call resolves through the recorder installed *at that
+//! moment*, so a `CoordinatorMetrics` built before the exporter is installed still reports.
 
-use crate::core::{CandidateId, Core, Event, Outcome};
+use std::collections::{HashMap, HashSet};
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{SharedString, Unit};
+
+use crate::core::{CandidateId, Core, Counters, Event, Outcome};
+use crate::decision::DecisionReason;
+use crate::error::Rejection;
+
+/// Every metric name, in one place (dashboards and tests use these too).
+pub mod names {
+    /// Counter: decisions (grants), labels `candidate`, `reason`.
+    pub const DECISIONS: &str = "selcoord_decisions_total";
+    /// Histogram: the winner's probability in its draw, label `reason`.
+    pub const WINNER_PROBABILITY: &str = "selcoord_winner_probability";
+    /// Histogram: seconds from `ready` to the grant.
+    pub const WAIT_SECONDS: &str = "selcoord_wait_seconds";
+    /// Counter: decisions whose filter fell back (it would have removed everything).
+    pub const FILTER_FALLBACKS: &str = "selcoord_filter_fallbacks_total";
+    /// Counter: requests answered without a slot, label `reason`.
+    pub const REJECTIONS: &str = "selcoord_rejections_total";
+    /// Counter: attempts reclaimed by the lease (`max_attempt_s`).
+    pub const RECLAIMED: &str = "selcoord_reclaimed_attempts_total";
+    /// Counter: attempt outcomes, labels `candidate`, `outcome` (`success` or a failure class).
+    pub const OUTCOMES: &str = "selcoord_attempt_outcomes_total";
+    /// Histogram: seconds one decision (one core call of a handler) took.
+    pub const DECISION_COST: &str = "selcoord_decision_cost_seconds";
+    /// Counter: outlier ejections started.
+    pub const EJECTIONS: &str = "selcoord_ejections_total";
+    /// Gauge: candidates known (live).
+    pub const CANDIDATES: &str = "selcoord_candidates";
+    /// Gauge: candidates ejected now.
+    pub const CANDIDATES_EJECTED: &str = "selcoord_candidates_ejected";
+    /// Gauge: requests waiting for a slot.
+    pub const WAITING: &str = "selcoord_waiting_requests";
+    /// Gauge: the waiting limit (`max_waiting`).
+    pub const WAITING_LIMIT: &str = "selcoord_waiting_requests_limit";
+    /// Gauge: open requests (waiting or running).
+    pub const OPEN_REQUESTS: &str = "selcoord_open_requests";
+    /// Gauge: attempts in flight over all candidates.
+    pub const IN_FLIGHT: &str = "selcoord_in_flight";
+    /// Gauge: the global in-flight limit (absent while unlimited).
+    pub const IN_FLIGHT_LIMIT: &str = "selcoord_in_flight_limit";
+    /// Gauge: attempts in flight per candidate, label `candidate`.
+    pub const CANDIDATE_IN_FLIGHT: &str = "selcoord_candidate_in_flight";
+    /// Gauge: per-candidate in-flight limit, label `candidate` (absent while unlimited).
+    pub const CANDIDATE_IN_FLIGHT_LIMIT: &str = "selcoord_candidate_in_flight_limit";
+    /// Gauge: score components, labels `candidate`, `component`.
+    pub const SCORE_COMPONENT: &str = "selcoord_score_component";
+    /// Gauge: probability of the candidate winning an unrestricted draw now, label `candidate`.
+    pub const CANDIDATE_PROBABILITY: &str = "selcoord_candidate_probability";
+
+    /// Every metric name above.
+    pub const ALL: [&str; 20] = [
+        DECISIONS,
+        WINNER_PROBABILITY,
+        WAIT_SECONDS,
+        FILTER_FALLBACKS,
+        REJECTIONS,
+        RECLAIMED,
+        OUTCOMES,
+        DECISION_COST,
+        EJECTIONS,
+        CANDIDATES,
+        CANDIDATES_EJECTED,
+        WAITING,
+        WAITING_LIMIT,
+        OPEN_REQUESTS,
+        IN_FLIGHT,
+        IN_FLIGHT_LIMIT,
+        CANDIDATE_IN_FLIGHT,
+        CANDIDATE_IN_FLIGHT_LIMIT,
+        SCORE_COMPONENT,
+        CANDIDATE_PROBABILITY,
+    ];
+
+    /// The label value that collects every candidate past the cap.
+    pub const OTHER: &str = "other";
+}
+
+/// Histogram bucket bounds, by metric (exporters that bucket use these).
+pub const BUCKETS: [(&str, &[f64]); 3] = [
+    (
+        names::WINNER_PROBABILITY,
+        &[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0],
+    ),
+    (
+        names::WAIT_SECONDS,
+        &[
+            0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            30.0,
+        ],
+    ),
+    (
+        names::DECISION_COST,
+        &[
+            1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
+        ],
+    ),
+];
+
+/// The default candidate-label cap.
+pub const DEFAULT_LABEL_CAP: usize = 100;
+
+/// Longest candidate label value, in bytes.
+pub const MAX_LABEL_LEN: usize = 64;
+
+/// Describes every metric (help text and unit) to the installed recorder. Call once, after
+/// installing it.
+pub fn describe() {
+    use names::*;
+    describe_counter!(
+        DECISIONS,
+        Unit::Count,
+        "Decisions (grants) by candidate and reason: draw, only_choice, deterministic, fallback."
+    );
+    describe_histogram!(
+        WINNER_PROBABILITY,
+        "The winner's probability in the draw that chose it."
+    );
+    describe_histogram!(
+        WAIT_SECONDS,
+        Unit::Seconds,
+        "Time a request waited from ready to its grant."
+    );
+    describe_counter!(
+        FILTER_FALLBACKS,
+        Unit::Count,
+        "Decisions where a filter would have removed every candidate and was ignored."
+    );
+    describe_counter!(
+        REJECTIONS,
+        Unit::Count,
+        "Requests answered without a slot, by reason."
+    );
+    describe_counter!(
+        RECLAIMED,
+        Unit::Count,
+        "Attempts whose lease ran out; their slot was taken back as a timeout."
+    );
+    describe_counter!(
+        OUTCOMES,
+        Unit::Count,
+        "Attempt outcomes by candidate and class (success or the failure class)."
+    );
+    describe_histogram!(
+        DECISION_COST,
+        Unit::Seconds,
+        "Time one decision (one core call of the coordinator) took."
+    );
+    describe_counter!(EJECTIONS, Unit::Count, "Outlier ejections started.");
+    describe_gauge!(CANDIDATES, Unit::Count, "Candidates known.");
+    describe_gauge!(CANDIDATES_EJECTED, Unit::Count, "Candidates ejected now.");
+    describe_gauge!(WAITING, Unit::Count, "Requests waiting for a slot.");
+    describe_gauge!(
+        WAITING_LIMIT,
+        Unit::Count,
+        "Most requests that may wait at once (max_waiting)."
+    );
+    describe_gauge!(
+        OPEN_REQUESTS,
+        Unit::Count,
+        "Open requests, waiting or running."
+    );
+    describe_gauge!(
+        IN_FLIGHT,
+        Unit::Count,
+        "Attempts in flight, all candidates."
+    );
+    describe_gauge!(
+        IN_FLIGHT_LIMIT,
+        Unit::Count,
+        "Global in-flight limit (absent while unlimited)."
+    );
+    describe_gauge!(
+        CANDIDATE_IN_FLIGHT,
+        Unit::Count,
+        "Attempts in flight on a candidate."
+    );
+    describe_gauge!(
+        CANDIDATE_IN_FLIGHT_LIMIT,
+        Unit::Count,
+        "A candidate's in-flight limit (absent while unlimited)."
+    );
+    describe_gauge!(
+        SCORE_COMPONENT,
+        "A candidate's score component in [0, 1] at the last refresh."
+    );
+    describe_gauge!(
+        CANDIDATE_PROBABILITY,
+        "Probability that the candidate wins an unrestricted draw now."
+    );
+    describe_discovery();
+}
+
+/// Describes the discovery metrics (names in [`crate::discovery`]).
+fn describe_discovery() {
+    use crate::discovery::{
+        METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_PERF_SCORE_ERRORS,
+        METRIC_PERF_SCORE_UPDATES, METRIC_REFRESH_DURATION, METRIC_REQUESTS,
+    };
+    describe_counter!(
+        METRIC_REQUESTS,
+        Unit::Count,
+        "Discovery fetches of candidate info, by result: ok, error, timeout, invalid."
+    );
+    describe_histogram!(
+        METRIC_REFRESH_DURATION,
+        Unit::Seconds,
+        "How long one discovery refresh pass took."
+    );
+    describe_gauge!(METRIC_CACHE_SIZE, "Candidates with cached info.");
+    describe_gauge!(
+        METRIC_CACHE_AGE,
+        Unit::Seconds,
+        "Age of the oldest cached candidate info."
+    );
+    describe_gauge!(METRIC_IN_FLIGHT, "Discovery fetches running now.");
+    describe_counter!(
+        METRIC_PERF_SCORE_ERRORS,
+        Unit::Count,
+        "Perf-score fetches that failed (previous scores kept), by reason."
+    );
+    describe_counter!(
+        METRIC_PERF_SCORE_UPDATES,
+        Unit::Count,
+        "Perf-score fetches that replaced the scores."
+    );
+}
+
+/// Turns a candidate id into a label value Prometheus and dashboards handle well.
+///
+/// Control characters become `_`, the value is cut to [`MAX_LABEL_LEN`] bytes on a character
+/// boundary, an empty id becomes `_`, and `other` (reserved for the overflow) becomes `other_`.
+pub fn sanitize_label(id: &str) -> String {
+    let mut out = String::with_capacity(id.len().min(MAX_LABEL_LEN));
+    for c in id.chars() {
+        let c = if c.is_control() { '_' } else { c };
+        if out.len() + c.len_utf8() > MAX_LABEL_LEN {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        out.push('_');
+    }
+    if out == names::OTHER {
+        out.push('_');
+    }
+    out
+}
+
+/// Maps candidate ids to capped, sanitized, unique label values.
+#[derive(Debug)]
+struct CandidateLabels {
+    cap: usize,
+    labels: HashMap<CandidateId, SharedString>,
+    used: HashSet<String>,
+}
+
+impl CandidateLabels {
+    fn new(cap: usize) -> Self {
+        CandidateLabels {
+            cap,
+            labels: HashMap::new(),
+            used: HashSet::new(),
+        }
+    }
+
+    /// The label of `id`, assigning one while fewer than `cap` are assigned.
+    fn get(&mut self, id: &CandidateId) -> SharedString {
+        if let Some(l) = self.labels.get(id) {
+            return l.clone();
+        }
+        if self.labels.len() >= self.cap {
+            return SharedString::const_str(names::OTHER);
+        }
+        let base = sanitize_label(id.as_str());
+        let mut label = base.clone();
+        let mut n = 2;
+        while self.used.contains(&label) {
+            label = format!("{base}~{n}");
+            n += 1;
+        }
+        self.used.insert(label.clone());
+        let shared = SharedString::from(label);
+        self.labels.insert(id.clone(), shared.clone());
+        shared
+    }
+
+    fn is_other(label: &SharedString) -> bool {
+        label.as_ref() == names::OTHER
+    }
+}
 
 /// Records the coordinator's metrics, capping candidate labels.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CoordinatorMetrics {
-    _cap: usize,
+    labels: CandidateLabels,
+    last: Counters,
+    primed: bool,
+    /// Labelled candidates whose gauges the last tick set.
+    shown: HashSet<SharedString>,
+}
+
+impl Default for CoordinatorMetrics {
+    fn default() -> Self {
+        CoordinatorMetrics::new(DEFAULT_LABEL_CAP)
+    }
 }
 
 impl CoordinatorMetrics {
     /// A recorder that labels at most `cap` candidates by name; the rest become `other`.
     pub fn new(cap: usize) -> Self {
-        CoordinatorMetrics { _cap: cap }
+        CoordinatorMetrics {
+            labels: CandidateLabels::new(cap),
+            last: Counters::default(),
+            primed: false,
+            shown: HashSet::new(),
+        }
+    }
+
+    /// How many candidates have a label of their own (at most the cap).
+    pub fn labelled_candidates(&self) -> usize {
+        self.labels.labels.len()
+    }
+
+    /// The label value `id` is recorded under (assigning one if the cap allows).
+    pub fn candidate_label(&mut self, id: &CandidateId) -> SharedString {
+        self.labels.get(id)
     }
 
     /// Records a grant, rejection or reclaim.
-    pub fn on_event(&mut self, _event: &Event) {}
+    pub fn on_event(&mut self, event: &Event) {
+        match event {
+            Event::Granted(g) => {
+                let candidate = self.labels.get(&g.candidate);
+                counter!(names::DECISIONS, "candidate" => candidate, "reason" => g.reason.as_str())
+                    .increment(1);
+                histogram!(names::WINNER_PROBABILITY, "reason" => g.reason.as_str())
+                    .record(g.probability);
+                histogram!(names::WAIT_SECONDS).record(g.waited_s);
+                if g.reason == DecisionReason::Fallback {
+                    counter!(names::FILTER_FALLBACKS).increment(1);
+                }
+            }
+            Event::Rejected { reason, .. } => {
+                counter!(names::REJECTIONS, "reason" => reason.as_str()).increment(1);
+            }
+            Event::Reclaimed { .. } => counter!(names::RECLAIMED).increment(1),
+        }
+    }
 
     /// Records an attempt's outcome.
-    pub fn on_outcome(&mut self, _candidate: &CandidateId, _outcome: &Outcome) {}
+    pub fn on_outcome(&mut self, candidate: &CandidateId, outcome: &Outcome) {
+        let candidate = self.labels.get(candidate);
+        counter!(names::OUTCOMES, "candidate" => candidate, "outcome" => outcome.label())
+            .increment(1);
+    }
 
     /// Records how long one decision (a handler's core call) took, seconds.
-    pub fn on_decision_cost(&mut self, _seconds: f64) {}
+    pub fn on_decision_cost(&mut self, seconds: f64) {
+        if seconds.is_finite() && seconds >= 0.0 {
+            histogram!(names::DECISION_COST).record(seconds);
+        }
+    }
 
     /// Records gauges read from the core: waiting, in flight vs limits, components, counters.
-    pub fn on_gauges(&mut self, _core: &Core) {}
+    ///
+    /// O(candidates): meant for a periodic tick, not for every message.
+    pub fn on_gauges(&mut self, core: &Core) {
+        if !self.primed {
+            self.prime();
+        }
+        let limits = core.limits();
+        gauge!(names::WAITING).set(core.waiting() as f64);
+        gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
+        gauge!(names::OPEN_REQUESTS).set(core.open_requests() as f64);
+        gauge!(names::IN_FLIGHT).set(f64::from(core.in_flight()));
+        if limits.global != crate::core::UNLIMITED {
+            gauge!(names::IN_FLIGHT_LIMIT).set(f64::from(limits.global));
+        }
+        gauge!(names::CANDIDATES).set(core.candidate_count() as f64);
+
+        let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
+        let mut ejected = 0usize;
+        let mut shown = HashSet::with_capacity(self.shown.len());
+        for view in core.candidates() {
+            if view.ejected {
+                ejected += 1;
+            }
+            let label = self.labels.get(&view.info.id);
+            let limited = view.limit != crate::core::UNLIMITED;
+            if CandidateLabels::is_other(&label) {
+                other_in_flight += f64::from(view.in_flight);
+                if limited {
+                    other_limit += f64::from(view.limit);
+                }
+                other_count += 1;
+                continue;
+            }
+            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => label.clone())
+                .set(f64::from(view.in_flight));
+            if limited {
+                gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => label.clone())
+                    .set(f64::from(view.limit));
+            }
+            for (component, value) in view.components.entries() {
+                gauge!(names::SCORE_COMPONENT, "candidate" => label.clone(), "component" => component)
+                    .set(value);
+            }
+            gauge!(names::CANDIDATE_PROBABILITY, "candidate" => label.clone())
+                .set(core.tree_probability(&view.info.id));
+            shown.insert(label);
+        }
+        // A candidate that is gone holds nothing and cannot win: say so rather than leave its
+        // last values standing.
+        for gone in self.shown.difference(&shown) {
+            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => gone.clone()).set(0.0);
+            gauge!(names::CANDIDATE_PROBABILITY, "candidate" => gone.clone()).set(0.0);
+        }
+        self.shown = shown;
+        if other_count > 0 {
+            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => names::OTHER).set(other_in_flight);
+            if other_limit > 0.0 {
+                gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => names::OTHER)
+                    .set(other_limit);
+            }
+        }
+        gauge!(names::CANDIDATES_EJECTED).set(ejected as f64);
+
+        let now = core.counters();
+        // A restarted core starts its counters again from zero: take the new values as the base.
+        let ejections = now.ejections.saturating_sub(self.last.ejections);
+        if ejections > 0 {
+            counter!(names::EJECTIONS).increment(ejections);
+        }
+        self.last = now;
+    }
+
+    /// Creates the unlabelled and reason-labelled counters at zero, so a dashboard shows 0
+    /// instead of "no data" for things that have not happened yet.
+    fn prime(&mut self) {
+        self.primed = true;
+        for r in Rejection::ALL {
+            counter!(names::REJECTIONS, "reason" => r.as_str()).increment(0);
+        }
+        counter!(names::FILTER_FALLBACKS).increment(0);
+        counter!(names::RECLAIMED).increment(0);
+        counter!(names::EJECTIONS).increment(0);
+    }
+}
+
+/// Why the Prometheus exporter could not be installed.
+#[cfg(feature = "prometheus")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrometheusInstallError {
+    /// The HTTP listener could not bind; pick another address or free the port.
+    #[error("cannot listen on {addr}: {reason}; choose another address or stop what uses it")]
+    Listen {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// What the system said.
+        reason: String,
+    },
+    /// A metrics recorder is installed already; install the exporter once per process.
+    #[error("a metrics recorder is installed already; install the exporter once per process")]
+    AlreadyInstalled,
+    /// Any other exporter error (runtime creation, configuration).
+    #[error("cannot start the Prometheus exporter: {0}")]
+    Exporter(String),
+}
+
+/// A Prometheus builder with this crate's histogram buckets (no listener set).
+#[cfg(feature = "prometheus")]
+pub fn prometheus_builder(
+) -> Result<metrics_exporter_prometheus::PrometheusBuilder, PrometheusInstallError> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let mut builder = PrometheusBuilder::new();
+    for (name, buckets) in BUCKETS {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)
+            .map_err(|e| PrometheusInstallError::Exporter(e.to_string()))?;
+    }
+    Ok(builder)
+}
+
+/// Installs the Prometheus exporter as the global recorder, serving `/metrics` over HTTP on
+/// `addr` (e.g. `127.0.0.1:9464`), and describes every metric.
+///
+/// Call it outside any Tokio runtime (the exporter then runs on a thread of its own) or inside
+/// one (it is spawned there). Only one recorder can be installed per process.
+#[cfg(feature = "prometheus")]
+pub fn install_prometheus(addr: std::net::SocketAddr) -> Result<(), PrometheusInstallError> {
+    use metrics_exporter_prometheus::BuildError;
+    prometheus_builder()?
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| match e {
+            BuildError::FailedToCreateHTTPListener(reason) => {
+                PrometheusInstallError::Listen { addr, reason }
+            }
+            BuildError::FailedToSetGlobalRecorder(_) => PrometheusInstallError::AlreadyInstalled,
+            other => PrometheusInstallError::Exporter(other.to_string()),
+        })?;
+    describe();
+    Ok(())
 }

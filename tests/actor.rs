@@ -178,18 +178,21 @@ async fn stray_messages_are_counted_not_fatal() {
     ready(&c, &w, Request::any()).await;
     let mut p = next_permit(&mut rx).await;
     let attempt = p.attempt();
+    let incarnation = p.incarnation();
     p.report(Outcome::success());
     p.report(Outcome::success()); // second report of the same attempt
     p.done(Next::Finish);
     // A second Done and a report after the attempt ended.
     c.send(Done {
         attempt,
+        incarnation,
         next: Next::Finish,
     })
     .await
     .unwrap();
     c.send(Report {
         attempt,
+        incarnation,
         outcome: Outcome::success(),
     })
     .await

@@ -274,3 +274,24 @@ fn policy_names_are_checked() {
     assert!(PolicySpec::parse("coordinator:lassie").is_ok());
     assert!(PolicySpec::parse("coordinator:/no/such/file.toml").is_err());
 }
+
+#[test]
+fn a_scenario_cannot_ask_for_more_than_a_million_candidates() {
+    let text = r#"
+name = "huge"
+[workload]
+loop = "closed"
+workers = 1
+operations = 1
+[[candidates]]
+id = "n"
+count = 4000000000
+success = 1.0
+"#;
+    let err = selection_coordinator::sim::Scenario::parse(text, "huge.toml").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("candidates[0].count") && msg.contains("at most"),
+        "{msg}"
+    );
+}

@@ -77,7 +77,21 @@ impl CoordinatorHandle {
     /// Report the attempt with [`Permit::report`]; dropping the permit releases the slot. If
     /// this future is dropped while waiting, the request is cancelled at the coordinator's
     /// next tick, or its grant is taken back at once if it comes first.
+    ///
+    /// If a supervised coordinator restarts while the request waits, the request is asked once
+    /// more by itself; a second restart in a row returns
+    /// [`Rejection::CoordinatorRestarted`].
     pub async fn acquire(&self, request: Request) -> Result<Permit, AcquireError> {
+        match self.acquire_once(request.clone()).await {
+            Err(AcquireError::Rejected(Rejection::CoordinatorRestarted)) => {
+                tracing::debug!("coordinator restarted while waiting; asking once more");
+                self.acquire_once(request).await
+            }
+            other => other,
+        }
+    }
+
+    async fn acquire_once(&self, request: Request) -> Result<Permit, AcquireError> {
         let (tx, rx) = oneshot::channel();
         let ready = Ready {
             request,

@@ -1,19 +1,22 @@
 //! One handler per message. Each forwards to the core and then settles (delivers events).
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use actix::{ActorContext, Context, Handler, MessageResult};
 use tokio::sync::mpsc;
 
 use super::messages::{
-    AddCandidate, Cancel, Done, Dropped, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
-    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
+    AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, GetState, Ready, Reask,
+    RemoveCandidate, Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
+    TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;
 use crate::core::{AttemptId, Next, RequestId};
 use crate::decision::DecisionRecord;
 use crate::error::Error;
+use crate::snapshot::SnapshotError;
 
 impl Handler<Ready> for Coordinator {
     type Result = Result<RequestId, Error>;
@@ -43,6 +46,9 @@ impl Handler<Report> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Report, _: &mut Context<Self>) {
+        if self.is_stale(msg.incarnation) {
+            return;
+        }
         let candidate = self.core.attempt_candidate(msg.attempt).cloned();
         let result = self.core.outcome(msg.attempt, msg.outcome, Instant::now());
         if let (Ok(()), Some(candidate)) = (&result, candidate) {
@@ -53,6 +59,15 @@ impl Handler<Report> for Coordinator {
 }
 
 impl Coordinator {
+    /// Counts a message of a permit granted before a restart.
+    fn is_stale(&mut self, incarnation: u64) -> bool {
+        let stale = incarnation != self.incarnation;
+        if stale {
+            self.shell.stale += 1;
+        }
+        stale
+    }
+
     fn release(&mut self, attempt: AttemptId, next: Next, ctx: &mut Context<Self>) -> bool {
         // An `acquire` caller has nowhere to receive a second grant.
         let next = match self.ledger.request_of(attempt) {
@@ -74,6 +89,9 @@ impl Handler<Done> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Done, ctx: &mut Context<Self>) {
+        if self.is_stale(msg.incarnation) {
+            return;
+        }
         self.release(msg.attempt, msg.next, ctx);
     }
 }
@@ -82,6 +100,9 @@ impl Handler<Dropped> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Dropped, ctx: &mut Context<Self>) {
+        if self.is_stale(msg.incarnation) {
+            return;
+        }
         if self.release(msg.attempt, Next::Finish, ctx) {
             self.shell.permits_dropped += 1;
         }
@@ -194,6 +215,8 @@ impl Handler<GetState> for Coordinator {
             self.ledger.len(),
             self.shell,
             self.subscribers.len(),
+            self.incarnation,
+            self.snapshots.clone(),
         ))
     }
 }
@@ -232,5 +255,31 @@ impl Handler<Stop> for Coordinator {
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+impl Handler<Crash> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Crash, ctx: &mut Context<Self>) {
+        tracing::warn!("coordinator crash requested (fault injection)");
+        self.crashing = true;
+        ctx.stop();
+    }
+}
+
+impl Handler<TakeSnapshot> for Coordinator {
+    type Result = MessageResult<TakeSnapshot>;
+
+    fn handle(&mut self, _: TakeSnapshot, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.snapshot())
+    }
+}
+
+impl Handler<SaveSnapshot> for Coordinator {
+    type Result = Result<Option<PathBuf>, SnapshotError>;
+
+    fn handle(&mut self, _: SaveSnapshot, _: &mut Context<Self>) -> Self::Result {
+        self.save_snapshot()
     }
 }

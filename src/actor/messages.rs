@@ -5,6 +5,7 @@
 //! observers send [`GetState`], [`Explain`] and the subscriptions.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use actix::{Message, Recipient};
 use tokio::sync::{mpsc, oneshot};
@@ -17,6 +18,7 @@ use crate::core::{
 use crate::decision::DecisionRecord;
 use crate::error::Error;
 use crate::score::Config;
+use crate::snapshot::{Snapshot, SnapshotError};
 
 /// Where the answers to a request go.
 pub(crate) enum Reply {
@@ -96,6 +98,8 @@ impl Ready {
 pub struct Report {
     /// The attempt.
     pub attempt: AttemptId,
+    /// The incarnation that granted it ([`Permit::incarnation`](super::Permit::incarnation)).
+    pub incarnation: u64,
     /// What happened.
     pub outcome: Outcome,
 }
@@ -106,6 +110,8 @@ pub struct Report {
 pub struct Done {
     /// The attempt.
     pub attempt: AttemptId,
+    /// The incarnation that granted it ([`Permit::incarnation`](super::Permit::incarnation)).
+    pub incarnation: u64,
     /// What the request does next.
     pub next: Next,
 }
@@ -115,6 +121,7 @@ pub struct Done {
 #[rtype(result = "()")]
 pub(crate) struct Dropped {
     pub(crate) attempt: AttemptId,
+    pub(crate) incarnation: u64,
 }
 
 /// Cancels a request: its waiting asks are answered with
@@ -210,9 +217,30 @@ pub struct SubscribeChannel {
     pub capacity: usize,
 }
 
-/// Stops the coordinator. Waiting workers are answered with
-/// [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted); permits still
-/// out become inert.
+/// Stops the coordinator, saving a snapshot first when a store is configured. Waiting workers
+/// are answered with [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted);
+/// permits still out become inert.
+///
+/// A coordinator started with [`Coordinator::start_supervised`](super::Coordinator::start_supervised)
+/// is restarted by its supervisor while any address of it is alive (permits hold one): for it
+/// `Stop` is a clean restart. Drop every address, or stop the actix `System`, to end it.
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "()")]
 pub struct Stop;
+
+/// Simulates a crash: the coordinator stops at once without saving, as if it had failed. Under
+/// supervision it restarts from the last saved snapshot. For fault-injection tests.
+#[doc(hidden)]
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "()")]
+pub struct Crash;
+
+/// Returns what the coordinator has learned now, as a [`Snapshot`] (nothing is written).
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Snapshot")]
+pub struct TakeSnapshot;
+
+/// Writes a snapshot now. Answers the path written, or `None` when no store is configured.
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Result<Option<PathBuf>, SnapshotError>")]
+pub struct SaveSnapshot;

@@ -31,6 +31,12 @@
 //!   are counted in [`ShellCounters`] and ignored; messages that have a result also return it.
 //! - **Decision records** are built only while someone subscribes ([`Subscribe`] for actors,
 //!   [`SubscribeChannel`] for tokio code), at the highest rate asked for.
+//! - **Crashes lose only what was learned since the last snapshot.** Started with
+//!   [`Coordinator::start_supervised`], the actor restarts after a stop or crash, rebuilt from
+//!   the snapshot of [`Coordinator::with_snapshots`] (saved periodically, on stop and at
+//!   System shutdown); waiting requests are answered with
+//!   [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted) and permits of
+//!   the earlier incarnation are stale. See `docs/reliability.md`.
 //! - **Code without actors** uses [`CoordinatorHandle::acquire`], which returns the same
 //!   [`Permit`].
 //!
@@ -84,32 +90,35 @@ mod handlers;
 mod ledger;
 mod messages;
 mod permit;
+mod persist;
 mod records;
 mod state;
 
 use std::time::{Duration, Instant};
 
-use actix::{Actor, AsyncContext, Context, SpawnHandle};
+use actix::{Actor, Addr, AsyncContext, Context, SpawnHandle, Supervised, Supervisor};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
+#[doc(hidden)]
+pub use messages::Crash;
 pub use messages::{
     AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
-    Report, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, UpdateCandidate,
+    Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, TakeSnapshot,
+    UpdateCandidate,
 };
 pub use permit::{Answer, Permit};
+pub use persist::{LoadOutcome, SnapshotStatus};
 pub use state::{CandidateState, ShellCounters, State};
 
 use crate::core::{CandidateInfo, Core, Event, Limits, Next};
-use crate::error::{Error, Rejection};
+use crate::error::Error;
 use crate::metrics::CoordinatorMetrics;
 use crate::score::Config;
 use ledger::Ledger;
+use persist::Persistence;
 use records::Subscribers;
-
-/// How many candidates the default metrics recorder labels by name.
-pub const DEFAULT_METRIC_LABELS: usize = 100;
 
 /// The coordinator actor: owns the [`Core`], its RNG, timers, metrics and subscribers.
 /// See the [module docs](self) for the message flow.
@@ -124,6 +133,14 @@ pub struct Coordinator {
     /// When the armed deadline timer fires, and its handle.
     deadline_timer: Option<(Instant, SpawnHandle)>,
     tick_timer: Option<(u64, SpawnHandle)>,
+    snapshot_timer: Option<SpawnHandle>,
+    /// Bumped at every restart; permits carry the one that granted them.
+    incarnation: u64,
+    persistence: Option<Persistence>,
+    snapshots: SnapshotStatus,
+    /// Set by a simulated crash: stop without the farewell save.
+    crashing: bool,
+    mailbox_capacity: Option<usize>,
 }
 
 impl Coordinator {
@@ -142,12 +159,18 @@ impl Coordinator {
         Ok(Coordinator {
             core,
             rng,
-            metrics: CoordinatorMetrics::new(DEFAULT_METRIC_LABELS),
+            metrics: CoordinatorMetrics::new(crate::metrics::DEFAULT_LABEL_CAP),
             ledger: Ledger::default(),
             subscribers: Subscribers::default(),
             shell: ShellCounters::default(),
             deadline_timer: None,
             tick_timer: None,
+            snapshot_timer: None,
+            incarnation: 0,
+            persistence: None,
+            snapshots: SnapshotStatus::default(),
+            crashing: false,
+            mailbox_capacity: None,
         })
     }
 
@@ -164,9 +187,31 @@ impl Coordinator {
         self
     }
 
+    /// Sets how many messages sent with `send` may queue before senders wait (actix's default
+    /// is 16). `do_send`, which permits and grants use, is never held back.
+    pub fn with_mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.mailbox_capacity = Some(capacity.max(1));
+        self
+    }
+
     /// Starts the actor and returns a handle for code without actors.
     pub fn start_handle(self) -> CoordinatorHandle {
         CoordinatorHandle::new(self.start())
+    }
+
+    /// Starts the actor under an actix [`Supervisor`]: when it stops (a crash, or [`Stop`])
+    /// while any address of it is alive, it restarts with the same mailbox, rebuilt from the
+    /// last saved snapshot (see [`Coordinator::with_snapshots`]). Requests that were waiting
+    /// are answered with [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted);
+    /// permits granted before the restart are stale (their reports and releases are counted
+    /// in [`ShellCounters::stale`] and ignored).
+    pub fn start_supervised(self) -> Addr<Coordinator> {
+        Supervisor::start(move |_| self)
+    }
+
+    /// [`Coordinator::start_supervised`], returning a handle for code without actors.
+    pub fn start_supervised_handle(self) -> CoordinatorHandle {
+        CoordinatorHandle::new(self.start_supervised())
     }
 
     /// Runs one core call that may draw, timing it for the decision-cost metric.
@@ -201,7 +246,8 @@ impl Coordinator {
                 Event::Granted(grant) => {
                     let request = grant.request;
                     self.ledger.granted(request, grant.attempt);
-                    let answer = Answer::Granted(Permit::new(grant, ctx.address()));
+                    let answer =
+                        Answer::Granted(Permit::new(grant, self.incarnation, ctx.address()));
                     let undelivered = match self.ledger.entry_mut(request) {
                         Some(entry) => entry.reply.deliver(answer).err(),
                         None => Some(answer),
@@ -303,17 +349,31 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(capacity) = self.mailbox_capacity {
+            ctx.set_mailbox_capacity(capacity);
+        }
         self.arm_tick(ctx);
         self.arm_deadline(ctx);
+        if let Some(every) = self.persistence.as_ref().and_then(|p| p.every) {
+            let handle = ctx.run_interval(every.max(Duration::from_millis(1)), |act, _| {
+                // Counted and logged inside; the next interval tries again.
+                let _ = act.save_snapshot();
+            });
+            self.snapshot_timer = Some(handle);
+        }
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         // Waiting workers would otherwise wait forever.
-        for (request, entry) in self.ledger.waiting_mut() {
-            let _ = entry.reply.deliver(Answer::Rejected {
-                request,
-                reason: Rejection::CoordinatorRestarted,
-            });
+        self.answer_waiting();
+        if !std::mem::take(&mut self.crashing) {
+            let _ = self.save_snapshot();
         }
+    }
+}
+
+impl Supervised for Coordinator {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.rebuild();
     }
 }

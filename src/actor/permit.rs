@@ -34,14 +34,17 @@ pub enum Answer {
 /// That is what makes a crashed or stopped worker harmless: its permit is dropped with it.
 pub struct Permit {
     grant: Grant,
+    /// The coordinator incarnation that granted it: after a restart its messages are stale.
+    incarnation: u64,
     /// `None` once the slot has been released (or taken back before delivery).
     coordinator: Option<Addr<Coordinator>>,
 }
 
 impl Permit {
-    pub(crate) fn new(grant: Grant, coordinator: Addr<Coordinator>) -> Self {
+    pub(crate) fn new(grant: Grant, incarnation: u64, coordinator: Addr<Coordinator>) -> Self {
         Permit {
             grant,
+            incarnation,
             coordinator: Some(coordinator),
         }
     }
@@ -61,6 +64,14 @@ impl Permit {
         self.grant.request
     }
 
+    /// The coordinator incarnation that granted the attempt (see
+    /// [`State::incarnation`](super::State::incarnation)). A supervised coordinator that
+    /// restarts counts and ignores the reports and releases of earlier incarnations: their
+    /// attempt ids may name new attempts.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
     /// Everything about the grant: probability, how it was chosen, how long it waited.
     pub fn grant(&self) -> &Grant {
         &self.grant
@@ -72,6 +83,7 @@ impl Permit {
         if let Some(addr) = &self.coordinator {
             addr.do_send(Report {
                 attempt: self.grant.attempt,
+                incarnation: self.incarnation,
                 outcome,
             });
         }
@@ -87,6 +99,7 @@ impl Permit {
         if let Some(addr) = self.coordinator.take() {
             addr.do_send(Done {
                 attempt: self.grant.attempt,
+                incarnation: self.incarnation,
                 next,
             });
         }
@@ -105,6 +118,7 @@ impl Drop for Permit {
             // Fails silently if the coordinator is gone, and then there is no slot to free.
             addr.do_send(Dropped {
                 attempt: self.grant.attempt,
+                incarnation: self.incarnation,
             });
         }
     }
@@ -116,6 +130,7 @@ impl fmt::Debug for Permit {
             .field("attempt", &self.grant.attempt)
             .field("request", &self.grant.request)
             .field("candidate", &self.grant.candidate)
+            .field("incarnation", &self.incarnation)
             .field("released", &self.coordinator.is_none())
             .finish()
     }

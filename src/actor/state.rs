@@ -6,6 +6,8 @@ use crate::core::{CandidateInfo, Core, Counters, Limits};
 use crate::error::Error;
 use crate::score::{Components, Config, Stats};
 
+use super::persist::SnapshotStatus;
+
 /// One candidate as the coordinator sees it now.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CandidateState {
@@ -47,6 +49,9 @@ pub struct ShellCounters {
     pub abandoned: u64,
     /// Decision records a full subscriber could not take.
     pub records_dropped: u64,
+    /// Reports and releases of permits granted before a restart (ignored: the new core may
+    /// reuse their attempt ids).
+    pub stale: u64,
 }
 
 impl ShellCounters {
@@ -88,6 +93,11 @@ pub struct State {
     pub shell: ShellCounters,
     /// Decision-record subscribers.
     pub subscribers: usize,
+    /// Restarts so far: 0 for the first run, bumped by every supervised restart. Permits carry
+    /// the incarnation that granted them.
+    pub incarnation: u64,
+    /// The snapshot store, what the last load found, and saves.
+    pub snapshots: SnapshotStatus,
 }
 
 impl State {
@@ -96,6 +106,8 @@ impl State {
         tracked_requests: usize,
         shell: ShellCounters,
         subscribers: usize,
+        incarnation: u64,
+        snapshots: SnapshotStatus,
     ) -> Self {
         State {
             candidates: core
@@ -119,6 +131,8 @@ impl State {
             counters: core.counters(),
             shell,
             subscribers,
+            incarnation,
+            snapshots,
         }
     }
 

@@ -237,6 +237,37 @@ pub struct Config {
     /// How often every candidate's cached score is refreshed (windows forget, statistics decay,
     /// all-candidate averages move), milliseconds.
     pub refresh_ms: u64,
+    /// Live A/B arms: each request is assigned one by share (sticky by its key) and drawn with
+    /// that arm's weights and filters; all arms share the learned statistics. Empty: one policy.
+    pub arms: Vec<Arm>,
+    /// Shadow policies: they never grant; on a sampled share of decisions they compute what they
+    /// would have chosen, and the coordinator records their agreement with the live choice.
+    pub shadows: Vec<Shadow>,
+}
+
+/// A named policy variant that takes a share of live traffic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arm {
+    /// Its name (a metric label).
+    pub name: String,
+    /// Its share of requests (shares are relative: 1 and 1 is 50/50).
+    pub share: f64,
+    /// How it draws: weights, mode, exponent, floor, filters. Statistics are learned once, with
+    /// the top-level config's averages and window, and shared by every arm.
+    pub config: Config,
+}
+
+/// A named policy variant judged on live traffic without taking any.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shadow {
+    /// Its name.
+    pub name: String,
+    /// The share of decisions it is asked about, in (0, 1].
+    pub sample: f64,
+    /// How it would draw.
+    pub config: Config,
 }
 
 impl Default for Config {
@@ -278,6 +309,8 @@ impl Default for Config {
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
             refresh_ms: 1000,
+            arms: Vec::new(),
+            shadows: Vec::new(),
         }
     }
 }
@@ -322,6 +355,8 @@ impl Config {
                 ..EjectionConfig::default()
             },
             refresh_ms: 1000,
+            arms: Vec::new(),
+            shadows: Vec::new(),
         }
     }
 
@@ -361,6 +396,8 @@ impl Config {
                 ..EjectionConfig::default()
             },
             refresh_ms: 1000,
+            arms: Vec::new(),
+            shadows: Vec::new(),
         }
     }
 
@@ -533,10 +570,81 @@ impl Config {
                  set weights.uniform = 1 for a plain uniform draw",
             ));
         }
+        self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(ConfigError { problems })
         }
+    }
+}
+
+impl Config {
+    /// Arms and shadows: unique names, usable shares and samples, valid configs, no nesting.
+    fn validate_variants(&self, problems: &mut Vec<Problem>) {
+        let mut names = std::collections::BTreeSet::new();
+        let mut check = |path: String, name: &str, config: &Config, problems: &mut Vec<Problem>| {
+            if name.trim().is_empty() {
+                problems.push(Problem::new(&format!("{path}.name"), "must not be empty"));
+            } else if !names.insert(name.to_string()) {
+                problems.push(Problem::new(
+                    &format!("{path}.name"),
+                    format!("`{name}` is used twice; arm and shadow names must be unique"),
+                ));
+            }
+            if !config.arms.is_empty() || !config.shadows.is_empty() {
+                problems.push(Problem::new(
+                    &format!("{path}.config"),
+                    "an arm's or shadow's config cannot have arms or shadows of its own",
+                ));
+            }
+            if let Err(e) = config.validate() {
+                for p in e.problems {
+                    let sub = if p.path.is_empty() {
+                        format!("{path}.config")
+                    } else {
+                        format!("{path}.config.{}", p.path)
+                    };
+                    problems.push(Problem::new(&sub, p.message));
+                }
+            }
+        };
+        for (i, arm) in self.arms.iter().enumerate() {
+            let path = format!("arms[{i}]");
+            if !(arm.share.is_finite() && arm.share >= 0.0) {
+                problems.push(Problem::new(
+                    &format!("{path}.share"),
+                    format!("must be a finite number >= 0, got {}", arm.share),
+                ));
+            }
+            check(path, &arm.name, &arm.config, problems);
+        }
+        if !self.arms.is_empty() && self.arms.iter().map(|a| a.share).sum::<f64>() <= 0.0 {
+            problems.push(Problem::new(
+                "arms",
+                "the shares sum to 0: no arm would get traffic",
+            ));
+        }
+        for (i, shadow) in self.shadows.iter().enumerate() {
+            let path = format!("shadows[{i}]");
+            if !(shadow.sample > 0.0 && shadow.sample <= 1.0) {
+                problems.push(Problem::new(
+                    &format!("{path}.sample"),
+                    format!("must be in (0, 1], got {}", shadow.sample),
+                ));
+            }
+            check(path, &shadow.name, &shadow.config, problems);
+        }
+    }
+
+    /// Whether two configs draw alike (everything but arms, shadows and the preset name).
+    pub fn draws_like(&self, other: &Config) -> bool {
+        let strip = |c: &Config| Config {
+            preset: None,
+            arms: Vec::new(),
+            shadows: Vec::new(),
+            ..c.clone()
+        };
+        strip(self) == strip(other)
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::config::Config;
+use super::config::{Arm, Config, Shadow};
 
 /// Fields that may be absent or `null` (each is an `Option` in [`Config`]).
 const OPTIONAL: [&str; 5] = [
@@ -92,12 +92,40 @@ impl Config {
                 Config::default()
             }
         };
+        // Arms and shadows hold whole configs (each may start from its own preset): they are
+        // read one by one, then put in place of the base's.
+        let arms = fields
+            .remove("arms")
+            .map(|v| variants(v, "arms", "share", &mut problems));
+        let shadows = fields
+            .remove("shadows")
+            .map(|v| variants(v, "shadows", "sample", &mut problems));
         let shape = to_json(&Config::shape());
         check_shape(&shape, fields, "", &mut problems);
         let mut merged = to_json(&base);
         merge(&mut merged, doc);
         match serde_json::from_value::<Config>(merged) {
-            Ok(config) => {
+            Ok(mut config) => {
+                if let Some(arms) = arms {
+                    config.arms = arms
+                        .into_iter()
+                        .map(|(name, share, config)| Arm {
+                            name,
+                            share,
+                            config,
+                        })
+                        .collect();
+                }
+                if let Some(shadows) = shadows {
+                    config.shadows = shadows
+                        .into_iter()
+                        .map(|(name, sample, config)| Shadow {
+                            name,
+                            sample,
+                            config,
+                        })
+                        .collect();
+                }
                 if let Err(e) = config.validate() {
                     problems.extend(e.problems);
                 }
@@ -128,6 +156,73 @@ impl Config {
         c.perf.min_score = Some(1.0);
         c
     }
+}
+
+/// Reads a list of `{ name, <amount>, config }` tables (arms or shadows), each config through
+/// the same loader (so it may name a preset), collecting problems under `list[i]`.
+fn variants(
+    list: Value,
+    key: &str,
+    amount: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, f64, Config)> {
+    let Value::Array(items) = list else {
+        problems.push(Problem::new(key, "must be a list of tables"));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let path = format!("{key}[{i}]");
+        let Value::Object(mut t) = item else {
+            problems.push(Problem::new(
+                &path,
+                "must be a table with name, {amount} and config",
+            ));
+            continue;
+        };
+        let name = match t.remove("name") {
+            Some(Value::String(n)) => n,
+            _ => {
+                problems.push(Problem::new(&format!("{path}.name"), "must be a string"));
+                String::new()
+            }
+        };
+        let value = match t.remove(amount) {
+            Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+            _ => {
+                problems.push(Problem::new(
+                    &format!("{path}.{amount}"),
+                    "must be a number",
+                ));
+                f64::NAN
+            }
+        };
+        let config = match t.remove("config") {
+            None => Ok(Config::default()),
+            Some(v) => Config::from_document(v, Vec::new()),
+        };
+        for unknown in t.keys() {
+            problems.push(Problem::new(
+                &format!("{path}.{unknown}"),
+                format!("unknown field; expected name, {amount}, config"),
+            ));
+        }
+        // A bad config is reported here and replaced by the default, so validation still
+        // checks the rest of the entry (its name and share).
+        let config = config.unwrap_or_else(|e| {
+            problems.extend(e.problems.into_iter().map(|p| {
+                let sub = if p.path.is_empty() {
+                    format!("{path}.config")
+                } else {
+                    format!("{path}.config.{}", p.path)
+                };
+                Problem::new(&sub, p.message)
+            }));
+            Config::default()
+        });
+        out.push((name, value, config));
+    }
+    out
 }
 
 fn to_json<T: Serialize>(value: &T) -> Value {

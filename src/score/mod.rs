@@ -31,8 +31,8 @@ mod stats;
 mod tests;
 
 pub use config::{
-    Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Weights, WindowConfig,
-    PRESETS,
+    Arm, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow, Weights,
+    WindowConfig, PRESETS,
 };
 pub use load::{ConfigError, Problem};
 pub use stats::{ErrorWindow, Overall, Stats};

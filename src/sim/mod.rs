@@ -8,6 +8,9 @@
 //! `round-robin`, `p2c-opcount`, `mongo-error-bias`, `lassie-pairwise`, `p2c-peak-ewma`,
 //! `oracle`) are implemented here as their sources describe them.
 //!
+//! The hidden truth is public ([`Truth`]) so that `selcoord demo` runs the same candidate
+//! model in real time.
+//!
 //! A run is a pure function of (scenario, policy, seed): the workload, the truth and the policy
 //! each draw from their own seeded stream, so every policy sees the same arrivals and subsets
 //! and results do not depend on how many threads ran the seeds.
@@ -41,6 +44,7 @@ pub use scenario::{
     Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, TimelineEvent,
     Workload, BUILTIN,
 };
+pub use truth::{AttemptResult, Truth};
 
 /// Called after each finished run with (runs done, runs in all).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);

@@ -325,6 +325,9 @@ pub struct Scenario {
     pub timeline: Vec<TimelineEvent>,
 }
 
+/// The most candidates a scenario may expand to (replicas included).
+pub(crate) const MAX_CANDIDATES: u64 = 1_000_000;
+
 fn bucket_default() -> f64 {
     0.1
 }
@@ -431,6 +434,19 @@ impl Scenario {
                 ))
             }
             _ => {}
+        }
+        let total: u64 = self.candidates.iter().map(|c| c.count as u64).sum();
+        if total > MAX_CANDIDATES {
+            let i = self
+                .candidates
+                .iter()
+                .position(|c| c.count as u64 > MAX_CANDIDATES / 2)
+                .unwrap_or(0);
+            return Err(err(
+                &format!("candidates[{i}].count"),
+                whole_key("count"),
+                format!("{total} candidates in all; a scenario may have at most {MAX_CANDIDATES}"),
+            ));
         }
         let ids = self.expanded();
         let mut seen = std::collections::HashSet::new();

@@ -1,4 +1,7 @@
 //! The hidden behaviour of candidates: what an attempt does, given the load it lands on.
+//!
+//! One model for every consumer: the virtual-time engine behind `selcoord simulate` and the
+//! real-time `selcoord demo` both run their attempts through [`Truth::attempt`].
 
 use rand::Rng;
 
@@ -6,23 +9,43 @@ use super::dist::{sample, Dist};
 use super::scenario::{CandidateSpec, TimelineEvent};
 use crate::core::{FailureClass, Outcome};
 
-/// One candidate's current truth.
+/// One candidate's hidden truth: how its attempts succeed or fail and how long they take,
+/// given how many attempts are in flight on it.
+///
+/// Built from a scenario's [`CandidateSpec`]; a `degrade` event of the timeline changes it
+/// ([`Truth::degrade`]) and a `heal` event returns it to the file values ([`Truth::from_spec`]
+/// again).
+///
+/// ```
+/// use rand::{rngs::SmallRng, SeedableRng};
+/// use selection_coordinator::sim::{Scenario, Truth};
+///
+/// let scenario = Scenario::load("pairwise-deadlock").unwrap();
+/// let truth = Truth::from_spec(&scenario.candidates[0]);
+/// let mut rng = SmallRng::seed_from_u64(1);
+/// // One attempt landing on an idle candidate (itself the only one in flight).
+/// let result = truth.attempt(1, 0, Some(500.0), &mut rng);
+/// assert!(result.end_s() <= 0.5);
+/// assert_eq!(result.is_success(), result.first_byte_s().is_some());
+/// ```
 #[derive(Clone, Debug)]
-pub(crate) struct Truth {
-    pub(crate) success: f64,
-    pub(crate) failure: FailureClass,
+pub struct Truth {
+    success: f64,
+    failure: FailureClass,
+    // Read by the oracle baseline.
     pub(crate) failure_ms: Dist,
-    pub(crate) connect_ms: Dist,
-    pub(crate) ttfb_ms: Option<Dist>,
-    pub(crate) duration_ms: Dist,
-    pub(crate) bandwidth_mbps: Option<f64>,
-    pub(crate) capacity: Option<u32>,
-    pub(crate) overload_per_extra: f64,
+    connect_ms: Dist,
+    ttfb_ms: Option<Dist>,
+    duration_ms: Dist,
+    bandwidth_mbps: Option<f64>,
+    capacity: Option<u32>,
+    overload_per_extra: f64,
 }
 
 /// What one attempt did: its outcome for the policy, when it ends and when its first byte came.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct AttemptResult {
+pub struct AttemptResult {
+    // Read directly by the simulator's engine; the accessors are the public face.
     pub(crate) outcome: Outcome,
     pub(crate) ok: bool,
     /// From grant to the end, seconds.
@@ -31,8 +54,32 @@ pub(crate) struct AttemptResult {
     pub(crate) first_byte_s: f64,
 }
 
+impl AttemptResult {
+    /// The outcome to report to the coordinator (for a success, its client-side timings).
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// Whether the attempt succeeded.
+    pub fn is_success(&self) -> bool {
+        self.ok
+    }
+
+    /// Seconds from the grant to the end of the attempt: when its outcome is known and its
+    /// slot is free again.
+    pub fn end_s(&self) -> f64 {
+        self.end_s
+    }
+
+    /// Seconds from the grant to the first byte of a success; `None` for a failure.
+    pub fn first_byte_s(&self) -> Option<f64> {
+        self.ok.then_some(self.first_byte_s)
+    }
+}
+
 impl Truth {
-    pub(crate) fn from_spec(s: &CandidateSpec) -> Self {
+    /// The truth a scenario file gives a candidate.
+    pub fn from_spec(s: &CandidateSpec) -> Self {
         Truth {
             success: s.success,
             failure: s.failure,
@@ -46,8 +93,8 @@ impl Truth {
         }
     }
 
-    /// Applies a `degrade` event's overrides.
-    pub(crate) fn degrade(&mut self, ev: &TimelineEvent) {
+    /// Applies a `degrade` event's overrides; fields the event leaves out keep their value.
+    pub fn degrade(&mut self, ev: &TimelineEvent) {
         if let Some(s) = ev.success {
             self.success = s;
         }
@@ -75,7 +122,7 @@ impl Truth {
     }
 
     /// The probability that an attempt landing on `load` in flight (itself included) succeeds.
-    pub(crate) fn success_probability(&self, load: u32) -> f64 {
+    pub fn success_probability(&self, load: u32) -> f64 {
         self.success * (1.0 - self.overload_probability(load))
     }
 
@@ -87,8 +134,18 @@ impl Truth {
         }
     }
 
-    /// Runs one attempt.
-    pub(crate) fn attempt<R: Rng + ?Sized>(
+    /// Runs one attempt that lands on `load` attempts in flight (itself included), transfers
+    /// `bytes` (0: request-response) and gives up after `timeout_ms` without a first byte
+    /// (`None`: never).
+    ///
+    /// Past `capacity`, each extra attempt in flight adds `overload_per_extra` to the odds of
+    /// an overload failure; otherwise the attempt succeeds with the candidate's `success`
+    /// probability. Durations are drawn from the candidate's distributions with `rng`, so a
+    /// seeded `rng` makes the result reproducible. A failure ends after `failure_ms`; a
+    /// success after connect, time to first byte, the transfer at `bandwidth_mbps` and
+    /// `duration_ms`. An attempt whose first byte (or failure) would come after the timeout
+    /// fails with [`FailureClass::Timeout`] at the timeout.
+    pub fn attempt<R: Rng + ?Sized>(
         &self,
         load: u32,
         bytes: u64,
@@ -158,5 +215,92 @@ impl Truth {
             }
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn spec(toml_src: &str) -> CandidateSpec {
+        toml::from_str(toml_src).expect("a valid candidate")
+    }
+
+    #[test]
+    fn overload_past_capacity_lowers_the_success_probability() {
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 0.9\ncapacity = 2\noverload_per_extra = 0.25",
+        ));
+        assert_eq!(t.success_probability(2), 0.9);
+        assert!((t.success_probability(4) - 0.9 * 0.5).abs() < 1e-12);
+        assert_eq!(t.success_probability(10), 0.0);
+    }
+
+    #[test]
+    fn a_success_reports_its_client_side_timings() {
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nconnect_ms = 5.0\nttfb_ms = 10.0\nduration_ms = 20.0\n\
+             bandwidth_mbps = 8.0",
+        ));
+        let r = t.attempt(1, 1000, None, &mut SmallRng::seed_from_u64(1));
+        assert!(r.is_success());
+        // 1000 bytes at 8 Mbit/s take 1 ms.
+        assert!((r.end_s() - 0.036).abs() < 1e-9, "{}", r.end_s());
+        assert_eq!(r.first_byte_s(), Some(0.015));
+        let Outcome::Success(s) = r.outcome() else {
+            panic!("a success, got {:?}", r.outcome())
+        };
+        assert_eq!(
+            (s.connect_ms, s.ttfb_ms, s.bytes),
+            (Some(5.0), Some(15.0), Some(1000))
+        );
+    }
+
+    #[test]
+    fn a_late_first_byte_is_a_timeout_at_the_timeout() {
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nconnect_ms = 20.0\nttfb_ms = 200.0",
+        ));
+        let r = t.attempt(1, 0, Some(150.0), &mut SmallRng::seed_from_u64(1));
+        assert_eq!(r.outcome(), Outcome::failure(FailureClass::Timeout));
+        assert_eq!(r.end_s(), 0.15);
+        assert_eq!(r.first_byte_s(), None);
+    }
+
+    #[test]
+    fn degrade_overrides_only_what_the_event_names() {
+        let base = spec("id = 'a'\nsuccess = 0.99\nfailure = 'refused'\nfailure_ms = 3.0");
+        let mut t = Truth::from_spec(&base);
+        let ev: TimelineEvent =
+            toml::from_str("at_s = 1.0\naction = 'degrade'\ncandidate = 'a'\nsuccess = 0.0")
+                .expect("a valid event");
+        t.degrade(&ev);
+        assert_eq!(t.success_probability(1), 0.0);
+        let r = t.attempt(1, 0, None, &mut SmallRng::seed_from_u64(7));
+        assert_eq!(r.outcome(), Outcome::failure(FailureClass::Refused));
+        assert_eq!(r.end_s(), 0.003);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_attempts() {
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 0.5\nfailure_ms = { kind = 'exp', mean = 10.0 }\n\
+             connect_ms = { kind = 'lognormal', mean = 10.0, sd = 5.0 }\nttfb_ms = 5.0",
+        ));
+        let run = |seed| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            (0..50)
+                .map(|_| {
+                    let r = t.attempt(1, 0, None, &mut rng);
+                    (r.is_success(), r.end_s())
+                })
+                .collect::<Vec<_>>()
+        };
+        let a = run(3);
+        assert_eq!(a, run(3));
+        assert!(a.iter().any(|x| x.0) && a.iter().any(|x| !x.0));
     }
 }

@@ -1,10 +1,423 @@
-//! `selcoord demo`.
+//! `selcoord demo`: the coordinator live — a real actix system with the `Coordinator` actor,
+//! worker actors and simulated candidates from a scenario file, in real time, with the
+//! Prometheus endpoint, a one-line status on stderr and an optional decision log.
+
+use std::cell::RefCell;
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use selection_coordinator::actor::{
+    AddCandidate, Answer, Coordinator, GetState, Ready, RemoveCandidate, Stop, SubscribeChannel,
+};
+use selection_coordinator::metrics::CoordinatorMetrics;
+use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
+use selection_coordinator::{CandidateId, Next, Outcome};
+
+mod world;
+use world::World;
+
+/// The scenario run when none is named: built into the demo, made to move every panel of the
+/// dashboard within seconds.
+const DEFAULT_SCENARIO: &str = "demo";
+
+const DEMO_SCENARIO: &str = include_str!("demo/scenario.toml");
 
 /// Arguments of `selcoord demo`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// `demo` (built in), another built-in scenario name, or a scenario TOML file. Its
+    /// candidates, limits, coordinator config, workload shape and timeline run live until
+    /// stopped (a closed loop's `operations` and an open loop's `duration_s` are ignored).
+    #[arg(long, default_value = DEFAULT_SCENARIO)]
+    scenario: String,
+    /// Where to serve Prometheus metrics (`/metrics`).
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    listen: SocketAddr,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Time scale: 2 runs attempts, pauses and the timeline twice as fast as the scenario says.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Write decision records to this file as JSON lines.
+    #[arg(long)]
+    decision_log: Option<PathBuf>,
+    /// Share of decisions written to the decision log (0 to 1).
+    #[arg(long, default_value_t = 1.0)]
+    sample_rate: f64,
+    /// Candidates labelled by name in the metrics; the rest are counted as `other`.
+    #[arg(long, default_value_t = selection_coordinator::metrics::DEFAULT_LABEL_CAP)]
+    label_cap: usize,
+    /// Seed of the coordinator's draws and of the simulated candidates.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
 
 /// Runs the subcommand.
-pub(crate) fn run(_args: Args) -> Result<(), String> {
-    Err("`demo` is not built yet".into())
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        return Err(format!(
+            "--speed must be a positive number, got {}",
+            args.speed
+        ));
+    }
+    if !(0.0..=1.0).contains(&args.sample_rate) {
+        return Err(format!(
+            "--sample-rate must be between 0 and 1, got {}",
+            args.sample_rate
+        ));
+    }
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(format!(
+                "--duration must be a positive number of seconds, got {d}"
+            ));
+        }
+    }
+    let scenario = if args.scenario == DEFAULT_SCENARIO {
+        Scenario::parse(DEMO_SCENARIO, "builtin:demo").map_err(|e| e.to_string())?
+    } else {
+        Scenario::load(&args.scenario)
+            .map_err(|e| format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too"))?
+    };
+    let log = match &args.decision_log {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map_err(|e| format!("--decision-log {}: cannot create it: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    // Installed before the actix system starts, so the exporter runs on a thread of its own.
+    #[cfg(feature = "prometheus")]
+    selection_coordinator::metrics::install_prometheus(args.listen)
+        .map_err(|e| format!("--listen: {e}"))?;
+    #[cfg(not(feature = "prometheus"))]
+    eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
+    System::new().block_on(live(args, scenario, log))
+}
+
+async fn live(args: Args, scenario: Scenario, log: Option<std::fs::File>) -> Result<(), String> {
+    let config = scenario
+        .coordinator
+        .as_ref()
+        .map(|c| c.0.clone())
+        .unwrap_or_default();
+    let mut coordinator = Coordinator::with_seed(config, scenario.limits, args.seed)
+        .map_err(|e| format!("scenario {}: {e}", scenario.name))?
+        .with_metrics(CoordinatorMetrics::new(args.label_cap));
+    let world = Rc::new(RefCell::new(World::new(&scenario, args.seed)));
+    for (id, spec) in scenario.expanded() {
+        let spec = &scenario.candidates[spec];
+        if spec.present {
+            coordinator = coordinator
+                .with_candidate(spec.info(&id))
+                .map_err(|e| format!("scenario {}: {e}", scenario.name))?;
+            world.borrow_mut().join(&id);
+        }
+    }
+    let coordinator = coordinator.start();
+
+    let writer = match log {
+        Some(file) => {
+            let rx = coordinator
+                .send(SubscribeChannel {
+                    rate: args.sample_rate,
+                    capacity: 4096,
+                })
+                .await
+                .map_err(|e| format!("the coordinator stopped: {e}"))?;
+            Some(actix::spawn(write_records(rx, file)))
+        }
+        None => None,
+    };
+
+    let workload = Rc::new(scenario.workload.clone());
+    let speed = args.speed;
+    let load = LoadShape {
+        coordinator: coordinator.clone(),
+        world: world.clone(),
+        workload: workload.clone(),
+        speed,
+    };
+    match workload.kind {
+        LoopKind::Closed => {
+            for _ in 0..workload.workers.max(1) {
+                Worker::new(load.clone(), true).start();
+            }
+        }
+        LoopKind::Open => {
+            Arrivals { load: load.clone() }.start();
+        }
+    }
+    schedule_timeline(&scenario, &coordinator, &world, speed);
+
+    let started = Instant::now();
+    let status = actix::spawn(status_line(coordinator.clone(), world.clone(), args.listen));
+    let stop_after = args.duration.map(Duration::from_secs_f64);
+    tokio::select! {
+        _ = async {
+            match stop_after {
+                Some(d) => actix::clock::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        } => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    status.abort();
+    // Drain: no new requests; the attempts running and the requests waiting finish (for at
+    // most five seconds), so the summary and the decision log agree with the metrics.
+    world.borrow_mut().stopping = true;
+    let drain_until = Instant::now() + Duration::from_secs(5);
+    let state = loop {
+        let state = coordinator.send(GetState).await.ok();
+        let idle = match &state {
+            Some(s) => s.in_flight == 0 && s.waiting == 0,
+            None => true, // the coordinator is gone
+        };
+        if idle || Instant::now() > drain_until {
+            break state;
+        }
+        actix::clock::sleep(Duration::from_millis(20)).await;
+    };
+    let _ = coordinator.send(Stop).await;
+    let written = match writer {
+        // The subscription ends with the coordinator, which ends the writer.
+        Some(handle) => match tokio::time::timeout(Duration::from_secs(5), handle).await {
+            Ok(Ok(result)) => Some(result?),
+            _ => return Err("the decision log writer did not finish".into()),
+        },
+        None => None,
+    };
+    let w = world.borrow();
+    eprintln!(
+        "\nselcoord demo: stopped after {:.1} s: {} decisions, {} attempts ({} failed){}",
+        started.elapsed().as_secs_f64(),
+        state.map_or(0, |s| s.counters.decisions),
+        w.attempts,
+        w.failures,
+        match (written, &args.decision_log) {
+            (Some(n), Some(p)) => format!(", {n} decision records in {}", p.display()),
+            _ => String::new(),
+        }
+    );
+    Ok(())
+}
+
+/// Writes decision records as JSON lines until the subscription closes; returns how many.
+async fn write_records(
+    mut rx: tokio::sync::mpsc::Receiver<selection_coordinator::DecisionRecord>,
+    file: std::fs::File,
+) -> Result<u64, String> {
+    let mut out = std::io::BufWriter::new(file);
+    let mut n = 0u64;
+    while let Some(record) = rx.recv().await {
+        serde_json::to_writer(&mut out, &record).map_err(|e| format!("decision log: {e}"))?;
+        out.write_all(b"\n")
+            .map_err(|e| format!("decision log: {e}"))?;
+        n += 1;
+    }
+    out.flush().map_err(|e| format!("decision log: {e}"))?;
+    Ok(n)
+}
+
+/// The one-line live status on stderr, once a second.
+async fn status_line(
+    coordinator: Addr<Coordinator>,
+    world: Rc<RefCell<World>>,
+    listen: SocketAddr,
+) {
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut last = (0u64, Instant::now());
+    let mut every = actix::clock::interval(Duration::from_secs(1));
+    let mut ticks = 0u64;
+    every.tick().await; // the first tick is immediate: nothing to report yet
+    loop {
+        every.tick().await;
+        let Ok(state) = coordinator.send(GetState).await else {
+            return;
+        };
+        let decisions = state.counters.decisions;
+        let rate = (decisions - last.0) as f64 / last.1.elapsed().as_secs_f64().max(1e-9);
+        last = (decisions, Instant::now());
+        let w = world.borrow();
+        let limit = match state.limits.global {
+            u32::MAX => "∞".to_string(),
+            g => g.to_string(),
+        };
+        let line = format!(
+            "[{:6.1}s] decisions {decisions} ({rate:.0}/s) | waiting {} | in flight {}/{limit} | \
+             failures {:.1}% | ejected {} | top {} | http://{listen}/metrics",
+            started.elapsed().as_secs_f64(),
+            state.waiting,
+            state.in_flight,
+            100.0 * w.failures as f64 / (w.attempts.max(1)) as f64,
+            state.candidates.iter().filter(|c| c.ejected).count(),
+            w.top(3),
+        );
+        ticks += 1;
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+        } else if ticks % 5 == 1 {
+            // Not a terminal (a log file): a line every five seconds instead of redrawing.
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// What every worker shares.
+#[derive(Clone)]
+struct LoadShape {
+    coordinator: Addr<Coordinator>,
+    world: Rc<RefCell<World>>,
+    workload: Rc<Workload>,
+    speed: f64,
+}
+
+impl LoadShape {
+    fn real(&self, scenario_ms: f64) -> Duration {
+        Duration::from_secs_f64((scenario_ms / 1000.0 / self.speed).max(0.0))
+    }
+}
+
+/// A worker: asks for a slot, runs the attempt against the simulated candidate, reports,
+/// retries a failure on another candidate while it has retries left, then (in a closed loop)
+/// thinks and asks again.
+struct Worker {
+    load: LoadShape,
+    repeat: bool,
+    tries: u32,
+}
+
+impl Worker {
+    fn new(load: LoadShape, repeat: bool) -> Self {
+        Worker {
+            load,
+            repeat,
+            tries: 0,
+        }
+    }
+
+    fn ask(&mut self, ctx: &mut Context<Self>) {
+        if self.load.world.borrow().stopping {
+            ctx.stop();
+            return;
+        }
+        self.tries = 0;
+        let request = self.load.world.borrow_mut().request(&self.load.workload);
+        self.load
+            .coordinator
+            .do_send(Ready::new(request, ctx.address().recipient()));
+    }
+
+    /// The request is over: think, then ask again (closed loop) or stop (open loop).
+    fn next(&mut self, ctx: &mut Context<Self>) {
+        if self.repeat {
+            // A pause of at least 1 ms keeps an all-failing scenario from spinning.
+            let pause = self.load.real(self.load.workload.think_ms.max(1.0));
+            ctx.run_later(pause, |act, ctx| act.ask(ctx));
+        } else {
+            ctx.stop();
+        }
+    }
+}
+
+impl Actor for Worker {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.ask(ctx);
+    }
+}
+
+impl Handler<Answer> for Worker {
+    type Result = ();
+
+    fn handle(&mut self, answer: Answer, ctx: &mut Context<Self>) {
+        match answer {
+            Answer::Granted(mut permit) => {
+                let (outcome, ms) = self
+                    .load
+                    .world
+                    .borrow_mut()
+                    .attempt(permit.candidate(), &self.load.workload);
+                ctx.run_later(self.load.real(ms), move |act, ctx| {
+                    act.load.world.borrow_mut().finished(permit.candidate());
+                    permit.report(outcome);
+                    let retry = matches!(outcome, Outcome::Failure(_))
+                        && act.tries < act.load.workload.retries;
+                    if retry {
+                        act.tries += 1;
+                        permit.done(Next::Retry);
+                    } else {
+                        permit.done(Next::Finish);
+                        act.next(ctx);
+                    }
+                });
+            }
+            Answer::Rejected { .. } => self.next(ctx),
+        }
+    }
+}
+
+/// An open loop: Poisson arrivals, each a one-request worker.
+struct Arrivals {
+    load: LoadShape,
+}
+
+impl Actor for Arrivals {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.arrive(ctx);
+    }
+}
+
+impl Arrivals {
+    fn arrive(&mut self, ctx: &mut Context<Self>) {
+        let rate = self.load.workload.rate_per_s.max(1e-3) * self.load.speed;
+        let gap = self.load.world.borrow_mut().gap(rate);
+        ctx.run_later(Duration::from_secs_f64(gap.min(60.0)), |act, ctx| {
+            Worker::new(act.load.clone(), false).start();
+            act.arrive(ctx);
+        });
+    }
+}
+
+/// Plays the scenario's timeline in scaled real time.
+fn schedule_timeline(
+    scenario: &Scenario,
+    coordinator: &Addr<Coordinator>,
+    world: &Rc<RefCell<World>>,
+    speed: f64,
+) {
+    for ev in scenario.timeline.clone() {
+        let coordinator = coordinator.clone();
+        let world = world.clone();
+        let spec = world.borrow().spec(ev.candidate.get_ref()).cloned();
+        let Some(spec) = spec else { continue };
+        actix::spawn(async move {
+            actix::clock::sleep(Duration::from_secs_f64(ev.at_s / speed)).await;
+            let id = ev.candidate.get_ref().clone();
+            match ev.action {
+                Action::Degrade => world.borrow_mut().degrade(&id, &ev),
+                Action::Heal => world.borrow_mut().heal(&id),
+                Action::Join => {
+                    if coordinator.send(AddCandidate(spec.info(&id))).await.is_ok() {
+                        world.borrow_mut().join(&id);
+                    }
+                }
+                Action::Leave => {
+                    world.borrow_mut().leave(&id);
+                    let _ = coordinator
+                        .send(RemoveCandidate(CandidateId::new(&id)))
+                        .await;
+                }
+            }
+        });
+    }
 }

@@ -3,13 +3,15 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use selection_coordinator::discovery::sim::{self as discovery_sim, DiscoveryScenario};
 use selection_coordinator::sim::{plot_svg, simulate, PolicySpec, Scenario, BUILTIN};
 
 /// Arguments of `selcoord simulate`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// A built-in scenario name (mongo-overload, capacity-overload, recovery, lassie-retrieval,
-    /// livepeer-selection, pairwise-deadlock, large-fleet) or a scenario TOML file.
+    /// livepeer-selection, pairwise-deadlock, large-fleet, livepeer-discovery) or a scenario
+    /// TOML file.
     #[arg(long, required_unless_present = "list")]
     scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
@@ -44,9 +46,15 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             let sc = Scenario::parse(text, name).map_err(|e| e.to_string())?;
             println!("{name:<20} {}", sc.description);
         }
+        let discovery = DiscoveryScenario::from_toml_str(discovery_sim::LIVEPEER_DISCOVERY)
+            .map_err(|e| e.to_string())?;
+        println!("{:<20} {}", discovery.name, discovery.description);
         return Ok(());
     }
     let name = args.scenario.as_deref().unwrap_or_default();
+    if let Some(text) = discovery_sim::scenario_text(name) {
+        return run_discovery(&text, &args);
+    }
     let scenario = Scenario::load(name).map_err(|e| e.to_string())?;
     let names: Vec<String> = if args.policies.is_empty() {
         if scenario.policies.is_empty() {
@@ -96,6 +104,30 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     if let Some(path) = &args.plot {
         plot_svg(&report, path)?;
+    }
+    Ok(())
+}
+
+/// A `kind = "discovery"` scenario (`livepeer-discovery`) compares discovery modes
+/// (per-request fan-out against the cached catalogue) rather than selection policies.
+fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
+    if !args.policies.is_empty() || args.plot.is_some() {
+        return Err(
+            "a discovery scenario compares discovery modes: --policies and --plot do not apply"
+                .into(),
+        );
+    }
+    if args.seeds == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    let mut scenario = DiscoveryScenario::from_toml_str(text).map_err(|e| e.to_string())?;
+    scenario.seeds = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    let report = discovery_sim::run(&scenario).map_err(|e| e.to_string())?;
+    print!("{}", discovery_sim::render_table(&report));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

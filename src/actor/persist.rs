@@ -1,0 +1,209 @@
+//! Persistence and restarts: snapshots saved periodically and on stop, loaded at start, and the
+//! rebuild a supervised coordinator goes through when it restarts.
+//!
+//! A restart is treated as a crash of everything the actor held in memory about requests: the
+//! core is rebuilt from the configuration in force and the last saved snapshot, every request
+//! that was waiting is answered with [`Rejection::CoordinatorRestarted`], and the incarnation
+//! number goes up so that reports and releases of permits granted before the restart (whose
+//! attempt ids the new core may reuse) are counted as stale and ignored.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::ledger::Ledger;
+use super::permit::Answer;
+use super::Coordinator;
+use crate::core::{CandidateInfo, Core};
+use crate::error::Rejection;
+use crate::snapshot::{Loaded, Snapshot, SnapshotError, SnapshotStore};
+
+/// What the last snapshot load found (at start, and at every restart).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadOutcome {
+    /// No snapshot store is configured.
+    #[default]
+    NotConfigured,
+    /// The store had no file yet: started fresh.
+    Missing,
+    /// The snapshot was loaded: statistics of this many candidates were restored.
+    Restored {
+        /// Candidates in the snapshot.
+        candidates: usize,
+    },
+    /// The file was corrupt or incompatible: it was moved aside and the coordinator started
+    /// fresh.
+    Quarantined {
+        /// Where the bad file now is.
+        moved_to: PathBuf,
+        /// What was wrong with it.
+        problem: String,
+    },
+    /// The file could not be read or applied: started fresh (the file is left in place).
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// Where snapshots go and what happened to them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SnapshotStatus {
+    /// The snapshot file, when a store is configured.
+    pub path: Option<PathBuf>,
+    /// What the last load found.
+    pub loaded: LoadOutcome,
+    /// Snapshots written.
+    pub saves: u64,
+    /// Writes that failed (the coordinator keeps running; the previous file stays intact).
+    pub save_errors: u64,
+    /// The last write error.
+    pub last_error: Option<String>,
+}
+
+/// The snapshot store and how often to save.
+#[derive(Debug)]
+pub(crate) struct Persistence {
+    pub(crate) store: SnapshotStore,
+    pub(crate) every: Option<Duration>,
+}
+
+impl Coordinator {
+    /// Saves snapshots to `store` every `every` (if given) and when the coordinator stops, and
+    /// loads the store's snapshot now: candidates it names that are not known yet are added
+    /// with their statistics, known ones get the saved statistics.
+    ///
+    /// A corrupt or incompatible file is moved aside with a warning and the coordinator starts
+    /// fresh ([`LoadOutcome::Quarantined`] in [`State::snapshots`](super::State::snapshots));
+    /// only an I/O error that prevents even that is returned.
+    pub fn with_snapshots(
+        mut self,
+        store: SnapshotStore,
+        every: Option<Duration>,
+    ) -> Result<Self, SnapshotError> {
+        self.snapshots.path = Some(store.path());
+        let loaded = store.load()?;
+        self.persistence = Some(Persistence { store, every });
+        let outcome = self.apply_loaded(loaded);
+        self.snapshots.loaded = outcome;
+        Ok(self)
+    }
+
+    /// Restores a loaded snapshot into the current core and says what happened.
+    fn apply_loaded(&mut self, loaded: Loaded) -> LoadOutcome {
+        match loaded {
+            Loaded::Missing => LoadOutcome::Missing,
+            Loaded::Quarantined { moved_to, problem } => {
+                LoadOutcome::Quarantined { moved_to, problem }
+            }
+            Loaded::Snapshot(snapshot) => {
+                match self.core.restore(&snapshot, Instant::now(), &mut self.rng) {
+                    Ok(()) => LoadOutcome::Restored {
+                        candidates: snapshot.candidates.len(),
+                    },
+                    Err(e) => {
+                        tracing::warn!("snapshot could not be applied ({e}); starting fresh");
+                        LoadOutcome::Failed {
+                            error: e.to_string(),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the current snapshot if a store is configured. Errors are counted and logged:
+    /// a failed write must not take the coordinator down.
+    pub(crate) fn save_snapshot(&mut self) -> Result<Option<PathBuf>, SnapshotError> {
+        let Some(p) = &self.persistence else {
+            return Ok(None);
+        };
+        let result = p.store.save(&self.core.snapshot());
+        match result {
+            Ok(()) => {
+                self.snapshots.saves += 1;
+                Ok(Some(p.store.path()))
+            }
+            Err(e) => {
+                tracing::warn!("snapshot save failed: {e}");
+                self.snapshots.save_errors += 1;
+                self.snapshots.last_error = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Answers every waiting request: the coordinator is going away (or restarting).
+    pub(crate) fn answer_waiting(&mut self) {
+        for (request, entry) in self.ledger.waiting_mut() {
+            // A worker that is gone needs no answer.
+            let _ = entry.reply.deliver(Answer::Rejected {
+                request,
+                reason: Rejection::CoordinatorRestarted,
+            });
+        }
+    }
+
+    /// The supervisor restarts the actor: a new core from the configuration in force, the
+    /// candidates known, and their statistics from the last saved snapshot (or, without a
+    /// store, fresh statistics). Requests and attempts of the old incarnation are gone.
+    pub(crate) fn rebuild(&mut self) {
+        let now = Instant::now();
+        let config = self.core.config().clone();
+        let limits = self.core.limits();
+        let candidates: Vec<CandidateInfo> = self
+            .core
+            .candidates()
+            .filter(|c| !c.removed)
+            .map(|c| c.info.clone())
+            .collect();
+        // The old core was valid with this config and these limits, so a new one is too; the
+        // fallback only guards against that ever changing.
+        let core = Core::new(config.clone(), now)
+            .and_then(|c| c.with_limits(limits))
+            .or_else(|_| Core::new(config, now));
+        let Ok(mut core) = core else {
+            tracing::error!("coordinator restart could not rebuild its core; keeping the old one");
+            return;
+        };
+        let known: Vec<String> = candidates.iter().map(|c| c.id.to_string()).collect();
+        for info in candidates {
+            if let Err(e) = core.add_candidate(info, now, &mut self.rng) {
+                tracing::warn!("restart: candidate not re-added: {e}");
+            }
+        }
+        self.core = core;
+        self.ledger = Ledger::default();
+        self.incarnation += 1;
+        self.deadline_timer = None;
+        self.tick_timer = None;
+        self.snapshot_timer = None;
+        let outcome = match self.persistence.as_ref().map(|p| p.store.load()) {
+            None => LoadOutcome::NotConfigured,
+            // A candidate removed since the snapshot stays removed: the candidate set is the
+            // operator's, only the statistics come from the file.
+            Some(Ok(Loaded::Snapshot(mut snapshot))) => {
+                snapshot
+                    .candidates
+                    .retain(|c| known.iter().any(|k| k == c.info.id.as_str()));
+                self.apply_loaded(Loaded::Snapshot(snapshot))
+            }
+            Some(Ok(loaded)) => self.apply_loaded(loaded),
+            Some(Err(e)) => LoadOutcome::Failed {
+                error: e.to_string(),
+            },
+        };
+        tracing::warn!(
+            incarnation = self.incarnation,
+            "coordinator restarted; snapshot load: {outcome:?}"
+        );
+        self.snapshots.loaded = outcome;
+    }
+
+    /// What the coordinator has learned now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.core.snapshot()
+    }
+}

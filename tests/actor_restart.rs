@@ -1,0 +1,450 @@
+//! Coordinator faults: supervised restarts, snapshots saved and loaded, stale permits, the
+//! handle's retry, and bad input at the actor answered with typed errors.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use selection_coordinator::actor::{
+    AcquireError, Answer, Coordinator, Crash, Done, GetState, LoadOutcome, Permit, Ready, Report,
+    SaveSnapshot, SetConfig, SetLimits, State, Stop, TakeSnapshot,
+};
+use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
+use selection_coordinator::{
+    CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
+};
+use tokio::sync::mpsc;
+
+struct Probe {
+    answers: mpsc::UnboundedSender<Answer>,
+}
+
+impl Actor for Probe {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Probe {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+        let _ = self.answers.send(answer);
+    }
+}
+
+fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Probe { answers: tx }.start(), rx)
+}
+
+async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("no answer within 5 s")
+        .expect("probe gone")
+}
+
+async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
+    match next_answer(rx).await {
+        Answer::Granted(p) => p,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+fn build(candidates: &[&str], global: u32) -> Coordinator {
+    let limits = Limits {
+        global,
+        ..Limits::default()
+    };
+    let mut c = Coordinator::with_seed(Config::default(), limits, 5).unwrap();
+    for id in candidates {
+        c = c.with_candidate(CandidateInfo::new(*id)).unwrap();
+    }
+    c
+}
+
+async fn state(c: &Addr<Coordinator>) -> State {
+    c.send(GetState).await.unwrap()
+}
+
+fn load(store: &SnapshotStore) -> Snapshot {
+    match store.load().unwrap() {
+        Loaded::Snapshot(s) => s,
+        other => panic!("expected a snapshot, got {other:?}"),
+    }
+}
+
+/// The statistics without the ages that grow as time passes.
+fn without_ages(mut s: Snapshot) -> Snapshot {
+    for c in &mut s.candidates {
+        c.stats.last_sample_age_s = None;
+    }
+    s
+}
+
+/// Runs `n` attempts that each report a success with the given timing, one at a time.
+async fn learn(
+    c: &Addr<Coordinator>,
+    rx: &mut mpsc::UnboundedReceiver<Answer>,
+    w: &Addr<Probe>,
+    n: usize,
+    ms: f64,
+) {
+    for _ in 0..n {
+        c.send(Ready::new(Request::any(), w.clone().recipient()))
+            .await
+            .unwrap()
+            .unwrap();
+        let mut p = next_permit(rx).await;
+        p.report(Outcome::success_with(ms, ms, 1000, ms));
+        p.done(Next::Finish);
+    }
+}
+
+#[actix::test]
+async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let c = build(&["a", "b"], 1)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_supervised();
+    assert_eq!(state(&c).await.snapshots.loaded, LoadOutcome::Missing);
+    let (w, mut rx) = probe();
+
+    learn(&c, &mut rx, &w, 5, 20.0).await;
+    let saved = c.send(SaveSnapshot).await.unwrap().unwrap();
+    assert_eq!(saved, Some(store.path()));
+    // Learned after the save: lost by the crash, as with a real process.
+    learn(&c, &mut rx, &w, 5, 900.0).await;
+    let before_crash = c.send(TakeSnapshot).await.unwrap();
+    let on_file = load(&store);
+    assert_ne!(before_crash, on_file);
+
+    // One attempt running, one request waiting for the only slot.
+    c.send(Ready::new(Request::any(), w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut held = next_permit(&mut rx).await;
+    let waiting = c
+        .send(Ready::new(Request::any(), w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+
+    c.do_send(Crash);
+    let after = c.send(TakeSnapshot).await.unwrap();
+    assert_eq!(
+        after, on_file,
+        "statistics after the restart are the last snapshot"
+    );
+
+    match next_answer(&mut rx).await {
+        Answer::Rejected { request, reason } => {
+            assert_eq!(
+                (request, reason),
+                (waiting, Rejection::CoordinatorRestarted)
+            )
+        }
+        other => panic!("expected a restart rejection, got {other:?}"),
+    }
+    let s = state(&c).await;
+    assert_eq!(s.incarnation, 1);
+    assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
+    assert_eq!(
+        (s.in_flight, s.waiting, s.open_requests, s.tracked_requests),
+        (0, 0, 0, 0)
+    );
+
+    // The old permit is stale: its report and release change nothing in the new core, even
+    // though the new core hands out the same attempt ids.
+    let (stale_attempt, stale_incarnation) = (held.attempt(), held.incarnation());
+    held.report(Outcome::success_with(1.0, 1.0, 1, 1.0));
+    c.send(Ready::new(Request::any(), w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    let fresh = next_permit(&mut rx).await;
+    assert_eq!(fresh.incarnation(), 1);
+    held.done(Next::Finish);
+    c.send(Done {
+        attempt: stale_attempt,
+        incarnation: stale_incarnation,
+        next: Next::Finish,
+    })
+    .await
+    .unwrap();
+    c.send(Report {
+        attempt: stale_attempt,
+        incarnation: stale_incarnation,
+        outcome: Outcome::success(),
+    })
+    .await
+    .unwrap();
+    let s = state(&c).await;
+    assert_eq!(
+        s.shell.stale, 4,
+        "report, done, a second done and a report: all stale"
+    );
+    assert_eq!(s.in_flight, 1, "the fresh attempt keeps its slot");
+    assert_eq!(
+        without_ages(c.send(TakeSnapshot).await.unwrap()),
+        without_ages(on_file),
+        "the stale report taught nothing"
+    );
+    drop(fresh);
+}
+
+#[actix::test]
+async fn the_handle_asks_again_once_after_a_restart() {
+    let handle = build(&["a"], 1).start_supervised_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    let h2 = handle.clone();
+    let waiter = actix::spawn(async move { h2.acquire(Request::any()).await });
+    while handle.state().await.unwrap().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    handle.addr().do_send(Crash);
+    // The retry is granted by the new incarnation, whose slot is free.
+    let permit = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(permit.incarnation(), 1);
+    drop(held); // stale: must not free the new attempt's slot
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.in_flight, s.shell.stale), (1, 1));
+    drop(permit);
+
+    // Two restarts while waiting: the retry is asked once, the second rejection is returned.
+    // A worker's request queued right behind the crash takes the new incarnation's only slot,
+    // so the retry has to wait there too.
+    let (w, mut rx) = probe();
+    let blocker = handle.acquire(Request::any()).await.unwrap();
+    let h2 = handle.clone();
+    let waiter = actix::spawn(async move { h2.acquire(Request::any()).await });
+    while handle.state().await.unwrap().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    handle.addr().do_send(Crash);
+    handle
+        .addr()
+        .do_send(Ready::new(Request::any(), w.clone().recipient()));
+    let taker = next_permit(&mut rx).await;
+    assert_eq!(taker.incarnation(), 2);
+    while handle.state().await.unwrap().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    handle.addr().do_send(Crash);
+    let out = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out.unwrap_err(),
+        AcquireError::Rejected(Rejection::CoordinatorRestarted)
+    );
+    assert_eq!(handle.state().await.unwrap().incarnation, 3);
+    drop((blocker, taker));
+}
+
+#[actix::test]
+async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let c = build(&["a", "b"], 4)
+        .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
+        .unwrap()
+        .start();
+    let (w, mut rx) = probe();
+    learn(&c, &mut rx, &w, 20, 35.0).await;
+    let learned = c.send(TakeSnapshot).await.unwrap();
+    // Periodic: the file catches up without being asked.
+    let mut waited = 0;
+    while !(store.path().exists() && load(&store) == learned) {
+        assert!(waited < 500, "no periodic snapshot within 5 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    assert!(state(&c).await.snapshots.saves >= 1);
+
+    // On stop: learned after the last periodic save and still written.
+    learn(&c, &mut rx, &w, 3, 70.0).await;
+    let last = c.send(TakeSnapshot).await.unwrap();
+    c.send(Stop).await.unwrap();
+    while c.connected() && c.send(GetState).await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(load(&store), last);
+
+    // A new coordinator (a restarted process) loads it and knows what was learned.
+    let c2 = build(&[], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
+    let s = state(&c2).await;
+    assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
+    assert_eq!(
+        s.candidate("a").unwrap().stats.attempts + s.candidate("b").unwrap().stats.attempts,
+        23
+    );
+    assert_eq!(c2.send(TakeSnapshot).await.unwrap(), last);
+}
+
+#[actix::test]
+async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    std::fs::write(store.path(), b"{\"version\": 1, \"overall\": ").unwrap();
+    let c = build(&["a"], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
+    let s = state(&c).await;
+    let LoadOutcome::Quarantined { moved_to, problem } = &s.snapshots.loaded else {
+        panic!("expected a quarantined file, got {:?}", s.snapshots.loaded);
+    };
+    assert!(moved_to.exists() && !store.path().exists());
+    assert!(problem.contains("not a snapshot"), "{problem}");
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 0);
+
+    // Incompatible version: same treatment.
+    let mut snap = c.send(TakeSnapshot).await.unwrap();
+    snap.version = 99;
+    std::fs::write(store.path(), serde_json::to_vec(&snap).unwrap()).unwrap();
+    let c2 = build(&["a"], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
+    let loaded = state(&c2).await.snapshots.loaded;
+    assert!(
+        matches!(&loaded, LoadOutcome::Quarantined { problem, .. } if problem.contains("version 99")),
+        "{loaded:?}"
+    );
+    // And the coordinator serves.
+    let (w, mut rx) = probe();
+    learn(&c2, &mut rx, &w, 1, 10.0).await;
+}
+
+#[actix::test]
+async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
+    let c = build(&["a"], 2).start_supervised();
+    let (w, mut rx) = probe();
+    let ready = |r: Request| c.send(Ready::new(r, w.clone().recipient()));
+
+    assert_eq!(
+        ready(Request::only(["ghost"])).await.unwrap(),
+        Err(Error::UnknownCandidate("ghost".into()))
+    );
+    assert!(matches!(
+        ready(Request::only(Vec::<String>::new())).await.unwrap(),
+        Err(Error::InvalidRequest(m)) if m.contains("eligible set is empty")
+    ));
+    assert!(matches!(
+        ready(Request::any().with_parallelism(0)).await.unwrap(),
+        Err(Error::InvalidRequest(_))
+    ));
+    let bad_limits = Limits {
+        max_attempt_s: Some(f64::NAN),
+        ..Limits::default()
+    };
+    assert!(matches!(
+        c.send(SetLimits(bad_limits)).await.unwrap(),
+        Err(Error::InvalidLimits(m)) if m.contains("max_attempt_s")
+    ));
+    let bad_config = Config {
+        refresh_ms: 0,
+        ..Config::default()
+    };
+    assert!(matches!(
+        c.send(SetConfig(bad_config)).await.unwrap(),
+        Err(Error::Config(_))
+    ));
+
+    // NaN, infinite and negative durations in a report: counted, ignored, nothing learned.
+    ready(Request::any()).await.unwrap().unwrap();
+    let mut p = next_permit(&mut rx).await;
+    for v in [f64::NAN, f64::INFINITY, -1.0] {
+        c.send(Report {
+            attempt: p.attempt(),
+            incarnation: p.incarnation(),
+            outcome: Outcome::success_with(v, 1.0, 10, 1.0),
+        })
+        .await
+        .unwrap();
+    }
+    let s = state(&c).await;
+    assert_eq!(
+        s.shell.invalid_input, 8,
+        "5 refused messages and 3 bad reports"
+    );
+    assert_eq!(s.candidate("a").unwrap().stats.attempts, 0);
+    // The valid report still counts, and the coordinator keeps serving.
+    p.report(Outcome::success());
+    p.done(Next::Finish);
+    ready(Request::any()).await.unwrap().unwrap();
+    drop(next_permit(&mut rx).await);
+    let s = state(&c).await;
+    assert_eq!(
+        (s.candidate("a").unwrap().stats.attempts, s.incarnation),
+        (1, 0)
+    );
+}
+
+/// Shutting the actix System down stops the actor, which saves its snapshot on the way out.
+#[test]
+fn shutting_the_system_down_saves_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let system = System::new();
+    let learned = system.block_on(async {
+        let c = build(&["a", "b"], 4)
+            .with_snapshots(store.clone(), None)
+            .unwrap()
+            .start_supervised();
+        let (w, mut rx) = probe();
+        learn(&c, &mut rx, &w, 7, 15.0).await;
+        c.send(TakeSnapshot).await.unwrap()
+    });
+    assert!(!store.path().exists(), "nothing saved before the shutdown");
+    drop(system);
+    assert_eq!(load(&store), learned);
+}
+
+/// A restart takes statistics from the snapshot, not the candidate set: a candidate removed
+/// after the save stays removed, one added after it is kept with fresh statistics.
+#[actix::test]
+async fn a_restart_keeps_the_candidate_set_in_force() {
+    use selection_coordinator::actor::{AddCandidate, RemoveCandidate};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let c = build(&["a", "b"], 4)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_supervised();
+    let (w, mut rx) = probe();
+    learn(&c, &mut rx, &w, 6, 25.0).await;
+    c.send(SaveSnapshot).await.unwrap().unwrap();
+    let on_file = load(&store);
+    c.send(RemoveCandidate("b".into())).await.unwrap().unwrap();
+    c.send(AddCandidate(CandidateInfo::new("c")))
+        .await
+        .unwrap()
+        .unwrap();
+    c.do_send(Crash);
+    let after = c.send(TakeSnapshot).await.unwrap();
+    let ids: Vec<&str> = after
+        .candidates
+        .iter()
+        .map(|c| c.info.id.as_str())
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
+    assert_eq!(
+        after.candidates[0], on_file.candidates[0],
+        "a's statistics restored"
+    );
+    assert_eq!(after.candidates[1].stats.attempts, 0);
+    assert_eq!(
+        state(&c).await.snapshots.loaded,
+        LoadOutcome::Restored { candidates: 1 }
+    );
+}

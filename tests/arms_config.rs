@@ -1,0 +1,70 @@
+//! Arms and shadows in the config: each may start from a preset; problems are named by path.
+
+use selection_coordinator::Config;
+
+const ARMS: &str = r#"
+[[arms]]
+name = "coordinator"
+share = 1
+config = { preset = "default" }
+
+[[arms]]
+name = "lassie"
+share = 3
+[arms.config]
+preset = "lassie"
+exponent = 2.0
+
+[[shadows]]
+name = "livepeer"
+sample = 0.25
+config = { preset = "livepeer" }
+"#;
+
+#[test]
+fn arms_and_shadows_load_from_their_presets() {
+    let c = Config::from_toml_str(ARMS).unwrap();
+    assert_eq!(c.arms.len(), 2);
+    assert_eq!(c.arms[0].name, "coordinator");
+    assert!(c.arms[0].config.draws_like(&Config::default()));
+    assert_eq!(c.arms[1].share, 3.0);
+    assert_eq!(c.arms[1].config.exponent, 2.0);
+    assert_eq!(c.arms[1].config.tag_weights.get("verified"), Some(&3.0));
+    assert_eq!(c.shadows[0].sample, 0.25);
+    assert!(c.shadows[0].config.draws_like(&Config::livepeer()));
+    // The document round-trips through JSON.
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(Config::from_json_str(&json).unwrap(), c);
+}
+
+#[test]
+fn bad_arms_are_named_by_path() {
+    let bad = r#"
+[[arms]]
+name = "a"
+share = -1
+config = { ema = { alpha = 7 } }
+
+[[arms]]
+name = "a"
+share = 1
+colour = "red"
+
+[[shadows]]
+name = "s"
+sample = 0
+config = { preset = "nope" }
+"#;
+    let err = Config::from_toml_str(bad).unwrap_err();
+    let paths = err.paths();
+    for want in [
+        "arms[0].share",
+        "arms[0].config.ema.alpha",
+        "arms[1].name",
+        "arms[1].colour",
+        "shadows[0].sample",
+        "shadows[0].config.preset",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {err}");
+    }
+}

@@ -1,0 +1,382 @@
+//! The actor, with a fake fetcher under tokio's paused clock.
+
+use super::*;
+
+#[derive(Clone, Default)]
+struct Gauge {
+    now: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+/// Counts a running fetch; dropping it (an answer or a cancelled future) uncounts it.
+struct Running(Gauge);
+
+impl Running {
+    fn new(g: &Gauge) -> Self {
+        let n = g.now.fetch_add(1, Ordering::SeqCst) + 1;
+        g.peak.fetch_max(n, Ordering::SeqCst);
+        Running(g.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A fetcher with a latency and a failure mode per candidate.
+#[derive(Clone, Default)]
+struct FakeFetcher {
+    latency: Arc<Mutex<HashMap<CandidateId, Duration>>>,
+    failing: Arc<Mutex<HashSet<CandidateId>>>,
+    calls: Arc<AtomicUsize>,
+    gauge: Gauge,
+}
+
+impl FakeFetcher {
+    fn with_latencies(ids: &[CandidateId], seed: u64, max_ms: u64) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let f = FakeFetcher::default();
+        for id in ids {
+            f.latency
+                .lock()
+                .unwrap()
+                .insert(id.clone(), ms(rng.gen_range(1..max_ms)));
+        }
+        f
+    }
+}
+
+impl Fetcher for FakeFetcher {
+    async fn fetch(&self, id: &CandidateId) -> Result<CandidateInfo, FetchError> {
+        let _running = Running::new(&self.gauge);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let latency = self
+            .latency
+            .lock()
+            .unwrap()
+            .get(id)
+            .copied()
+            .unwrap_or(ms(10));
+        tokio::time::sleep(latency).await;
+        if self.failing.lock().unwrap().contains(id) {
+            return Err(FetchError::Failed("refused".into()));
+        }
+        Ok(CandidateInfo::new(id.clone()).with_capability("h264"))
+    }
+}
+
+type Log = Rc<RefCell<Vec<CandidateChange>>>;
+
+fn start(
+    config: DiscoveryConfig,
+    candidates: Vec<CandidateId>,
+    fetcher: FakeFetcher,
+) -> (Addr<Discovery<FakeFetcher>>, Log) {
+    let log: Log = Rc::default();
+    let sink = {
+        let log = log.clone();
+        move |c: CandidateChange| log.borrow_mut().push(c)
+    };
+    let actor = Discovery::new(config, candidates, fetcher, sink)
+        .unwrap()
+        .with_seed(5);
+    (actor.start(), log)
+}
+
+fn count(log: &Log, pred: impl Fn(&CandidateChange) -> bool) -> usize {
+    log.borrow().iter().filter(|c| pred(c)).count()
+}
+
+fn is_add(c: &CandidateChange) -> bool {
+    matches!(c, CandidateChange::Add(_))
+}
+
+#[test]
+fn the_actor_never_runs_more_fetches_than_the_batch_size() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(300);
+        let fetcher = FakeFetcher::with_latencies(&all, 1, 400);
+        let config = DiscoveryConfig {
+            batch_size: 40,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all, fetcher.clone());
+        tokio::time::sleep(secs(30)).await;
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!(status.stats.passes, 1);
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 300);
+        assert_eq!(fetcher.gauge.peak.load(Ordering::SeqCst), 40);
+        assert_eq!(fetcher.gauge.now.load(Ordering::SeqCst), 0);
+        assert_eq!(count(&log, is_add), 300);
+        // The pool comes from the cache, fastest first, with no fetch.
+        let pool = addr
+            .send(Pool {
+                required: vec!["h264".into()],
+            })
+            .await
+            .unwrap();
+        assert_eq!(pool.len(), 300);
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 300);
+    });
+}
+
+#[test]
+fn the_actor_cuts_slow_fetches_and_drops_their_futures() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(10);
+        let fetcher = FakeFetcher::with_latencies(&all, 2, 100);
+        for id in &all[..3] {
+            fetcher.latency.lock().unwrap().insert(id.clone(), secs(30));
+        }
+        let (addr, log) = start(DiscoveryConfig::default(), all, fetcher.clone());
+        tokio::time::sleep(ms(499)).await;
+        assert_eq!(fetcher.gauge.now.load(Ordering::SeqCst), 3);
+        tokio::time::sleep(ms(2)).await;
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!(status.stats.timeouts, 3);
+        assert_eq!(status.stats.ok, 7);
+        assert_eq!(
+            fetcher.gauge.now.load(Ordering::SeqCst),
+            0,
+            "cut futures dropped"
+        );
+        assert_eq!(count(&log, is_add), 7);
+    });
+}
+
+#[test]
+fn the_actor_waits_longer_when_nobody_answers() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(4);
+        let fetcher = FakeFetcher::default();
+        for id in &all {
+            fetcher.latency.lock().unwrap().insert(id.clone(), ms(3000));
+        }
+        fetcher
+            .latency
+            .lock()
+            .unwrap()
+            .insert(all[0].clone(), ms(1500));
+        let (addr, log) = start(DiscoveryConfig::default(), all, fetcher.clone());
+        // Nobody by 0.5 s or 1 s: the wait grows; the first answers at 1.5 s; the rest are
+        // cut at the 2 s checkpoint.
+        tokio::time::sleep(ms(1900)).await;
+        assert_eq!(fetcher.gauge.now.load(Ordering::SeqCst), 3);
+        tokio::time::sleep(ms(200)).await;
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!((status.stats.ok, status.stats.timeouts), (1, 3));
+        assert_eq!(count(&log, is_add), 1);
+    });
+}
+
+#[test]
+fn the_actor_refetches_expired_info() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::with_latencies(&all, 3, 50);
+        let config = DiscoveryConfig {
+            interval_s: 10_000.0,
+            expiry_s: 60.0,
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(count(&log, is_add), 5);
+        fetcher.failing.lock().unwrap().insert(all[0].clone());
+        tokio::time::sleep(secs(61)).await;
+        let removed = count(&log, |c| matches!(c, CandidateChange::Remove(_)));
+        assert_eq!(removed, 5);
+        assert_eq!(count(&log, is_add), 9, "4 came back after the refetch");
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 10);
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!(status.cache_size, 4);
+    });
+}
+
+#[test]
+fn the_actor_pauses_when_idle_and_resumes_on_demand() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::with_latencies(&all, 4, 50);
+        let config = DiscoveryConfig {
+            interval_s: 50.0,
+            expiry_s: 1000.0,
+            idle_pause_s: Some(120.0),
+            ..DiscoveryConfig::default()
+        };
+        let (addr, _log) = start(config, all, fetcher.clone());
+        // Passes at 0, 50, 100; idle from 120 s, so none at 150 or 200.
+        tokio::time::sleep(secs(230)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 15);
+        assert!(addr.send(Snapshot).await.unwrap().paused);
+        // A request resumes at once (the refresh is overdue).
+        let eligible = addr.send(Demand { required: vec![] }).await.unwrap();
+        assert_eq!(eligible, 5);
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 20);
+        assert!(!addr.send(Snapshot).await.unwrap().paused);
+    });
+}
+
+#[test]
+fn the_actor_refreshes_at_once_when_the_pool_is_too_small() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(10);
+        let fetcher = FakeFetcher::with_latencies(&all, 5, 50);
+        for id in &all[..7] {
+            fetcher.failing.lock().unwrap().insert(id.clone());
+        }
+        let config = DiscoveryConfig {
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(count(&log, is_add), 3);
+        fetcher.failing.lock().unwrap().clear();
+        // 3 eligible < min(8, 5): a pass starts now, not in 15 minutes.
+        assert_eq!(addr.send(Demand::default()).await.unwrap(), 3);
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 20);
+        assert_eq!(count(&log, is_add), 10);
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!(status.stats.threshold_refreshes, 1);
+        // Enough now: more requests trigger nothing.
+        assert_eq!(addr.send(Demand::default()).await.unwrap(), 10);
+        tokio::time::sleep(secs(60)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 20);
+        addr.send(SetCandidates(all[..9].to_vec())).await.unwrap();
+        assert_eq!(count(&log, |c| matches!(c, CandidateChange::Remove(_))), 1);
+    });
+}
+
+#[test]
+fn the_actor_records_its_metrics() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use selection_coordinator::discovery::{
+        METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_REFRESH_DURATION,
+        METRIC_REQUESTS,
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(6);
+        let fetcher = FakeFetcher::with_latencies(&all, 6, 100);
+        fetcher
+            .latency
+            .lock()
+            .unwrap()
+            .insert(all[0].clone(), secs(30));
+        fetcher.failing.lock().unwrap().insert(all[1].clone());
+        let (_addr, _log) = start(DiscoveryConfig::default(), all, fetcher);
+        tokio::time::sleep(secs(20)).await;
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let find = |name: &str, label: Option<&str>| {
+        snapshot
+            .iter()
+            .find(|(k, ..)| {
+                k.key().name() == name
+                    && label.is_none_or(|l| k.key().labels().any(|x| x.value() == l))
+            })
+            .map(|(.., v)| v)
+    };
+    let counter = |label| match find(METRIC_REQUESTS, Some(label)) {
+        Some(DebugValue::Counter(c)) => *c,
+        other => panic!("{label}: {other:?}"),
+    };
+    assert_eq!(
+        (counter("ok"), counter("error"), counter("timeout")),
+        (4, 1, 1)
+    );
+    match find(METRIC_REFRESH_DURATION, None) {
+        Some(DebugValue::Histogram(h)) => {
+            assert_eq!(h.len(), 1);
+            // One batch cut at the 0.5 s checkpoint (tokio timers round up to the millisecond).
+            let d = h[0].into_inner();
+            assert!((0.5..0.51).contains(&d), "{d}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let gauge = |name| match find(name, None) {
+        Some(DebugValue::Gauge(g)) => g.into_inner(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(gauge(METRIC_CACHE_SIZE), 4.0);
+    assert_eq!(gauge(METRIC_IN_FLIGHT), 0.0);
+    let age = gauge(METRIC_CACHE_AGE);
+    assert!((10.0..=20.0).contains(&age), "age {age}");
+}
+
+#[test]
+fn the_coordinator_breaks_ties_by_discovery_latency() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle, GetState};
+    use selection_coordinator::{Config, Limits, Request};
+    System::new().block_on(async {
+        tokio::time::pause();
+        let coordinator =
+            Coordinator::with_seed(Config::default().deterministic(), Limits::default(), 1)
+                .unwrap()
+                .start();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        for (id, latency) in all.iter().zip([400, 100, 300, 50, 200]) {
+            fetcher
+                .latency
+                .lock()
+                .unwrap()
+                .insert(id.clone(), ms(latency));
+        }
+        let discovery = Discovery::new(
+            DiscoveryConfig::default(),
+            all.clone(),
+            fetcher,
+            coordinator.clone(),
+        )
+        .unwrap()
+        .with_seed(3)
+        .start();
+        tokio::time::sleep(secs(1)).await;
+        let state = coordinator.send(GetState).await.unwrap();
+        let order: Vec<&str> = state
+            .candidates
+            .iter()
+            .map(|c| c.info.id.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            ["c0003", "c0001", "c0004", "c0002", "c0000"],
+            "fastest first"
+        );
+        // All candidates score the same, so the deterministic draw picks the fastest responder.
+        let handle = CoordinatorHandle::new(coordinator.clone());
+        let permit = handle
+            .acquire(Request::any().requiring("h264"))
+            .await
+            .unwrap();
+        assert_eq!(permit.candidate().as_str(), "c0003");
+        drop(permit);
+        // Dropped by the source: gone from the coordinator too.
+        discovery
+            .send(SetCandidates(all[1..].to_vec()))
+            .await
+            .unwrap();
+        tokio::time::sleep(ms(10)).await;
+        let state = coordinator.send(GetState).await.unwrap();
+        assert!(state
+            .candidates
+            .iter()
+            .all(|c| c.info.id.as_str() != "c0000"));
+    });
+}

@@ -1,0 +1,636 @@
+//! The metrics a known sequence of decisions produces, read back from `metrics-util`'s
+//! `DebuggingRecorder` (no exporter, no HTTP).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use selection_coordinator::metrics::{names, sanitize_label, CoordinatorMetrics, MAX_LABEL_LEN};
+use selection_coordinator::{
+    CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome, Request,
+};
+
+/// Every recorded value, keyed by (name, sorted labels).
+type Values = BTreeMap<(String, Vec<(String, String)>), DebugValue>;
+
+fn values(snapshotter: &Snapshotter) -> Values {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_string(), l.value().to_string()))
+                .collect();
+            labels.sort();
+            ((key.name().to_string(), labels), value)
+        })
+        .collect()
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<_> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn counter(values: &Values, name: &str, pairs: &[(&str, &str)]) -> u64 {
+    match values.get(&(name.to_string(), labels(pairs))) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{name}{pairs:?}: expected a counter, got {other:?}"),
+    }
+}
+
+fn gauge(values: &Values, name: &str, pairs: &[(&str, &str)]) -> f64 {
+    match values.get(&(name.to_string(), labels(pairs))) {
+        Some(DebugValue::Gauge(v)) => v.into_inner(),
+        other => panic!("{name}{pairs:?}: expected a gauge, got {other:?}"),
+    }
+}
+
+fn histogram(values: &Values, name: &str, pairs: &[(&str, &str)]) -> Vec<f64> {
+    match values.get(&(name.to_string(), labels(pairs))) {
+        Some(DebugValue::Histogram(v)) => v.iter().map(|x| x.into_inner()).collect(),
+        other => panic!("{name}{pairs:?}: expected a histogram, got {other:?}"),
+    }
+}
+
+/// Drains the core's events into the metrics and returns them.
+fn drain(core: &mut Core, m: &mut CoordinatorMetrics) -> Vec<Event> {
+    let events: Vec<Event> = std::iter::from_fn(|| core.poll_event()).collect();
+    for e in &events {
+        m.on_event(e);
+    }
+    events
+}
+
+fn granted(events: &[Event]) -> Vec<selection_coordinator::Grant> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Granted(g) => Some(g.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_known_sequence_produces_the_expected_counters() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        selection_coordinator::metrics::describe();
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(11);
+        let mut config = Config::default();
+        config.ejection.enabled = true;
+        config.ejection.consecutive_failures = 2;
+        config.ejection.max_share = 1.0;
+        let limits = Limits {
+            global: 2,
+            per_candidate: 1,
+            max_waiting: 1,
+            ..Limits::default()
+        };
+        let mut core = Core::new(config, t0).unwrap().with_limits(limits).unwrap();
+        for id in ["a", "b", "c"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(100);
+
+        // 1. Only `a` is eligible: an only-choice decision.
+        core.ready(Request::only(["a"]), t0, &mut rng).unwrap();
+        let g1 = granted(&drain(&mut core, &mut m));
+        assert_eq!(g1.len(), 1);
+        assert_eq!(g1[0].candidate.as_str(), "a");
+        // 2. Any of b, c (a is full): a two-way draw.
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        let g2 = granted(&drain(&mut core, &mut m));
+        assert_eq!(g2.len(), 1);
+        assert_ne!(g2[0].candidate.as_str(), "a");
+        // 3. Global limit reached: this one waits; 4. the queue (max 1) is full: rejected.
+        let waiting = core.ready(Request::any(), t0, &mut rng).unwrap();
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        assert!(granted(&drain(&mut core, &mut m)).is_empty());
+        // 5. Half a second later `a` fails twice in a row (overload): the waiter gets a's slot
+        //    after the first, and `a` is ejected after the second.
+        let t1 = t0 + Duration::from_millis(500);
+        core.outcome(g1[0].attempt, Outcome::failure(FailureClass::Overload), t1)
+            .unwrap();
+        m.on_outcome(&g1[0].candidate, &Outcome::failure(FailureClass::Overload));
+        core.done(g1[0].attempt, Next::Finish, t1, &mut rng)
+            .unwrap();
+        let g3 = granted(&drain(&mut core, &mut m));
+        assert_eq!(g3.len(), 1, "the waiter is served when a slot frees");
+        assert_eq!(g3[0].request, waiting);
+        assert!((g3[0].waited_s - 0.5).abs() < 1e-9);
+        core.outcome(g2[0].attempt, Outcome::success(), t1).unwrap();
+        m.on_outcome(&g2[0].candidate, &Outcome::success());
+        core.ready(Request::only(["a"]), t1, &mut rng).unwrap();
+        // Freeing b or c's slot may serve the request that only accepts `a`.
+        core.done(g2[0].attempt, Next::Finish, t1, &mut rng)
+            .unwrap();
+        let more = granted(&drain(&mut core, &mut m));
+        for g in &more {
+            core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), t1)
+                .unwrap();
+            m.on_outcome(&g.candidate, &Outcome::failure(FailureClass::Timeout));
+        }
+        m.on_decision_cost(2e-6);
+        m.on_decision_cost(f64::NAN); // ignored
+        m.on_gauges(&core);
+
+        let v = values(&snapshotter);
+        let by_reason = |reason: &str| -> u64 {
+            v.iter()
+                .filter(|((name, l), _)| {
+                    name == names::DECISIONS && l.iter().any(|(k, x)| k == "reason" && x == reason)
+                })
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    _ => 0,
+                })
+                .sum()
+        };
+        let grants = 3 + more.len() as u64;
+        assert!(
+            counter(
+                &v,
+                names::DECISIONS,
+                &[("candidate", "a"), ("reason", "only_choice")]
+            ) >= 1,
+            "{v:#?}"
+        );
+        assert!(by_reason("draw") >= 1, "b or c was drawn: {v:#?}");
+        assert_eq!(by_reason("draw") + by_reason("only_choice"), grants);
+        assert_eq!(by_reason("fallback") + by_reason("deterministic"), 0);
+        assert_eq!(
+            counter(&v, names::REJECTIONS, &[("reason", "queue_full")]),
+            1
+        );
+        assert_eq!(
+            counter(&v, names::REJECTIONS, &[("reason", "deadline_passed")]),
+            0,
+            "primed at zero"
+        );
+        assert_eq!(
+            counter(
+                &v,
+                names::OUTCOMES,
+                &[("candidate", "a"), ("outcome", "overload")]
+            ),
+            1
+        );
+        assert_eq!(
+            counter(
+                &v,
+                names::OUTCOMES,
+                &[
+                    ("candidate", g2[0].candidate.as_str()),
+                    ("outcome", "success")
+                ]
+            ),
+            1
+        );
+        let waits = histogram(&v, names::WAIT_SECONDS, &[]);
+        assert_eq!(waits.len() as u64, grants);
+        assert!(waits.iter().any(|w| (w - 0.5).abs() < 1e-9));
+        assert_eq!(histogram(&v, names::DECISION_COST, &[]), vec![2e-6]);
+        let probs = histogram(&v, names::WINNER_PROBABILITY, &[("reason", "only_choice")]);
+        assert!(probs.iter().all(|p| (*p - 1.0).abs() < 1e-9), "{probs:?}");
+        assert_eq!(
+            gauge(&v, names::CANDIDATES, &[]),
+            3.0,
+            "three candidates known"
+        );
+        assert_eq!(
+            gauge(&v, names::IN_FLIGHT, &[]),
+            f64::from(core.in_flight())
+        );
+        assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 2.0);
+        assert_eq!(gauge(&v, names::WAITING, &[]), core.waiting() as f64);
+        assert_eq!(gauge(&v, names::WAITING_LIMIT, &[]), 1.0);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &[("candidate", "b")]),
+            1.0
+        );
+        let success_a = gauge(
+            &v,
+            names::SCORE_COMPONENT,
+            &[("candidate", "a"), ("component", "success")],
+        );
+        let view = core.candidate(&CandidateId::new("a")).unwrap();
+        assert_eq!(success_a, view.components.success);
+        assert!(success_a < 1.0, "a failed, its success EMA dropped");
+        assert_eq!(counter(&v, names::FILTER_FALLBACKS, &[]), 0);
+        assert_eq!(
+            counter(&v, names::EJECTIONS, &[]),
+            core.counters().ejections
+        );
+    });
+}
+
+#[test]
+fn a_two_failure_streak_is_counted_as_one_ejection_and_counters_are_deltas() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut config = Config::default();
+        config.ejection.enabled = true;
+        config.ejection.consecutive_failures = 2;
+        config.ejection.max_share = 1.0;
+        let mut core = Core::new(config, t0).unwrap();
+        core.add_candidate(CandidateInfo::new("x"), t0, &mut rng)
+            .unwrap();
+        core.add_candidate(CandidateInfo::new("y"), t0, &mut rng)
+            .unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        for _ in 0..2 {
+            core.ready(Request::only(["x"]), t0, &mut rng).unwrap();
+            let g = granted(&drain(&mut core, &mut m)).remove(0);
+            core.outcome(g.attempt, Outcome::failure(FailureClass::Refused), t0)
+                .unwrap();
+            core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+        }
+        assert_eq!(core.counters().ejections, 1);
+        m.on_gauges(&core);
+        m.on_gauges(&core); // no new ejection: the counter must not move
+        let v = values(&snapshotter);
+        assert_eq!(counter(&v, names::EJECTIONS, &[]), 1);
+        assert_eq!(gauge(&v, names::CANDIDATES_EJECTED, &[]), 1.0);
+    });
+}
+
+#[test]
+fn a_filter_that_passes_nobody_counts_a_fallback() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut config = Config::default();
+        config.perf.region = Some("FRA".into());
+        config.perf.min_score = Some(0.9);
+        let mut core = Core::new(config, t0).unwrap();
+        for id in ["p", "q"] {
+            core.add_candidate(
+                CandidateInfo::new(id).with_perf_score("FRA", 0.1),
+                t0,
+                &mut rng,
+            )
+            .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        let g = granted(&drain(&mut core, &mut m));
+        assert_eq!(g.len(), 1);
+        let v = values(&snapshotter);
+        assert_eq!(counter(&v, names::FILTER_FALLBACKS, &[]), 1);
+        assert_eq!(
+            counter(
+                &v,
+                names::DECISIONS,
+                &[
+                    ("candidate", g[0].candidate.as_str()),
+                    ("reason", "fallback")
+                ]
+            ),
+            1
+        );
+    });
+}
+
+#[test]
+fn deterministic_mode_is_labelled_deterministic() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut core = Core::new(Config::default().deterministic(), t0).unwrap();
+        for id in ["d1", "d2"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        drain(&mut core, &mut m);
+        let v = values(&snapshotter);
+        assert_eq!(
+            counter(
+                &v,
+                names::DECISIONS,
+                &[("candidate", "d1"), ("reason", "deterministic")]
+            ),
+            1,
+            "ties go to the earliest added"
+        );
+    });
+}
+
+#[test]
+fn candidate_labels_are_capped_and_the_rest_is_other() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let mut m = CoordinatorMetrics::new(3);
+        for i in 0..10 {
+            m.on_outcome(&CandidateId::new(format!("c{i}")), &Outcome::success());
+        }
+        m.on_outcome(&CandidateId::new("c0"), &Outcome::success());
+        assert_eq!(m.labelled_candidates(), 3);
+        let v = values(&snapshotter);
+        let seen: BTreeSet<String> = v
+            .keys()
+            .filter(|(name, _)| name == names::OUTCOMES)
+            .flat_map(|(_, l)| l.iter().filter(|(k, _)| k == "candidate"))
+            .map(|(_, x)| x.clone())
+            .collect();
+        let expected: BTreeSet<String> = ["c0", "c1", "c2", "other"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(seen, expected);
+        let outcome = |c| {
+            counter(
+                &v,
+                names::OUTCOMES,
+                &[("candidate", c), ("outcome", "success")],
+            )
+        };
+        assert_eq!(outcome("c0"), 2);
+        assert_eq!(outcome("other"), 7);
+    });
+}
+
+#[test]
+fn label_values_are_sanitized_and_kept_distinct() {
+    assert_eq!(sanitize_label("ok-id.1:9000"), "ok-id.1:9000");
+    assert_eq!(sanitize_label("bad\nid\t"), "bad_id_");
+    assert_eq!(sanitize_label(""), "_");
+    assert_eq!(sanitize_label("other"), "other_");
+    let long = "é".repeat(100);
+    let cut = sanitize_label(&long);
+    assert!(cut.len() <= MAX_LABEL_LEN && cut.chars().all(|c| c == 'é'));
+    assert_eq!(cut.chars().count(), MAX_LABEL_LEN / 2);
+
+    let mut m = CoordinatorMetrics::new(10);
+    let a = m.candidate_label(&CandidateId::new("x\ny"));
+    let b = m.candidate_label(&CandidateId::new("x\ry"));
+    let c = m.candidate_label(&CandidateId::new("x_y"));
+    assert_eq!(a.as_ref(), "x_y");
+    assert_eq!(b.as_ref(), "x_y~2");
+    assert_eq!(c.as_ref(), "x_y~3");
+    assert_eq!(m.candidate_label(&CandidateId::new("x\ny")).as_ref(), "x_y");
+}
+
+#[test]
+fn nothing_is_recorded_without_a_recorder_and_nothing_panics() {
+    // The library only emits: with no recorder installed every call is a no-op.
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(2);
+    let mut core = Core::new(Config::default(), t0).unwrap();
+    core.add_candidate(CandidateInfo::new("n"), t0, &mut rng)
+        .unwrap();
+    let mut m = CoordinatorMetrics::default();
+    core.ready(Request::any(), t0, &mut rng).unwrap();
+    assert_eq!(drain(&mut core, &mut m).len(), 1);
+    m.on_gauges(&core);
+    assert_eq!(m.labelled_candidates(), 1);
+}
+
+/// With 10,000 candidates the exposition holds at most the cap's worth of candidate series.
+#[cfg(feature = "prometheus")]
+#[test]
+fn ten_thousand_candidates_stay_within_the_label_cap() {
+    const N: usize = 10_000;
+    const CAP: usize = 100;
+    let recorder = selection_coordinator::metrics::prometheus_builder()
+        .unwrap()
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        selection_coordinator::metrics::describe();
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(10_000);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        for i in 0..N {
+            core.add_candidate(CandidateInfo::new(format!("cand-{i}")), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(CAP);
+        // Grants spread over the whole set, then an outcome per attempt on every candidate seen.
+        for _ in 0..2_000 {
+            core.ready(Request::any(), t0, &mut rng).unwrap();
+            for g in granted(&drain(&mut core, &mut m)) {
+                core.outcome(g.attempt, Outcome::success(), t0).unwrap();
+                m.on_outcome(&g.candidate, &Outcome::success());
+                core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+            }
+        }
+        m.on_gauges(&core);
+    });
+    let text = handle.render();
+    let mut candidates = BTreeSet::new();
+    let mut series = 0usize;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(start) = line.find("candidate=\"") {
+            let rest = &line[start + "candidate=\"".len()..];
+            let end = rest.find('"').unwrap();
+            candidates.insert(rest[..end].to_string());
+            series += 1;
+        }
+    }
+    println!(
+        "{N} candidates, cap {CAP}: {} distinct candidate label values, {series} candidate series, {} bytes of exposition",
+        candidates.len(),
+        text.len()
+    );
+    assert!(candidates.contains("other"));
+    assert_eq!(
+        candidates.len(),
+        CAP + 1,
+        "the cap's candidates plus `other`"
+    );
+}
+
+/// Every metric the library emits has a panel in the dashboard, and the dashboard queries no
+/// metric the library does not emit.
+#[test]
+fn the_dashboard_covers_every_metric_and_only_those() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/dashboards/selection-coordinator.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    let mut stack = vec![&dashboard["panels"]];
+    while let Some(panels) = stack.pop() {
+        for p in panels.as_array().into_iter().flatten() {
+            stack.push(&p["panels"]);
+            for t in p["targets"].as_array().into_iter().flatten() {
+                exprs.push(t["expr"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    let all = exprs.join("\n");
+    // Importable anywhere: the data source is the dashboard's own variable, the candidate a
+    // second one, and panel ids are unique.
+    let vars: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(vars, ["datasource", "candidate"]);
+    assert_eq!(dashboard["templating"]["list"][0]["type"], "datasource");
+    assert_eq!(dashboard["templating"]["list"][0]["query"], "prometheus");
+    let mut ids = BTreeSet::new();
+    for p in dashboard["panels"].as_array().unwrap() {
+        assert!(ids.insert(p["id"].as_u64().unwrap()), "duplicate panel id");
+        if p["type"] != "row" {
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        }
+    }
+    for name in names::ALL {
+        assert!(
+            all.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| w == name
+                    || w.strip_prefix(name)
+                        .is_some_and(|s| ["_bucket", "_sum", "_count"].contains(&s))),
+            "no panel queries {name}"
+        );
+    }
+    for word in all.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if word.starts_with("selcoord_") {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| word.strip_suffix(s))
+                .unwrap_or(word);
+            assert!(
+                names::ALL.contains(&word) || names::ALL.contains(&base),
+                "the dashboard queries {word}, which the library does not emit"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        for id in ["stay", "go"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let p = |v: &Values, c| gauge(v, names::CANDIDATE_PROBABILITY, &[("candidate", c)]);
+        assert!(p(&v, "go") > 0.0);
+        core.remove_candidate(&CandidateId::new("go"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(p(&v, "go"), 0.0);
+        assert_eq!(p(&v, "stay"), 1.0);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "go")]),
+            0.0
+        );
+    });
+}
+
+/// Through the real actor: every decision it makes is counted once, every outcome its workers
+/// report is counted, and its tick sets the gauges.
+#[test]
+fn the_actor_records_every_decision_and_outcome() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        actix::System::new().block_on(async {
+            let limits = Limits {
+                global: 3,
+                ..Limits::default()
+            };
+            let config = Config {
+                refresh_ms: 20,
+                ..Config::default()
+            };
+            let handle: CoordinatorHandle = Coordinator::with_seed(config, limits, 4)
+                .unwrap()
+                .with_candidate(CandidateInfo::new("a"))
+                .unwrap()
+                .with_candidate(CandidateInfo::new("b"))
+                .unwrap()
+                .with_metrics(CoordinatorMetrics::new(1))
+                .start_handle();
+            for i in 0..30 {
+                let mut permit = handle.acquire(Request::any()).await.unwrap();
+                permit.report(if i % 3 == 0 {
+                    Outcome::failure(FailureClass::Timeout)
+                } else {
+                    Outcome::success()
+                });
+                permit.done(Next::Finish);
+            }
+            // Two ticks at least, so the gauges see the last attempts finished.
+            actix::clock::sleep(Duration::from_millis(80)).await;
+            let state = handle.state().await.unwrap();
+            assert_eq!(state.counters.decisions, 30);
+            assert_eq!(state.in_flight, 0);
+        });
+        let v = values(&snapshotter);
+        let total = |name: &str| -> u64 {
+            v.iter()
+                .filter(|((n, _), _)| n == name)
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    _ => 0,
+                })
+                .sum()
+        };
+        assert_eq!(total(names::DECISIONS), 30);
+        assert_eq!(total(names::OUTCOMES), 30);
+        let failures: u64 = v
+            .iter()
+            .filter(|((n, l), _)| {
+                n == names::OUTCOMES && l.iter().any(|(k, x)| k == "outcome" && x == "timeout")
+            })
+            .map(|(_, val)| match val {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(failures, 10);
+        assert!(!histogram(&v, names::DECISION_COST, &[]).is_empty());
+        assert_eq!(gauge(&v, names::IN_FLIGHT, &[]), 0.0);
+        assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 3.0);
+        assert_eq!(gauge(&v, names::CANDIDATES, &[]), 2.0);
+        // A cap of one: the first candidate seen by name, the other as `other`.
+        let labelled: BTreeSet<String> = v
+            .keys()
+            .flat_map(|(_, l)| l.iter().filter(|(k, _)| k == "candidate"))
+            .map(|(_, x)| x.clone())
+            .collect();
+        assert_eq!(labelled.len(), 2, "{labelled:?}");
+        assert!(labelled.contains("other"));
+    });
+}

@@ -1,0 +1,397 @@
+//! End to end against a real Prometheus: `selcoord demo` serves its metrics on a loopback port,
+//! a Prometheus server scrapes it every second, then
+//!
+//! 1. every panel query of every dashboard under `dashboards/` evaluates to a non-empty result
+//!    through Prometheus's HTTP API, and
+//! 2. `promtool check metrics` finds no problem in the exposition.
+//!
+//! Needs `prometheus` and `promtool` on PATH (Debian package `prometheus`; `.ci/run` installs
+//! it). Without them the test is skipped with a loud message, except under `CI=true`, where it
+//! fails.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A child process killed (and reaped) when dropped, so no server outlives the test.
+struct Guard {
+    name: &'static str,
+    child: Child,
+}
+
+impl Guard {
+    fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Guard {
+        let out = std::fs::File::create(log).unwrap();
+        let err = out.try_clone().unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Guard { name, child }
+    }
+
+    fn assert_running(&mut self, log: &Path) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited early ({status}); its output:\n{}",
+                self.name,
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tool_present(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A loopback port nobody listens on now (bound, then released).
+fn free_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// A plain HTTP/1.0 GET (HTTP/1.0 keeps servers from chunking the body): (status, body).
+fn http_get(addr: SocketAddr, path_and_query: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Waits until `check` returns `Some`, or panics with `what` after `timeout`.
+fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Every panel query of a dashboard (rows' nested panels included), with its panel title.
+fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![&dashboard["panels"]];
+    while let Some(panels) = stack.pop() {
+        for p in panels.as_array().into_iter().flatten() {
+            stack.push(&p["panels"]);
+            for t in p["targets"].as_array().into_iter().flatten() {
+                if let Some(expr) = t["expr"].as_str() {
+                    let title = p["title"].as_str().unwrap_or("?").to_string();
+                    out.push((title, expr.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Replaces Grafana's variables with what Grafana would send for "All" and a 1 s scrape.
+fn substitute(expr: &str) -> String {
+    expr.replace("${candidate}", ".*")
+        .replace("$candidate", ".*")
+        .replace("$__rate_interval", "5s")
+        .replace("$__interval", "1s")
+        .replace("$__range", "1m")
+}
+
+fn dashboards() -> Vec<(PathBuf, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let mut out: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let v = serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", p.display()));
+            (p, v)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(!out.is_empty(), "no dashboard under {}", dir.display());
+    out
+}
+
+#[test]
+fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if !(tool_present("prometheus") && tool_present("promtool")) {
+        assert!(
+            !ci,
+            "CI=true but `prometheus`/`promtool` is not on PATH: .ci/run must install the \
+             Debian package `prometheus`"
+        );
+        // Written to the stderr handle, not with eprintln!, so the test harness does not
+        // capture it: a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n\n*** SKIPPED prometheus_e2e: `prometheus`/`promtool` not found on PATH. \
+             Install it (apt-get install -y prometheus) to run this test. ***\n\n"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+
+    // The demo, serving metrics on a free loopback port.
+    let metrics_addr = free_port();
+    let demo_log = dir.path().join("demo.log");
+    let mut demo = Guard::spawn(
+        "selcoord demo",
+        Command::new(env!("CARGO_BIN_EXE_selcoord")).args([
+            "demo",
+            "--listen",
+            &metrics_addr.to_string(),
+            "--duration",
+            "120",
+        ]),
+        &demo_log,
+    );
+    wait_for("the demo's /metrics", Duration::from_secs(30), || {
+        demo.assert_running(&demo_log);
+        match http_get(metrics_addr, "/metrics") {
+            Ok((200, body)) if body.contains("selcoord_decisions_total") => Some(()),
+            _ => None,
+        }
+    });
+
+    // A Prometheus server scraping the demo every second.
+    let prom_addr = free_port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
+             - job_name: selcoord\n    static_configs:\n      - targets: ['{metrics_addr}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_log = dir.path().join("prometheus.log");
+    let mut prometheus = Guard::spawn(
+        "prometheus",
+        Command::new("prometheus").args([
+            &format!("--config.file={}", config.display()),
+            &format!("--storage.tsdb.path={}", dir.path().join("data").display()),
+            &format!("--web.listen-address={prom_addr}"),
+        ]),
+        &prom_log,
+    );
+    wait_for(
+        "Prometheus to scrape the demo",
+        Duration::from_secs(60),
+        || {
+            prometheus.assert_running(&prom_log);
+            demo.assert_running(&demo_log);
+            let (status, body) = http_get(prom_addr, "/api/v1/targets").ok()?;
+            let v: Value = serde_json::from_str(&body).ok()?;
+            let up = status == 200
+                && v["data"]["activeTargets"]
+                    .as_array()?
+                    .iter()
+                    .any(|t| t["health"] == "up");
+            up.then_some(())
+        },
+    );
+
+    // (1) every panel query, through Prometheus's HTTP API. Rates need a few scrapes, so each
+    // query may be retried until the deadline.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut checked = 0usize;
+    let mut nan_only = 0usize;
+    let mut empty = Vec::new();
+    for (path, dashboard) in dashboards() {
+        // The candidate variable's own query must list candidates too.
+        let (_, body) = http_get(
+            prom_addr,
+            "/api/v1/label/candidate/values?match[]=selcoord_decisions_total",
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            v["data"].as_array().is_some_and(|a| !a.is_empty()),
+            "no candidate label values: {body}"
+        );
+        for (title, expr) in panel_queries(&dashboard) {
+            let query = substitute(&expr);
+            let url = format!("/api/v1/query?query={}", urlencode(&query));
+            let mut last = String::new();
+            let has_data = loop {
+                prometheus.assert_running(&prom_log);
+                let (status, body) = http_get(prom_addr, &url).unwrap();
+                let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                assert!(
+                    status == 200 && v["status"] == "success",
+                    "{}: panel {title:?}: query {query:?} failed: {body}",
+                    path.display()
+                );
+                if let Some(r) = v["data"]["result"].as_array().filter(|r| !r.is_empty()) {
+                    if r.iter().all(|x| x["value"][1] == "NaN") {
+                        nan_only += 1;
+                    }
+                    break true;
+                }
+                last = body;
+                if Instant::now() > deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            };
+            checked += 1;
+            if !has_data {
+                empty.push(format!("{title}: {query} -> {last}"));
+            }
+        }
+    }
+    // (2) promtool's lint of the exposition, taken now that every series has appeared.
+    demo.assert_running(&demo_log);
+    let (_, exposition) = http_get(metrics_addr, "/metrics").unwrap();
+    let exposition_path = dir.path().join("exposition.txt");
+    std::fs::write(&exposition_path, &exposition).unwrap();
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&exposition_path).unwrap())
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&promtool.stdout),
+        String::from_utf8_lossy(&promtool.stderr)
+    );
+    println!(
+        "promtool check metrics: exit {}, {} bytes of exposition, output: {:?}",
+        promtool.status,
+        exposition.len(),
+        report.trim()
+    );
+    assert!(
+        promtool.status.success() && report.trim().is_empty(),
+        "promtool check metrics found problems:\n{report}"
+    );
+
+    println!(
+        "dashboard queries checked through Prometheus: {checked} ({nan_only} of them NaN only, \
+         e.g. a quantile of an idle histogram)"
+    );
+    assert!(
+        empty.is_empty(),
+        "{} of {checked} panel queries returned no data:\n{}",
+        empty.len(),
+        empty.join("\n")
+    );
+    drop(prometheus);
+    drop(demo);
+}
+
+/// The demo without Prometheus: Ctrl-C (SIGINT) stops it cleanly, and the decision log holds
+/// the sampled share of the decisions as JSON lines, each a whole `DecisionRecord`.
+#[test]
+fn demo_stops_on_ctrl_c_and_writes_sampled_decision_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("decisions.jsonl");
+    let out_path = dir.path().join("demo.log");
+    let metrics_addr = free_port();
+    let mut demo = Guard::spawn(
+        "selcoord demo",
+        Command::new(env!("CARGO_BIN_EXE_selcoord")).args([
+            "demo",
+            "--listen",
+            &metrics_addr.to_string(),
+            "--decision-log",
+            log_path.to_str().unwrap(),
+            "--sample-rate",
+            "0.5",
+            "--speed",
+            "2",
+        ]),
+        &out_path,
+    );
+    wait_for("decisions in the log", Duration::from_secs(30), || {
+        demo.assert_running(&out_path);
+        let n = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        // Past the writer's buffer a few times: some hundreds of records.
+        (n > 64 * 1024).then_some(())
+    });
+    let interrupted = Command::new("kill")
+        .args(["-INT", &demo.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = wait_for("the demo to exit", Duration::from_secs(20), || {
+        demo.child.try_wait().unwrap()
+    });
+    let output = std::fs::read_to_string(&out_path).unwrap();
+    assert!(
+        status.success(),
+        "demo failed on Ctrl-C: {status}\n{output}"
+    );
+    let summary = output
+        .lines()
+        .find(|l| l.starts_with("selcoord demo: stopped"))
+        .unwrap_or_else(|| panic!("no summary line:\n{output}"));
+    // "... : N decisions, ... R decision records in FILE"
+    let number_before = |word: &str| -> u64 {
+        let words: Vec<&str> = summary.split_whitespace().collect();
+        let i = words
+            .iter()
+            .position(|w| w.trim_end_matches(',') == word)
+            .unwrap();
+        words[i - 1].parse().unwrap()
+    };
+    let decisions = number_before("decisions");
+    let records = number_before("decision");
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() as u64, records, "{summary}");
+    for line in &lines {
+        let r: selection_coordinator::DecisionRecord = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a decision record ({e}): {line}"));
+        assert!(r.winner.is_some() && !r.candidates.is_empty(), "{line}");
+    }
+    let share = records as f64 / decisions as f64;
+    println!("{summary}\nrecorded share {share:.3} of {decisions} decisions at --sample-rate 0.5");
+    assert!(decisions >= 100, "{summary}");
+    assert!((0.45..=0.55).contains(&share), "{summary}");
+}
