@@ -39,6 +39,8 @@ struct ReqRec {
     retries_left: u32,
     attempts: u32,
     open: bool,
+    /// The arm that granted its first attempt, when the policy has arms.
+    arm: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -102,7 +104,12 @@ impl<'a> Engine<'a> {
             .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
             .collect();
         let tracked = tracked_candidates(sc, &ids);
-        let stats = RunStats::new(spec.label(), &ids, tracked, sc.series_bucket_s);
+        let mut stats = RunStats::new(spec.label(), &ids, tracked, sc.series_bucket_s);
+        stats.arms = policy
+            .arm_names()
+            .iter()
+            .map(|name| RunStats::new(name, &ids, Vec::new(), sc.series_bucket_s))
+            .collect();
         let n = ids.len();
         Ok(Engine {
             sc,
@@ -266,6 +273,7 @@ impl<'a> Engine<'a> {
             retries_left: self.sc.workload.retries,
             attempts: 0,
             open: true,
+            arm: None,
         };
         let req = match self.free_reqs.pop() {
             Some(r) => {
@@ -326,8 +334,14 @@ impl<'a> Engine<'a> {
             self.sc.workload.attempt_timeout_ms,
             &mut self.truth_rng,
         );
-        self.reqs[req as usize].attempts += 1;
-        self.stats.attempt(cand, now);
+        let r = &mut self.reqs[req as usize];
+        if r.attempts == 0 {
+            // The core fixes a request's arm when it arrives; its first grant tells which.
+            r.arm = self.policy.arm(req);
+        }
+        r.attempts += 1;
+        let arm = r.arm;
+        self.stats.attempt(cand, now, arm);
         let att = Att {
             req,
             cand,
@@ -384,7 +398,7 @@ impl<'a> Engine<'a> {
             now,
             now - r.arrival,
             first_byte.map(|t| t - r.arrival),
-            r.attempts,
+            r.arm,
         );
         if r.worker != NO_WORKER {
             let left = &mut self.workers_left[r.worker as usize];

@@ -39,7 +39,7 @@ use std::sync::Mutex;
 pub use dist::Dist;
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
-pub use report::{PolicyReport, Report, Summary};
+pub use report::{ArmReport, PolicyReport, Report, Summary};
 pub use scenario::{
     Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, TimelineEvent,
     Workload, BUILTIN,

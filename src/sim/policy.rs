@@ -56,6 +56,14 @@ pub(crate) trait Policy: Send {
     fn decisions(&self) -> u64;
     /// Rounds in which the policy could not decide although a candidate was free.
     fn stalls(&self) -> u64;
+    /// The names of the live A/B arms the policy splits requests between (none by default).
+    fn arm_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The arm (an index into [`Policy::arm_names`]) whose draw granted `req`'s latest attempt.
+    fn arm(&self, _req: Req) -> Option<usize> {
+        None
+    }
 }
 
 /// A policy named on the command line.
@@ -271,6 +279,8 @@ pub(crate) struct CoordinatorPolicy {
     ids: Ids,
     /// Engine request -> core request and its running attempt.
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
+    /// Engine request -> the arm of its latest grant.
+    arms: Vec<Option<usize>>,
     /// Core requests waiting for a grant that will come during some other call. Most grants
     /// come during the `ready` or `done` of their own request and never enter this map.
     waiting: FastMap<u64, Req>,
@@ -289,6 +299,7 @@ impl CoordinatorPolicy {
             rng,
             ids: Ids::default(),
             requests: Vec::new(),
+            arms: Vec::new(),
             waiting: FastMap::default(),
             out: Default::default(),
         })
@@ -300,7 +311,7 @@ impl CoordinatorPolicy {
         let mut current_answered = false;
         while let Some(ev) = self.core.poll_event() {
             let (request, granted) = match ev {
-                Event::Granted(g) => (g.request, Some((g.attempt, g.candidate))),
+                Event::Granted(g) => (g.request, Some((g.attempt, g.candidate, g.arm))),
                 Event::Rejected { request, .. } => (request, None),
                 // The engine ends attempts itself; a lease reclaim is only possible with
                 // `limits.max_attempt_s` shorter than the attempt timeout.
@@ -317,11 +328,12 @@ impl CoordinatorPolicy {
                 },
             };
             match granted {
-                Some((attempt, candidate)) => {
+                Some((attempt, candidate, arm)) => {
                     let Some(cand) = self.ids.cand(&candidate) else {
                         continue;
                     };
                     self.requests[req as usize].1 = Some(attempt);
+                    self.arms[req as usize] = arm;
                     self.out.push_back(Decision::Grant { req, cand });
                 }
                 None => self.out.push_back(Decision::Reject { req }),
@@ -362,7 +374,9 @@ impl Policy for CoordinatorPolicy {
         };
         if self.requests.len() <= req as usize {
             self.requests.resize(req as usize + 1, (None, None));
+            self.arms.resize(req as usize + 1, None);
         }
+        self.arms[req as usize] = None;
         match self.core.ready(request, self.clock.at(now), &mut self.rng) {
             Ok(id) => {
                 self.requests[req as usize] = (Some(id), None);
@@ -412,5 +426,17 @@ impl Policy for CoordinatorPolicy {
 
     fn stalls(&self) -> u64 {
         0
+    }
+
+    fn arm_names(&self) -> Vec<String> {
+        self.core
+            .arm_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn arm(&self, req: Req) -> Option<usize> {
+        self.arms.get(req as usize).copied().flatten()
     }
 }

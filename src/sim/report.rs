@@ -26,6 +26,8 @@ pub(crate) struct RunStats {
     pub(crate) end_s: f64,
     pub(crate) series: Series,
     marks: Vec<(Action, usize, usize, f64)>,
+    /// The same counts restricted to each arm's requests, when the policy has arms.
+    pub(crate) arms: Vec<RunStats>,
 }
 
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
@@ -100,10 +102,15 @@ impl RunStats {
                 ..Default::default()
             },
             marks: Vec::new(),
+            arms: Vec::new(),
         }
     }
 
-    pub(crate) fn attempt(&mut self, cand: Cand, now: f64) {
+    /// An attempt on `cand` of a request of `arm`.
+    pub(crate) fn attempt(&mut self, cand: Cand, now: f64, arm: Option<usize>) {
+        if let Some(a) = arm.and_then(|a| self.arms.get_mut(a)) {
+            a.attempt(cand, now, None);
+        }
         self.attempts += 1;
         self.per_cand[cand as usize] += 1;
         let b = self.series.bucket(now);
@@ -114,7 +121,17 @@ impl RunStats {
         }
     }
 
-    pub(crate) fn request(&mut self, now: f64, latency_s: f64, ttfb_s: Option<f64>, _att: u32) {
+    /// A request of `arm` ended; `ttfb_s` is `None` if it failed.
+    pub(crate) fn request(
+        &mut self,
+        now: f64,
+        latency_s: f64,
+        ttfb_s: Option<f64>,
+        arm: Option<usize>,
+    ) {
+        if let Some(a) = arm.and_then(|a| self.arms.get_mut(a)) {
+            a.request(now, latency_s, ttfb_s, None);
+        }
         self.requests += 1;
         self.latency_ms.push(latency_s * 1000.0);
         let b = self.series.bucket(now);
@@ -230,6 +247,50 @@ pub struct PolicyReport {
     pub stuck: f64,
     /// Virtual seconds the run lasted.
     pub virtual_s: f64,
+    /// Per live A/B arm of the coordinator's config, in config order; empty without arms.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<ArmReport>,
+}
+
+/// One arm's figures: the policy's figures over the requests whose first attempt that arm
+/// granted, means over seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmReport {
+    /// The arm's name in the config.
+    pub arm: String,
+    /// The arm's requests per run.
+    pub requests: f64,
+    /// Of them, requests that ended without a success, per run.
+    pub errors: f64,
+    /// errors / requests.
+    pub error_rate: f64,
+    /// 1 - error_rate.
+    pub success_rate: f64,
+    /// Candidate id -> fraction of the arm's attempts.
+    pub share: BTreeMap<String, f64>,
+    /// Per request, arrival to its end, ms.
+    pub latency_ms: Summary,
+    /// Per successful request, arrival to the first byte of its successful attempt, ms.
+    pub ttfb_ms: Summary,
+    /// Attempts per request.
+    pub attempts_per_request: f64,
+}
+
+/// The figures an arm reports out of a policy's (the aggregation is the same).
+impl From<&PolicyReport> for ArmReport {
+    fn from(p: &PolicyReport) -> Self {
+        ArmReport {
+            arm: p.policy.clone(),
+            requests: p.requests,
+            errors: p.errors,
+            error_rate: p.error_rate,
+            success_rate: p.success_rate,
+            share: p.share.clone(),
+            latency_ms: p.latency_ms,
+            ttfb_ms: p.ttfb_ms,
+            attempts_per_request: p.attempts_per_request,
+        }
+    }
 }
 
 /// The whole report of `selcoord simulate`.
@@ -275,6 +336,20 @@ fn mean_opt(xs: &[Option<Option<f64>>]) -> Option<f64> {
 
 pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport, Series) {
     let n = runs.len().max(1) as f64;
+    // Each arm's counts go through this same aggregation, one arm at a time.
+    let mut by_arm: Vec<Vec<RunStats>> = Vec::new();
+    for r in runs.iter_mut() {
+        for (k, a) in std::mem::take(&mut r.arms).into_iter().enumerate() {
+            if by_arm.len() <= k {
+                by_arm.push(Vec::new());
+            }
+            by_arm[k].push(a);
+        }
+    }
+    let arms = by_arm
+        .iter_mut()
+        .map(|a| ArmReport::from(&aggregate(ids, a).0))
+        .collect();
     let mut share = BTreeMap::new();
     for (c, id) in ids.iter().enumerate() {
         let s = mean(
@@ -329,6 +404,7 @@ pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport,
         decisions_per_s: mean(runs.iter().map(|r| r.decisions as f64 / r.wall_s.max(1e-9))),
         stuck: runs.iter().map(|r| r.stuck as f64).sum::<f64>() / n,
         virtual_s: mean(runs.iter().map(|r| r.end_s)),
+        arms,
     };
     (report, series)
 }
@@ -371,27 +447,18 @@ impl Report {
         let _ = write!(head, " {:>10}", "decisions/s");
         let _ = writeln!(out, "{head}");
         for p in &self.policies {
-            let mut row = format!(
-                "{:<22} {:>8.0} {:>8.4} {:>7.2}",
-                truncate(&p.policy, 22),
-                p.requests,
-                p.error_rate,
-                p.attempts_per_request
-            );
-            for id in &shown {
-                let _ = write!(row, " {:>9.4}", p.share.get(*id).copied().unwrap_or(0.0));
-            }
-            let _ = write!(
-                row,
-                " {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7.1}",
-                p.latency_ms.mean, p.latency_ms.p99, p.ttfb_ms.mean, p.ttfb_ms.p99, p.stalls
-            );
+            let mut row = figures_row(&short_label(&p.policy), &p.into(), &shown);
+            let _ = write!(row, " {:>7.1}", p.stalls);
             if self.timeline {
                 let f = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.1}s"));
                 let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), f(p.recovery_s));
             }
             let _ = write!(row, " {:>10.0}", p.decisions_per_s);
             let _ = writeln!(out, "{row}");
+            for a in &p.arms {
+                let label = format!("  [arm {}]", a.arm);
+                let _ = writeln!(out, "{}", figures_row(&label, a, &shown));
+            }
         }
         if !shown.is_empty() {
             let _ = writeln!(out, "(candidate columns: share of attempts)");
@@ -402,6 +469,40 @@ impl Report {
     /// The JSON contract (`docs/simulate-json.md`).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// The table columns a policy and its arms share: requests to ttfb p99.
+fn figures_row(label: &str, a: &ArmReport, shown: &[&String]) -> String {
+    let mut row = format!(
+        "{:<22} {:>8.0} {:>8.4} {:>7.2}",
+        truncate(label, 22),
+        a.requests,
+        a.error_rate,
+        a.attempts_per_request
+    );
+    for id in shown {
+        let _ = write!(row, " {:>9.4}", a.share.get(*id).copied().unwrap_or(0.0));
+    }
+    let _ = write!(
+        row,
+        " {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+        a.latency_ms.mean, a.latency_ms.p99, a.ttfb_ms.mean, a.ttfb_ms.p99
+    );
+    row
+}
+
+/// `coordinator:<path>` shows the file's stem: several config files under one directory would
+/// otherwise truncate to the same text.
+fn short_label(label: &str) -> std::borrow::Cow<'_, str> {
+    match label.strip_prefix("coordinator:") {
+        Some(spec) if spec.contains(['/', '\\']) || spec.ends_with(".toml") => {
+            let stem = std::path::Path::new(spec)
+                .file_stem()
+                .map_or(spec.into(), |s| s.to_string_lossy());
+            format!("coordinator:{stem}").into()
+        }
+        _ => label.into(),
     }
 }
 
