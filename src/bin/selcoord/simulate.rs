@@ -16,7 +16,8 @@ pub(crate) struct Args {
     scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
-    /// p2c-peak-ewma, oracle. Default: the scenario's own list.
+    /// p2c-peak-ewma, oracle. Default: the scenario's own list. A config file with `[[arms]]`
+    /// also reports each arm (docs/arms.md).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// How many seeds to run (BASE..BASE+N-1); figures are means over them.
