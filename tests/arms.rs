@@ -310,3 +310,46 @@ async fn hot_reload_keeps_permits_waiting_requests_and_statistics() {
     assert_eq!((end.in_flight, end.waiting), (0, 0));
     assert_eq!(end.counters.decisions, 25);
 }
+
+#[test]
+fn a_reload_that_removes_arms_moves_waiting_requests_to_the_remaining_ones() {
+    let mut three = two_arms(Config::default(), Config::lassie());
+    three.arms.push(Arm {
+        name: "c".into(),
+        share: 1.0,
+        config: Config::livepeer(),
+    });
+    let (mut core, mut rng, now) = core_with(three);
+    core.set_record_rate(1.0);
+    core.set_limits(
+        Limits {
+            global: 1,
+            ..Limits::default()
+        },
+        now,
+        &mut rng,
+    )
+    .unwrap();
+    for _ in 0..30 {
+        core.ready(Request::any(), now, &mut rng).unwrap();
+    }
+    let first = grant(&mut core);
+    // Keep only arm "b": every waiting request now belongs to it, whatever it had.
+    let mut one = Config::default();
+    one.arms = vec![Arm {
+        name: "b".into(),
+        share: 1.0,
+        config: Config::lassie(),
+    }];
+    core.set_config(one, now, &mut rng).unwrap();
+    core.done(first.attempt, Next::Finish, now, &mut rng)
+        .unwrap();
+    for _ in 0..29 {
+        let g = grant(&mut core);
+        assert_eq!(g.arm, Some(0));
+        let record = core.poll_record().expect("recorded");
+        assert_eq!(record.arm.as_deref(), Some("b"));
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    }
+    assert_eq!(core.waiting(), 0);
+}

@@ -207,6 +207,31 @@ impl Core {
         verdicts
     }
 
+    /// After a reload: open requests keep their arm when an arm of that name still exists;
+    /// the others are assigned again by share.
+    pub(crate) fn remap_arms<R: Rng + ?Sized>(&mut self, old: &[String], rng: &mut R) {
+        let map: Vec<Option<u8>> = old
+            .iter()
+            .map(|name| {
+                self.arms
+                    .iter()
+                    .position(|a| &a.name == name)
+                    .map(|i| i as u8)
+            })
+            .collect();
+        for i in 0..self.requests.len() {
+            if !self.requests[i].active {
+                continue;
+            }
+            let kept = map.get(self.requests[i].arm as usize).copied().flatten();
+            let arm = match kept {
+                Some(a) => a,
+                None => self.assign_arm(None, rng),
+            };
+            self.requests[i].arm = arm;
+        }
+    }
+
     /// The arms' names, in config order (a grant's `arm` indexes this).
     pub fn arm_names(&self) -> Vec<&str> {
         self.arms.iter().map(|a| a.name.as_str()).collect()

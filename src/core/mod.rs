@@ -510,12 +510,14 @@ impl Core {
     ) -> Result<(), Error> {
         let model = ScoreModel::new(config)?;
         self.advance(now);
+        let old_arms: Vec<String> = self.arm_names().into_iter().map(String::from).collect();
         let old = std::mem::replace(&mut self.model, model);
         if let Err(e) = self.build_variants() {
             self.model = old;
             self.build_variants()?;
             return Err(e);
         }
+        self.remap_arms(&old_arms, rng);
         self.time_changed(); // the bucket width may have changed
         self.rebuild_trees();
         self.reject_ineligible();
@@ -1113,14 +1115,16 @@ impl Core {
                 request,
                 attempt: Some(attempt),
                 reason: d.reason,
-                candidates: self
-                    .considered_with(arm.and_then(|a| self.arms[a].model.as_ref()), &self.eval),
+                candidates: self.considered_with(
+                    arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
+                    &self.eval,
+                ),
                 filters: self.eval.filters.clone(),
                 fallbacks: self.eval.fallbacks.clone(),
                 roll: d.roll,
                 winner: Some(candidate.clone()),
                 winner_probability: d.probability,
-                arm: arm.map(|a| self.arms[a].name.clone()),
+                arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
                 shadows: verdicts,
             };
             self.records.push_back(record);
