@@ -1,5 +1,6 @@
-//! End to end against a real Prometheus: `selcoord demo` serves its metrics on a loopback port,
-//! a Prometheus server scrapes it every second, then
+//! End to end against a real Prometheus: `selcoord demo`, running a config with two live A/B
+//! arms and a shadow policy (`examples/configs/demo-arms.toml`), serves its metrics on a
+//! loopback port, a Prometheus server scrapes it every second, then
 //!
 //! 1. every panel query of every dashboard under `dashboards/` evaluates to a non-empty result
 //!    through Prometheus's HTTP API, and
@@ -134,9 +135,19 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
 fn substitute(expr: &str) -> String {
     expr.replace("${candidate}", ".*")
         .replace("$candidate", ".*")
+        .replace("${arm}", ".*")
+        .replace("$arm", ".*")
         .replace("$__rate_interval", "5s")
         .replace("$__interval", "1s")
         .replace("$__range", "1m")
+}
+
+/// The demo's A/B config: two arms and a shadow, so the per-arm and shadow panels have data.
+fn demo_arms_config() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/configs/demo-arms.toml")
+        .display()
+        .to_string()
 }
 
 fn dashboards() -> Vec<(PathBuf, Value)> {
@@ -187,6 +198,8 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
             &metrics_addr.to_string(),
             "--duration",
             "120",
+            "--config",
+            &demo_arms_config(),
         ]),
         &demo_log,
     );
@@ -243,7 +256,7 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
     let mut nan_only = 0usize;
     let mut empty = Vec::new();
     for (path, dashboard) in dashboards() {
-        // The candidate variable's own query must list candidates too.
+        // The variables' own queries must list candidates and both arms too.
         let (_, body) = http_get(
             prom_addr,
             "/api/v1/label/candidate/values?match[]=selcoord_decisions_total",
@@ -254,6 +267,21 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
             v["data"].as_array().is_some_and(|a| !a.is_empty()),
             "no candidate label values: {body}"
         );
+        let arms = wait_for("both arms' label values", Duration::from_secs(30), || {
+            let (_, body) = http_get(
+                prom_addr,
+                "/api/v1/label/arm/values?match[]=selcoord_decisions_total",
+            )
+            .ok()?;
+            let v: Value = serde_json::from_str(&body).ok()?;
+            let arms: Vec<String> = v["data"]
+                .as_array()?
+                .iter()
+                .filter_map(|a| a.as_str().map(String::from))
+                .collect();
+            (arms.len() == 2).then_some(arms)
+        });
+        assert_eq!(arms, ["default", "lassie"]);
         for (title, expr) in panel_queries(&dashboard) {
             let query = substitute(&expr);
             let url = format!("/api/v1/query?query={}", urlencode(&query));
