@@ -29,7 +29,9 @@ fn arms_config() -> Config {
 fn start(config: Config, limits: Limits) -> CoordinatorHandle {
     let mut c = Coordinator::with_seed(config, limits, 7).unwrap();
     for i in 0..4 {
-        c = c.with_candidate(CandidateInfo::new(format!("c{i}"))).unwrap();
+        c = c
+            .with_candidate(CandidateInfo::new(format!("c{i}")))
+            .unwrap();
     }
     c.start_handle()
 }

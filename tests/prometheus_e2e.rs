@@ -423,3 +423,89 @@ fn demo_stops_on_ctrl_c_and_writes_sampled_decision_records() {
     assert!(decisions >= 100, "{summary}");
     assert!((0.45..=0.55).contains(&share), "{summary}");
 }
+
+/// The demo's hot reload, without Prometheus: an invalid rewrite of its `--config` file is
+/// refused with the bad field named and the demo keeps running; a valid rewrite is applied.
+#[test]
+fn demo_reloads_its_config_file_and_refuses_an_invalid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("arms.toml");
+    let original = std::fs::read_to_string(demo_arms_config()).unwrap();
+    std::fs::write(&config, &original).unwrap();
+    let metrics_addr = free_port();
+    let log = dir.path().join("demo.log");
+    let mut demo = Guard::spawn(
+        "selcoord demo",
+        Command::new(env!("CARGO_BIN_EXE_selcoord")).args([
+            "demo",
+            "--listen",
+            &metrics_addr.to_string(),
+            "--duration",
+            "60",
+            "--config",
+            &config.display().to_string(),
+        ]),
+        &log,
+    );
+    // Decisions under both arms mean the live loop (and the watcher, spawned before it) run.
+    wait_for("decisions under both arms", Duration::from_secs(30), || {
+        demo.assert_running(&log);
+        match http_get(metrics_addr, "/metrics") {
+            Ok((200, body))
+                if body.contains("arm=\"default\"") && body.contains("arm=\"lassie\"") =>
+            {
+                Some(())
+            }
+            _ => None,
+        }
+    });
+    let hup = |demo: &Guard| {
+        let status = Command::new("kill")
+            .args(["-HUP", &demo.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // A negative share: refused, with the field's path; the demo runs on.
+    let bad = original.replacen("share = 1.0", "share = -2.0", 1);
+    assert_ne!(bad, original);
+    std::fs::write(&config, &bad).unwrap();
+    hup(&demo);
+    wait_for(
+        "the refusal naming arms[0].share",
+        Duration::from_secs(10),
+        || {
+            demo.assert_running(&log);
+            log_text().contains("arms[0].share").then_some(())
+        },
+    );
+    assert!(!log_text().contains("config reloaded"), "{}", log_text());
+    std::thread::sleep(Duration::from_millis(300));
+    demo.assert_running(&log);
+    let (status, _) = http_get(metrics_addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+
+    // A valid rewrite (one arm renamed) is applied, found by the modification-time poll.
+    let good = original.replace("name = \"lassie\"", "name = \"lassie-2\"");
+    std::fs::write(&config, &good).unwrap();
+    wait_for("the reload", Duration::from_secs(10), || {
+        demo.assert_running(&log);
+        log_text().contains("config reloaded").then_some(())
+    });
+    assert!(
+        log_text().contains("(arms: default, lassie-2)"),
+        "{}",
+        log_text()
+    );
+    wait_for(
+        "decisions under the renamed arm",
+        Duration::from_secs(10),
+        || match http_get(metrics_addr, "/metrics") {
+            Ok((200, body)) if body.contains("arm=\"lassie-2\"") => Some(()),
+            _ => None,
+        },
+    );
+    drop(demo);
+}
