@@ -114,6 +114,7 @@ async fn live(
     config: Option<selection_coordinator::Config>,
     log: Option<std::fs::File>,
 ) -> Result<(), String> {
+    let hup = args.config.as_ref().map(|_| reload::hangup());
     let config = config.unwrap_or_else(|| {
         scenario
             .coordinator
@@ -138,7 +139,8 @@ async fn live(
     let watcher = args
         .config
         .clone()
-        .map(|path| actix::spawn(reload::watch(path, coordinator.clone())));
+        .zip(hup)
+        .map(|(path, hup)| actix::spawn(reload::watch(path, coordinator.clone(), hup)));
 
     let writer = match log {
         Some(file) => {

@@ -19,17 +19,33 @@ fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// Watches `path` until the coordinator stops.
-pub(super) async fn watch(path: PathBuf, coordinator: Addr<Coordinator>) {
-    let mut seen = modified(&path);
+/// SIGHUP's stream. Made before anything else runs: once it exists a SIGHUP no longer
+/// terminates the process (its default action), even before the watcher polls it.
+#[cfg(unix)]
+pub(super) type Hangup = Option<tokio::signal::unix::Signal>;
+/// No SIGHUP off Unix: the file is watched only.
+#[cfg(not(unix))]
+pub(super) type Hangup = ();
+
+/// Starts listening for SIGHUP (call inside the runtime).
+pub(super) fn hangup() -> Hangup {
     #[cfg(unix)]
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            eprintln!("selcoord demo: cannot listen for SIGHUP ({e}); watching the file only");
-            None
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("selcoord demo: cannot listen for SIGHUP ({e}); watching the file only");
+                None
+            }
         }
-    };
+    }
+}
+
+/// Watches `path` until the coordinator stops.
+#[cfg_attr(not(unix), allow(unused_variables, unused_mut))]
+pub(super) async fn watch(path: PathBuf, coordinator: Addr<Coordinator>, mut hup: Hangup) {
+    let mut seen = modified(&path);
     let mut every = actix::clock::interval(Duration::from_secs(1));
     loop {
         #[cfg(unix)]
