@@ -878,3 +878,97 @@ fn a_config_change_relabels_arms_and_keeps_shadow_counts() {
         );
     });
 }
+
+/// Through the real actor with two arms: outcomes reported on permits are counted under the
+/// arm of their grant, from the first grant on, and a config that renames an arm relabels the
+/// grants after it.
+#[test]
+fn the_actor_labels_grants_and_outcomes_with_their_arm() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle, SetConfig};
+
+    let config = |second: &str| {
+        Config::from_toml_str(&format!(
+            r#"
+            [[arms]]
+            name = "first"
+            share = 1.0
+            config = {{ preset = "default" }}
+            [[arms]]
+            name = "{second}"
+            share = 1.0
+            config = {{ preset = "lassie" }}
+            "#
+        ))
+        .unwrap()
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let mut expected: BTreeMap<(String, String), u64> = BTreeMap::new();
+    metrics::with_local_recorder(&recorder, || {
+        actix::System::new().block_on(async {
+            let handle: CoordinatorHandle =
+                Coordinator::with_seed(config("b"), Limits::default(), 3)
+                    .unwrap()
+                    .with_candidate(CandidateInfo::new("x"))
+                    .unwrap()
+                    .with_candidate(CandidateInfo::new("y"))
+                    .unwrap()
+                    .start_handle();
+            let run = |names: [&'static str; 2], n| {
+                let handle = handle.clone();
+                let mut counts = Vec::new();
+                async move {
+                    for i in 0..n {
+                        let mut permit = handle.acquire(Request::any()).await.unwrap();
+                        let arm = names[permit.grant().arm.unwrap()];
+                        let outcome = if i % 2 == 0 { "success" } else { "timeout" };
+                        permit.report(if i % 2 == 0 {
+                            Outcome::success()
+                        } else {
+                            Outcome::failure(FailureClass::Timeout)
+                        });
+                        permit.done(Next::Finish);
+                        counts.push((arm.to_string(), outcome.to_string()));
+                    }
+                    counts
+                }
+            };
+            let mut all = run(["first", "b"], 30).await;
+            handle
+                .addr()
+                .send(SetConfig(config("c")))
+                .await
+                .unwrap()
+                .unwrap();
+            all.extend(run(["first", "c"], 30).await);
+            // The mailbox is in order: once this is answered, every report was handled.
+            handle.state().await.unwrap();
+            for k in all {
+                *expected.entry(k).or_default() += 1;
+            }
+        });
+    });
+    let v = values(&snapshotter);
+    let outcomes = |arm: &str, outcome: &str| -> u64 {
+        v.iter()
+            .filter(|((n, l), _)| {
+                n == names::OUTCOMES
+                    && l.contains(&("arm".to_string(), arm.to_string()))
+                    && l.contains(&("outcome".to_string(), outcome.to_string()))
+            })
+            .map(|(_, val)| match val {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    };
+    let arms: BTreeSet<&str> = expected.keys().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(arms, BTreeSet::from(["b", "c", "first"]), "{expected:?}");
+    for ((arm, outcome), n) in &expected {
+        assert_eq!(outcomes(arm, outcome), *n, "{arm} {outcome}");
+    }
+    assert_eq!(
+        outcomes("default", "success") + outcomes("default", "timeout"),
+        0
+    );
+}
