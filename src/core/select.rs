@@ -9,7 +9,7 @@ use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote}
 use crate::score::{ChannelKind, Components, ScoreContext, ScoreModel, Stats};
 
 /// See [`Core::bucket`].
-const BUCKET_BASE: u64 = 1 << 10;
+pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 
 /// One candidate's state inside the core.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub(crate) struct Slot {
     pub(crate) ejected: bool,
     /// Has positive leaves in the trees (available and passing every filter).
     pub(crate) in_tree: bool,
+    /// Its score-channel leaves wait in `Core::stale` for the next draw.
+    pub(crate) stale: bool,
 }
 
 /// Scratch space for an evaluated draw, reused across decisions.
@@ -119,7 +121,7 @@ impl Core {
     /// The current window bucket. Numbering starts well above 0 so a restored window always
     /// has room for its history before the new epoch.
     pub(crate) fn bucket(&self) -> u64 {
-        BUCKET_BASE + (self.now_s / self.model.config().window.bucket_s) as u64
+        self.bucket
     }
 
     /// Recomputes static filter flags after the info or the config changed.
@@ -147,10 +149,17 @@ impl Core {
 
     /// Recomputes one candidate's availability, components and tree leaves. O(C log n).
     pub(crate) fn refresh_leaf(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false);
+        self.refresh_leaf_inner(idx, false, true);
     }
 
-    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool) {
+    /// After a grant or a release only the in-flight count moved: recompute the load component
+    /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
+    /// which saves the transcendental functions on the hot path. O(C log n).
+    pub(crate) fn refresh_load(&mut self, idx: usize) {
+        self.refresh_leaf_inner(idx, false, false);
+    }
+
+    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool, full: bool) {
         let now_s = self.now_s;
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
@@ -160,19 +169,26 @@ impl Core {
         let ejected = self.model.config().ejection.enabled
             && slot.live
             && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
-        let comps = if slot.live {
-            self.model.components(
+        let comps = if !slot.live {
+            Some(Components::default())
+        } else if full {
+            Some(self.model.components(
                 &slot.info,
                 slot.tags,
                 &slot.stats,
                 &self.score_context(slot),
-            )
+            ))
         } else {
-            Components::default()
+            None
         };
+        let load = self.model.load_component(slot.in_flight, limit);
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
         let slot = &mut self.slots[idx];
-        slot.comps = comps;
+        match comps {
+            Some(c) => slot.comps = c,
+            // Written in place: copying the whole struct out and back costs more than the rest.
+            None => slot.comps.load = load,
+        }
         if available != slot.available {
             slot.available = available;
             if available {
@@ -198,21 +214,55 @@ impl Core {
             }
         }
         let uniform = self.model.uniform_channel();
-        for (c, ch) in self.model.channels().iter().enumerate() {
-            let v = if !in_tree {
-                0.0
-            } else if c == uniform {
-                1.0
-            } else {
-                let slot = &self.slots[idx];
-                self.model.channel_value(ch.kind, &slot.comps)
-            };
-            if deferred {
+        if deferred {
+            for c in 0..self.trees.len() {
+                let v = self.leaf_value(c, idx);
                 self.trees[c].set_deferred(idx, v);
-            } else {
-                self.trees[c].set(idx, v);
+            }
+            return;
+        }
+        // The uniform leaf (the drawable count the invariants check) is kept current; the score
+        // leaves are written once at the next draw, so a grant, an outcome and a release of the
+        // same candidate between two draws cost one leaf update instead of three.
+        self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
+        let slot = &mut self.slots[idx];
+        if !slot.stale {
+            slot.stale = true;
+            self.stale.push(idx as u32);
+        }
+    }
+
+    /// The value leaf `idx` of channel `c` should hold now.
+    #[inline]
+    fn leaf_value(&self, c: usize, idx: usize) -> f64 {
+        let slot = &self.slots[idx];
+        if !slot.in_tree {
+            0.0
+        } else if c == self.model.uniform_channel() {
+            1.0
+        } else {
+            self.model
+                .channel_value(self.model.channels()[c].kind, &slot.comps)
+        }
+    }
+
+    /// Writes the score leaves that changed since the last draw. O(s C log n) for s stale
+    /// candidates.
+    pub(crate) fn flush_stale(&mut self) {
+        let uniform = self.model.uniform_channel();
+        let mut stale = std::mem::take(&mut self.stale);
+        for &idx in &stale {
+            let idx = idx as usize;
+            self.slots[idx].stale = false;
+            for c in 0..self.trees.len() {
+                if c != uniform {
+                    let v = self.leaf_value(c, idx);
+                    self.trees[c].set(idx, v);
+                }
             }
         }
+        stale.clear();
+        self.stale = stale;
     }
 
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
@@ -223,11 +273,16 @@ impl Core {
             tree.reserve_leaves(n);
         }
         for idx in 0..n {
-            self.refresh_leaf_inner(idx, true);
+            self.refresh_leaf_inner(idx, true, true);
         }
         for tree in &mut self.trees {
             tree.rebuild();
         }
+        // Every leaf was just written.
+        for &idx in &self.stale {
+            self.slots[idx as usize].stale = false;
+        }
+        self.stale.clear();
         self.dirty = false;
         self.next_refresh_s = self.now_s + self.model.config().refresh_ms as f64 / 1000.0;
     }
@@ -237,7 +292,9 @@ impl Core {
         self.trees = vec![SumTree::default(); self.model.channels().len()];
         for slot in &mut self.slots {
             slot.in_tree = false;
+            slot.stale = false;
         }
+        self.stale.clear();
         self.avail_pass = 0;
         for idx in 0..self.slots.len() {
             self.refresh_static(idx);
@@ -313,8 +370,9 @@ impl Core {
         self.avail_pass > excluded_in_tree
     }
 
-    /// Probability of leaf `idx` in the current trees.
-    fn leaf_probability(&self, idx: usize) -> f64 {
+    /// Probability of leaf `idx` in the trees, counting the leaves still waiting in the stale
+    /// list at their current value (none wait during a draw: it flushes first).
+    pub(crate) fn leaf_probability(&self, idx: usize) -> f64 {
         let uniform = self.model.uniform_channel();
         let n = self.trees[uniform].total();
         if n <= 0.0 {
@@ -327,9 +385,19 @@ impl Core {
                 p += ch.mass / n;
                 continue;
             }
-            let t = self.trees[c].total();
+            let mut t = self.trees[c].total();
+            let mut leaf = self.trees[c].get(idx);
+            if !self.stale.is_empty() {
+                for &j in &self.stale {
+                    let j = j as usize;
+                    t += self.leaf_value(c, j) - self.trees[c].get(j);
+                }
+                if self.slots[idx].stale {
+                    leaf = self.leaf_value(c, idx);
+                }
+            }
             if t > 0.0 {
-                p += ch.mass * self.trees[c].get(idx) / t;
+                p += ch.mass * leaf / t;
             } else {
                 empty += ch.mass;
             }
@@ -339,6 +407,7 @@ impl Core {
 
     /// Draws from the trees, with the excluded candidates' leaves zeroed for the draw.
     fn tree_draw<R: Rng + ?Sized>(&mut self, exclude: &[Key], rng: &mut R) -> Option<Drawn> {
+        self.flush_stale();
         let mut saved = std::mem::take(&mut self.saved_leaves);
         saved.clear();
         for k in exclude {
