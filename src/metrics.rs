@@ -8,10 +8,17 @@
 //!
 //! | source | metrics |
 //! |---|---|
-//! | [`CoordinatorMetrics::on_event`] | decisions by candidate and reason, winner probability, wait time, filter fallbacks, rejections by reason, reclaimed attempts |
-//! | [`CoordinatorMetrics::on_outcome`] | attempt outcomes by candidate and class |
+//! | [`CoordinatorMetrics::on_event`] | decisions by arm, candidate and reason, winner probability and wait time by arm, filter fallbacks, rejections by reason, reclaimed attempts |
+//! | [`CoordinatorMetrics::on_outcome`] | attempt outcomes by arm, candidate and class |
 //! | [`CoordinatorMetrics::on_decision_cost`] | decision cost |
-//! | [`CoordinatorMetrics::on_gauges`] (periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections |
+//! | [`CoordinatorMetrics::on_gauges`] (periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections, shadow agreement, winner probability and decisions |
+//!
+//! **Arms**: decisions, winner probability, wait time and outcomes carry an `arm` label, the
+//! name of the live A/B arm that drew the grant, or [`names::DEFAULT_ARM`] when the config has
+//! no arms. The arm names are read from the core by [`CoordinatorMetrics::sync_arms`] (call it
+//! after a config change; [`CoordinatorMetrics::on_gauges`] does too). An attempt's arm is
+//! remembered from its grant until its outcome, [`CoordinatorMetrics::on_released`] or its
+//! reclaim, so the memory is bounded by the attempts in flight.
 //!
 //! **Candidate labels are capped**: the first `cap` candidates seen get their own `candidate`
 //! label, every later one is counted as `other`, so 10,000 candidates cannot explode the
@@ -29,17 +36,22 @@ use std::collections::{HashMap, HashSet};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics::{SharedString, Unit};
 
-use crate::core::{CandidateId, Core, Counters, Event, Outcome};
+use crate::core::{AttemptId, CandidateId, Core, Counters, Event, Outcome};
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
 
+#[cfg(feature = "prometheus")]
+mod prometheus;
+#[cfg(feature = "prometheus")]
+pub use prometheus::{install_prometheus, prometheus_builder, PrometheusInstallError};
+
 /// Every metric name, in one place (dashboards and tests use these too).
 pub mod names {
-    /// Counter: decisions (grants), labels `candidate`, `reason`.
+    /// Counter: decisions (grants), labels `arm`, `candidate`, `reason`.
     pub const DECISIONS: &str = "selcoord_decisions_total";
-    /// Histogram: the winner's probability in its draw, label `reason`.
+    /// Histogram: the winner's probability in its draw, labels `arm`, `reason`.
     pub const WINNER_PROBABILITY: &str = "selcoord_winner_probability";
-    /// Histogram: seconds from `ready` to the grant.
+    /// Histogram: seconds from `ready` to the grant, label `arm`.
     pub const WAIT_SECONDS: &str = "selcoord_wait_seconds";
     /// Counter: decisions whose filter fell back (it would have removed everything).
     pub const FILTER_FALLBACKS: &str = "selcoord_filter_fallbacks_total";
@@ -47,7 +59,8 @@ pub mod names {
     pub const REJECTIONS: &str = "selcoord_rejections_total";
     /// Counter: attempts reclaimed by the lease (`max_attempt_s`).
     pub const RECLAIMED: &str = "selcoord_reclaimed_attempts_total";
-    /// Counter: attempt outcomes, labels `candidate`, `outcome` (`success` or a failure class).
+    /// Counter: attempt outcomes, labels `arm`, `candidate`, `outcome` (`success` or a failure
+    /// class).
     pub const OUTCOMES: &str = "selcoord_attempt_outcomes_total";
     /// Histogram: seconds one decision (one core call of a handler) took.
     pub const DECISION_COST: &str = "selcoord_decision_cost_seconds";
@@ -75,9 +88,16 @@ pub mod names {
     pub const SCORE_COMPONENT: &str = "selcoord_score_component";
     /// Gauge: probability of the candidate winning an unrestricted draw now, label `candidate`.
     pub const CANDIDATE_PROBABILITY: &str = "selcoord_candidate_probability";
+    /// Gauge: share of sampled decisions where a shadow policy agreed with the live choice,
+    /// label `shadow`.
+    pub const SHADOW_AGREEMENT: &str = "selcoord_shadow_agreement";
+    /// Gauge: mean probability a shadow policy gave the live winner, label `shadow`.
+    pub const SHADOW_WINNER_PROBABILITY: &str = "selcoord_shadow_winner_probability";
+    /// Counter: decisions a shadow policy was asked about, label `shadow`.
+    pub const SHADOW_DECISIONS: &str = "selcoord_shadow_decisions_total";
 
     /// Every metric name above.
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 23] = [
         DECISIONS,
         WINNER_PROBABILITY,
         WAIT_SECONDS,
@@ -98,10 +118,16 @@ pub mod names {
         CANDIDATE_IN_FLIGHT_LIMIT,
         SCORE_COMPONENT,
         CANDIDATE_PROBABILITY,
+        SHADOW_AGREEMENT,
+        SHADOW_WINNER_PROBABILITY,
+        SHADOW_DECISIONS,
     ];
 
     /// The label value that collects every candidate past the cap.
     pub const OTHER: &str = "other";
+
+    /// The `arm` label value when the config has no arms.
+    pub const DEFAULT_ARM: &str = "default";
 }
 
 /// Histogram bucket bounds, by metric (exporters that bucket use these).
@@ -138,16 +164,16 @@ pub fn describe() {
     describe_counter!(
         DECISIONS,
         Unit::Count,
-        "Decisions (grants) by candidate and reason: draw, only_choice, deterministic, fallback."
+        "Decisions (grants) by arm, candidate and reason: draw, only_choice, deterministic, fallback."
     );
     describe_histogram!(
         WINNER_PROBABILITY,
-        "The winner's probability in the draw that chose it."
+        "The winner's probability in the draw that chose it, by arm and reason."
     );
     describe_histogram!(
         WAIT_SECONDS,
         Unit::Seconds,
-        "Time a request waited from ready to its grant."
+        "Time a request waited from ready to its grant, by arm."
     );
     describe_counter!(
         FILTER_FALLBACKS,
@@ -167,7 +193,7 @@ pub fn describe() {
     describe_counter!(
         OUTCOMES,
         Unit::Count,
-        "Attempt outcomes by candidate and class (success or the failure class)."
+        "Attempt outcomes by arm, candidate and class (success or the failure class)."
     );
     describe_histogram!(
         DECISION_COST,
@@ -215,6 +241,19 @@ pub fn describe() {
     describe_gauge!(
         CANDIDATE_PROBABILITY,
         "Probability that the candidate wins an unrestricted draw now."
+    );
+    describe_gauge!(
+        SHADOW_AGREEMENT,
+        "Share of sampled decisions where a shadow policy would have picked the live winner."
+    );
+    describe_gauge!(
+        SHADOW_WINNER_PROBABILITY,
+        "Mean probability a shadow policy gave the live winner."
+    );
+    describe_counter!(
+        SHADOW_DECISIONS,
+        Unit::Count,
+        "Decisions a shadow policy was asked about."
     );
     describe_discovery();
 }
@@ -327,6 +366,12 @@ pub struct CoordinatorMetrics {
     primed: bool,
     /// Labelled candidates whose gauges the last tick set.
     shown: HashSet<SharedString>,
+    /// The `arm` label of each arm index (empty: no arms).
+    arms: Vec<SharedString>,
+    /// The arm of each attempt in flight, from its grant to its outcome or release.
+    attempt_arms: HashMap<AttemptId, SharedString>,
+    /// Each shadow's `sampled` count at the last tick (a config change restarts them).
+    shadow_sampled: HashMap<String, u64>,
 }
 
 impl Default for CoordinatorMetrics {
@@ -343,7 +388,48 @@ impl CoordinatorMetrics {
             last: Counters::default(),
             primed: false,
             shown: HashSet::new(),
+            arms: Vec::new(),
+            attempt_arms: HashMap::new(),
+            shadow_sampled: HashMap::new(),
         }
+    }
+
+    /// Reads the arm names of the config in force; call it after the config changes (grants
+    /// name their arm by index).
+    pub fn sync_arms(&mut self, core: &Core) {
+        let names = core.arm_names();
+        if names.len() == self.arms.len()
+            && names.iter().zip(&self.arms).all(|(n, l)| *n == l.as_ref())
+        {
+            return;
+        }
+        self.arms = names
+            .into_iter()
+            .map(|n| SharedString::from(sanitize_label(n)))
+            .collect();
+    }
+
+    /// The `arm` label value of an arm index ([`names::DEFAULT_ARM`] without arms).
+    pub fn arm_label(&self, arm: Option<usize>) -> SharedString {
+        match arm.and_then(|a| self.arms.get(a)) {
+            Some(l) => l.clone(),
+            None => SharedString::const_str(names::DEFAULT_ARM),
+        }
+    }
+
+    /// Attempts whose arm is remembered (those granted and not yet reported or released).
+    pub fn tracked_attempts(&self) -> usize {
+        self.attempt_arms.len()
+    }
+
+    /// Forgets every attempt's arm (the coordinator restarted; old attempts are stale).
+    pub fn forget_attempts(&mut self) {
+        self.attempt_arms.clear();
+    }
+
+    /// Forgets an attempt's arm: its slot was released without an outcome being recorded.
+    pub fn on_released(&mut self, attempt: AttemptId) {
+        self.attempt_arms.remove(&attempt);
     }
 
     /// How many candidates have a label of their own (at most the cap).
@@ -361,11 +447,13 @@ impl CoordinatorMetrics {
         match event {
             Event::Granted(g) => {
                 let candidate = self.labels.get(&g.candidate);
-                counter!(names::DECISIONS, "candidate" => candidate, "reason" => g.reason.as_str())
+                let arm = self.arm_label(g.arm);
+                counter!(names::DECISIONS, "arm" => arm.clone(), "candidate" => candidate, "reason" => g.reason.as_str())
                     .increment(1);
-                histogram!(names::WINNER_PROBABILITY, "reason" => g.reason.as_str())
+                histogram!(names::WINNER_PROBABILITY, "arm" => arm.clone(), "reason" => g.reason.as_str())
                     .record(g.probability);
-                histogram!(names::WAIT_SECONDS).record(g.waited_s);
+                histogram!(names::WAIT_SECONDS, "arm" => arm.clone()).record(g.waited_s);
+                self.attempt_arms.insert(g.attempt, arm);
                 if g.reason == DecisionReason::Fallback {
                     counter!(names::FILTER_FALLBACKS).increment(1);
                 }
@@ -373,14 +461,21 @@ impl CoordinatorMetrics {
             Event::Rejected { reason, .. } => {
                 counter!(names::REJECTIONS, "reason" => reason.as_str()).increment(1);
             }
-            Event::Reclaimed { .. } => counter!(names::RECLAIMED).increment(1),
+            Event::Reclaimed { attempt, .. } => {
+                self.attempt_arms.remove(attempt);
+                counter!(names::RECLAIMED).increment(1)
+            }
         }
     }
 
-    /// Records an attempt's outcome.
-    pub fn on_outcome(&mut self, candidate: &CandidateId, outcome: &Outcome) {
+    /// Records an attempt's outcome, under the arm its grant was drawn by.
+    pub fn on_outcome(&mut self, attempt: AttemptId, candidate: &CandidateId, outcome: &Outcome) {
         let candidate = self.labels.get(candidate);
-        counter!(names::OUTCOMES, "candidate" => candidate, "outcome" => outcome.label())
+        let arm = self
+            .attempt_arms
+            .remove(&attempt)
+            .unwrap_or(SharedString::const_str(names::DEFAULT_ARM));
+        counter!(names::OUTCOMES, "arm" => arm, "candidate" => candidate, "outcome" => outcome.label())
             .increment(1);
     }
 
@@ -398,6 +493,8 @@ impl CoordinatorMetrics {
         if !self.primed {
             self.prime();
         }
+        self.sync_arms(core);
+        self.on_shadows(core);
         let limits = core.limits();
         gauge!(names::WAITING).set(core.waiting() as f64);
         gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
@@ -464,6 +561,36 @@ impl CoordinatorMetrics {
         self.last = now;
     }
 
+    /// After a config change took effect: arm names may differ and shadow counts restarted
+    /// (call [`CoordinatorMetrics::on_shadows`] just before the change so none are lost).
+    pub fn on_config_set(&mut self, core: &Core) {
+        self.shadow_sampled.clear();
+        self.sync_arms(core);
+    }
+
+    /// Shadow agreement and winner probability gauges, and the decisions each was asked about
+    /// since the last call.
+    pub fn on_shadows(&mut self, core: &Core) {
+        let stats = core.shadow_stats();
+        let mut seen = HashMap::with_capacity(stats.len());
+        for s in &stats {
+            let label = SharedString::from(sanitize_label(&s.name));
+            let last = self.shadow_sampled.get(&s.name).copied().unwrap_or(0);
+            // A config change restarts a shadow's counts: everything counted since is new.
+            let new = if s.sampled >= last {
+                s.sampled - last
+            } else {
+                s.sampled
+            };
+            counter!(names::SHADOW_DECISIONS, "shadow" => label.clone()).increment(new);
+            gauge!(names::SHADOW_AGREEMENT, "shadow" => label.clone()).set(s.agreement());
+            gauge!(names::SHADOW_WINNER_PROBABILITY, "shadow" => label)
+                .set(s.mean_winner_probability());
+            seen.insert(s.name.clone(), s.sampled);
+        }
+        self.shadow_sampled = seen;
+    }
+
     /// Creates the unlabelled and reason-labelled counters at zero, so a dashboard shows 0
     /// instead of "no data" for things that have not happened yet.
     fn prime(&mut self) {
@@ -475,61 +602,4 @@ impl CoordinatorMetrics {
         counter!(names::RECLAIMED).increment(0);
         counter!(names::EJECTIONS).increment(0);
     }
-}
-
-/// Why the Prometheus exporter could not be installed.
-#[cfg(feature = "prometheus")]
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PrometheusInstallError {
-    /// The HTTP listener could not bind; pick another address or free the port.
-    #[error("cannot listen on {addr}: {reason}; choose another address or stop what uses it")]
-    Listen {
-        /// The address asked for.
-        addr: std::net::SocketAddr,
-        /// What the system said.
-        reason: String,
-    },
-    /// A metrics recorder is installed already; install the exporter once per process.
-    #[error("a metrics recorder is installed already; install the exporter once per process")]
-    AlreadyInstalled,
-    /// Any other exporter error (runtime creation, configuration).
-    #[error("cannot start the Prometheus exporter: {0}")]
-    Exporter(String),
-}
-
-/// A Prometheus builder with this crate's histogram buckets (no listener set).
-#[cfg(feature = "prometheus")]
-pub fn prometheus_builder(
-) -> Result<metrics_exporter_prometheus::PrometheusBuilder, PrometheusInstallError> {
-    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-    let mut builder = PrometheusBuilder::new();
-    for (name, buckets) in BUCKETS {
-        builder = builder
-            .set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)
-            .map_err(|e| PrometheusInstallError::Exporter(e.to_string()))?;
-    }
-    Ok(builder)
-}
-
-/// Installs the Prometheus exporter as the global recorder, serving `/metrics` over HTTP on
-/// `addr` (e.g. `127.0.0.1:9464`), and describes every metric.
-///
-/// Call it outside any Tokio runtime (the exporter then runs on a thread of its own) or inside
-/// one (it is spawned there). Only one recorder can be installed per process.
-#[cfg(feature = "prometheus")]
-pub fn install_prometheus(addr: std::net::SocketAddr) -> Result<(), PrometheusInstallError> {
-    use metrics_exporter_prometheus::BuildError;
-    prometheus_builder()?
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| match e {
-            BuildError::FailedToCreateHTTPListener(reason) => {
-                PrometheusInstallError::Listen { addr, reason }
-            }
-            BuildError::FailedToSetGlobalRecorder(_) => PrometheusInstallError::AlreadyInstalled,
-            other => PrometheusInstallError::Exporter(other.to_string()),
-        })?;
-    describe();
-    Ok(())
 }

@@ -9,7 +9,8 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::metrics::{names, sanitize_label, CoordinatorMetrics, MAX_LABEL_LEN};
 use selection_coordinator::{
-    CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome, Request,
+    AttemptId, CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next,
+    Outcome, Request,
 };
 
 /// Every recorded value, keyed by (name, sorted labels).
@@ -71,6 +72,11 @@ fn drain(core: &mut Core, m: &mut CoordinatorMetrics) -> Vec<Event> {
     events
 }
 
+/// An attempt id the recorder has not seen granted (its arm is then `default`).
+fn attempt(n: u64) -> AttemptId {
+    serde_json::from_value(n.into()).unwrap()
+}
+
 fn granted(events: &[Event]) -> Vec<selection_coordinator::Grant> {
     events
         .iter()
@@ -125,7 +131,11 @@ fn a_known_sequence_produces_the_expected_counters() {
         let t1 = t0 + Duration::from_millis(500);
         core.outcome(g1[0].attempt, Outcome::failure(FailureClass::Overload), t1)
             .unwrap();
-        m.on_outcome(&g1[0].candidate, &Outcome::failure(FailureClass::Overload));
+        m.on_outcome(
+            g1[0].attempt,
+            &g1[0].candidate,
+            &Outcome::failure(FailureClass::Overload),
+        );
         core.done(g1[0].attempt, Next::Finish, t1, &mut rng)
             .unwrap();
         let g3 = granted(&drain(&mut core, &mut m));
@@ -133,7 +143,7 @@ fn a_known_sequence_produces_the_expected_counters() {
         assert_eq!(g3[0].request, waiting);
         assert!((g3[0].waited_s - 0.5).abs() < 1e-9);
         core.outcome(g2[0].attempt, Outcome::success(), t1).unwrap();
-        m.on_outcome(&g2[0].candidate, &Outcome::success());
+        m.on_outcome(g2[0].attempt, &g2[0].candidate, &Outcome::success());
         core.ready(Request::only(["a"]), t1, &mut rng).unwrap();
         // Freeing b or c's slot may serve the request that only accepts `a`.
         core.done(g2[0].attempt, Next::Finish, t1, &mut rng)
@@ -142,7 +152,11 @@ fn a_known_sequence_produces_the_expected_counters() {
         for g in &more {
             core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), t1)
                 .unwrap();
-            m.on_outcome(&g.candidate, &Outcome::failure(FailureClass::Timeout));
+            m.on_outcome(
+                g.attempt,
+                &g.candidate,
+                &Outcome::failure(FailureClass::Timeout),
+            );
         }
         m.on_decision_cost(2e-6);
         m.on_decision_cost(f64::NAN); // ignored
@@ -165,7 +179,11 @@ fn a_known_sequence_produces_the_expected_counters() {
             counter(
                 &v,
                 names::DECISIONS,
-                &[("candidate", "a"), ("reason", "only_choice")]
+                &[
+                    ("arm", "default"),
+                    ("candidate", "a"),
+                    ("reason", "only_choice")
+                ]
             ) >= 1,
             "{v:#?}"
         );
@@ -185,7 +203,11 @@ fn a_known_sequence_produces_the_expected_counters() {
             counter(
                 &v,
                 names::OUTCOMES,
-                &[("candidate", "a"), ("outcome", "overload")]
+                &[
+                    ("arm", "default"),
+                    ("candidate", "a"),
+                    ("outcome", "overload")
+                ]
             ),
             1
         );
@@ -194,17 +216,22 @@ fn a_known_sequence_produces_the_expected_counters() {
                 &v,
                 names::OUTCOMES,
                 &[
+                    ("arm", "default"),
                     ("candidate", g2[0].candidate.as_str()),
                     ("outcome", "success")
                 ]
             ),
             1
         );
-        let waits = histogram(&v, names::WAIT_SECONDS, &[]);
+        let waits = histogram(&v, names::WAIT_SECONDS, &[("arm", "default")]);
         assert_eq!(waits.len() as u64, grants);
         assert!(waits.iter().any(|w| (w - 0.5).abs() < 1e-9));
         assert_eq!(histogram(&v, names::DECISION_COST, &[]), vec![2e-6]);
-        let probs = histogram(&v, names::WINNER_PROBABILITY, &[("reason", "only_choice")]);
+        let probs = histogram(
+            &v,
+            names::WINNER_PROBABILITY,
+            &[("arm", "default"), ("reason", "only_choice")],
+        );
         assert!(probs.iter().all(|p| (*p - 1.0).abs() < 1e-9), "{probs:?}");
         assert_eq!(
             gauge(&v, names::CANDIDATES, &[]),
@@ -301,6 +328,7 @@ fn a_filter_that_passes_nobody_counts_a_fallback() {
                 &v,
                 names::DECISIONS,
                 &[
+                    ("arm", "default"),
                     ("candidate", g[0].candidate.as_str()),
                     ("reason", "fallback")
                 ]
@@ -330,7 +358,11 @@ fn deterministic_mode_is_labelled_deterministic() {
             counter(
                 &v,
                 names::DECISIONS,
-                &[("candidate", "d1"), ("reason", "deterministic")]
+                &[
+                    ("arm", "default"),
+                    ("candidate", "d1"),
+                    ("reason", "deterministic")
+                ]
             ),
             1,
             "ties go to the earliest added"
@@ -345,9 +377,13 @@ fn candidate_labels_are_capped_and_the_rest_is_other() {
     metrics::with_local_recorder(&recorder, || {
         let mut m = CoordinatorMetrics::new(3);
         for i in 0..10 {
-            m.on_outcome(&CandidateId::new(format!("c{i}")), &Outcome::success());
+            m.on_outcome(
+                attempt(i),
+                &CandidateId::new(format!("c{i}")),
+                &Outcome::success(),
+            );
         }
-        m.on_outcome(&CandidateId::new("c0"), &Outcome::success());
+        m.on_outcome(attempt(10), &CandidateId::new("c0"), &Outcome::success());
         assert_eq!(m.labelled_candidates(), 3);
         let v = values(&snapshotter);
         let seen: BTreeSet<String> = v
@@ -365,7 +401,7 @@ fn candidate_labels_are_capped_and_the_rest_is_other() {
             counter(
                 &v,
                 names::OUTCOMES,
-                &[("candidate", c), ("outcome", "success")],
+                &[("arm", "default"), ("candidate", c), ("outcome", "success")],
             )
         };
         assert_eq!(outcome("c0"), 2);
@@ -434,7 +470,7 @@ fn ten_thousand_candidates_stay_within_the_label_cap() {
             core.ready(Request::any(), t0, &mut rng).unwrap();
             for g in granted(&drain(&mut core, &mut m)) {
                 core.outcome(g.attempt, Outcome::success(), t0).unwrap();
-                m.on_outcome(&g.candidate, &Outcome::success());
+                m.on_outcome(g.attempt, &g.candidate, &Outcome::success());
                 core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
             }
         }
@@ -485,15 +521,32 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         }
     }
     let all = exprs.join("\n");
-    // Importable anywhere: the data source is the dashboard's own variable, the candidate a
-    // second one, and panel ids are unique.
+    // Importable anywhere: the data source is the dashboard's own variable, the candidate and
+    // the arm the others, and panel ids are unique.
     let vars: Vec<&str> = dashboard["templating"]["list"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(vars, ["datasource", "candidate"]);
+    assert_eq!(vars, ["datasource", "candidate", "arm"]);
+    assert_eq!(
+        dashboard["templating"]["list"][2]["query"]["query"],
+        "label_values(selcoord_decisions_total, arm)"
+    );
+    // Every per-arm panel follows the arm selector.
+    for metric in [
+        names::DECISIONS,
+        names::OUTCOMES,
+        "selcoord_winner_probability_bucket",
+        "selcoord_wait_seconds_bucket",
+    ] {
+        let filtered = format!("{metric}{{arm=~\"$arm\"");
+        assert!(
+            all.contains(&filtered),
+            "no panel filters {metric} by the arm selector"
+        );
+    }
     assert_eq!(dashboard["templating"]["list"][0]["type"], "datasource");
     assert_eq!(dashboard["templating"]["list"][0]["query"], "prometheus");
     let mut ids = BTreeSet::new();
@@ -633,4 +686,289 @@ fn the_actor_records_every_decision_and_outcome() {
         assert_eq!(labelled.len(), 2, "{labelled:?}");
         assert!(labelled.contains("other"));
     });
+}
+
+/// Two live arms and a shadow: every decision, winner probability, wait and outcome carries
+/// the arm that drew it, and the shadow's gauges and decision count match the core's figures.
+#[test]
+fn arms_label_decisions_and_outcomes_and_shadows_have_gauges() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(21);
+        let config = Config::from_toml_str(
+            r#"
+            [[arms]]
+            name = "tuned"
+            share = 1.0
+            config = { preset = "default" }
+            [[arms]]
+            name = "lassie"
+            share = 1.0
+            config = { preset = "lassie" }
+            [[shadows]]
+            name = "sharp"
+            sample = 1.0
+            config = { preset = "default", exponent = 8.0 }
+            "#,
+        )
+        .unwrap();
+        let mut core = Core::new(config, t0).unwrap();
+        for id in ["a", "b", "c"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        m.sync_arms(&core);
+        let mut per_arm: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for i in 0..40 {
+            core.ready(Request::any().with_key(format!("user-{i}")), t0, &mut rng)
+                .unwrap();
+            let g = granted(&drain(&mut core, &mut m));
+            assert_eq!(g.len(), 1);
+            let arm = core.arm_name(g[0].arm.unwrap()).unwrap().to_string();
+            // Arm `lassie`'s attempts fail, arm `tuned`'s succeed.
+            let outcome = if arm == "lassie" {
+                Outcome::failure(FailureClass::Overload)
+            } else {
+                Outcome::success()
+            };
+            core.outcome(g[0].attempt, outcome, t0).unwrap();
+            m.on_outcome(g[0].attempt, &g[0].candidate, &outcome);
+            core.done(g[0].attempt, Next::Finish, t0, &mut rng).unwrap();
+            let e = per_arm.entry(arm).or_default();
+            e.0 += 1;
+            e.1 += u64::from(matches!(outcome, Outcome::Failure(_)));
+        }
+        assert_eq!(m.tracked_attempts(), 0, "every attempt's arm is forgotten");
+        assert_eq!(
+            per_arm.keys().collect::<Vec<_>>(),
+            ["lassie", "tuned"],
+            "both arms drew"
+        );
+        m.on_gauges(&core);
+        m.on_gauges(&core); // a second tick adds no shadow decisions
+        let v = values(&snapshotter);
+        let sum_with = |name: &str, key: &str, value: &str| -> u64 {
+            v.iter()
+                .filter(|((n, l), _)| n == name && l.iter().any(|(k, x)| k == key && x == value))
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    DebugValue::Histogram(h) => h.len() as u64,
+                    _ => 0,
+                })
+                .sum()
+        };
+        for (arm, (grants, failures)) in &per_arm {
+            assert_eq!(sum_with(names::DECISIONS, "arm", arm), *grants, "{arm}");
+            assert_eq!(sum_with(names::WAIT_SECONDS, "arm", arm), *grants, "{arm}");
+            assert_eq!(
+                sum_with(names::WINNER_PROBABILITY, "arm", arm),
+                *grants,
+                "{arm}"
+            );
+            assert_eq!(sum_with(names::OUTCOMES, "arm", arm), *grants, "{arm}");
+            let failed: u64 = v
+                .iter()
+                .filter(|((n, l), _)| {
+                    n == names::OUTCOMES
+                        && l.contains(&("arm".to_string(), arm.clone()))
+                        && l.contains(&("outcome".to_string(), "overload".to_string()))
+                })
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    _ => 0,
+                })
+                .sum();
+            assert_eq!(failed, *failures, "{arm}");
+        }
+        assert_eq!(per_arm["tuned"].1, 0);
+        assert_eq!(per_arm["lassie"].1, per_arm["lassie"].0);
+        assert_eq!(sum_with(names::DECISIONS, "arm", "default"), 0);
+
+        let stats = core.shadow_stats();
+        assert_eq!(stats.len(), 1);
+        assert!(stats[0].sampled > 0, "{stats:?}");
+        let shadow = [("shadow", "sharp")];
+        assert_eq!(
+            counter(&v, names::SHADOW_DECISIONS, &shadow),
+            stats[0].sampled
+        );
+        assert_eq!(
+            gauge(&v, names::SHADOW_AGREEMENT, &shadow),
+            stats[0].agreement()
+        );
+        assert_eq!(
+            gauge(&v, names::SHADOW_WINNER_PROBABILITY, &shadow),
+            stats[0].mean_winner_probability()
+        );
+        let agreement = gauge(&v, names::SHADOW_AGREEMENT, &shadow);
+        assert!((0.0..=1.0).contains(&agreement));
+    });
+}
+
+/// A config change renames the arms: grants after it carry the new names, and the shadow
+/// decisions counted before the change are kept while the core restarts its counts.
+#[test]
+fn a_config_change_relabels_arms_and_keeps_shadow_counts() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let config = |arm: &str| {
+            Config::from_toml_str(&format!(
+                r#"
+                [[arms]]
+                name = "{arm}"
+                share = 1.0
+                config = {{ preset = "default" }}
+                [[shadows]]
+                name = "s"
+                sample = 1.0
+                config = {{ preset = "default", exponent = 4.0 }}
+                "#
+            ))
+            .unwrap()
+        };
+        let mut core = Core::new(config("first"), t0).unwrap();
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        let run = |core: &mut Core, m: &mut CoordinatorMetrics, rng: &mut SmallRng, n| {
+            for _ in 0..n {
+                core.ready(Request::any(), t0, rng).unwrap();
+                for g in granted(&drain(core, m)) {
+                    core.done(g.attempt, Next::Finish, t0, rng).unwrap();
+                    m.on_released(g.attempt);
+                }
+            }
+        };
+        m.sync_arms(&core);
+        run(&mut core, &mut m, &mut rng, 5);
+        let before = core.shadow_stats()[0].sampled;
+        m.on_shadows(&core);
+        core.set_config(config("second"), t0, &mut rng).unwrap();
+        m.on_config_set(&core);
+        run(&mut core, &mut m, &mut rng, 3);
+        let after = core.shadow_stats()[0].sampled;
+        m.on_gauges(&core);
+        assert_eq!(m.tracked_attempts(), 0);
+        let v = values(&snapshotter);
+        let decisions = |arm: &str| -> u64 {
+            v.iter()
+                .filter(|((n, l), _)| {
+                    n == names::DECISIONS && l.contains(&("arm".to_string(), arm.to_string()))
+                })
+                .map(|(_, val)| match val {
+                    DebugValue::Counter(n) => *n,
+                    _ => 0,
+                })
+                .sum()
+        };
+        assert_eq!(decisions("first"), 5);
+        assert_eq!(decisions("second"), 3);
+        assert!(before > 0 && after > 0, "{before} {after}");
+        assert_eq!(
+            counter(&v, names::SHADOW_DECISIONS, &[("shadow", "s")]),
+            before + after
+        );
+    });
+}
+
+/// Through the real actor with two arms: outcomes reported on permits are counted under the
+/// arm of their grant, from the first grant on, and a config that renames an arm relabels the
+/// grants after it.
+#[test]
+fn the_actor_labels_grants_and_outcomes_with_their_arm() {
+    use selection_coordinator::actor::{Coordinator, CoordinatorHandle, SetConfig};
+
+    let config = |second: &str| {
+        Config::from_toml_str(&format!(
+            r#"
+            [[arms]]
+            name = "first"
+            share = 1.0
+            config = {{ preset = "default" }}
+            [[arms]]
+            name = "{second}"
+            share = 1.0
+            config = {{ preset = "lassie" }}
+            "#
+        ))
+        .unwrap()
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let mut expected: BTreeMap<(String, String), u64> = BTreeMap::new();
+    metrics::with_local_recorder(&recorder, || {
+        actix::System::new().block_on(async {
+            let handle: CoordinatorHandle =
+                Coordinator::with_seed(config("b"), Limits::default(), 3)
+                    .unwrap()
+                    .with_candidate(CandidateInfo::new("x"))
+                    .unwrap()
+                    .with_candidate(CandidateInfo::new("y"))
+                    .unwrap()
+                    .start_handle();
+            let run = |names: [&'static str; 2], n| {
+                let handle = handle.clone();
+                let mut counts = Vec::new();
+                async move {
+                    for i in 0..n {
+                        let mut permit = handle.acquire(Request::any()).await.unwrap();
+                        let arm = names[permit.grant().arm.unwrap()];
+                        let outcome = if i % 2 == 0 { "success" } else { "timeout" };
+                        permit.report(if i % 2 == 0 {
+                            Outcome::success()
+                        } else {
+                            Outcome::failure(FailureClass::Timeout)
+                        });
+                        permit.done(Next::Finish);
+                        counts.push((arm.to_string(), outcome.to_string()));
+                    }
+                    counts
+                }
+            };
+            let mut all = run(["first", "b"], 30).await;
+            handle
+                .addr()
+                .send(SetConfig(config("c")))
+                .await
+                .unwrap()
+                .unwrap();
+            all.extend(run(["first", "c"], 30).await);
+            // The mailbox is in order: once this is answered, every report was handled.
+            handle.state().await.unwrap();
+            for k in all {
+                *expected.entry(k).or_default() += 1;
+            }
+        });
+    });
+    let v = values(&snapshotter);
+    let outcomes = |arm: &str, outcome: &str| -> u64 {
+        v.iter()
+            .filter(|((n, l), _)| {
+                n == names::OUTCOMES
+                    && l.contains(&("arm".to_string(), arm.to_string()))
+                    && l.contains(&("outcome".to_string(), outcome.to_string()))
+            })
+            .map(|(_, val)| match val {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    };
+    let arms: BTreeSet<&str> = expected.keys().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(arms, BTreeSet::from(["b", "c", "first"]), "{expected:?}");
+    for ((arm, outcome), n) in &expected {
+        assert_eq!(outcomes(arm, outcome), *n, "{arm} {outcome}");
+    }
+    assert_eq!(
+        outcomes("default", "success") + outcomes("default", "timeout"),
+        0
+    );
 }

@@ -1,5 +1,6 @@
-//! End to end against a real Prometheus: `selcoord demo` serves its metrics on a loopback port,
-//! a Prometheus server scrapes it every second, then
+//! End to end against a real Prometheus: `selcoord demo`, running a config with two live A/B
+//! arms and a shadow policy (`examples/configs/demo-arms.toml`), serves its metrics on a
+//! loopback port, a Prometheus server scrapes it every second, then
 //!
 //! 1. every panel query of every dashboard under `dashboards/` evaluates to a non-empty result
 //!    through Prometheus's HTTP API, and
@@ -134,9 +135,19 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
 fn substitute(expr: &str) -> String {
     expr.replace("${candidate}", ".*")
         .replace("$candidate", ".*")
+        .replace("${arm}", ".*")
+        .replace("$arm", ".*")
         .replace("$__rate_interval", "5s")
         .replace("$__interval", "1s")
         .replace("$__range", "1m")
+}
+
+/// The demo's A/B config: two arms and a shadow, so the per-arm and shadow panels have data.
+fn demo_arms_config() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/configs/demo-arms.toml")
+        .display()
+        .to_string()
 }
 
 fn dashboards() -> Vec<(PathBuf, Value)> {
@@ -187,6 +198,8 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
             &metrics_addr.to_string(),
             "--duration",
             "120",
+            "--config",
+            &demo_arms_config(),
         ]),
         &demo_log,
     );
@@ -243,7 +256,7 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
     let mut nan_only = 0usize;
     let mut empty = Vec::new();
     for (path, dashboard) in dashboards() {
-        // The candidate variable's own query must list candidates too.
+        // The variables' own queries must list candidates and both arms too.
         let (_, body) = http_get(
             prom_addr,
             "/api/v1/label/candidate/values?match[]=selcoord_decisions_total",
@@ -254,6 +267,21 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
             v["data"].as_array().is_some_and(|a| !a.is_empty()),
             "no candidate label values: {body}"
         );
+        let arms = wait_for("both arms' label values", Duration::from_secs(30), || {
+            let (_, body) = http_get(
+                prom_addr,
+                "/api/v1/label/arm/values?match[]=selcoord_decisions_total",
+            )
+            .ok()?;
+            let v: Value = serde_json::from_str(&body).ok()?;
+            let arms: Vec<String> = v["data"]
+                .as_array()?
+                .iter()
+                .filter_map(|a| a.as_str().map(String::from))
+                .collect();
+            (arms.len() == 2).then_some(arms)
+        });
+        assert_eq!(arms, ["default", "lassie"]);
         for (title, expr) in panel_queries(&dashboard) {
             let query = substitute(&expr);
             let url = format!("/api/v1/query?query={}", urlencode(&query));
@@ -394,4 +422,90 @@ fn demo_stops_on_ctrl_c_and_writes_sampled_decision_records() {
     println!("{summary}\nrecorded share {share:.3} of {decisions} decisions at --sample-rate 0.5");
     assert!(decisions >= 100, "{summary}");
     assert!((0.45..=0.55).contains(&share), "{summary}");
+}
+
+/// The demo's hot reload, without Prometheus: an invalid rewrite of its `--config` file is
+/// refused with the bad field named and the demo keeps running; a valid rewrite is applied.
+#[test]
+fn demo_reloads_its_config_file_and_refuses_an_invalid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("arms.toml");
+    let original = std::fs::read_to_string(demo_arms_config()).unwrap();
+    std::fs::write(&config, &original).unwrap();
+    let metrics_addr = free_port();
+    let log = dir.path().join("demo.log");
+    let mut demo = Guard::spawn(
+        "selcoord demo",
+        Command::new(env!("CARGO_BIN_EXE_selcoord")).args([
+            "demo",
+            "--listen",
+            &metrics_addr.to_string(),
+            "--duration",
+            "60",
+            "--config",
+            &config.display().to_string(),
+        ]),
+        &log,
+    );
+    // Decisions under both arms mean the live loop (and the watcher, spawned before it) run.
+    wait_for("decisions under both arms", Duration::from_secs(30), || {
+        demo.assert_running(&log);
+        match http_get(metrics_addr, "/metrics") {
+            Ok((200, body))
+                if body.contains("arm=\"default\"") && body.contains("arm=\"lassie\"") =>
+            {
+                Some(())
+            }
+            _ => None,
+        }
+    });
+    let hup = |demo: &Guard| {
+        let status = Command::new("kill")
+            .args(["-HUP", &demo.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // A negative share: refused, with the field's path; the demo runs on.
+    let bad = original.replacen("share = 1.0", "share = -2.0", 1);
+    assert_ne!(bad, original);
+    std::fs::write(&config, &bad).unwrap();
+    hup(&demo);
+    wait_for(
+        "the refusal naming arms[0].share",
+        Duration::from_secs(10),
+        || {
+            demo.assert_running(&log);
+            log_text().contains("arms[0].share").then_some(())
+        },
+    );
+    assert!(!log_text().contains("config reloaded"), "{}", log_text());
+    std::thread::sleep(Duration::from_millis(300));
+    demo.assert_running(&log);
+    let (status, _) = http_get(metrics_addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+
+    // A valid rewrite (one arm renamed) is applied, found by the modification-time poll.
+    let good = original.replace("name = \"lassie\"", "name = \"lassie-2\"");
+    std::fs::write(&config, &good).unwrap();
+    wait_for("the reload", Duration::from_secs(10), || {
+        demo.assert_running(&log);
+        log_text().contains("config reloaded").then_some(())
+    });
+    assert!(
+        log_text().contains("(arms: default, lassie-2)"),
+        "{}",
+        log_text()
+    );
+    wait_for(
+        "decisions under the renamed arm",
+        Duration::from_secs(10),
+        || match http_get(metrics_addr, "/metrics") {
+            Ok((200, body)) if body.contains("arm=\"lassie-2\"") => Some(()),
+            _ => None,
+        },
+    );
+    drop(demo);
 }

@@ -8,14 +8,15 @@ use tokio::sync::mpsc;
 
 use super::messages::{
     AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, GetState, Ready, Reask,
-    RemoveCandidate, Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
-    TakeSnapshot, UpdateCandidate,
+    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe,
+    SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;
 use crate::core::{AttemptId, Next, RequestId};
 use crate::decision::DecisionRecord;
 use crate::error::Error;
+use crate::score::{Config, ConfigError};
 use crate::snapshot::SnapshotError;
 
 impl Handler<Ready> for Coordinator {
@@ -52,7 +53,8 @@ impl Handler<Report> for Coordinator {
         let candidate = self.core.attempt_candidate(msg.attempt).cloned();
         let result = self.core.outcome(msg.attempt, msg.outcome, Instant::now());
         if let (Ok(()), Some(candidate)) = (&result, candidate) {
-            self.metrics.on_outcome(&candidate, &msg.outcome);
+            self.metrics
+                .on_outcome(msg.attempt, &candidate, &msg.outcome);
         }
         self.ignore(result);
     }
@@ -77,6 +79,7 @@ impl Coordinator {
         let result = self.timed(|core, rng, now| core.done(attempt, next, now, rng));
         let ok = result.is_ok();
         if ok {
+            self.metrics.on_released(attempt);
             self.ledger.released(attempt, Some(next));
         }
         self.ignore(result);
@@ -198,8 +201,47 @@ impl Handler<SetConfig> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: SetConfig, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.set_config(msg.0, now, rng));
+        self.apply_config(msg.0, ctx)
+    }
+}
+
+impl Handler<SetArmShare> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: SetArmShare, ctx: &mut Context<Self>) -> Self::Result {
+        let mut config = self.core.config().clone();
+        let Some(arm) = config.arms.iter_mut().find(|a| a.name == msg.arm) else {
+            let known: Vec<&str> = self.core.arm_names();
+            let e = ConfigError::single(
+                "arms",
+                format!(
+                    "no arm named `{}`; the arms are: {}",
+                    msg.arm,
+                    if known.is_empty() {
+                        "none (the config has no arms)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            );
+            return self.counted(Err(e.into()));
+        };
+        arm.share = msg.share;
+        self.apply_config(config, ctx)
+    }
+}
+
+impl Coordinator {
+    /// Hot reload: the one path for every config change. The core validates and keeps
+    /// statistics, waiting requests and attempts; an invalid config leaves the old one.
+    fn apply_config(&mut self, config: Config, ctx: &mut Context<Self>) -> Result<(), Error> {
+        // Shadow counts restart with the new config: count what the old one saw first.
+        self.metrics.on_shadows(&self.core);
+        let result = self.timed(|core, rng, now| core.set_config(config, now, rng));
         let result = self.counted(result);
+        if result.is_ok() {
+            self.metrics.on_config_set(&self.core);
+        }
         self.settle(ctx);
         self.arm_tick(ctx);
         result

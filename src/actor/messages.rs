@@ -175,6 +175,18 @@ pub struct SetLimits(pub Limits);
 #[rtype(result = "Result<(), Error>")]
 pub struct SetConfig(pub Config);
 
+/// Changes one live A/B arm's share (hot reload of the config with that share changed, so the
+/// same validation applies and the same state is kept). An unknown arm or a share the config
+/// refuses is an [`Error::Config`] naming the field; the old config stays.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct SetArmShare {
+    /// The arm's name, as in the config.
+    pub arm: String,
+    /// Its new share (relative to the other arms' shares).
+    pub share: f64,
+}
+
 /// Asks for a snapshot of the coordinator's state.
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "State")]

@@ -105,8 +105,8 @@ pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
 pub use messages::Crash;
 pub use messages::{
     AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
-    Report, SaveSnapshot, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel, TakeSnapshot,
-    UpdateCandidate,
+    Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
+    TakeSnapshot, UpdateCandidate,
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};
@@ -277,7 +277,10 @@ impl Coordinator {
         self.shell.taken_back += 1;
         let result = self.timed(|core, rng, now| core.done(attempt, Next::Finish, now, rng));
         match result {
-            Ok(()) => self.ledger.released(attempt, Some(Next::Finish)),
+            Ok(()) => {
+                self.metrics.on_released(attempt);
+                self.ledger.released(attempt, Some(Next::Finish))
+            }
             Err(e) => self.shell.count(&e),
         }
     }
@@ -352,6 +355,7 @@ impl Actor for Coordinator {
         if let Some(capacity) = self.mailbox_capacity {
             ctx.set_mailbox_capacity(capacity);
         }
+        self.metrics.sync_arms(&self.core);
         self.arm_tick(ctx);
         self.arm_deadline(ctx);
         if let Some(every) = self.persistence.as_ref().and_then(|p| p.every) {
@@ -374,6 +378,8 @@ impl Actor for Coordinator {
 
 impl Supervised for Coordinator {
     fn restarting(&mut self, _: &mut Context<Self>) {
+        // Attempts from before the restart are stale: their reports are ignored.
+        self.metrics.forget_attempts();
         self.rebuild();
     }
 }

@@ -17,6 +17,7 @@ use selection_coordinator::metrics::CoordinatorMetrics;
 use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
 use selection_coordinator::{CandidateId, Next, Outcome};
 
+mod reload;
 mod world;
 use world::World;
 
@@ -34,6 +35,12 @@ pub(crate) struct Args {
     /// stopped (a closed loop's `operations` and an open loop's `duration_s` are ignored).
     #[arg(long, default_value = DEFAULT_SCENARIO)]
     scenario: String,
+    /// A coordinator config file (TOML or JSON; it may define live A/B `arms` and `shadows`)
+    /// replacing the scenario's. It is reloaded on SIGHUP and when the file changes: a valid
+    /// file is applied keeping statistics, waiting requests and permits; an invalid one is
+    /// reported with its field paths and the running config stays.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Where to serve Prometheus metrics (`/metrics`).
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
@@ -84,6 +91,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         Scenario::load(&args.scenario)
             .map_err(|e| format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too"))?
     };
+    let config = args.config.as_deref().map(reload::load).transpose()?;
     let log = match &args.decision_log {
         Some(path) => Some(
             std::fs::File::create(path)
@@ -97,15 +105,23 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--listen: {e}"))?;
     #[cfg(not(feature = "prometheus"))]
     eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
-    System::new().block_on(live(args, scenario, log))
+    System::new().block_on(live(args, scenario, config, log))
 }
 
-async fn live(args: Args, scenario: Scenario, log: Option<std::fs::File>) -> Result<(), String> {
-    let config = scenario
-        .coordinator
-        .as_ref()
-        .map(|c| c.0.clone())
-        .unwrap_or_default();
+async fn live(
+    args: Args,
+    scenario: Scenario,
+    config: Option<selection_coordinator::Config>,
+    log: Option<std::fs::File>,
+) -> Result<(), String> {
+    let hup = args.config.as_ref().map(|_| reload::hangup());
+    let config = config.unwrap_or_else(|| {
+        scenario
+            .coordinator
+            .as_ref()
+            .map(|c| c.0.clone())
+            .unwrap_or_default()
+    });
     let mut coordinator = Coordinator::with_seed(config, scenario.limits, args.seed)
         .map_err(|e| format!("scenario {}: {e}", scenario.name))?
         .with_metrics(CoordinatorMetrics::new(args.label_cap));
@@ -120,6 +136,11 @@ async fn live(args: Args, scenario: Scenario, log: Option<std::fs::File>) -> Res
         }
     }
     let coordinator = coordinator.start();
+    let watcher = args
+        .config
+        .clone()
+        .zip(hup)
+        .map(|(path, hup)| actix::spawn(reload::watch(path, coordinator.clone(), hup)));
 
     let writer = match log {
         Some(file) => {
@@ -168,6 +189,9 @@ async fn live(args: Args, scenario: Scenario, log: Option<std::fs::File>) -> Res
         _ = tokio::signal::ctrl_c() => {}
     }
     status.abort();
+    if let Some(w) = watcher {
+        w.abort();
+    }
     // Drain: no new requests; the attempts running and the requests waiting finish (for at
     // most five seconds), so the summary and the decision log agree with the metrics.
     world.borrow_mut().stopping = true;
