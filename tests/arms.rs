@@ -335,12 +335,14 @@ fn a_reload_that_removes_arms_moves_waiting_requests_to_the_remaining_ones() {
     }
     let first = grant(&mut core);
     // Keep only arm "b": every waiting request now belongs to it, whatever it had.
-    let mut one = Config::default();
-    one.arms = vec![Arm {
-        name: "b".into(),
-        share: 1.0,
-        config: Config::lassie(),
-    }];
+    let one = Config {
+        arms: vec![Arm {
+            name: "b".into(),
+            share: 1.0,
+            config: Config::lassie(),
+        }],
+        ..Config::default()
+    };
     core.set_config(one, now, &mut rng).unwrap();
     core.done(first.attempt, Next::Finish, now, &mut rng)
         .unwrap();
