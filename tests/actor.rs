@@ -13,37 +13,8 @@ use selection_coordinator::{
 };
 use tokio::sync::mpsc;
 
-/// A worker that hands every answer to the test, which then plays the worker's part.
-struct Probe {
-    answers: mpsc::UnboundedSender<Answer>,
-}
-
-impl Actor for Probe {
-    type Context = Context<Self>;
-}
-
-impl Handler<Answer> for Probe {
-    type Result = ();
-    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
-        let _ = self.answers.send(answer);
-    }
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-struct StopProbe;
-
-impl Handler<StopProbe> for Probe {
-    type Result = ();
-    fn handle(&mut self, _: StopProbe, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
-}
-
-fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Probe { answers: tx }.start(), rx)
-}
+mod support;
+use support::{probe, Probe, StopProbe};
 
 fn coordinator(candidates: &[&str], limits: Limits) -> Addr<Coordinator> {
     let mut c = Coordinator::with_seed(Config::default(), limits, 11).unwrap();

@@ -14,25 +14,8 @@ use selection_coordinator::{
 };
 use tokio::sync::mpsc;
 
-struct Probe {
-    answers: mpsc::UnboundedSender<Answer>,
-}
-
-impl Actor for Probe {
-    type Context = Context<Self>;
-}
-
-impl Handler<Answer> for Probe {
-    type Result = ();
-    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
-        let _ = self.answers.send(answer);
-    }
-}
-
-fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Probe { answers: tx }.start(), rx)
-}
+mod support;
+use support::{probe, Probe};
 
 async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
     tokio::time::timeout(Duration::from_secs(5), rx.recv())

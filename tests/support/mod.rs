@@ -1,0 +1,40 @@
+//! Test workers shared by the actor test binaries.
+
+use actix::prelude::*;
+use selection_coordinator::actor::Answer;
+use tokio::sync::mpsc;
+
+/// A worker that hands every answer to the test, which then plays the worker's part.
+pub struct Probe {
+    answers: mpsc::UnboundedSender<Answer>,
+}
+
+impl Actor for Probe {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Probe {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+        let _ = self.answers.send(answer);
+    }
+}
+
+/// Stops the probe, as a worker that goes away.
+#[derive(Message)]
+#[rtype(result = "()")]
+#[allow(dead_code)] // not every test binary stops its probe
+pub struct StopProbe;
+
+impl Handler<StopProbe> for Probe {
+    type Result = ();
+    fn handle(&mut self, _: StopProbe, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// A started probe and the answers it receives.
+pub fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Probe { answers: tx }.start(), rx)
+}
