@@ -14,7 +14,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{probe, Probe, StopProbe};
+use support::{next_answer, next_permit, probe, Probe, StopProbe};
 
 fn coordinator(candidates: &[&str], limits: Limits) -> Addr<Coordinator> {
     let mut c = Coordinator::with_seed(Config::default(), limits, 11).unwrap();
@@ -28,20 +28,6 @@ fn global(n: u32) -> Limits {
     Limits {
         global: n,
         ..Limits::default()
-    }
-}
-
-async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .expect("no answer within 5 s")
-        .expect("probe gone")
-}
-
-async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
-    match next_answer(rx).await {
-        Answer::Granted(p) => p,
-        other => panic!("expected a grant, got {other:?}"),
     }
 }
 

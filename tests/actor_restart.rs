@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
-    AcquireError, Answer, Coordinator, Crash, Done, GetState, LoadOutcome, Permit, Ready, Report,
+    AcquireError, Answer, Coordinator, Crash, Done, GetState, LoadOutcome, Ready, Report,
     SaveSnapshot, SetConfig, SetLimits, State, Stop, TakeSnapshot,
 };
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
@@ -15,21 +15,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{probe, Probe};
-
-async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .expect("no answer within 5 s")
-        .expect("probe gone")
-}
-
-async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
-    match next_answer(rx).await {
-        Answer::Granted(p) => p,
-        other => panic!("expected a grant, got {other:?}"),
-    }
-}
+use support::{next_answer, next_permit, probe, Probe};
 
 fn build(candidates: &[&str], global: u32) -> Coordinator {
     let limits = Limits {

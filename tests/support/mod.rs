@@ -1,7 +1,9 @@
 //! Test workers shared by the actor test binaries.
 
+use std::time::Duration;
+
 use actix::prelude::*;
-use selection_coordinator::actor::Answer;
+use selection_coordinator::actor::{Answer, Permit};
 use tokio::sync::mpsc;
 
 /// A worker that hands every answer to the test, which then plays the worker's part.
@@ -37,4 +39,21 @@ impl Handler<StopProbe> for Probe {
 pub fn probe() -> (Addr<Probe>, mpsc::UnboundedReceiver<Answer>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Probe { answers: tx }.start(), rx)
+}
+
+/// The next answer the probe received (panics after 5 s without one).
+pub async fn next_answer(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Answer {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("no answer within 5 s")
+        .expect("probe gone")
+}
+
+/// The next answer, which must be a grant.
+#[allow(dead_code)] // not every test binary takes permits this way
+pub async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
+    match next_answer(rx).await {
+        Answer::Granted(p) => p,
+        other => panic!("expected a grant, got {other:?}"),
+    }
 }
