@@ -48,6 +48,9 @@ pub struct StatsSnapshot {
     pub attempts: u64,
     /// Successes among them.
     pub successes: u64,
+    /// Share of recent outcomes that were overload failures (0 to 1).
+    #[serde(default)]
+    pub overload_evidence: f32,
 }
 
 /// One candidate in a snapshot.
@@ -108,6 +111,12 @@ impl Snapshot {
             check(format!("{id}.attempt_ms"), s.attempt_ms)?;
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
+            if !(0.0..=1.0).contains(&s.overload_evidence) {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id}.overload_evidence = {}: must be between 0 and 1",
+                    s.overload_evidence
+                )));
+            }
         }
         Ok(())
     }

@@ -91,6 +91,7 @@ fn each_arm_draws_with_its_own_config_over_shared_statistics() {
         uniform: 1.0,
         ..selection_coordinator::score::Weights::ZERO
     };
+    uniform.time_exponent = 0.0;
     let config = two_arms(Config::default().deterministic(), uniform);
     let (mut core, mut rng, mut now) = core_with(config);
     // Teach the shared statistics that c1..c3 fail: arm a then always picks c0.

@@ -181,7 +181,9 @@ impl Core {
         } else {
             None
         };
-        let load = self.model.load_component(slot.in_flight, limit);
+        let load = self
+            .model
+            .load_component(slot.in_flight, limit, &slot.stats);
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
         let slot = &mut self.slots[idx];
         match comps {
@@ -388,9 +390,25 @@ impl Core {
             let mut t = self.trees[c].total();
             let mut leaf = self.trees[c].get(idx);
             if !self.stale.is_empty() {
+                let mut replaced = 0.0;
                 for &j in &self.stale {
                     let j = j as usize;
-                    t += self.leaf_value(c, j) - self.trees[c].get(j);
+                    let old = self.trees[c].get(j);
+                    replaced += old;
+                    t += self.leaf_value(c, j) - old;
+                }
+                // A stale leaf that dwarfed all the others leaves only its rounding noise in
+                // `t`: sum the leaves afresh (a query; a draw flushes stale leaves first).
+                if replaced > t * 1e6 {
+                    t = (0..self.slots.len())
+                        .map(|j| {
+                            if self.slots[j].stale {
+                                self.leaf_value(c, j)
+                            } else {
+                                self.trees[c].get(j)
+                            }
+                        })
+                        .sum();
                 }
                 if self.slots[idx].stale {
                     leaf = self.leaf_value(c, idx);

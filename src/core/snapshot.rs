@@ -36,6 +36,7 @@ impl Core {
                         ejected_for_s: st.ejected_until_s.map(|u| u - now_s).filter(|r| *r > 0.0),
                         attempts: st.attempts,
                         successes: st.successes,
+                        overload_evidence: st.overload_evidence,
                     },
                 }
             })
@@ -77,6 +78,7 @@ impl Core {
                 ejected_until_s: s.ejected_for_s.map(|r| now_s + r),
                 attempts: s.attempts,
                 successes: s.successes,
+                overload_evidence: s.overload_evidence,
             };
             match self.by_id.get(c.info.id.as_str()) {
                 Some(&idx) => {

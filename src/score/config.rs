@@ -103,6 +103,10 @@ pub struct EmaConfig {
     /// Statistics without fresh samples decay toward the prior with this half-life, seconds.
     /// `None` keeps them forever (lassie).
     pub half_life_s: Option<f64>,
+    /// `true`: a candidate's first samples are averaged evenly (the n-th weighs `1 / (n + 1)`,
+    /// the success prior counting as one sample) until that weight falls to `alpha`, so a low
+    /// alpha's steadiness costs no slow start. `false`: every sample weighs `alpha`.
+    pub warm_up: bool,
 }
 
 impl Default for EmaConfig {
@@ -131,6 +135,35 @@ impl Default for WindowConfig {
             min_samples: 10,
         }
     }
+}
+
+/// Which candidates the load component applies to: all of them, or only those with evidence
+/// that they degrade under load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoadConfig {
+    /// The load component counts for a candidate in proportion to
+    /// `min(1, gate * overload evidence)`, the evidence being the share of its recent outcomes
+    /// that were overload failures ([`super::Stats::overload_evidence`]); elsewhere it is 1
+    /// however busy the candidate is. 0: the load component counts for every candidate.
+    pub gate: f64,
+    /// With `gate` on, a candidate with fewer outcomes than this counts its load in proportion
+    /// to the outcomes it lacks: work does not pile on a candidate before anything is known.
+    pub unknown_samples: u32,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Config::default().load
+    }
+}
+
+impl LoadConfig {
+    /// The load component applies to every candidate (lassie, Livepeer).
+    pub const ALWAYS: LoadConfig = LoadConfig {
+        gate: 0.0,
+        unknown_samples: 0,
+    };
 }
 
 /// Price scoring and the maximum-price filter.
@@ -228,6 +261,12 @@ pub struct Config {
     pub tag_weights: BTreeMap<String, f64>,
     /// The score is raised to this power before drawing (sharpening; 1 = off).
     pub exponent: f64,
+    /// Sum mode: the weight is also multiplied by `time_to_success ^ time_exponent`, i.e.
+    /// `exp(-time_exponent * r)` with `r` the expected time to a success against the average
+    /// (0 = off). Ignored in mixture mode.
+    pub time_exponent: f64,
+    /// Which candidates the load component applies to.
+    pub load: LoadConfig,
     /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
     /// candidate is still probed and can recover.
     pub floor: f64,
@@ -280,38 +319,46 @@ pub struct Shadow {
 }
 
 impl Default for Config {
-    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): time to a
-    /// success (failures included) ranks candidates, the overload window and success keep
-    /// traffic off a candidate that fails fast, load spreads work before capacity runs out,
-    /// and exponent 16 turns a clear score gap into a near-certain choice; stake, price and
-    /// tags are off until a deployment weighs them. The 2% floor keeps probing a shunned
-    /// candidate so it can recover; the 30 s half-life forgets old verdicts.
+    /// The project's own default, tuned in the simulator (see `docs/tuning.md`): the expected
+    /// time to a success (failures included) ranks candidates as a factor `exp(-12 r)` of the
+    /// weight; the overload window and success keep traffic off a candidate that fails fast;
+    /// load spreads work, but only over candidates that have answered "overloaded" (or are
+    /// still unknown); exponent 24 turns a clear score gap into a near-certain choice; stake,
+    /// price and tags are off until a deployment weighs them. The 1% floor keeps probing a
+    /// shunned candidate so it can recover; statistics start as plain averages and settle
+    /// into EMAs of alpha 0.1, without decay.
     fn default() -> Self {
         Config {
             preset: None,
             mode: Mode::Sum,
             weights: Weights {
-                success: 3.0,
+                success: 2.0,
                 connect: 0.0,
-                ttfb: 2.0,
-                bandwidth: 0.5,
-                overload: 8.0,
-                load: 3.0,
+                ttfb: 1.0,
+                bandwidth: 0.0,
+                overload: 6.0,
+                load: 16.0,
                 stake: 0.0,
                 price: 0.0,
                 uniform: 0.0,
-                time_to_success: 12.0,
+                time_to_success: 0.0,
             },
             tag_weights: BTreeMap::new(),
-            exponent: 16.0,
-            floor: 0.02,
+            exponent: 24.0,
+            time_exponent: 12.0,
+            load: LoadConfig {
+                gate: 1000.0,
+                unknown_samples: 5,
+            },
+            floor: 0.01,
             deterministic: false,
             ema: EmaConfig {
-                alpha: 0.2,
+                alpha: 0.1,
                 overall_alpha: 0.2,
                 success_prior: 1.0,
                 first_sample_replaces_prior: false,
-                half_life_s: Some(30.0),
+                half_life_s: None,
+                warm_up: true,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -347,6 +394,8 @@ impl Config {
             },
             tag_weights: tags,
             exponent: 1.0,
+            time_exponent: 0.0,
+            load: LoadConfig::ALWAYS,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -355,6 +404,7 @@ impl Config {
                 success_prior: 1.0,
                 first_sample_replaces_prior: true,
                 half_life_s: None,
+                warm_up: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -384,6 +434,8 @@ impl Config {
             },
             tag_weights: BTreeMap::new(),
             exponent: 1.0,
+            time_exponent: 0.0,
+            load: LoadConfig::ALWAYS,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -392,6 +444,7 @@ impl Config {
                 success_prior: 1.0,
                 first_sample_replaces_prior: true,
                 half_life_s: None,
+                warm_up: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig {
@@ -488,6 +541,8 @@ impl Config {
             num(&format!("tag_weights.{tag}"), *w);
         }
         num("exponent", self.exponent);
+        num("time_exponent", self.time_exponent);
+        num("load.gate", self.load.gate);
         num("floor", self.floor);
         num("ema.success_prior", self.ema.success_prior);
         if let Some(h) = self.ema.half_life_s {

@@ -26,7 +26,8 @@ const OPTIONAL: [&str; 5] = [
 const CHOICES: [(&str, &[&str]); 1] = [("mode", &["sum", "mixture"])];
 
 /// Whole-number fields stored in 32 bits (the others take any `u64`).
-const U32_FIELDS: [&str; 3] = [
+const U32_FIELDS: [&str; 4] = [
+    "load.unknown_samples",
     "window.buckets",
     "window.min_samples",
     "ejection.consecutive_failures",

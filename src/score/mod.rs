@@ -8,14 +8,15 @@
 //! | `connect`, `ttfb` | `exp(-x / overall)` against the all-candidate EMA; no data: `x = overall` |
 //! | `bandwidth` | `1 - exp(-x / overall)` (higher bandwidth scores higher) |
 //! | `overload` | `1 - errors / total` over the bucketed window; 1 until `min_samples` |
-//! | `load` | `1 - in_flight / limit` (`1 / (1 + in_flight)` without a limit) |
+//! | `load` | `1 - in_flight / limit` (`1 / (1 + in_flight)` without a limit); with `load_gate`, only in proportion to the candidate's overload evidence |
 //! | `stake` | stake share (of all candidates in `sum` mode, of the drawn set in `mixture`) |
 //! | `price` | `exp(-price / exp_factor)` |
 //! | `tags` | weighted share of the configured tags the candidate has |
 //! | `uniform` | 1 (exploration) |
 //!
-//! In [`Mode::Sum`] (lassie) the weight is `(sum of w_k * c_k)^exponent` and the probability is
-//! proportional to it. In [`Mode::Mixture`] (Livepeer) the probability is
+//! In [`Mode::Sum`] (lassie) the weight is `(sum of w_k * c_k)^exponent`, times
+//! `time_to_success^time_exponent` when that is above 0, and the probability is proportional
+//! to it. In [`Mode::Mixture`] (Livepeer) the probability is
 //! `sum over k of w_k * c_k / (sum of c_k over the drawn set)` with the weights normalised to
 //! sum to 1. Either way a `floor` share of every draw is spread uniformly, so every candidate in
 //! the drawn set keeps at least `floor / n`.
@@ -31,8 +32,8 @@ mod stats;
 mod tests;
 
 pub use config::{
-    Arm, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow, Weights,
-    WindowConfig, PRESETS,
+    Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
+    Weights, WindowConfig, PRESETS,
 };
 pub use load::{ConfigError, Problem};
 pub use stats::{ErrorWindow, Overall, Stats};
@@ -263,17 +264,19 @@ impl ScoreModel {
         } else {
             1.0 - errors as f64 / total as f64
         };
-        let load = self.load_component(ctx.in_flight, ctx.limit);
+        let load = self.load_component(ctx.in_flight, ctx.limit, stats);
         let stake = if ctx.stake_total > 0.0 {
             info.stake / ctx.stake_total
         } else {
             0.0
         };
         let price = (-info.price / self.config.price.exp_factor).exp();
-        // What a try costs until a first byte arrives, failures included, per success.
+        // What a try costs until a first byte arrives, failures included, per success. A try
+        // costs at least a millisecond (the averages' convention): a candidate that fails
+        // instantly and never succeeds is not free per success, it is hopeless.
         let per_success = stats
             .attempt_ms
-            .map(|t| t / success.max(MIN_SUCCESS_FOR_TIME));
+            .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
         let time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         let c = Components {
             success,
@@ -292,12 +295,28 @@ impl ScoreModel {
     }
 
     /// The load component alone (it is the only one a grant or a release moves).
-    pub(crate) fn load_component(&self, in_flight: u32, limit: u32) -> f64 {
-        let load = if limit == u32::MAX {
+    ///
+    /// With `load_gate` on, the in-flight penalty counts only in proportion to the candidate's
+    /// evidence of overload: work piled on a candidate that has never answered "overloaded"
+    /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
+    pub(crate) fn load_component(&self, in_flight: u32, limit: u32, stats: &Stats) -> f64 {
+        let mut load = if limit == u32::MAX {
             1.0 / (1.0 + in_flight as f64)
         } else {
             1.0 - in_flight as f64 / limit.max(1) as f64
         };
+        let gate = &self.config.load;
+        if gate.gate > 0.0 {
+            let unknown = if gate.unknown_samples > 0 {
+                (1.0 - stats.attempts as f64 / gate.unknown_samples as f64).max(0.0)
+            } else {
+                0.0
+            };
+            let evidence = (gate.gate * stats.overload_evidence as f64)
+                .max(unknown)
+                .min(1.0);
+            load = 1.0 - evidence * (1.0 - load);
+        }
         if load.is_finite() {
             load.clamp(0.0, 1.0)
         } else {
@@ -330,7 +349,19 @@ impl ScoreModel {
     pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
         let e = self.config.exponent;
         let v = match ch {
-            ChannelKind::SumScore => pow(self.score(c), e),
+            ChannelKind::SumScore => {
+                // time_to_success is exp(-r) (r: expected time to a success against the
+                // average), so the factor is exp(-k r): a candidate twice as slow to a
+                // success loses the same share whatever the other components add up to,
+                // which a term of the sum, drowned by constant components, cannot do.
+                let k = self.config.time_exponent;
+                let w = pow(self.score(c), e);
+                if k > 0.0 {
+                    w * pow(c.time_to_success, k)
+                } else {
+                    w
+                }
+            }
             // Stake is a share of all live candidates; the channel total re-normalises it over
             // the drawn set, since s_i / sum(s_j) does not depend on what it was a share of.
             ChannelKind::Component(k) => pow(c.entries()[k].1, e),
@@ -355,7 +386,24 @@ impl ScoreModel {
         bucket: u64,
     ) -> bool {
         let cfg = &self.config;
-        let a = cfg.ema.alpha;
+        // Warm-up: a running mean until its weight falls to alpha. The success prior counts as
+        // one sample (unless the first sample replaces it); the times have no prior, and the
+        // success-only ones (connect, ttfb, bandwidth) count successes.
+        let (a, a_time, a_ok) = if cfg.ema.warm_up {
+            let n = stats.attempts as f64;
+            let prior = if cfg.ema.first_sample_replaces_prior {
+                0.0
+            } else {
+                1.0
+            };
+            (
+                cfg.ema.alpha.max(1.0 / (n + 1.0 + prior)),
+                cfg.ema.alpha.max(1.0 / (n + 1.0)),
+                cfg.ema.alpha.max(1.0 / (stats.successes as f64 + 1.0)),
+            )
+        } else {
+            (cfg.ema.alpha, cfg.ema.alpha, cfg.ema.alpha)
+        };
         let oa = cfg.ema.overall_alpha;
         let buckets = cfg.window.buckets as usize;
         let (success_sample, overload) = match outcome {
@@ -385,7 +433,7 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
-            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a));
+            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time));
             overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
         }
         let previous = match stats.success {
@@ -395,6 +443,8 @@ impl ScoreModel {
         };
         stats.success = Some(ema(previous, success_sample, a));
         stats.window.record(bucket, buckets, overload);
+        let o = if overload { 1.0 } else { 0.0 };
+        stats.overload_evidence += OVERLOAD_EVIDENCE_ALPHA * (o - stats.overload_evidence);
         stats.attempts += 1;
         stats.last_sample_s = Some(now_s);
         if success_sample > 0.0 {
@@ -402,18 +452,18 @@ impl ScoreModel {
             stats.consecutive_failures = 0;
             if let Outcome::Success(s) = outcome {
                 if let Some(c) = s.connect_ms {
-                    stats.connect_ms = Some(ema(stats.connect_ms, c, a));
+                    stats.connect_ms = Some(ema(stats.connect_ms, c, a_ok));
                     overall.connect_ms = Some(ema(overall.connect_ms, c, oa));
                 }
                 if let Some(t) = s.ttfb_ms {
-                    stats.ttfb_ms = Some(ema(stats.ttfb_ms, t, a));
+                    stats.ttfb_ms = Some(ema(stats.ttfb_ms, t, a_ok));
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }
                 if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
                     let bw = bytes as f64 / (d / 1000.0);
                     // A zero duration, or one so short the rate overflows, says nothing about bandwidth.
                     if d > 0.0 && bw.is_finite() {
-                        stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a));
+                        stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a_ok));
                         overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
                     }
                 }
@@ -437,6 +487,11 @@ impl ScoreModel {
     }
 }
 
+/// Weight of the newest outcome in [`Stats::overload_evidence`]: about 50 outcomes of memory,
+/// long enough that a candidate that overloads under bursts keeps its load penalty between
+/// them (a window of seconds would forget it and pile work on again).
+const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).
 const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
@@ -445,9 +500,9 @@ const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 fn pow(x: f64, e: f64) -> f64 {
     if e == 1.0 {
         x
-    } else if (2.0..=16.0).contains(&e) && (e as u32) as f64 == e {
-        // Whole exponents (the default is 16) by repeated squaring: several times cheaper than
-        // powf on the hot path, within an ulp or two of it.
+    } else if (2.0..=64.0).contains(&e) && (e as u32) as f64 == e {
+        // Whole exponents (the defaults are 24 and 12) by repeated squaring: several times
+        // cheaper than powf on the hot path, within an ulp or two of it.
         powi(x.max(0.0), e as u32)
     } else {
         x.max(0.0).powf(e)

@@ -145,6 +145,10 @@ pub struct Stats {
     pub attempts: u64,
     /// Of those, successes (application errors included).
     pub successes: u64,
+    /// EMA (newest outcome weighs 0.02) of 1 per overload failure, 0 per other counted
+    /// outcome: whether this candidate degrades under load. Gates the load component
+    /// (`Config::load_gate`).
+    pub overload_evidence: f32,
 }
 
 /// Averages over all candidates, the reference for the relative components.

@@ -222,6 +222,8 @@ fn validation_reports_every_problem_with_its_path() {
     c.window.buckets = 17;
     c.ejection.max_s = 1.0;
     c.refresh_ms = 0;
+    c.time_exponent = -1.0;
+    c.load.gate = f64::NAN;
     c.tag_weights.insert("verified".into(), f64::INFINITY);
     let err = c.validate().unwrap_err();
     assert_eq!(
@@ -230,6 +232,8 @@ fn validation_reports_every_problem_with_its_path() {
             "weights.success",
             "weights.connect",
             "tag_weights.verified",
+            "time_exponent",
+            "load.gate",
             "ema.alpha",
             "ema.overall_alpha",
             "floor",
@@ -242,4 +246,159 @@ fn validation_reports_every_problem_with_its_path() {
     for preset in PRESETS {
         Config::preset(preset).unwrap().validate().unwrap();
     }
+}
+
+#[test]
+fn time_exponent_multiplies_the_weight_by_a_time_factor() {
+    let overall = Overall {
+        attempt_ms: Some(200.0),
+        ..Overall::default()
+    };
+    // Expected time per success: 100 / 0.5 = 200 ms (r = 1) and 300 / 1 = 300 ms (r = 1.5).
+    let slow_but_sure = Stats {
+        success: Some(1.0),
+        attempt_ms: Some(300.0),
+        ..Stats::default()
+    };
+    let fast_but_flaky = Stats {
+        success: Some(0.5),
+        attempt_ms: Some(100.0),
+        ..Stats::default()
+    };
+    let weight = |config: Config, stats: &Stats| {
+        let m = model(config);
+        let c = m.components(&CandidateInfo::new("a"), 0.0, stats, &ctx(overall));
+        (m.score(&c), m.channel_value(ChannelKind::SumScore, &c))
+    };
+    let mut c = Config {
+        time_exponent: 12.0,
+        exponent: 24.0,
+        ..Config::default()
+    };
+    let (score_a, wa) = weight(c.clone(), &fast_but_flaky);
+    let (score_b, wb) = weight(c.clone(), &slow_but_sure);
+    let expected = (score_a / score_b).powi(24) * (-12.0f64 * (1.0 - 1.5)).exp();
+    assert!(
+        (wa / wb / expected - 1.0).abs() < 1e-9,
+        "{} vs {expected}",
+        wa / wb
+    );
+    // Off, the weight is the sharpened score alone.
+    c.time_exponent = 0.0;
+    let (score, w) = weight(c, &fast_but_flaky);
+    assert!((w / score.powi(24) - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn load_counts_only_with_evidence_of_overload() {
+    let m = model(Config::default());
+    let gate = m.config().load.clone();
+    assert_eq!((gate.gate, gate.unknown_samples), (1000.0, 5));
+    let known = Stats {
+        attempts: 50,
+        ..Stats::default()
+    };
+    // Never overloaded: three attempts in flight cost nothing.
+    assert_eq!(m.load_component(3, u32::MAX, &known), 1.0);
+    // One overload failure in a thousand outcomes turns the component fully on...
+    let overloaded = Stats {
+        overload_evidence: 0.001,
+        ..known.clone()
+    };
+    assert_eq!(m.load_component(3, u32::MAX, &overloaded), 0.25);
+    assert_eq!(m.load_component(3, 4, &overloaded), 0.25);
+    // ...and half as much evidence half on.
+    let some = Stats {
+        overload_evidence: 0.0005,
+        ..known
+    };
+    assert!((m.load_component(3, u32::MAX, &some) - 0.625).abs() < 1e-6);
+    // A candidate with 2 of 5 outcomes is 60% unknown.
+    let young = Stats {
+        attempts: 2,
+        ..Stats::default()
+    };
+    assert!((m.load_component(3, u32::MAX, &young) - 0.55).abs() < 1e-12);
+    // lassie counts load for everyone.
+    let c = Config {
+        load: LoadConfig::ALWAYS,
+        ..Config::default()
+    };
+    assert_eq!(
+        model(c).load_component(3, u32::MAX, &Stats::default()),
+        0.25
+    );
+}
+
+#[test]
+fn overload_evidence_follows_overload_failures_only() {
+    let m = model(Config::default());
+    let mut stats = Stats::default();
+    let mut overall = Overall::default();
+    let mut feed = |stats: &mut Stats, o: Outcome| {
+        m.observe(stats, &mut overall, &o, Some(10.0), 0.0, 0);
+    };
+    feed(&mut stats, Outcome::failure(FailureClass::Timeout));
+    feed(&mut stats, Outcome::failure(FailureClass::Transport));
+    assert_eq!(stats.overload_evidence, 0.0);
+    feed(&mut stats, Outcome::failure(FailureClass::Overload));
+    assert!((stats.overload_evidence - 0.02).abs() < 1e-7);
+    feed(&mut stats, Outcome::success());
+    assert!((stats.overload_evidence - 0.0196).abs() < 1e-7);
+    // Cancelled attempts say nothing.
+    feed(&mut stats, Outcome::failure(FailureClass::Cancelled));
+    assert!((stats.overload_evidence - 0.0196).abs() < 1e-7);
+}
+
+#[test]
+fn warm_up_averages_the_first_samples_then_settles_on_alpha() {
+    let mut c = Config::default();
+    c.ema.alpha = 0.1;
+    let m = model(c.clone());
+    let mut stats = Stats::default();
+    let mut overall = Overall::default();
+    for (i, t) in [100.0, 200.0, 300.0].into_iter().enumerate() {
+        let o = if i == 1 {
+            Outcome::failure(FailureClass::Transport)
+        } else {
+            Outcome::success()
+        };
+        m.observe(&mut stats, &mut overall, &o, Some(t), 0.0, 0);
+    }
+    // Plain means: the times 100, 200, 300; success (prior 1, then 1, 0, 1) over 4.
+    assert!((stats.attempt_ms.unwrap() - 200.0).abs() < 1e-9);
+    assert!((stats.success.unwrap() - 0.75).abs() < 1e-12);
+    // From the tenth sample on, each weighs alpha.
+    for _ in 3..20 {
+        m.observe(
+            &mut stats,
+            &mut overall,
+            &Outcome::success(),
+            Some(200.0),
+            0.0,
+            0,
+        );
+    }
+    let before = stats.attempt_ms.unwrap();
+    m.observe(
+        &mut stats,
+        &mut overall,
+        &Outcome::success(),
+        Some(1200.0),
+        0.0,
+        0,
+    );
+    assert!((stats.attempt_ms.unwrap() - (before + 0.1 * (1200.0 - before))).abs() < 1e-9);
+    // Without warm-up the first failure moves success from the prior by alpha only.
+    c.ema.warm_up = false;
+    let mut cold = Stats::default();
+    model(c).observe(
+        &mut cold,
+        &mut overall,
+        &Outcome::failure(FailureClass::Transport),
+        Some(10.0),
+        0.0,
+        0,
+    );
+    assert!((cold.success.unwrap() - 0.9).abs() < 1e-12);
 }

@@ -328,25 +328,29 @@ fn lassie_first_failure_replaces_the_prior() {
         core.candidate(&"a".into()).unwrap().stats.success,
         Some(0.0)
     );
-    // The project default instead counts the optimistic prior as the previous value.
+    // Without warm-up, the optimistic prior is the previous value and the failure weighs alpha.
     let mut c = Config::default();
     c.ema.alpha = 0.25;
     c.ema.success_prior = 1.0;
     c.ema.first_sample_replaces_prior = false;
+    c.ema.warm_up = false;
     c.ejection.enabled = false;
-    let (mut core, mut rng, now) = new_core(c);
-    add_all(&mut core, &mut rng, now, vec![CandidateInfo::new("a")]);
-    attempt_on(
-        &mut core,
-        &mut rng,
-        now,
-        "a",
-        Outcome::failure(FailureClass::Refused),
-    );
-    assert_eq!(
-        core.candidate(&"a".into()).unwrap().stats.success,
-        Some(0.75)
-    );
+    let first_failure = |c: Config| {
+        let (mut core, mut rng, now) = new_core(c);
+        add_all(&mut core, &mut rng, now, vec![CandidateInfo::new("a")]);
+        attempt_on(
+            &mut core,
+            &mut rng,
+            now,
+            "a",
+            Outcome::failure(FailureClass::Refused),
+        );
+        core.candidate(&"a".into()).unwrap().stats.success
+    };
+    assert_eq!(first_failure(c.clone()), Some(0.75));
+    // The project default warms up: the prior counts as one sample, the failure as another.
+    c.ema.warm_up = true;
+    assert_eq!(first_failure(c), Some(0.5));
 }
 
 #[test]

@@ -106,6 +106,7 @@ impl Cand {
                 ejected_for_s: None,
                 attempts: 0,
                 successes: 0,
+                overload_evidence: 0.0,
             },
         }
     }

@@ -106,6 +106,12 @@ impl RecordedStats {
             ejected_for_s: (self.ejected_for_s > 0.0).then_some(self.ejected_for_s),
             attempts: 0,
             successes: 0,
+            // The record keeps the window, not the long evidence: its share stands in.
+            overload_evidence: if self.outcomes > 0 {
+                self.overload_errors.min(self.outcomes) as f32 / self.outcomes as f32
+            } else {
+                0.0
+            },
         }
     }
 
