@@ -6,7 +6,7 @@ use rand::Rng;
 
 use super::Core;
 use crate::error::Error;
-use crate::score::{ErrorWindow, Stats};
+use crate::score::{ErrorWindow, PackedStats, Stats};
 use crate::snapshot::{CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION};
 
 impl Core {
@@ -78,9 +78,9 @@ impl Core {
                 attempts: s.attempts,
                 successes: s.successes,
             };
-            match self.by_id.get(c.info.id.as_str()) {
-                Some(&idx) => {
-                    self.slots[idx as usize].stats = stats;
+            match self.by_id.get(&self.ids, c.info.id.as_str()) {
+                Some(idx) => {
+                    self.slots[idx as usize].stats = PackedStats::pack(&stats);
                     self.refresh_leaf(idx as usize);
                 }
                 None => self.add_with_stats(c.info.clone(), stats, now, rng)?,

@@ -16,12 +16,16 @@ pub(crate) fn ema(old: Option<f64>, sample: f64, alpha: f64) -> f64 {
 /// A bounded, time-bucketed error counter: `buckets` buckets of `bucket_s` seconds each.
 ///
 /// Recording and reading are O(buckets) at worst (when buckets roll over) and allocate nothing.
+///
+/// Counts are 16-bit, which keeps a candidate's window in one cache line and a half: a bucket
+/// that would count past 65,535 outcomes halves both its counts instead, so its error ratio
+/// stays right and the window only weighs that bucket a little less than a precise count would.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ErrorWindow {
     /// Overload errors per bucket (ring, indexed by bucket number modulo the ring size).
-    errors: [u32; 16],
+    errors: [u16; 16],
     /// All counted outcomes per bucket.
-    totals: [u32; 16],
+    totals: [u16; 16],
     /// The absolute number of the newest bucket written.
     newest: u64,
 }
@@ -54,9 +58,13 @@ impl ErrorWindow {
         }
         self.roll(bucket);
         let i = (bucket % WINDOW_RING as u64) as usize;
-        self.totals[i] = self.totals[i].saturating_add(1);
+        if self.totals[i] == u16::MAX {
+            self.totals[i] /= 2;
+            self.errors[i] /= 2;
+        }
+        self.totals[i] += 1;
         if overload {
-            self.errors[i] = self.errors[i].saturating_add(1);
+            self.errors[i] += 1;
         }
     }
 
@@ -73,8 +81,8 @@ impl ErrorWindow {
                 break; // fell out of the window
             }
             let i = (b % WINDOW_RING as u64) as usize;
-            e = e.saturating_add(self.errors[i]);
-            t = t.saturating_add(self.totals[i]);
+            e += u32::from(self.errors[i]);
+            t += u32::from(self.totals[i]);
         }
         (e, t)
     }
@@ -94,12 +102,13 @@ impl ErrorWindow {
                     return (0, 0);
                 }
                 let i = (b % WINDOW_RING as u64) as usize;
-                (self.errors[i], self.totals[i])
+                (u32::from(self.errors[i]), u32::from(self.totals[i]))
             })
             .collect()
     }
 
     /// Rebuilds a window from [`ErrorWindow::relative`] counts, placed before `at_bucket`.
+    /// Counts past the 16-bit range are scaled down together, keeping their ratio.
     pub fn from_relative(counts: &[(u32, u32)], at_bucket: u64, buckets: usize) -> Self {
         let buckets = buckets.clamp(1, WINDOW_RING);
         let mut w = ErrorWindow::default();
@@ -109,8 +118,11 @@ impl ErrorWindow {
             };
             w.roll(b);
             let i = (b % WINDOW_RING as u64) as usize;
-            w.errors[i] = errors;
-            w.totals[i] = totals;
+            let errors = errors.min(totals);
+            let scale = (totals / u32::from(u16::MAX)) + 1;
+            // Both fit: totals / scale <= u16::MAX and errors <= totals.
+            w.errors[i] = (errors / scale) as u16;
+            w.totals[i] = (totals / scale) as u16;
         }
         w.roll(at_bucket);
         w
@@ -147,6 +159,85 @@ pub struct Stats {
     pub successes: u64,
 }
 
+/// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
+/// "none", which saves the eight-byte tag of each `Option<f64>` and keeps the whole record in
+/// under three cache lines. Unpacked to a [`Stats`] to score or update, packed back after.
+#[derive(Clone, Debug)]
+pub(crate) struct PackedStats {
+    /// success, connect_ms, ttfb_ms, bandwidth_bps, attempt_ms, last_sample_s, ejected_until_s.
+    values: [f64; 7],
+    window: ErrorWindow,
+    consecutive_failures: u32,
+    ejections: u32,
+    attempts: u64,
+    successes: u64,
+}
+
+impl Default for PackedStats {
+    fn default() -> Self {
+        PackedStats::pack(&Stats::default())
+    }
+}
+
+#[inline]
+fn pack_opt(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
+}
+
+#[inline]
+fn unpack_opt(x: f64) -> Option<f64> {
+    (!x.is_nan()).then_some(x)
+}
+
+impl PackedStats {
+    /// Packs statistics; a `Some(NaN)` (possible only from hostile input) becomes `None`.
+    #[inline]
+    pub(crate) fn pack(s: &Stats) -> Self {
+        PackedStats {
+            values: [
+                pack_opt(s.success),
+                pack_opt(s.connect_ms),
+                pack_opt(s.ttfb_ms),
+                pack_opt(s.bandwidth_bps),
+                pack_opt(s.attempt_ms),
+                pack_opt(s.last_sample_s),
+                pack_opt(s.ejected_until_s),
+            ],
+            window: s.window.clone(),
+            consecutive_failures: s.consecutive_failures,
+            ejections: s.ejections,
+            attempts: s.attempts,
+            successes: s.successes,
+        }
+    }
+
+    /// The statistics in their public form.
+    #[inline]
+    pub(crate) fn unpack(&self) -> Stats {
+        let v = &self.values;
+        Stats {
+            success: unpack_opt(v[0]),
+            connect_ms: unpack_opt(v[1]),
+            ttfb_ms: unpack_opt(v[2]),
+            bandwidth_bps: unpack_opt(v[3]),
+            attempt_ms: unpack_opt(v[4]),
+            last_sample_s: unpack_opt(v[5]),
+            window: self.window.clone(),
+            consecutive_failures: self.consecutive_failures,
+            ejections: self.ejections,
+            ejected_until_s: unpack_opt(v[6]),
+            attempts: self.attempts,
+            successes: self.successes,
+        }
+    }
+
+    /// Ejected until this time (seconds since the core's epoch), if ever ejected.
+    #[inline]
+    pub(crate) fn ejected_until_s(&self) -> Option<f64> {
+        unpack_opt(self.values[6])
+    }
+}
+
 /// Averages over all candidates, the reference for the relative components.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overall {
@@ -179,6 +270,46 @@ mod tests {
         assert_eq!(w.counts(13, 10), (0, 0));
         w.record(30, 10, true);
         assert_eq!(w.counts(30, 10), (1, 1));
+    }
+
+    #[test]
+    fn a_full_bucket_halves_and_keeps_its_ratio() {
+        let mut w = ErrorWindow::default();
+        for k in 0..200_000u32 {
+            w.record(5, 10, k % 4 == 0);
+        }
+        let (e, t) = w.counts(5, 10);
+        assert!(t > 30_000 && t <= u32::from(u16::MAX), "{t}");
+        let ratio = e as f64 / t as f64;
+        assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
+        // Restoring counts beyond 16 bits scales them together.
+        let r = ErrorWindow::from_relative(&[(300_000, 1_000_000)], 5, 10);
+        let (e, t) = r.counts(5, 10);
+        assert!((e as f64 / t as f64 - 0.3).abs() < 0.001, "{e}/{t}");
+    }
+
+    #[test]
+    fn packing_round_trips() {
+        let s = Stats {
+            success: Some(0.5),
+            ttfb_ms: Some(0.0),
+            last_sample_s: Some(-3.0),
+            consecutive_failures: 2,
+            ejections: 1,
+            ejected_until_s: Some(9.5),
+            attempts: 7,
+            successes: 5,
+            ..Stats::default()
+        };
+        let mut w = s.clone();
+        w.window.record(3, 10, true);
+        assert_eq!(PackedStats::pack(&w).unpack(), w);
+        assert_eq!(PackedStats::default().unpack(), Stats::default());
+        let hostile = Stats {
+            connect_ms: Some(f64::NAN),
+            ..Stats::default()
+        };
+        assert_eq!(PackedStats::pack(&hostile).unpack().connect_ms, None);
     }
 
     #[test]

@@ -36,15 +36,14 @@ fn relative_components_follow_their_curves() {
         bandwidth_bps: Some(2e6),
         ..Stats::default()
     };
-    let c = m.components(&CandidateInfo::new("a"), 0.0, &stats, &ctx(overall));
+    let c = m.components(&m.fixed(&CandidateInfo::new("a")), &stats, &ctx(overall));
     assert!((c.connect - (-0.5f64).exp()).abs() < 1e-12);
     assert!((c.ttfb - (-2.0f64).exp()).abs() < 1e-12);
     // Twice the average bandwidth scores higher than the average: 1 - e^-2 > 1 - e^-1.
     assert!((c.bandwidth - (1.0 - (-2.0f64).exp())).abs() < 1e-12);
     // Without own data a candidate sits at the average.
     let unknown = m.components(
-        &CandidateInfo::new("b"),
-        0.0,
+        &m.fixed(&CandidateInfo::new("b")),
         &Stats::default(),
         &ctx(overall),
     );
@@ -62,13 +61,13 @@ fn static_components() {
         .with_stake(30.0)
         .with_price(200.0)
         .with_tag("verified");
-    let tags = m.tag_component(&info);
-    assert_eq!(tags, 0.75);
+    let fixed = m.fixed(&info);
+    assert_eq!(fixed.tags, 0.75);
     let mut cx = ctx(Overall::default());
     cx.stake_total = 120.0;
     cx.in_flight = 1;
     cx.limit = 4;
-    let c = m.components(&info, tags, &Stats::default(), &cx);
+    let c = m.components(&fixed, &Stats::default(), &cx);
     assert_eq!(c.stake, 0.25);
     assert!((c.price - (-2.0f64).exp()).abs() < 1e-12);
     assert_eq!(c.load, 0.75);
@@ -78,7 +77,7 @@ fn static_components() {
     sum.tag_weights = BTreeMap::from([("verified".into(), 3.0), ("fast-retrieval".into(), 1.0)]);
     let m = model(sum);
     let only_tags = Components {
-        tags,
+        tags: fixed.tags,
         ..Components::default()
     };
     assert_eq!(m.score(&only_tags), 3.0);
