@@ -231,7 +231,8 @@ impl Core {
                 self.ejected_count -= 1;
             }
         }
-        if in_tree != slot.in_tree {
+        let entered_or_left = in_tree != slot.in_tree;
+        if entered_or_left {
             slot.in_tree = in_tree;
             if in_tree {
                 self.avail_pass += 1;
@@ -247,10 +248,14 @@ impl Core {
             }
             return;
         }
-        // The uniform leaf (the drawable count the invariants check) is kept current; the score
-        // leaves are written once at the next draw, so a grant, an outcome and a release of the
-        // same candidate between two draws cost one leaf update instead of three.
-        self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
+        // The uniform leaf (the drawable count the invariants check) is kept current; it only
+        // moves when the candidate enters or leaves the drawable set, and not reading it
+        // otherwise saves a cache miss per event on large fleets. The score leaves are written
+        // once at the next draw, so a grant, an outcome and a release of the same candidate
+        // between two draws cost one leaf update instead of three.
+        if entered_or_left {
+            self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
+        }
         let slot = &mut self.slots[idx];
         if !slot.stale {
             slot.stale = true;
