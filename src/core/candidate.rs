@@ -1,9 +1,9 @@
 //! Candidate identity and static information.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
+use std::collections::BTreeMap;
+use std::fmt;
 
 use crate::error::Error;
 

@@ -858,7 +858,7 @@ impl Core {
             }
         }
         slot.stats = PackedStats::pack(&stats);
-        self.refresh_leaf(idx);
+        self.refresh_leaf_from(idx, &stats);
     }
 
     /// Releases an attempt's slot and says what the request does next.
@@ -1005,6 +1005,12 @@ impl Core {
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;
         loop {
+            if self.waiting == 0 {
+                // Nothing waits: the fast queue holds only entries already served (they are
+                // removed lazily), so it empties at once.
+                self.fast.clear();
+                break;
+            }
             if self.global_in_flight >= self.limits.global || self.avail == 0 {
                 break;
             }

@@ -7,7 +7,7 @@ use super::draw::{argmax_by_order, pick_linear, SumTree};
 use super::{Core, Key};
 use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
 use crate::score::{
-    ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel,
+    ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel, Stats,
 };
 
 /// See [`Core::bucket`].
@@ -180,17 +180,29 @@ impl Core {
 
     /// Recomputes one candidate's availability, components and tree leaves. O(C log n).
     pub(crate) fn refresh_leaf(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false, true);
+        self.refresh_leaf_inner(idx, false, true, None);
+    }
+
+    /// [`Core::refresh_leaf`] given the candidate's statistics already unpacked (an outcome
+    /// has them in hand).
+    pub(crate) fn refresh_leaf_from(&mut self, idx: usize, stats: &Stats) {
+        self.refresh_leaf_inner(idx, false, true, Some(stats));
     }
 
     /// After a grant or a release only the in-flight count moved: recompute the load component
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
     pub(crate) fn refresh_load(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false, false);
+        self.refresh_leaf_inner(idx, false, false, None);
     }
 
-    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool, full: bool) {
+    fn refresh_leaf_inner(
+        &mut self,
+        idx: usize,
+        deferred: bool,
+        full: bool,
+        stats: Option<&Stats>,
+    ) {
         let now_s = self.now_s;
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
@@ -203,9 +215,17 @@ impl Core {
         let learned = if !slot.live {
             Some(Learned::default())
         } else if full {
-            let c =
-                self.model
-                    .components(&slot.fixed, &slot.stats.unpack(), &self.score_context(slot));
+            let unpacked;
+            let stats = match stats {
+                Some(s) => s,
+                None => {
+                    unpacked = slot.stats.unpack();
+                    &unpacked
+                }
+            };
+            let c = self
+                .model
+                .components(&slot.fixed, stats, &self.score_context(slot));
             Some(Learned::from(&c))
         } else {
             None
@@ -304,7 +324,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         for idx in 0..n {
-            self.refresh_leaf_inner(idx, true, true);
+            self.refresh_leaf_inner(idx, true, true, None);
         }
         for tree in &mut self.trees {
             tree.rebuild();

@@ -71,16 +71,18 @@ impl ErrorWindow {
     /// `(errors, total)` over the last `buckets` buckets as seen from `bucket`.
     pub(crate) fn counts(&self, bucket: u64, buckets: usize) -> (u32, u32) {
         let buckets = buckets.clamp(1, WINDOW_RING) as u64;
+        // Buckets newest - k for k < live are inside the window seen from `bucket`: not older
+        // than bucket - buckets + 1, and not before bucket 0.
+        let oldest = (bucket + 1).saturating_sub(buckets);
+        let live = if self.newest < oldest {
+            0
+        } else {
+            (self.newest - oldest + 1).min(buckets).min(self.newest + 1)
+        };
         let mut e = 0u32;
         let mut t = 0u32;
-        for k in 0..buckets {
-            let Some(b) = self.newest.checked_sub(k) else {
-                break;
-            };
-            if b + buckets <= bucket {
-                break; // fell out of the window
-            }
-            let i = (b % WINDOW_RING as u64) as usize;
+        for k in 0..live {
+            let i = ((self.newest - k) % WINDOW_RING as u64) as usize;
             e += u32::from(self.errors[i]);
             t += u32::from(self.totals[i]);
         }
@@ -270,6 +272,35 @@ mod tests {
         assert_eq!(w.counts(13, 10), (0, 0));
         w.record(30, 10, true);
         assert_eq!(w.counts(30, 10), (1, 1));
+    }
+
+    /// `counts` against a plain scan of every bucket in the window.
+    #[test]
+    fn counts_match_a_plain_scan() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..200 {
+            let buckets = rng.gen_range(1..=WINDOW_RING);
+            let mut w = ErrorWindow::default();
+            let mut log: Vec<(u64, bool)> = Vec::new();
+            let mut b = rng.gen_range(0..5u64);
+            for _ in 0..rng.gen_range(0..60) {
+                b += rng.gen_range(0..3u64);
+                let e = rng.gen_bool(0.3);
+                w.record(b, buckets, e);
+                log.push((b, e));
+            }
+            for at in b.saturating_sub(3)..b + 20 {
+                // What the window holds: the records of the ring's last `buckets` buckets up to
+                // its newest, and of those the ones inside the window seen from `at`.
+                let newest = log.last().map(|x| x.0).unwrap_or(0);
+                let kept = |x: u64| x + buckets as u64 > newest && x + buckets as u64 > at;
+                let e = log.iter().filter(|(x, er)| kept(*x) && *er).count() as u32;
+                let t = log.iter().filter(|(x, _)| kept(*x)).count() as u32;
+                assert_eq!(w.counts(at, buckets), (e, t), "at {at}, buckets {buckets}");
+            }
+        }
     }
 
     #[test]
