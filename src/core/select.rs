@@ -193,7 +193,25 @@ impl Core {
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
     pub(crate) fn refresh_load(&mut self, idx: usize) {
+        let slot = &self.slots[idx];
+        let available = slot.usable && slot.in_flight < self.limit_of(slot);
+        // The usual case: the candidate stays available and is not ejected (only an outcome
+        // ejects), so no flag or count moves and only its score leaves wait for the next draw.
+        if available == slot.available && !slot.ejected {
+            self.mark_stale(idx);
+            return;
+        }
         self.refresh_leaf_inner(idx, false, false, None);
+    }
+
+    /// Lists a candidate's score leaves for the next draw's write.
+    #[inline]
+    fn mark_stale(&mut self, idx: usize) {
+        let slot = &mut self.slots[idx];
+        if !slot.stale {
+            slot.stale = true;
+            self.stale.push(idx as u32);
+        }
     }
 
     fn refresh_leaf_inner(
@@ -276,11 +294,7 @@ impl Core {
         if entered_or_left {
             self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
         }
-        let slot = &mut self.slots[idx];
-        if !slot.stale {
-            slot.stale = true;
-            self.stale.push(idx as u32);
-        }
+        self.mark_stale(idx);
     }
 
     /// The value leaf `idx` of channel `c` should hold now.

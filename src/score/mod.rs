@@ -161,6 +161,8 @@ pub(crate) struct ScoreContext {
 #[derive(Clone, Debug)]
 pub struct ScoreModel {
     config: Config,
+    /// `config.exponent`, classified once for the hot path.
+    power: Power,
     channels: Vec<Channel>,
     tag_total: f64,
 }
@@ -216,6 +218,7 @@ impl ScoreModel {
             mass: uniform_mass,
         });
         Ok(ScoreModel {
+            power: Power::of(config.exponent),
             config,
             channels,
             tag_total,
@@ -412,12 +415,11 @@ impl ScoreModel {
 
     /// The leaf value of one channel for a drawable candidate.
     pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
-        let e = self.config.exponent;
         let v = match ch {
-            ChannelKind::SumScore => pow(self.score(c), e),
+            ChannelKind::SumScore => self.power.apply(self.score(c)),
             // Stake is a share of all live candidates; the channel total re-normalises it over
             // the drawn set, since s_i / sum(s_j) does not depend on what it was a share of.
-            ChannelKind::Component(k) => pow(c.entries()[k].1, e),
+            ChannelKind::Component(k) => self.power.apply(c.entries()[k].1),
             ChannelKind::Uniform => 1.0,
         };
         if v.is_finite() && v > 0.0 {
@@ -525,16 +527,34 @@ impl ScoreModel {
 /// already scored near zero; dividing by ~0 would only overflow).
 const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 
-#[inline]
-fn pow(x: f64, e: f64) -> f64 {
-    if e == 1.0 {
-        x
-    } else if (2.0..=16.0).contains(&e) && (e as u32) as f64 == e {
-        // Whole exponents (the default is 16) by repeated squaring: several times cheaper than
-        // powf on the hot path, within an ulp or two of it.
-        powi(x.max(0.0), e as u32)
-    } else {
-        x.max(0.0).powf(e)
+/// The sharpening exponent, sorted into the cheapest way to apply it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Power {
+    One,
+    /// Whole exponents 2 to 16 (the default is 16) by repeated squaring: several times cheaper
+    /// than `powf` on the hot path, within an ulp or two of it.
+    Whole(u32),
+    Real(f64),
+}
+
+impl Power {
+    fn of(e: f64) -> Self {
+        if e == 1.0 {
+            Power::One
+        } else if (2.0..=16.0).contains(&e) && (e as u32) as f64 == e {
+            Power::Whole(e as u32)
+        } else {
+            Power::Real(e)
+        }
+    }
+
+    #[inline]
+    fn apply(self, x: f64) -> f64 {
+        match self {
+            Power::One => x,
+            Power::Whole(n) => powi(x.max(0.0), n),
+            Power::Real(e) => x.max(0.0).powf(e),
+        }
     }
 }
 
