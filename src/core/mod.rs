@@ -1082,12 +1082,13 @@ impl Core {
         };
         // Book the slot.
         let cidx = d.idx as usize;
-        // Plain loads of the winner's id bytes and slot first: on a fleet larger than the
-        // cache both miss, and issued together the misses overlap, where the id's locked
-        // reference-count increment below would otherwise make them wait on each other.
+        // Plain loads of the winner's id bytes and slot lines first: on a fleet larger than
+        // the cache they all miss, and issued together the misses overlap, where the id's
+        // locked reference-count increment below, and the outcome's statistics update later,
+        // would otherwise take them one after another.
         std::hint::black_box((
             self.ids[cidx].as_str().as_bytes().first().copied(),
-            self.slots[cidx].in_flight,
+            self.slots[cidx].touch(),
         ));
         let key = Key {
             idx: d.idx,

@@ -17,19 +17,15 @@ pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 /// Its static info lives apart (`Core::infos`, `Core::ids`) so a cycle reads only this, a few
 /// cache lines, even when the fleet is far larger than the cache.
 ///
-/// 256 bytes, aligned to the cache line: exactly four lines each.
+/// 256 bytes, aligned to the cache line: exactly four lines each, in a fixed order (`repr(C)`)
+/// so [`Slot::touch`] can reach every line.
 #[derive(Debug, Clone)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub(crate) struct Slot {
-    pub(crate) stats: PackedStats,
-    /// The learned components at the last full refresh; see [`Core::components_of`].
-    pub(crate) learned: Learned,
-    /// The score parts fixed by the info and the config.
-    pub(crate) fixed: Fixed,
-    /// The info's own in-flight limit.
-    pub(crate) max_in_flight: Option<u32>,
     pub(crate) in_flight: u32,
     pub(crate) gen: u32,
+    /// The info's own in-flight limit.
+    pub(crate) max_in_flight: Option<u32>,
     pub(crate) added_seq: u64,
     /// Added and not removed.
     pub(crate) live: bool,
@@ -44,6 +40,22 @@ pub(crate) struct Slot {
     pub(crate) in_tree: bool,
     /// Its score-channel leaves wait in `Core::stale` for the next draw.
     pub(crate) stale: bool,
+    /// The score parts fixed by the info and the config.
+    pub(crate) fixed: Fixed,
+    /// The learned components at the last full refresh; see [`Core::components_of`].
+    pub(crate) learned: Learned,
+    pub(crate) stats: PackedStats,
+}
+
+impl Slot {
+    /// Reads one value from each of the slot's four cache lines. A grant calls it: its outcome
+    /// will read and write the statistics, and on a fleet larger than the cache the four
+    /// misses then overlap instead of coming one after another.
+    #[inline]
+    pub(crate) fn touch(&self) -> (u32, f64, u64) {
+        let (first, last) = self.stats.ends();
+        (self.in_flight, self.learned.last() + first, last)
+    }
 }
 
 /// Scratch space for an evaluated draw, reused across decisions.
@@ -846,5 +858,8 @@ mod tests {
     fn a_slot_is_four_cache_lines() {
         assert_eq!(std::mem::size_of::<Slot>(), 256);
         assert_eq!(std::mem::align_of::<Slot>(), 64);
+        // `touch` reads one value per line.
+        assert!(std::mem::offset_of!(Slot, learned) + 48 > 64);
+        assert!(std::mem::offset_of!(Slot, learned) + 48 <= 128);
     }
 }

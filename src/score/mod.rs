@@ -124,6 +124,7 @@ pub(crate) struct Fixed {
 /// (load, stake, price, tags, uniform) follow from the slot and are rebuilt on read by
 /// [`ScoreModel::assemble`], so the core caches 48 bytes per candidate instead of 88.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
 pub(crate) struct Learned {
     success: f64,
     connect: f64,
@@ -131,6 +132,14 @@ pub(crate) struct Learned {
     bandwidth: f64,
     overload: f64,
     time_to_success: f64,
+}
+
+impl Learned {
+    /// Its last field (the core reads it to bring the line in early).
+    #[inline]
+    pub(crate) fn last(&self) -> f64 {
+        self.time_to_success
+    }
 }
 
 impl From<&Components> for Learned {

@@ -165,6 +165,7 @@ pub struct Stats {
 /// "none", which saves the eight-byte tag of each `Option<f64>` and keeps the whole record in
 /// under three cache lines. Unpacked to a [`Stats`] to score or update, packed back after.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub(crate) struct PackedStats {
     /// success, connect_ms, ttfb_ms, bandwidth_bps, attempt_ms, last_sample_s, ejected_until_s.
     values: [f64; 7],
@@ -231,6 +232,13 @@ impl PackedStats {
             attempts: self.attempts,
             successes: self.successes,
         }
+    }
+
+    /// A value from its start and one from its end (the core reads them to bring the lines in
+    /// early).
+    #[inline]
+    pub(crate) fn ends(&self) -> (f64, u64) {
+        (self.values[4], self.successes)
     }
 
     /// Ejected until this time (seconds since the core's epoch), if ever ejected.
