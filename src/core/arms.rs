@@ -194,7 +194,7 @@ impl Core {
             let agreed = choice == Some(winner);
             let verdict = ShadowVerdict {
                 name: self.shadows[i].stats.name.clone(),
-                choice: choice.map(|k| self.slots[k as usize].info.id.clone()),
+                choice: choice.map(|k| self.ids[k as usize].clone()),
                 agreed,
                 winner_probability: p_winner,
             };

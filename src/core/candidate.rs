@@ -1,22 +1,23 @@
 //! Candidate identity and static information.
 
+use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
-/// The name of a candidate (a provider, server, orchestrator). Cheap to clone.
+/// The name of a candidate (a provider, server, orchestrator). Cheap to clone: names of up to
+/// 23 bytes are stored inline (a clone is a copy, with no shared counter to touch), longer ones
+/// behind a reference count.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(transparent)]
-pub struct CandidateId(Arc<str>);
+pub struct CandidateId(SmolStr);
 
 impl CandidateId {
     /// Creates an id from any string.
     pub fn new(id: impl AsRef<str>) -> Self {
-        CandidateId(Arc::from(id.as_ref()))
+        CandidateId(SmolStr::new(id.as_ref()))
     }
 
     /// The id as a string slice.
@@ -45,7 +46,7 @@ impl From<&str> for CandidateId {
 
 impl From<String> for CandidateId {
     fn from(s: String) -> Self {
-        CandidateId(Arc::from(s))
+        CandidateId(SmolStr::from(s))
     }
 }
 

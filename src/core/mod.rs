@@ -14,11 +14,12 @@
 mod arms;
 mod candidate;
 mod draw;
+mod index;
 mod request;
 mod select;
 mod snapshot;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use rand::Rng;
@@ -30,8 +31,9 @@ pub use request::{AttemptId, Eligible, FailureClass, Next, Outcome, Request, Req
 
 use crate::decision::{DecisionReason, DecisionRecord};
 use crate::error::{Error, Rejection};
-use crate::score::{Components, Config, Overall, ScoreModel, Stats};
+use crate::score::{Components, Config, Fixed, Learned, Overall, PackedStats, ScoreModel, Stats};
 use draw::SumTree;
+use index::IdIndex;
 use select::{DrawSet, Evaluation, Slot};
 
 /// "No limit" for the `u32` limits.
@@ -159,7 +161,7 @@ pub struct CandidateView<'a> {
     /// Static info.
     pub info: &'a CandidateInfo,
     /// Learned statistics.
-    pub stats: &'a Stats,
+    pub stats: Stats,
     /// Components at the last refresh.
     pub components: Components,
     /// Attempts in flight.
@@ -249,8 +251,12 @@ pub struct Core {
     dirty: bool,
 
     slots: Vec<Slot>,
+    /// Each slot's static info, apart from the slot: only changes and records read it.
+    infos: Vec<CandidateInfo>,
+    /// Each slot's id, densely packed: a grant reads one without touching the info.
+    ids: Vec<CandidateId>,
     free_slots: Vec<u32>,
-    by_id: HashMap<CandidateId, u32>,
+    by_id: IdIndex,
     trees: Vec<SumTree>,
     usable_count: usize,
     avail: usize,
@@ -302,8 +308,10 @@ impl Core {
             next_refresh_s: 0.0,
             dirty: false,
             slots: Vec::new(),
+            infos: Vec::new(),
+            ids: Vec::new(),
             free_slots: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdIndex::default(),
             trees,
             usable_count: 0,
             avail: 0,
@@ -401,7 +409,7 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
-        if self.by_id.contains_key(info.id.as_str()) {
+        if self.by_id.contains(&self.ids, info.id.as_str()) {
             return Err(Error::DuplicateCandidate(info.id));
         }
         self.advance(now);
@@ -410,12 +418,11 @@ impl Core {
             None => (self.slots.len() as u32, 0),
         };
         self.stake_total += info.stake;
-        self.by_id.insert(info.id.clone(), idx);
         let slot = Slot {
-            info,
-            stats,
-            comps: Components::default(),
-            tags: 0.0,
+            stats: PackedStats::pack(&stats),
+            learned: Learned::default(),
+            fixed: Fixed::default(),
+            max_in_flight: info.max_in_flight,
             in_flight: 0,
             gen,
             added_seq: self.next_added,
@@ -432,14 +439,23 @@ impl Core {
         self.next_added += 1;
         if idx as usize == self.slots.len() {
             if self.slots.len() == self.slots.capacity() {
-                // Slots are large (info, statistics, cached components): growing by an eighth
-                // instead of doubling keeps the unused tail under 12.5 % (still amortised O(1)).
-                self.slots.reserve_exact((self.slots.len() / 8).max(16));
+                // A candidate takes about 400 bytes across these vectors: growing by a
+                // sixteenth instead of doubling keeps the unused tail under 6.25 % (still
+                // amortised O(1): each move copies at most 16 times what was added since).
+                let more = (self.slots.len() / 16).max(16);
+                self.slots.reserve_exact(more);
+                self.infos.reserve_exact(more);
+                self.ids.reserve_exact(more);
             }
             self.slots.push(slot);
+            self.ids.push(info.id.clone());
+            self.infos.push(info);
         } else {
             self.slots[idx as usize] = slot;
+            self.ids[idx as usize] = info.id.clone();
+            self.infos[idx as usize] = info;
         }
+        self.by_id.insert(&self.ids, idx);
         self.live_count += 1;
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
@@ -458,13 +474,13 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
-        let idx = *self
+        let idx = self
             .by_id
-            .get(info.id.as_str())
+            .get(&self.ids, info.id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
         self.advance(now);
-        self.stake_total += info.stake - self.slots[idx].info.stake;
-        self.slots[idx].info = info;
+        self.stake_total += info.stake - self.infos[idx].stake;
+        self.infos[idx] = info;
         self.refresh_static(idx);
         self.refresh_leaf(idx);
         self.dirty = true;
@@ -483,10 +499,10 @@ impl Core {
     ) -> Result<(), Error> {
         let idx = self
             .by_id
-            .remove(id.as_str())
+            .remove(&self.ids, id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(id.clone()))? as usize;
         self.advance(now);
-        self.stake_total -= self.slots[idx].info.stake;
+        self.stake_total -= self.infos[idx].stake;
         self.slots[idx].live = false;
         self.live_count -= 1;
         self.refresh_static(idx);
@@ -544,7 +560,7 @@ impl Core {
     }
 
     fn key_of(&self, id: &CandidateId) -> Option<Key> {
-        self.by_id.get(id.as_str()).map(|&idx| Key {
+        self.by_id.get(&self.ids, id.as_str()).map(|idx| Key {
             idx,
             gen: self.slots[idx as usize].gen,
         })
@@ -825,8 +841,9 @@ impl Core {
         let bucket = self.bucket();
         let now_s = self.now_s;
         let slot = &mut self.slots[idx];
+        let mut stats = slot.stats.unpack();
         let eject = self.model.observe(
-            &mut slot.stats,
+            &mut stats,
             &mut self.overall,
             outcome,
             elapsed_ms,
@@ -836,11 +853,12 @@ impl Core {
         if eject {
             let cap = (self.model.config().ejection.max_share * self.live_count as f64).floor();
             if (self.ejected_count as f64) < cap && slot.live {
-                self.model.eject(&mut slot.stats, now_s);
+                self.model.eject(&mut stats, now_s);
                 self.counters.ejections += 1;
             }
         }
-        self.refresh_leaf(idx);
+        slot.stats = PackedStats::pack(&stats);
+        self.refresh_leaf_from(idx, &stats);
     }
 
     /// Releases an attempt's slot and says what the request does next.
@@ -940,7 +958,7 @@ impl Core {
                             Some((self.now_s - att.granted_s) * 1000.0),
                         );
                     }
-                    let candidate = self.slots[att.key.idx as usize].info.id.clone();
+                    let candidate = self.ids[att.key.idx as usize].clone();
                     self.release_attempt(a);
                     self.counters.reclaimed += 1;
                     self.events.push_back(Event::Reclaimed {
@@ -987,6 +1005,12 @@ impl Core {
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;
         loop {
+            if self.waiting == 0 {
+                // Nothing waits: the fast queue holds only entries already served (they are
+                // removed lazily), so it empties at once.
+                self.fast.clear();
+                break;
+            }
             if self.global_in_flight >= self.limits.global || self.avail == 0 {
                 break;
             }
@@ -1058,6 +1082,14 @@ impl Core {
         };
         // Book the slot.
         let cidx = d.idx as usize;
+        // Plain loads of the winner's id bytes and slot lines first: on a fleet larger than
+        // the cache they all miss, and issued together the misses overlap, where the id's
+        // locked reference-count increment below, and the outcome's statistics update later,
+        // would otherwise take them one after another.
+        std::hint::black_box((
+            self.ids[cidx].as_str().as_bytes().first().copied(),
+            self.slots[cidx].touch(),
+        ));
         let key = Key {
             idx: d.idx,
             gen: self.slots[cidx].gen,
@@ -1108,7 +1140,7 @@ impl Core {
             .position(|x| *x == d.reason)
             .unwrap_or(0);
         self.counters.by_reason[reason_ix] += 1;
-        let candidate = self.slots[cidx].info.id.clone();
+        let candidate = self.ids[cidx].clone();
         if record && evaluated {
             let record = DecisionRecord {
                 time_s: self.now_s,
@@ -1250,23 +1282,25 @@ impl Core {
     /// Probability of `id` in the O(log n) tree for an unrestricted request (0 if it is not
     /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
     pub fn tree_probability(&self, id: &CandidateId) -> f64 {
-        match self.by_id.get(id.as_str()) {
-            Some(&idx) if self.slots[idx as usize].in_tree => self.leaf_probability(idx as usize),
+        match self.by_id.get(&self.ids, id.as_str()) {
+            Some(idx) if self.slots[idx as usize].in_tree => self.leaf_probability(idx as usize),
             _ => 0.0,
         }
     }
 
     /// One candidate.
     pub fn candidate(&self, id: &CandidateId) -> Option<CandidateView<'_>> {
-        self.by_id.get(id.as_str()).map(|&i| self.view(i as usize))
+        self.by_id
+            .get(&self.ids, id.as_str())
+            .map(|i| self.view(i as usize))
     }
 
     fn view(&self, i: usize) -> CandidateView<'_> {
         let s = &self.slots[i];
         CandidateView {
-            info: &s.info,
-            stats: &s.stats,
-            components: s.comps,
+            info: &self.infos[i],
+            stats: s.stats.unpack(),
+            components: self.components_of(i),
             in_flight: s.in_flight,
             limit: self.limit_of(s),
             ejected: s.ejected,
@@ -1343,7 +1377,7 @@ impl Core {
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
         let a = self.attempt_index(id).ok()?;
-        Some(&self.slots[self.attempts[a].key.idx as usize].info.id)
+        Some(&self.ids[self.attempts[a].key.idx as usize])
     }
 
     /// Whether a waiting request could be granted right now. After any call returns this is

@@ -4,22 +4,28 @@
 use rand::Rng;
 
 use super::draw::{argmax_by_order, pick_linear, SumTree};
-use super::{CandidateInfo, Core, Key};
+use super::{Core, Key};
 use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
-use crate::score::{ChannelKind, Components, ScoreContext, ScoreModel, Stats};
+use crate::score::{
+    ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel, Stats,
+};
 
 /// See [`Core::bucket`].
 pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 
-/// One candidate's state inside the core.
+/// One candidate's state inside the core: what a decision, an outcome and a release touch.
+/// Its static info lives apart (`Core::infos`, `Core::ids`) so a cycle reads only this, a few
+/// cache lines, even when the fleet is far larger than the cache.
+///
+/// 256 bytes, aligned to the cache line: exactly four lines each, in a fixed order (`repr(C)`)
+/// so [`Slot::touch`] can reach every line.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub(crate) struct Slot {
-    pub(crate) info: CandidateInfo,
-    pub(crate) stats: Stats,
-    pub(crate) comps: Components,
-    pub(crate) tags: f64,
     pub(crate) in_flight: u32,
     pub(crate) gen: u32,
+    /// The info's own in-flight limit.
+    pub(crate) max_in_flight: Option<u32>,
     pub(crate) added_seq: u64,
     /// Added and not removed.
     pub(crate) live: bool,
@@ -34,6 +40,22 @@ pub(crate) struct Slot {
     pub(crate) in_tree: bool,
     /// Its score-channel leaves wait in `Core::stale` for the next draw.
     pub(crate) stale: bool,
+    /// The score parts fixed by the info and the config.
+    pub(crate) fixed: Fixed,
+    /// The learned components at the last full refresh; see [`Core::components_of`].
+    pub(crate) learned: Learned,
+    pub(crate) stats: PackedStats,
+}
+
+impl Slot {
+    /// Reads one value from each of the slot's four cache lines. A grant calls it: its outcome
+    /// will read and write the statistics, and on a fleet larger than the cache the four
+    /// misses then overlap instead of coming one after another.
+    #[inline]
+    pub(crate) fn touch(&self) -> (u32, f64, u64) {
+        let (first, last) = self.stats.ends();
+        (self.in_flight, self.learned.last() + first, last)
+    }
 }
 
 /// Scratch space for an evaluated draw, reused across decisions.
@@ -89,7 +111,7 @@ pub(crate) struct Drawn {
 
 impl Core {
     pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
-        slot.info.max_in_flight.unwrap_or(self.limits.per_candidate)
+        slot.max_in_flight.unwrap_or(self.limits.per_candidate)
     }
 
     pub(crate) fn key_valid(&self, k: Key) -> bool {
@@ -102,9 +124,29 @@ impl Core {
         exclude.iter().any(|k| k.idx == idx && k.gen == gen)
     }
 
-    fn caps_ok(slot: &Slot, caps: &[String]) -> bool {
-        caps.iter()
-            .all(|c| slot.info.capabilities.iter().any(|x| x == c))
+    fn caps_ok(&self, idx: u32, caps: &[String]) -> bool {
+        caps.is_empty()
+            || caps
+                .iter()
+                .all(|c| self.infos[idx as usize].capabilities.iter().any(|x| x == c))
+    }
+
+    /// Slot `idx`'s components: the learned ones as of its last full refresh, the rest as
+    /// they stand. Zero for a removed candidate.
+    #[inline]
+    pub(crate) fn components_of(&self, idx: usize) -> Components {
+        let s = &self.slots[idx];
+        if !s.live {
+            return Components::default();
+        }
+        self.model.assemble(
+            &s.learned,
+            &s.fixed,
+            self.stake_total,
+            s.in_flight,
+            self.limit_of(s),
+            &s.stats,
+        )
     }
 
     fn score_context(&self, slot: &Slot) -> ScoreContext {
@@ -127,15 +169,17 @@ impl Core {
     /// Recomputes static filter flags after the info or the config changed.
     pub(crate) fn refresh_static(&mut self, idx: usize) {
         let cfg = self.model.config();
-        let slot = &self.slots[idx];
-        let perf_ok = cfg.perf.passes(&slot.info.perf_scores);
-        let price_ok = cfg.price.max.is_none_or(|m| slot.info.price <= m);
+        let info = &self.infos[idx];
+        let perf_ok = cfg.perf.passes(&info.perf_scores);
+        let price_ok = cfg.price.max.is_none_or(|m| info.price <= m);
         let strict = !cfg.price.ignore_max_if_none_pass;
-        let tags = self.model.tag_component(&slot.info);
+        let fixed = self.model.fixed(info);
+        let max_in_flight = info.max_in_flight;
         let slot = &mut self.slots[idx];
         slot.perf_ok = perf_ok;
         slot.price_ok = price_ok;
-        slot.tags = tags;
+        slot.fixed = fixed;
+        slot.max_in_flight = max_in_flight;
         let usable = slot.live && (!strict || price_ok);
         if usable != slot.usable {
             slot.usable = usable;
@@ -149,17 +193,47 @@ impl Core {
 
     /// Recomputes one candidate's availability, components and tree leaves. O(C log n).
     pub(crate) fn refresh_leaf(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false, true);
+        self.refresh_leaf_inner(idx, false, true, None);
+    }
+
+    /// [`Core::refresh_leaf`] given the candidate's statistics already unpacked (an outcome
+    /// has them in hand).
+    pub(crate) fn refresh_leaf_from(&mut self, idx: usize, stats: &Stats) {
+        self.refresh_leaf_inner(idx, false, true, Some(stats));
     }
 
     /// After a grant or a release only the in-flight count moved: recompute the load component
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
     pub(crate) fn refresh_load(&mut self, idx: usize) {
-        self.refresh_leaf_inner(idx, false, false);
+        let slot = &self.slots[idx];
+        let available = slot.usable && slot.in_flight < self.limit_of(slot);
+        // The usual case: the candidate stays available and is not ejected (only an outcome
+        // ejects), so no flag or count moves and only its score leaves wait for the next draw.
+        if available == slot.available && !slot.ejected {
+            self.mark_stale(idx);
+            return;
+        }
+        self.refresh_leaf_inner(idx, false, false, None);
     }
 
-    fn refresh_leaf_inner(&mut self, idx: usize, deferred: bool, full: bool) {
+    /// Lists a candidate's score leaves for the next draw's write.
+    #[inline]
+    fn mark_stale(&mut self, idx: usize) {
+        let slot = &mut self.slots[idx];
+        if !slot.stale {
+            slot.stale = true;
+            self.stale.push(idx as u32);
+        }
+    }
+
+    fn refresh_leaf_inner(
+        &mut self,
+        idx: usize,
+        deferred: bool,
+        full: bool,
+        stats: Option<&Stats>,
+    ) {
         let now_s = self.now_s;
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
@@ -168,28 +242,29 @@ impl Core {
         // must not keep a candidate out of the tree while evaluated draws let it in.
         let ejected = self.model.config().ejection.enabled
             && slot.live
-            && slot.stats.ejected_until_s.is_some_and(|u| u > now_s);
-        let comps = if !slot.live {
-            Some(Components::default())
+            && slot.stats.ejected_until_s().is_some_and(|u| u > now_s);
+        let learned = if !slot.live {
+            Some(Learned::default())
         } else if full {
-            Some(self.model.components(
-                &slot.info,
-                slot.tags,
-                &slot.stats,
-                &self.score_context(slot),
-            ))
+            let unpacked;
+            let stats = match stats {
+                Some(s) => s,
+                None => {
+                    unpacked = slot.stats.unpack();
+                    &unpacked
+                }
+            };
+            let c = self
+                .model
+                .components(&slot.fixed, stats, &self.score_context(slot));
+            Some(Learned::from(&c))
         } else {
             None
         };
-        let load = self
-            .model
-            .load_component(slot.in_flight, limit, &slot.stats);
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
         let slot = &mut self.slots[idx];
-        match comps {
-            Some(c) => slot.comps = c,
-            // Written in place: copying the whole struct out and back costs more than the rest.
-            None => slot.comps.load = load,
+        if let Some(l) = learned {
+            slot.learned = l;
         }
         if available != slot.available {
             slot.available = available;
@@ -207,7 +282,8 @@ impl Core {
                 self.ejected_count -= 1;
             }
         }
-        if in_tree != slot.in_tree {
+        let entered_or_left = in_tree != slot.in_tree;
+        if entered_or_left {
             slot.in_tree = in_tree;
             if in_tree {
                 self.avail_pass += 1;
@@ -223,15 +299,15 @@ impl Core {
             }
             return;
         }
-        // The uniform leaf (the drawable count the invariants check) is kept current; the score
-        // leaves are written once at the next draw, so a grant, an outcome and a release of the
-        // same candidate between two draws cost one leaf update instead of three.
-        self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
-        let slot = &mut self.slots[idx];
-        if !slot.stale {
-            slot.stale = true;
-            self.stale.push(idx as u32);
+        // The uniform leaf (the drawable count the invariants check) is kept current; it only
+        // moves when the candidate enters or leaves the drawable set, and not reading it
+        // otherwise saves a cache miss per event on large fleets. The score leaves are written
+        // once at the next draw, so a grant, an outcome and a release of the same candidate
+        // between two draws cost one leaf update instead of three.
+        if entered_or_left {
+            self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
         }
+        self.mark_stale(idx);
     }
 
     /// The value leaf `idx` of channel `c` should hold now.
@@ -244,7 +320,7 @@ impl Core {
             1.0
         } else {
             self.model
-                .channel_value(self.model.channels()[c].kind, &slot.comps)
+                .channel_value(self.model.channels()[c].kind, &self.components_of(idx))
         }
     }
 
@@ -275,7 +351,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         for idx in 0..n {
-            self.refresh_leaf_inner(idx, true, true);
+            self.refresh_leaf_inner(idx, true, true, None);
         }
         for tree in &mut self.trees {
             tree.rebuild();
@@ -315,7 +391,7 @@ impl Core {
                 s.gen == k.gen
                     && s.available
                     && !Self::excluded(set.exclude, k.idx, k.gen)
-                    && Self::caps_ok(s, set.caps)
+                    && self.caps_ok(k.idx, set.caps)
             }),
             None if set.caps.is_empty() => {
                 let excluded_available = set
@@ -328,7 +404,7 @@ impl Core {
             None => self.slots.iter().enumerate().any(|(i, s)| {
                 s.available
                     && !Self::excluded(set.exclude, i as u32, s.gen)
-                    && Self::caps_ok(s, set.caps)
+                    && self.caps_ok(i as u32, set.caps)
             }),
         }
     }
@@ -341,7 +417,7 @@ impl Core {
                 s.gen == k.gen
                     && s.usable
                     && !Self::excluded(set.exclude, k.idx, k.gen)
-                    && Self::caps_ok(s, set.caps)
+                    && self.caps_ok(k.idx, set.caps)
             }),
             None if set.caps.is_empty() => {
                 let excluded_usable = set
@@ -354,7 +430,7 @@ impl Core {
             None => self.slots.iter().enumerate().any(|(i, s)| {
                 s.usable
                     && !Self::excluded(set.exclude, i as u32, s.gen)
-                    && Self::caps_ok(s, set.caps)
+                    && self.caps_ok(i as u32, set.caps)
             }),
         }
     }
@@ -495,7 +571,7 @@ impl Core {
     ) {
         ev.clear();
         let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
-            if s.available && !Self::excluded(set.exclude, i, s.gen) && Self::caps_ok(s, set.caps) {
+            if s.available && !Self::excluded(set.exclude, i, s.gen) && self.caps_ok(i, set.caps) {
                 ev.keys.push(i);
             }
         };
@@ -542,11 +618,11 @@ impl Core {
                 "perf",
                 why,
                 "none passed: all candidates kept",
-                |s| {
+                |i| {
                     if variant {
-                        cfg.perf.passes(&s.info.perf_scores)
+                        cfg.perf.passes(&self.infos[i].perf_scores)
                     } else {
-                        s.perf_ok
+                        self.slots[i].perf_ok
                     }
                 },
             );
@@ -559,11 +635,11 @@ impl Core {
                 "price",
                 why,
                 "none under the maximum price: limit ignored",
-                |s| {
+                |i| {
                     if variant {
-                        cfg.price.max.is_none_or(|max| s.info.price <= max)
+                        cfg.price.max.is_none_or(|max| self.infos[i].price <= max)
                     } else {
-                        s.price_ok
+                        self.slots[i].price_ok
                     }
                 },
             );
@@ -575,14 +651,14 @@ impl Core {
                 "ejection",
                 "ejected after consecutive failures".into(),
                 "all ejected: ejection ignored",
-                |s| !s.ejected,
+                |i| !self.slots[i].ejected,
             );
         }
         if variant {
             for &i in &ev.keys {
                 let s = &self.slots[i as usize];
-                let tags = m.tag_component(&s.info);
-                let c = m.components(&s.info, tags, &s.stats, &self.score_context(s));
+                let fixed = m.fixed(&self.infos[i as usize]);
+                let c = m.components(&fixed, &s.stats.unpack(), &self.score_context(s));
                 ev.comps.push(c);
             }
         }
@@ -592,10 +668,12 @@ impl Core {
         let nc = channels.len();
         ev.totals.resize(nc, 0.0);
         for (j, &i) in ev.keys.iter().enumerate() {
+            let own;
             let comps = if variant {
                 &ev.comps[j]
             } else {
-                &self.slots[i as usize].comps
+                own = self.components_of(i as usize);
+                &own
             };
             for (c, ch) in channels.iter().enumerate() {
                 let v = if c == uniform {
@@ -632,7 +710,7 @@ impl Core {
             s.live
                 && !s.price_ok
                 && !Self::excluded(set.exclude, i, s.gen)
-                && Self::caps_ok(s, set.caps)
+                && self.caps_ok(i, set.caps)
         };
         let removed: Vec<_> = match set.eligible {
             Some(keys) => keys
@@ -641,14 +719,14 @@ impl Core {
                     let s = &self.slots[k.idx as usize];
                     s.gen == k.gen && eligible(k.idx, s)
                 })
-                .map(|k| self.slots[k.idx as usize].info.id.clone())
+                .map(|k| self.ids[k.idx as usize].clone())
                 .collect(),
             None => self
                 .slots
                 .iter()
                 .enumerate()
                 .filter(|(i, s)| eligible(*i as u32, s))
-                .map(|(_, s)| s.info.id.clone())
+                .map(|(i, _)| self.ids[i].clone())
                 .collect(),
         };
         if !removed.is_empty() {
@@ -667,13 +745,9 @@ impl Core {
         name: &str,
         why: String,
         fallback: &str,
-        pass: impl Fn(&Slot) -> bool,
+        pass: impl Fn(usize) -> bool,
     ) {
-        let passing = ev
-            .keys
-            .iter()
-            .filter(|&&i| pass(&self.slots[i as usize]))
-            .count();
+        let passing = ev.keys.iter().filter(|&&i| pass(i as usize)).count();
         if passing == ev.keys.len() {
             return;
         }
@@ -688,8 +762,8 @@ impl Core {
             let removed = ev
                 .keys
                 .iter()
-                .filter(|&&i| !pass(&self.slots[i as usize]))
-                .map(|&i| self.slots[i as usize].info.id.clone())
+                .filter(|&&i| !pass(i as usize))
+                .map(|&i| self.ids[i as usize].clone())
                 .collect();
             ev.filters.push(FilterNote {
                 filter: name.to_string(),
@@ -697,7 +771,7 @@ impl Core {
                 why,
             });
         }
-        ev.keys.retain(|&i| pass(&self.slots[i as usize]));
+        ev.keys.retain(|&i| pass(i as usize));
     }
 
     /// Builds the considered-candidate list of a filled evaluation.
@@ -719,12 +793,15 @@ impl Core {
             .zip(&ev.probs)
             .enumerate()
             .map(|(j, (&i, &p))| {
-                let s = &self.slots[i as usize];
-                let comps = ev.comps.get(j).copied().unwrap_or(s.comps);
+                let comps = ev
+                    .comps
+                    .get(j)
+                    .copied()
+                    .unwrap_or_else(|| self.components_of(i as usize));
                 let score = m.score(&comps);
                 let weight = if sum_mode { ev.values[j * nc] } else { p };
                 ConsideredCandidate {
-                    id: s.info.id.clone(),
+                    id: self.ids[i as usize].clone(),
                     components: comps,
                     score,
                     weight,
@@ -787,5 +864,19 @@ impl Core {
         };
         self.eval = ev;
         drawn.map(|d| (d, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slot;
+
+    #[test]
+    fn a_slot_is_four_cache_lines() {
+        assert_eq!(std::mem::size_of::<Slot>(), 256);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
+        // `touch` reads one value per line.
+        assert!(std::mem::offset_of!(Slot, learned) + 48 > 64);
+        assert!(std::mem::offset_of!(Slot, learned) + 48 <= 128);
     }
 }

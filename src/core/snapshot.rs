@@ -6,8 +6,16 @@ use rand::Rng;
 
 use super::Core;
 use crate::error::Error;
-use crate::score::{ErrorWindow, Stats};
+use crate::score::{ErrorWindow, PackedStats, Stats};
 use crate::snapshot::{CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION};
+
+/// Rounds a duration to the microsecond. Restoring turns an age back into a time
+/// (`now - age`) and the next snapshot subtracts again; on raw floats that round trip can move
+/// the last bit, on whole microseconds it gives the same value back, so a snapshot survives a
+/// restore and a new snapshot unchanged.
+fn micros(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
+}
 
 impl Core {
     /// What the core has learned, with every time stored relative to now, so it can be loaded
@@ -29,11 +37,14 @@ impl Core {
                         ttfb_ms: st.ttfb_ms,
                         bandwidth_bps: st.bandwidth_bps,
                         attempt_ms: st.attempt_ms,
-                        last_sample_age_s: st.last_sample_s.map(|t| (now_s - t).max(0.0)),
+                        last_sample_age_s: st.last_sample_s.map(|t| micros((now_s - t).max(0.0))),
                         window: st.window.relative(bucket, buckets),
                         consecutive_failures: st.consecutive_failures,
                         ejections: st.ejections,
-                        ejected_for_s: st.ejected_until_s.map(|u| u - now_s).filter(|r| *r > 0.0),
+                        ejected_for_s: st
+                            .ejected_until_s
+                            .map(|u| micros(u - now_s))
+                            .filter(|r| *r > 0.0),
                         attempts: st.attempts,
                         successes: st.successes,
                         overload_evidence: st.overload_evidence,
@@ -80,9 +91,9 @@ impl Core {
                 successes: s.successes,
                 overload_evidence: s.overload_evidence,
             };
-            match self.by_id.get(c.info.id.as_str()) {
-                Some(&idx) => {
-                    self.slots[idx as usize].stats = stats;
+            match self.by_id.get(&self.ids, c.info.id.as_str()) {
+                Some(idx) => {
+                    self.slots[idx as usize].stats = PackedStats::pack(&stats);
                     self.refresh_leaf(idx as usize);
                 }
                 None => self.add_with_stats(c.info.clone(), stats, now, rng)?,

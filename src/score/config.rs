@@ -611,6 +611,12 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        if self.ejection.consecutive_failures > u32::from(u16::MAX) {
+            problems.push(Problem::new(
+                "ejection.consecutive_failures",
+                format!("must be at most {}", u16::MAX),
+            ));
+        }
         if self.refresh_ms == 0 {
             problems.push(Problem::new("refresh_ms", "must be at least 1"));
         }

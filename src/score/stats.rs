@@ -16,12 +16,16 @@ pub(crate) fn ema(old: Option<f64>, sample: f64, alpha: f64) -> f64 {
 /// A bounded, time-bucketed error counter: `buckets` buckets of `bucket_s` seconds each.
 ///
 /// Recording and reading are O(buckets) at worst (when buckets roll over) and allocate nothing.
+///
+/// Counts are 16-bit, which keeps a candidate's window in one cache line and a half: a bucket
+/// that would count past 65,535 outcomes halves both its counts instead, so its error ratio
+/// stays right and the window only weighs that bucket a little less than a precise count would.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ErrorWindow {
     /// Overload errors per bucket (ring, indexed by bucket number modulo the ring size).
-    errors: [u32; 16],
+    errors: [u16; 16],
     /// All counted outcomes per bucket.
-    totals: [u32; 16],
+    totals: [u16; 16],
     /// The absolute number of the newest bucket written.
     newest: u64,
 }
@@ -54,27 +58,33 @@ impl ErrorWindow {
         }
         self.roll(bucket);
         let i = (bucket % WINDOW_RING as u64) as usize;
-        self.totals[i] = self.totals[i].saturating_add(1);
+        if self.totals[i] == u16::MAX {
+            self.totals[i] /= 2;
+            self.errors[i] /= 2;
+        }
+        self.totals[i] += 1;
         if overload {
-            self.errors[i] = self.errors[i].saturating_add(1);
+            self.errors[i] += 1;
         }
     }
 
     /// `(errors, total)` over the last `buckets` buckets as seen from `bucket`.
     pub(crate) fn counts(&self, bucket: u64, buckets: usize) -> (u32, u32) {
         let buckets = buckets.clamp(1, WINDOW_RING) as u64;
+        // Buckets newest - k for k < live are inside the window seen from `bucket`: not older
+        // than bucket - buckets + 1, and not before bucket 0.
+        let oldest = (bucket + 1).saturating_sub(buckets);
+        let live = if self.newest < oldest {
+            0
+        } else {
+            (self.newest - oldest + 1).min(buckets).min(self.newest + 1)
+        };
         let mut e = 0u32;
         let mut t = 0u32;
-        for k in 0..buckets {
-            let Some(b) = self.newest.checked_sub(k) else {
-                break;
-            };
-            if b + buckets <= bucket {
-                break; // fell out of the window
-            }
-            let i = (b % WINDOW_RING as u64) as usize;
-            e = e.saturating_add(self.errors[i]);
-            t = t.saturating_add(self.totals[i]);
+        for k in 0..live {
+            let i = ((self.newest - k) % WINDOW_RING as u64) as usize;
+            e += u32::from(self.errors[i]);
+            t += u32::from(self.totals[i]);
         }
         (e, t)
     }
@@ -94,12 +104,13 @@ impl ErrorWindow {
                     return (0, 0);
                 }
                 let i = (b % WINDOW_RING as u64) as usize;
-                (self.errors[i], self.totals[i])
+                (u32::from(self.errors[i]), u32::from(self.totals[i]))
             })
             .collect()
     }
 
     /// Rebuilds a window from [`ErrorWindow::relative`] counts, placed before `at_bucket`.
+    /// Counts past the 16-bit range are scaled down together, keeping their ratio.
     pub fn from_relative(counts: &[(u32, u32)], at_bucket: u64, buckets: usize) -> Self {
         let buckets = buckets.clamp(1, WINDOW_RING);
         let mut w = ErrorWindow::default();
@@ -109,8 +120,11 @@ impl ErrorWindow {
             };
             w.roll(b);
             let i = (b % WINDOW_RING as u64) as usize;
-            w.errors[i] = errors;
-            w.totals[i] = totals;
+            let errors = errors.min(totals);
+            let scale = (totals / u32::from(u16::MAX)) + 1;
+            // Both fit: totals / scale <= u16::MAX and errors <= totals.
+            w.errors[i] = (errors / scale) as u16;
+            w.totals[i] = (totals / scale) as u16;
         }
         w.roll(at_bucket);
         w
@@ -151,6 +165,115 @@ pub struct Stats {
     pub overload_evidence: f32,
 }
 
+/// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
+/// "none", which saves the eight-byte tag of each `Option<f64>` and keeps the whole record in
+/// under three cache lines. Unpacked to a [`Stats`] to score or update, packed back after.
+#[derive(Clone, Debug)]
+#[repr(C)]
+pub(crate) struct PackedStats {
+    /// success, connect_ms, ttfb_ms, bandwidth_bps, attempt_ms, last_sample_s, ejected_until_s.
+    values: [f64; 7],
+    window: ErrorWindow,
+    /// Saturating at `u16::MAX`: the config caps the ejection threshold there, and an
+    /// ejection's length reaches `ejection.max_s` long before.
+    consecutive_failures: u16,
+    ejections: u16,
+    overload_evidence: f32,
+    attempts: u64,
+    successes: u64,
+}
+
+impl Default for PackedStats {
+    fn default() -> Self {
+        PackedStats::pack(&Stats::default())
+    }
+}
+
+#[inline]
+fn pack_opt(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
+}
+
+#[inline]
+fn saturate_u16(x: u32) -> u16 {
+    u16::try_from(x).unwrap_or(u16::MAX)
+}
+
+#[inline]
+fn unpack_opt(x: f64) -> Option<f64> {
+    (!x.is_nan()).then_some(x)
+}
+
+impl PackedStats {
+    /// Packs statistics; a `Some(NaN)` (possible only from hostile input) becomes `None`.
+    #[inline]
+    pub(crate) fn pack(s: &Stats) -> Self {
+        PackedStats {
+            values: [
+                pack_opt(s.success),
+                pack_opt(s.connect_ms),
+                pack_opt(s.ttfb_ms),
+                pack_opt(s.bandwidth_bps),
+                pack_opt(s.attempt_ms),
+                pack_opt(s.last_sample_s),
+                pack_opt(s.ejected_until_s),
+            ],
+            window: s.window.clone(),
+            consecutive_failures: saturate_u16(s.consecutive_failures),
+            ejections: saturate_u16(s.ejections),
+            overload_evidence: s.overload_evidence,
+            attempts: s.attempts,
+            successes: s.successes,
+        }
+    }
+
+    /// The statistics in their public form.
+    #[inline]
+    pub(crate) fn unpack(&self) -> Stats {
+        let v = &self.values;
+        Stats {
+            success: unpack_opt(v[0]),
+            connect_ms: unpack_opt(v[1]),
+            ttfb_ms: unpack_opt(v[2]),
+            bandwidth_bps: unpack_opt(v[3]),
+            attempt_ms: unpack_opt(v[4]),
+            last_sample_s: unpack_opt(v[5]),
+            window: self.window.clone(),
+            consecutive_failures: u32::from(self.consecutive_failures),
+            ejections: u32::from(self.ejections),
+            ejected_until_s: unpack_opt(v[6]),
+            attempts: self.attempts,
+            successes: self.successes,
+            overload_evidence: self.overload_evidence,
+        }
+    }
+
+    /// Counted attempts (the load gate reads it without unpacking).
+    #[inline]
+    pub(crate) fn attempts(&self) -> u64 {
+        self.attempts
+    }
+
+    /// [`Stats::overload_evidence`] (the load gate reads it without unpacking).
+    #[inline]
+    pub(crate) fn overload_evidence(&self) -> f32 {
+        self.overload_evidence
+    }
+
+    /// A value from its start and one from its end (the core reads them to bring the lines in
+    /// early).
+    #[inline]
+    pub(crate) fn ends(&self) -> (f64, u64) {
+        (self.values[4], self.successes)
+    }
+
+    /// Ejected until this time (seconds since the core's epoch), if ever ejected.
+    #[inline]
+    pub(crate) fn ejected_until_s(&self) -> Option<f64> {
+        unpack_opt(self.values[6])
+    }
+}
+
 /// Averages over all candidates, the reference for the relative components.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overall {
@@ -183,6 +306,87 @@ mod tests {
         assert_eq!(w.counts(13, 10), (0, 0));
         w.record(30, 10, true);
         assert_eq!(w.counts(30, 10), (1, 1));
+    }
+
+    /// `counts` against a plain scan of every bucket in the window.
+    #[test]
+    fn counts_match_a_plain_scan() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..200 {
+            let buckets = rng.gen_range(1..=WINDOW_RING);
+            let mut w = ErrorWindow::default();
+            let mut log: Vec<(u64, bool)> = Vec::new();
+            let mut b = rng.gen_range(0..5u64);
+            for _ in 0..rng.gen_range(0..60) {
+                b += rng.gen_range(0..3u64);
+                let e = rng.gen_bool(0.3);
+                w.record(b, buckets, e);
+                log.push((b, e));
+            }
+            for at in b.saturating_sub(3)..b + 20 {
+                // What the window holds: the records of the ring's last `buckets` buckets up to
+                // its newest, and of those the ones inside the window seen from `at`.
+                let newest = log.last().map(|x| x.0).unwrap_or(0);
+                let kept = |x: u64| x + buckets as u64 > newest && x + buckets as u64 > at;
+                let e = log.iter().filter(|(x, er)| kept(*x) && *er).count() as u32;
+                let t = log.iter().filter(|(x, _)| kept(*x)).count() as u32;
+                assert_eq!(w.counts(at, buckets), (e, t), "at {at}, buckets {buckets}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_bucket_halves_and_keeps_its_ratio() {
+        let mut w = ErrorWindow::default();
+        for k in 0..200_000u32 {
+            w.record(5, 10, k % 4 == 0);
+        }
+        let (e, t) = w.counts(5, 10);
+        assert!(t > 30_000 && t <= u32::from(u16::MAX), "{t}");
+        let ratio = e as f64 / t as f64;
+        assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
+        // Restoring counts beyond 16 bits scales them together.
+        let r = ErrorWindow::from_relative(&[(300_000, 1_000_000)], 5, 10);
+        let (e, t) = r.counts(5, 10);
+        assert!((e as f64 / t as f64 - 0.3).abs() < 0.001, "{e}/{t}");
+    }
+
+    #[test]
+    fn packing_round_trips() {
+        let s = Stats {
+            success: Some(0.5),
+            ttfb_ms: Some(0.0),
+            last_sample_s: Some(-3.0),
+            consecutive_failures: 2,
+            ejections: 1,
+            ejected_until_s: Some(9.5),
+            attempts: 7,
+            successes: 5,
+            overload_evidence: 0.25,
+            ..Stats::default()
+        };
+        let mut w = s.clone();
+        w.window.record(3, 10, true);
+        assert_eq!(PackedStats::pack(&w).unpack(), w);
+        assert_eq!(PackedStats::default().unpack(), Stats::default());
+        let hostile = Stats {
+            connect_ms: Some(f64::NAN),
+            ..Stats::default()
+        };
+        assert_eq!(PackedStats::pack(&hostile).unpack().connect_ms, None);
+        // The streak and ejection counts saturate at 16 bits.
+        let long = Stats {
+            consecutive_failures: 100_000,
+            ejections: 70_000,
+            ..Stats::default()
+        };
+        let back = PackedStats::pack(&long).unpack();
+        assert_eq!(
+            (back.consecutive_failures, back.ejections),
+            (65_535, 65_535)
+        );
     }
 
     #[test]

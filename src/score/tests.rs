@@ -36,15 +36,14 @@ fn relative_components_follow_their_curves() {
         bandwidth_bps: Some(2e6),
         ..Stats::default()
     };
-    let c = m.components(&CandidateInfo::new("a"), 0.0, &stats, &ctx(overall));
+    let c = m.components(&m.fixed(&CandidateInfo::new("a")), &stats, &ctx(overall));
     assert!((c.connect - (-0.5f64).exp()).abs() < 1e-12);
     assert!((c.ttfb - (-2.0f64).exp()).abs() < 1e-12);
     // Twice the average bandwidth scores higher than the average: 1 - e^-2 > 1 - e^-1.
     assert!((c.bandwidth - (1.0 - (-2.0f64).exp())).abs() < 1e-12);
     // Without own data a candidate sits at the average.
     let unknown = m.components(
-        &CandidateInfo::new("b"),
-        0.0,
+        &m.fixed(&CandidateInfo::new("b")),
         &Stats::default(),
         &ctx(overall),
     );
@@ -62,13 +61,13 @@ fn static_components() {
         .with_stake(30.0)
         .with_price(200.0)
         .with_tag("verified");
-    let tags = m.tag_component(&info);
-    assert_eq!(tags, 0.75);
+    let fixed = m.fixed(&info);
+    assert_eq!(fixed.tags, 0.75);
     let mut cx = ctx(Overall::default());
     cx.stake_total = 120.0;
     cx.in_flight = 1;
     cx.limit = 4;
-    let c = m.components(&info, tags, &Stats::default(), &cx);
+    let c = m.components(&fixed, &Stats::default(), &cx);
     assert_eq!(c.stake, 0.25);
     assert!((c.price - (-2.0f64).exp()).abs() < 1e-12);
     assert_eq!(c.load, 0.75);
@@ -78,7 +77,7 @@ fn static_components() {
     sum.tag_weights = BTreeMap::from([("verified".into(), 3.0), ("fast-retrieval".into(), 1.0)]);
     let m = model(sum);
     let only_tags = Components {
-        tags,
+        tags: fixed.tags,
         ..Components::default()
     };
     assert_eq!(m.score(&only_tags), 3.0);
@@ -267,7 +266,7 @@ fn time_exponent_multiplies_the_weight_by_a_time_factor() {
     };
     let weight = |config: Config, stats: &Stats| {
         let m = model(config);
-        let c = m.components(&CandidateInfo::new("a"), 0.0, stats, &ctx(overall));
+        let c = m.components(&m.fixed(&CandidateInfo::new("a")), stats, &ctx(overall));
         (m.score(&c), m.channel_value(ChannelKind::SumScore, &c))
     };
     let mut c = Config {
@@ -299,35 +298,51 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Stats::default()
     };
     // Never overloaded: three attempts in flight cost nothing.
-    assert_eq!(m.load_component(3, u32::MAX, &known), 1.0);
+    assert_eq!(
+        m.load_component(3, u32::MAX, known.attempts, known.overload_evidence),
+        1.0
+    );
     // One overload failure in a thousand outcomes turns the component fully on...
     let overloaded = Stats {
         overload_evidence: 0.001,
         ..known.clone()
     };
-    assert_eq!(m.load_component(3, u32::MAX, &overloaded), 0.25);
-    assert_eq!(m.load_component(3, 4, &overloaded), 0.25);
+    assert_eq!(
+        m.load_component(
+            3,
+            u32::MAX,
+            overloaded.attempts,
+            overloaded.overload_evidence
+        ),
+        0.25
+    );
+    assert_eq!(
+        m.load_component(3, 4, overloaded.attempts, overloaded.overload_evidence),
+        0.25
+    );
     // ...and half as much evidence half on.
     let some = Stats {
         overload_evidence: 0.0005,
         ..known
     };
-    assert!((m.load_component(3, u32::MAX, &some) - 0.625).abs() < 1e-6);
+    assert!(
+        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence) - 0.625).abs() < 1e-6
+    );
     // A candidate with 2 of 5 outcomes is 60% unknown.
     let young = Stats {
         attempts: 2,
         ..Stats::default()
     };
-    assert!((m.load_component(3, u32::MAX, &young) - 0.55).abs() < 1e-12);
+    assert!(
+        (m.load_component(3, u32::MAX, young.attempts, young.overload_evidence) - 0.55).abs()
+            < 1e-12
+    );
     // lassie counts load for everyone.
     let c = Config {
         load: LoadConfig::ALWAYS,
         ..Config::default()
     };
-    assert_eq!(
-        model(c).load_component(3, u32::MAX, &Stats::default()),
-        0.25
-    );
+    assert_eq!(model(c).load_component(3, u32::MAX, 0, 0.0), 0.25);
 }
 
 #[test]
