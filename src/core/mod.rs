@@ -422,7 +422,7 @@ impl Core {
             stats: PackedStats::pack(&stats),
             learned: Learned::default(),
             fixed: Fixed::default(),
-            max_in_flight: info.max_in_flight,
+            own_limit: info.max_in_flight.unwrap_or(0),
             in_flight: 0,
             gen,
             added_seq: self.next_added,

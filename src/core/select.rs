@@ -24,8 +24,8 @@ pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 pub(crate) struct Slot {
     pub(crate) in_flight: u32,
     pub(crate) gen: u32,
-    /// The info's own in-flight limit.
-    pub(crate) max_in_flight: Option<u32>,
+    /// The info's own in-flight limit; 0 for none (an info's limit is at least 1).
+    pub(crate) own_limit: u32,
     pub(crate) added_seq: u64,
     /// Added and not removed.
     pub(crate) live: bool,
@@ -111,7 +111,11 @@ pub(crate) struct Drawn {
 
 impl Core {
     pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
-        slot.max_in_flight.unwrap_or(self.limits.per_candidate)
+        if slot.own_limit == 0 {
+            self.limits.per_candidate
+        } else {
+            slot.own_limit
+        }
     }
 
     pub(crate) fn key_valid(&self, k: Key) -> bool {
@@ -174,12 +178,12 @@ impl Core {
         let price_ok = cfg.price.max.is_none_or(|m| info.price <= m);
         let strict = !cfg.price.ignore_max_if_none_pass;
         let fixed = self.model.fixed(info);
-        let max_in_flight = info.max_in_flight;
+        let own_limit = info.max_in_flight.unwrap_or(0);
         let slot = &mut self.slots[idx];
         slot.perf_ok = perf_ok;
         slot.price_ok = price_ok;
         slot.fixed = fixed;
-        slot.max_in_flight = max_in_flight;
+        slot.own_limit = own_limit;
         let usable = slot.live && (!strict || price_ok);
         if usable != slot.usable {
             slot.usable = usable;
