@@ -227,12 +227,17 @@ struct AttemptSlot {
     gen: u32,
     active: bool,
     reported: bool,
+    /// The caller said a first byte came: no longer evidence of a slow answer.
+    answered: bool,
     key: Key,
     request: u32,
     granted_s: f64,
 }
 
 const NO_DEADLINE: u64 = u64::MAX;
+
+/// `Core::oldest_pending` of a slot with no attempt known to be running.
+const NO_ATTEMPT: u32 = u32::MAX;
 
 /// The coordinator's state machine. See the [module docs](self).
 #[derive(Debug)]
@@ -290,6 +295,9 @@ pub struct Core {
     shadows: Vec<arms::ShadowState>,
     /// Candidates whose score leaves are written at the next draw.
     stale: Vec<u32>,
+    /// Per slot, an attempt of it still running without a report as of the last full refresh,
+    /// the oldest then ([`NO_ATTEMPT`] for none); see [`Core::pending_ms`].
+    oldest_pending: Vec<u32>,
 }
 
 impl Core {
@@ -341,6 +349,7 @@ impl Core {
             arms: Vec::new(),
             shadows: Vec::new(),
             stale: Vec::new(),
+            oldest_pending: Vec::new(),
         };
         core.time_changed();
         core.build_variants()?;
@@ -446,8 +455,10 @@ impl Core {
                 self.slots.reserve_exact(more);
                 self.infos.reserve_exact(more);
                 self.ids.reserve_exact(more);
+                self.oldest_pending.reserve_exact(more);
             }
             self.slots.push(slot);
+            self.oldest_pending.push(NO_ATTEMPT);
             self.ids.push(info.id.clone());
             self.infos.push(info);
         } else {
@@ -837,6 +848,16 @@ impl Core {
         Ok(())
     }
 
+    /// Says an attempt has its first byte (the outcome may follow much later, at the end of
+    /// a transfer). Optional: until an attempt reports either, its age counts as evidence that
+    /// the candidate is slow to answer (see `weights.time_to_success`), and without this call
+    /// a long transfer counts as such until its outcome.
+    pub fn first_byte(&mut self, id: AttemptId) -> Result<(), Error> {
+        let a = self.attempt_index(id)?;
+        self.attempts[a].answered = true;
+        Ok(())
+    }
+
     fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
         let bucket = self.bucket();
         let now_s = self.now_s;
@@ -1109,6 +1130,7 @@ impl Core {
             gen: agen,
             active: true,
             reported: false,
+            answered: false,
             key,
             request: idx,
             granted_s: self.now_s,

@@ -4,7 +4,7 @@
 use rand::Rng;
 
 use super::draw::{argmax_by_order, pick_linear, SumTree};
-use super::{Core, Key};
+use super::{Core, Key, NO_ATTEMPT};
 use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
 use crate::score::{
     ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel, Stats,
@@ -153,7 +153,8 @@ impl Core {
         )
     }
 
-    fn score_context(&self, slot: &Slot) -> ScoreContext {
+    fn score_context(&self, idx: usize) -> ScoreContext {
+        let slot = &self.slots[idx];
         ScoreContext {
             overall: self.overall,
             now_s: self.now_s,
@@ -161,6 +162,47 @@ impl Core {
             stake_total: self.stake_total,
             in_flight: slot.in_flight,
             limit: self.limit_of(slot),
+            pending_ms: self.pending_ms(idx),
+        }
+    }
+
+    /// How long an attempt of slot `idx` has been running without a report, milliseconds; 0
+    /// when none is known. The attempt is the oldest one as of the last full refresh; if it has
+    /// reported since, or its slot now holds another attempt, that is checked here, so the
+    /// value is always the age of an attempt of this candidate still running (or 0).
+    fn pending_ms(&self, idx: usize) -> f64 {
+        let Some(&a) = self.oldest_pending.get(idx) else {
+            return 0.0;
+        };
+        let slot = &self.slots[idx];
+        match self.attempts.get(a as usize) {
+            Some(att)
+                if att.active
+                    && !att.reported
+                    && !att.answered
+                    && att.key.idx as usize == idx
+                    && att.key.gen == slot.gen =>
+            {
+                (self.now_s - att.granted_s).max(0.0) * 1000.0
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Finds each candidate's oldest attempt still running without a report. O(attempts + n).
+    fn find_oldest_pending(&mut self) {
+        self.oldest_pending.clear();
+        self.oldest_pending.resize(self.slots.len(), NO_ATTEMPT);
+        for (a, att) in self.attempts.iter().enumerate() {
+            if !att.active || att.reported || att.answered {
+                continue;
+            }
+            let Some(o) = self.oldest_pending.get_mut(att.key.idx as usize) else {
+                continue;
+            };
+            if *o == NO_ATTEMPT || self.attempts[*o as usize].granted_s > att.granted_s {
+                *o = a as u32;
+            }
         }
     }
 
@@ -260,7 +302,7 @@ impl Core {
             };
             let c = self
                 .model
-                .components(&slot.fixed, stats, &self.score_context(slot));
+                .components(&slot.fixed, stats, &self.score_context(idx));
             Some(Learned::from(&c))
         } else {
             None
@@ -354,6 +396,7 @@ impl Core {
         for tree in &mut self.trees {
             tree.reserve_leaves(n);
         }
+        self.find_oldest_pending();
         for idx in 0..n {
             self.refresh_leaf_inner(idx, true, true, None);
         }
@@ -662,7 +705,7 @@ impl Core {
             for &i in &ev.keys {
                 let s = &self.slots[i as usize];
                 let fixed = m.fixed(&self.infos[i as usize]);
-                let c = m.components(&fixed, &s.stats.unpack(), &self.score_context(s));
+                let c = m.components(&fixed, &s.stats.unpack(), &self.score_context(i as usize));
                 ev.comps.push(c);
             }
         }

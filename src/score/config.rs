@@ -283,7 +283,7 @@ pub struct Config {
     /// Outlier ejection.
     pub ejection: EjectionConfig,
     /// How often every candidate's cached score is refreshed (windows forget, statistics decay,
-    /// all-candidate averages move), milliseconds.
+    /// all-candidate averages move, attempts still running age), milliseconds.
     pub refresh_ms: u64,
     /// Live A/B arms: each request is assigned one by share (sticky by its key) and drawn with
     /// that arm's weights and filters; all arms share the learned statistics. Empty: one policy.
@@ -364,7 +364,7 @@ impl Default for Config {
             price: PriceConfig::default(),
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
-            refresh_ms: 1000,
+            refresh_ms: 250,
             arms: Vec::new(),
             shadows: Vec::new(),
         }

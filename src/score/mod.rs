@@ -165,6 +165,9 @@ pub(crate) struct ScoreContext {
     pub(crate) stake_total: f64,
     pub(crate) in_flight: u32,
     pub(crate) limit: u32,
+    /// How long the candidate's oldest attempt still running has gone without a result,
+    /// milliseconds (0 for none): its time to a result is at least that.
+    pub(crate) pending_ms: f64,
 }
 
 /// A validated config turned into the channel layout and scoring rules.
@@ -343,7 +346,19 @@ impl ScoreModel {
         let per_success = stats
             .attempt_ms
             .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
-        let time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
+        let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
+        // An attempt still running without a first byte is a censored sample: its time to a
+        // result is at least its age. Once that age passes what a try is expected to take, the
+        // candidate is charged as if a try took that long, seconds before a timeout says so
+        // (the peak of latency-aware balancers).
+        if let (true, Some(o)) = (ctx.pending_ms > 0.0, ctx.overall.attempt_ms) {
+            let o = if o > 0.0 { o } else { 1.0 };
+            let expected = stats.attempt_ms.map_or(o, |t| o + (t - o) * decay);
+            if ctx.pending_ms > expected {
+                let censored = (-(ctx.pending_ms / success.max(MIN_SUCCESS_FOR_TIME)) / o).exp();
+                time_to_success = time_to_success.min(censored);
+            }
+        }
         let c = Components {
             success,
             connect,

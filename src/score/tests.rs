@@ -14,6 +14,7 @@ fn ctx(overall: Overall) -> ScoreContext {
         stake_total: 0.0,
         in_flight: 0,
         limit: u32::MAX,
+        pending_ms: 0.0,
     }
 }
 

@@ -22,6 +22,9 @@ enum Ev {
     Start(u32),
     /// An open-loop arrival.
     Arrive,
+    /// A successful attempt's first byte arrives (index into the attempt slab); always before
+    /// its end, which frees the slab entry.
+    FirstByte(u32),
     /// An attempt ends (index into the attempt slab).
     End(u32),
     /// A timeline event (index).
@@ -184,6 +187,10 @@ impl<'a> Engine<'a> {
                     } else {
                         self.arrivals_done = true;
                     }
+                }
+                Ev::FirstByte(a) => {
+                    let att = self.atts[a as usize];
+                    self.policy.first_byte(att.req, att.cand, now);
                 }
                 Ev::End(a) => self.end_attempt(a, now),
                 Ev::Timeline(i) => self.timeline(i as usize, now),
@@ -358,6 +365,9 @@ impl<'a> Engine<'a> {
                 self.atts.len() as u32 - 1
             }
         };
+        if let Some(t) = result.first_byte_s() {
+            self.at(now + t, Ev::FirstByte(a));
+        }
         self.at(now + result.end_s, Ev::End(a));
     }
 

@@ -44,6 +44,9 @@ pub(crate) trait Policy: Send {
     fn remove(&mut self, cand: Cand, now: f64, world: &World<'_>);
     /// A request wants its first attempt; `eligible` is `None` for every candidate.
     fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>);
+    /// A successful attempt's first byte came (its outcome follows at the end of the
+    /// transfer). Most policies learn from outcomes alone.
+    fn first_byte(&mut self, _req: Req, _cand: Cand, _now: f64) {}
     /// An attempt's outcome.
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64);
     /// An attempt's slot is free; `retry`: the request wants another candidate it has not tried.
@@ -387,6 +390,12 @@ impl Policy for CoordinatorPolicy {
                 self.out.push_back(Decision::Reject { req });
                 self.drain(None);
             }
+        }
+    }
+
+    fn first_byte(&mut self, req: Req, _cand: Cand, _now: f64) {
+        if let Some(attempt) = self.requests[req as usize].1 {
+            let _ = self.core.first_byte(attempt);
         }
     }
 
