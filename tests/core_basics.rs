@@ -190,3 +190,70 @@ fn slow_failures_cost_more_time_to_success_than_fast_ones() {
         slow.time_to_success
     );
 }
+
+#[test]
+fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
+    // `a` and `b` share a history of 100 ms successes. An attempt on `a` then runs: younger
+    // than a try usually takes it changes nothing; older, `a` is charged from the next refresh
+    // as if a try took that long; once its first byte is reported it stops counting.
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(5);
+    let config = Config {
+        refresh_ms: 20,
+        ..Config::default()
+    };
+    let mut core = Core::new(config, start).unwrap();
+    for id in ["a", "b"] {
+        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
+            .unwrap();
+    }
+    let mut now = start;
+    for _ in 0..10 {
+        for id in ["a", "b"] {
+            core.ready(Request::only([id]), now, &mut rng).unwrap();
+            let Some(Event::Granted(g)) = core.poll_event() else {
+                panic!("a grant")
+            };
+            now += Duration::from_millis(100);
+            core.outcome(
+                g.attempt,
+                Outcome::success_with(20.0, 100.0, 1000, 150.0),
+                now,
+            )
+            .unwrap();
+            core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        }
+    }
+    let time_of = |core: &Core, id: &str| {
+        core.candidate(&id.into())
+            .unwrap()
+            .components
+            .time_to_success
+    };
+    core.ready(Request::only(["a"]), now, &mut rng).unwrap();
+    let Some(Event::Granted(g)) = core.poll_event() else {
+        panic!("a grant")
+    };
+    // Two ticks a refresh period apart: at least one refresh between them.
+    let mut refreshed = |core: &mut Core, now: &mut Instant| {
+        for _ in 0..2 {
+            *now += Duration::from_millis(30);
+            core.tick(*now, &mut rng);
+        }
+    };
+    refreshed(&mut core, &mut now);
+    assert_eq!(time_of(&core, "a"), time_of(&core, "b"), "a young attempt");
+    now += Duration::from_secs(2);
+    refreshed(&mut core, &mut now);
+    let (a, b) = (time_of(&core, "a"), time_of(&core, "b"));
+    assert!(a < 0.01 * b, "a {a} vs b {b} after 2 s without an answer");
+    core.first_byte(g.attempt).unwrap();
+    refreshed(&mut core, &mut now);
+    assert_eq!(time_of(&core, "a"), time_of(&core, "b"), "answered");
+    core.outcome(g.attempt, Outcome::success(), now).unwrap();
+    core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    assert!(
+        core.first_byte(g.attempt).is_err(),
+        "a finished attempt is unknown"
+    );
+}

@@ -245,15 +245,14 @@ fn coordinator_beats_lassie_on_retrieval() {
     assert!(ours <= 0.85 * lassie, "{ours} vs {lassie}");
 }
 
-/// Out of reach (measured: 1.14 x the oracle over 20 seeds, 420 against 370 ms): the
-/// coordinator learns each provider's odds while the oracle reads them. About 40% of the gap is
-/// the first 10 s (the first tries of 40 unknown providers, whose timeouts take 3 s to show),
-/// the rest the 1% floor's probes and estimation noise. See docs/tuning.md. Run with
-/// `cargo test --test sim -- --ignored`.
+/// Measured 1.09 x the oracle (406 against 373 ms over these 8 seeds; 403 against 370 over
+/// 20). The coordinator learns each provider's odds while the oracle reads them; what closes
+/// most of the gap is charging a provider for its attempts still running without an answer,
+/// before their timeouts show (docs/tuning.md). Eight seeds, not four, so the check does not
+/// hang on one seed's luck.
 #[test]
-#[ignore = "target not reached: coordinator ttfb is 1.14 x oracle on lassie-retrieval"]
 fn coordinator_is_near_the_oracle_on_retrieval() {
-    let r = run("lassie-retrieval", &["coordinator", "oracle"], 4);
+    let r = run("lassie-retrieval", &["coordinator", "oracle"], 8);
     let ours = get(&r, "coordinator").ttfb_ms.mean;
     let oracle = get(&r, "oracle").ttfb_ms.mean;
     assert!(ours <= 1.10 * oracle, "{ours} vs {oracle}");

@@ -418,3 +418,34 @@ fn warm_up_averages_the_first_samples_then_settles_on_alpha() {
     );
     assert!((cold.success.unwrap() - 0.9).abs() < 1e-12);
 }
+
+#[test]
+fn a_running_attempt_older_than_expected_reads_as_a_try_that_long() {
+    let m = model(Config::default());
+    let overall = Overall {
+        attempt_ms: Some(200.0),
+        ..Overall::default()
+    };
+    let stats = Stats {
+        success: Some(0.5),
+        attempt_ms: Some(100.0),
+        ..Stats::default()
+    };
+    let fixed = m.fixed(&CandidateInfo::new("a"));
+    let time = |pending_ms: f64, stats: &Stats| {
+        let c = ScoreContext {
+            pending_ms,
+            ..ctx(overall)
+        };
+        m.components(&fixed, stats, &c).time_to_success
+    };
+    // Expected: 100 / 0.5 = 200 ms per success, r = 1.
+    assert!((time(0.0, &stats) - (-1.0f64).exp()).abs() < 1e-12);
+    assert_eq!(time(90.0, &stats), time(0.0, &stats), "younger than a try");
+    // 400 ms running: at least 400 / 0.5 = 800 ms per success, r = 4.
+    assert!((time(400.0, &stats) - (-4.0f64).exp()).abs() < 1e-12);
+    // A candidate never tried is expected to take the average try; beyond it, its age counts.
+    let unknown = Stats::default();
+    assert_eq!(time(150.0, &unknown), time(0.0, &unknown));
+    assert!((time(600.0, &unknown) - (-3.0f64).exp()).abs() < 1e-12);
+}
