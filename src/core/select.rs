@@ -153,7 +153,9 @@ impl Core {
         )
     }
 
-    fn score_context(&self, idx: usize) -> ScoreContext {
+    /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still
+    /// counts in its in-flight number).
+    fn score_context(&self, idx: usize, reporting: bool) -> ScoreContext {
         let slot = &self.slots[idx];
         ScoreContext {
             overall: self.overall,
@@ -162,7 +164,12 @@ impl Core {
             stake_total: self.stake_total,
             in_flight: slot.in_flight,
             limit: self.limit_of(slot),
-            pending_ms: self.pending_ms(idx),
+            // Usually no other attempt of it runs: then there is nothing to look up.
+            pending_ms: if slot.in_flight > u32::from(reporting) {
+                self.pending_ms(idx)
+            } else {
+                0.0
+            },
         }
     }
 
@@ -292,6 +299,8 @@ impl Core {
         let learned = if !slot.live {
             Some(Learned::default())
         } else if full {
+            // Only an outcome hands its statistics in.
+            let from_outcome = stats.is_some();
             let unpacked;
             let stats = match stats {
                 Some(s) => s,
@@ -300,9 +309,9 @@ impl Core {
                     &unpacked
                 }
             };
-            let c = self
-                .model
-                .components(&slot.fixed, stats, &self.score_context(idx));
+            let c =
+                self.model
+                    .components(&slot.fixed, stats, &self.score_context(idx, from_outcome));
             Some(Learned::from(&c))
         } else {
             None
@@ -705,7 +714,11 @@ impl Core {
             for &i in &ev.keys {
                 let s = &self.slots[i as usize];
                 let fixed = m.fixed(&self.infos[i as usize]);
-                let c = m.components(&fixed, &s.stats.unpack(), &self.score_context(i as usize));
+                let c = m.components(
+                    &fixed,
+                    &s.stats.unpack(),
+                    &self.score_context(i as usize, false),
+                );
                 ev.comps.push(c);
             }
         }

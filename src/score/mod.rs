@@ -347,17 +347,14 @@ impl ScoreModel {
             .attempt_ms
             .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
         let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
-        // An attempt still running without a first byte is a censored sample: its time to a
-        // result is at least its age. Once that age passes what a try is expected to take, the
-        // candidate is charged as if a try took that long, seconds before a timeout says so
-        // (the peak of latency-aware balancers).
-        if let (true, Some(o)) = (ctx.pending_ms > 0.0, ctx.overall.attempt_ms) {
-            let o = if o > 0.0 { o } else { 1.0 };
-            let expected = stats.attempt_ms.map_or(o, |t| o + (t - o) * decay);
-            if ctx.pending_ms > expected {
-                let censored = (-(ctx.pending_ms / success.max(MIN_SUCCESS_FOR_TIME)) / o).exp();
-                time_to_success = time_to_success.min(censored);
-            }
+        if ctx.pending_ms > 0.0 {
+            time_to_success = time_to_success.min(Self::censored_time(
+                ctx.pending_ms,
+                stats.attempt_ms,
+                ctx.overall.attempt_ms,
+                success,
+                decay,
+            ));
         }
         let c = Components {
             success,
@@ -373,6 +370,32 @@ impl ScoreModel {
             time_to_success,
         };
         sanitize(c)
+    }
+
+    /// The time component an attempt still running without a first byte allows: it is a
+    /// censored sample, its time to a result at least its age. Once that age passes what a try
+    /// is expected to take, the candidate is charged as if a try took that long, seconds before
+    /// a timeout says so (the peak of latency-aware balancers). 1 (no bound) otherwise. Out of
+    /// line: most outcomes leave no other attempt running.
+    #[cold]
+    #[inline(never)]
+    fn censored_time(
+        pending_ms: f64,
+        attempt_ms: Option<f64>,
+        overall_ms: Option<f64>,
+        success: f64,
+        decay: f64,
+    ) -> f64 {
+        let Some(o) = overall_ms else {
+            return 1.0;
+        };
+        let o = if o > 0.0 { o } else { 1.0 };
+        let expected = attempt_ms.map_or(o, |t| o + (t - o) * decay);
+        if pending_ms > expected {
+            (-(pending_ms / success.max(MIN_SUCCESS_FOR_TIME)) / o).exp()
+        } else {
+            1.0
+        }
     }
 
     /// Every component from the cached learned ones and the slot's current state: the same
