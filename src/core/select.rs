@@ -258,9 +258,15 @@ impl Core {
                     &unpacked
                 }
             };
-            let c = self
-                .model
-                .components(&slot.fixed, stats, &self.score_context(slot));
+            // The coarse refresh (deferred) recomputes every component; an event's refresh
+            // keeps those no channel reads.
+            let previous = (!deferred).then_some(&slot.learned);
+            let c = self.model.components_reusing(
+                &slot.fixed,
+                stats,
+                &self.score_context(slot),
+                previous,
+            );
             Some(Learned::from(&c))
         } else {
             None
