@@ -65,6 +65,8 @@ async fn grant_outcome_done_flow() {
     assert_eq!((s.in_flight, s.waiting), (1, 1));
 
     let chosen = first.candidate().clone();
+    // The first byte, then the outcome at the end of the transfer: neither is a stray.
+    first.first_byte();
     first.report(Outcome::success_with(10.0, 20.0, 1000, 30.0));
     first.done(Next::Finish);
     let second = next_permit(&mut rx).await;

@@ -7,7 +7,7 @@ use actix::{ActorContext, Context, Handler, MessageResult};
 use tokio::sync::mpsc;
 
 use super::messages::{
-    AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, GetState, Ready, Reask,
+    AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState, Ready, Reask,
     RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe,
     SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
@@ -56,6 +56,18 @@ impl Handler<Report> for Coordinator {
             self.metrics
                 .on_outcome(msg.attempt, &candidate, &msg.outcome);
         }
+        self.ignore(result);
+    }
+}
+
+impl Handler<FirstByte> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: FirstByte, _: &mut Context<Self>) {
+        if self.is_stale(msg.incarnation) {
+            return;
+        }
+        let result = self.core.first_byte(msg.attempt);
         self.ignore(result);
     }
 }

@@ -104,6 +104,17 @@ pub struct Report {
     pub outcome: Outcome,
 }
 
+/// An attempt's first byte came; its outcome follows (usually sent by
+/// [`Permit::first_byte`](super::Permit::first_byte)).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct FirstByte {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// The incarnation that granted it ([`Permit::incarnation`](super::Permit::incarnation)).
+    pub incarnation: u64,
+}
+
 /// An attempt's slot is free (usually sent by [`Permit::done`](super::Permit::done)).
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]

@@ -13,6 +13,7 @@
 //!                               drain core.poll_event():
 //!  Answer::Granted(Permit)   ◀─   Granted  → Permit{attempt, candidate, coordinator}
 //!  Answer::Rejected{reason}  ◀─   Rejected → reason
+//!  permit.first_byte()       ─▶ core.first_byte(attempt)        ─▶ no longer waiting (optional)
 //!  permit.report(outcome)    ─▶ core.outcome(attempt, outcome)  ─▶ statistics → scores
 //!  permit.done(next)         ─▶ core.done(attempt, next)        ─▶ slot free → next grant
 //!  (drop permit)             ─▶ core.done(attempt, Finish)         (no report: no statistics)
@@ -104,9 +105,9 @@ pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
 #[doc(hidden)]
 pub use messages::Crash;
 pub use messages::{
-    AddCandidate, Cancel, Decision, Done, Explain, Finish, GetState, Ready, Reask, RemoveCandidate,
-    Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe, SubscribeChannel,
-    TakeSnapshot, UpdateCandidate,
+    AddCandidate, Cancel, Decision, Done, Explain, Finish, FirstByte, GetState, Ready, Reask,
+    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe,
+    SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};

@@ -4,7 +4,7 @@ use std::fmt;
 
 use actix::{Addr, Message};
 
-use super::messages::{Done, Dropped, Report};
+use super::messages::{Done, Dropped, FirstByte, Report};
 use super::Coordinator;
 use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
 use crate::error::Rejection;
@@ -75,6 +75,19 @@ impl Permit {
     /// Everything about the grant: probability, how it was chosen, how long it waited.
     pub fn grant(&self) -> &Grant {
         &self.grant
+    }
+
+    /// Says the attempt's first byte came, when its outcome is reported only later (at the end
+    /// of a transfer). Optional, but without it an attempt that has answered still counts as
+    /// one waiting for an answer until its outcome, which charges long transfers as slow
+    /// answers (see `weights.time_to_success` in docs/config.toml).
+    pub fn first_byte(&self) {
+        if let Some(addr) = &self.coordinator {
+            addr.do_send(FirstByte {
+                attempt: self.grant.attempt,
+                incarnation: self.incarnation,
+            });
+        }
     }
 
     /// Reports the attempt's outcome; the statistics learn from it. Only the first report of

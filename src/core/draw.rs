@@ -137,6 +137,19 @@ impl SumTree {
         let blocks = self.blocks();
         let mut n = 1;
         while n < blocks {
+            // The nodes three levels down from `n` share one cache line (8n to 8n + 7): read
+            // it now, so on a tree larger than the cache its miss overlaps the two levels in
+            // between instead of following them.
+            std::hint::black_box(self.nodes.get(8 * n).copied());
+            if 4 * n >= blocks {
+                // Two levels above the blocks: the leaf lines of the four blocks below, two
+                // adjacent pairs.
+                let b0 = 4 * n - blocks;
+                std::hint::black_box((
+                    self.leaves.get(b0 * BLOCK).copied(),
+                    self.leaves.get((b0 + 2) * BLOCK).copied(),
+                ));
+            }
             let left = self.nodes[2 * n];
             let right = self.nodes[2 * n + 1];
             // Branch-free step: the direction is a coin flip the predictor cannot learn.

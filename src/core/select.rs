@@ -309,9 +309,15 @@ impl Core {
                     &unpacked
                 }
             };
-            let c =
-                self.model
-                    .components(&slot.fixed, stats, &self.score_context(idx, from_outcome));
+            // The coarse refresh (deferred) recomputes every component; an event's refresh
+            // keeps those no channel reads.
+            let previous = (!deferred).then_some(&slot.learned);
+            let c = self.model.components_reusing(
+                &slot.fixed,
+                stats,
+                &self.score_context(idx, from_outcome),
+                previous,
+            );
             Some(Learned::from(&c))
         } else {
             None

@@ -180,9 +180,15 @@ pub struct ScoreModel {
     time_power: Option<Power>,
     channels: Vec<Channel>,
     tag_total: f64,
+    /// Per component index: no channel reads it (weight 0), so an outcome's refresh may keep
+    /// its last value and the coarse refresh alone recomputes it.
+    unused: [bool; 11],
 }
 
 const UNIFORM: usize = 9;
+const CONNECT: usize = 1;
+const BANDWIDTH: usize = 3;
+const TIME_TO_SUCCESS: usize = 10;
 
 impl ScoreModel {
     /// Validates the config and lays out the channels.
@@ -232,7 +238,12 @@ impl ScoreModel {
             kind: ChannelKind::Uniform,
             mass: uniform_mass,
         });
+        let mut unused = comp_weights.map(|w| w <= 0.0);
+        if config.mode == Mode::Sum && config.time_exponent > 0.0 {
+            unused[TIME_TO_SUCCESS] = false;
+        }
         Ok(ScoreModel {
+            unused,
             power: Power::of(config.exponent),
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
             config,
@@ -294,6 +305,20 @@ impl ScoreModel {
         stats: &Stats,
         ctx: &ScoreContext,
     ) -> Components {
+        self.components_reusing(fixed, stats, ctx, None)
+    }
+
+    /// [`ScoreModel::components`], but the components no channel reads are taken from
+    /// `previous` when given instead of computed (each is an `exp`): the hot-path refresh after
+    /// an outcome passes the cached ones, the coarse refresh recomputes everything.
+    pub(crate) fn components_reusing(
+        &self,
+        fixed: &Fixed,
+        stats: &Stats,
+        ctx: &ScoreContext,
+        previous: Option<&Learned>,
+    ) -> Components {
+        let kept = |k: usize| previous.filter(|_| self.unused[k]);
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = self.config.ema.success_prior;
         let success = match stats.success {
@@ -319,9 +344,15 @@ impl ScoreModel {
                 (-ratio).exp()
             }
         };
-        let connect = relative(stats.connect_ms, ctx.overall.connect_ms, false);
+        let connect = match kept(CONNECT) {
+            Some(p) => p.connect,
+            None => relative(stats.connect_ms, ctx.overall.connect_ms, false),
+        };
         let ttfb = relative(stats.ttfb_ms, ctx.overall.ttfb_ms, false);
-        let bandwidth = relative(stats.bandwidth_bps, ctx.overall.bandwidth_bps, true);
+        let bandwidth = match kept(BANDWIDTH) {
+            Some(p) => p.bandwidth,
+            None => relative(stats.bandwidth_bps, ctx.overall.bandwidth_bps, true),
+        };
         let win = &self.config.window;
         let (errors, total) = stats.window.counts(ctx.bucket, win.buckets as usize);
         let overload = if total < win.min_samples || total == 0 {
