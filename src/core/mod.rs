@@ -253,6 +253,10 @@ pub struct Core {
     /// The window bucket `now_s` falls in.
     bucket: u64,
     next_refresh_s: f64,
+    /// When the coarse refresh next recomputes the components no channel reads.
+    next_unused_s: f64,
+    /// Set during a coarse refresh that recomputes them.
+    unused_due: bool,
     dirty: bool,
 
     slots: Vec<Slot>,
@@ -314,6 +318,8 @@ impl Core {
             bucket: 0,
             now_s: 0.0,
             next_refresh_s: 0.0,
+            next_unused_s: 0.0,
+            unused_due: false,
             dirty: false,
             slots: Vec::new(),
             infos: Vec::new(),

@@ -10,6 +10,10 @@ use crate::score::{
     ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel, Stats,
 };
 
+/// How often the coarse refresh also recomputes the components no channel reads (they are
+/// only displayed), in seconds of core time.
+const UNUSED_REFRESH_S: f64 = 1.0;
+
 /// See [`Core::bucket`].
 pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 
@@ -309,16 +313,14 @@ impl Core {
                     &unpacked
                 }
             };
-            // The coarse refresh (deferred) recomputes every component; an event's refresh
-            // keeps those no channel reads.
-            let previous = (!deferred).then_some(&slot.learned);
-            let c = self.model.components_reusing(
-                &slot.fixed,
-                stats,
-                &self.score_context(idx, from_outcome),
-                previous,
-            );
-            Some(Learned::from(&c))
+            // Components no channel reads cannot move a draw: an outcome keeps them, and the
+            // coarse refresh recomputes them at most once a second (`unused_due`), for display.
+            let keep = from_outcome || (deferred && !self.unused_due);
+            let previous = keep.then_some(&slot.learned);
+            Some(
+                self.model
+                    .learned(stats, &self.score_context(idx, from_outcome), previous),
+            )
         } else {
             None
         };
@@ -412,9 +414,14 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
+        self.unused_due = self.now_s >= self.next_unused_s;
+        if self.unused_due {
+            self.next_unused_s = self.now_s + UNUSED_REFRESH_S;
+        }
         for idx in 0..n {
             self.refresh_leaf_inner(idx, true, true, None);
         }
+        self.unused_due = false;
         for tree in &mut self.trees {
             tree.rebuild();
         }
@@ -429,6 +436,8 @@ impl Core {
 
     /// Rebuilds the trees after the channel layout changed (a new config).
     pub(crate) fn rebuild_trees(&mut self) {
+        // A component the old config left unread may be read now: recompute every one.
+        self.next_unused_s = f64::NEG_INFINITY;
         self.trees = vec![SumTree::default(); self.model.channels().len()];
         for slot in &mut self.slots {
             slot.in_tree = false;

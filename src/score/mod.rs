@@ -143,19 +143,6 @@ impl Learned {
     }
 }
 
-impl From<&Components> for Learned {
-    fn from(c: &Components) -> Self {
-        Learned {
-            success: c.success,
-            connect: c.connect,
-            ttfb: c.ttfb,
-            bandwidth: c.bandwidth,
-            overload: c.overload,
-            time_to_success: c.time_to_success,
-        }
-    }
-}
-
 /// Inputs to a component computation that are not the candidate's own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ScoreContext {
@@ -305,19 +292,25 @@ impl ScoreModel {
         stats: &Stats,
         ctx: &ScoreContext,
     ) -> Components {
-        self.components_reusing(fixed, stats, ctx, None)
+        let learned = self.learned(stats, ctx, None);
+        let load = self.load_component(
+            ctx.in_flight,
+            ctx.limit,
+            stats.attempts,
+            stats.overload_evidence,
+        );
+        self.assemble_parts(&learned, fixed, ctx.stake_total, load)
     }
 
-    /// [`ScoreModel::components`], but the components no channel reads are taken from
-    /// `previous` when given instead of computed (each is an `exp`): the hot-path refresh after
-    /// an outcome passes the cached ones, the coarse refresh recomputes everything.
-    pub(crate) fn components_reusing(
+    /// The components a candidate's statistics decide (what the core caches per candidate),
+    /// each finite and in `[0, 1]`. Those no channel reads are taken from `previous` when given
+    /// instead of computed (each is an `exp`): an outcome's refresh passes the cached ones.
+    pub(crate) fn learned(
         &self,
-        fixed: &Fixed,
         stats: &Stats,
         ctx: &ScoreContext,
         previous: Option<&Learned>,
-    ) -> Components {
+    ) -> Learned {
         let kept = |k: usize| previous.filter(|_| self.unused[k]);
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = self.config.ema.success_prior;
@@ -360,17 +353,6 @@ impl ScoreModel {
         } else {
             1.0 - errors as f64 / total as f64
         };
-        let load = self.load_component(
-            ctx.in_flight,
-            ctx.limit,
-            stats.attempts,
-            stats.overload_evidence,
-        );
-        let stake = if ctx.stake_total > 0.0 {
-            fixed.stake / ctx.stake_total
-        } else {
-            0.0
-        };
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
@@ -387,20 +369,14 @@ impl ScoreModel {
                 decay,
             ));
         }
-        let c = Components {
-            success,
-            connect,
-            ttfb,
-            bandwidth,
-            overload,
-            load,
-            stake,
-            price: fixed.price,
-            tags: fixed.tags,
-            uniform: 1.0,
-            time_to_success,
-        };
-        sanitize(c)
+        Learned {
+            success: unit(success),
+            connect: unit(connect),
+            ttfb: unit(ttfb),
+            bandwidth: unit(bandwidth),
+            overload: unit(overload),
+            time_to_success: unit(time_to_success),
+        }
     }
 
     /// The time component an attempt still running without a first byte allows: it is a
@@ -441,13 +417,22 @@ impl ScoreModel {
         limit: u32,
         stats: &PackedStats,
     ) -> Components {
-        let unit = |x: f64| {
-            if x.is_finite() {
-                x.clamp(0.0, 1.0) + 0.0
-            } else {
-                0.0
-            }
-        };
+        let load = self.load_component(
+            in_flight,
+            limit,
+            stats.attempts(),
+            stats.overload_evidence(),
+        );
+        self.assemble_parts(learned, fixed, stake_total, load)
+    }
+
+    fn assemble_parts(
+        &self,
+        learned: &Learned,
+        fixed: &Fixed,
+        stake_total: f64,
+        load: f64,
+    ) -> Components {
         let stake = if stake_total > 0.0 {
             fixed.stake / stake_total
         } else {
@@ -459,12 +444,7 @@ impl ScoreModel {
             ttfb: learned.ttfb,
             bandwidth: learned.bandwidth,
             overload: learned.overload,
-            load: self.load_component(
-                in_flight,
-                limit,
-                stats.attempts(),
-                stats.overload_evidence(),
-            ),
+            load,
             stake: unit(stake),
             price: unit(fixed.price),
             tags: unit(fixed.tags),
@@ -724,26 +704,13 @@ fn powi(mut x: f64, mut n: u32) -> f64 {
     }
 }
 
-fn sanitize(c: Components) -> Components {
-    let f = |x: f64| {
-        if x.is_finite() {
-            // `+ 0.0` turns -0.0 (an empty float sum starts there) into 0.0 for display.
-            x.clamp(0.0, 1.0) + 0.0
-        } else {
-            0.0
-        }
-    };
-    Components {
-        success: f(c.success),
-        connect: f(c.connect),
-        ttfb: f(c.ttfb),
-        bandwidth: f(c.bandwidth),
-        overload: f(c.overload),
-        load: f(c.load),
-        stake: f(c.stake),
-        price: f(c.price),
-        tags: f(c.tags),
-        uniform: f(c.uniform),
-        time_to_success: f(c.time_to_success),
+/// A component as the draw may use it: finite and in `[0, 1]` (`+ 0.0` turns -0.0, where an
+/// empty float sum starts, into 0.0 for display).
+#[inline]
+fn unit(x: f64) -> f64 {
+    if x.is_finite() {
+        x.clamp(0.0, 1.0) + 0.0
+    } else {
+        0.0
     }
 }
