@@ -29,12 +29,12 @@ pub use arms::ShadowStats;
 pub use candidate::{CandidateId, CandidateInfo};
 pub use request::{AttemptId, Eligible, FailureClass, Next, Outcome, Request, RequestId, Success};
 
-use crate::decision::{DecisionReason, DecisionRecord};
+use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};
 use crate::score::{Components, Config, Fixed, Learned, Overall, PackedStats, ScoreModel, Stats};
 use draw::SumTree;
 use index::IdIndex;
-use select::{DrawSet, Evaluation, Slot};
+use select::{DrawSet, Drawn, Evaluation, Slot};
 
 /// "No limit" for the `u32` limits.
 pub const UNLIMITED: u32 = u32::MAX;
@@ -1170,24 +1170,7 @@ impl Core {
         self.counters.by_reason[reason_ix] += 1;
         let candidate = self.ids[cidx].clone();
         if record && evaluated {
-            let record = DecisionRecord {
-                time_s: self.now_s,
-                request,
-                attempt: Some(attempt),
-                reason: d.reason,
-                candidates: self.considered_with(
-                    arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
-                    &self.eval,
-                ),
-                filters: self.eval.filters.clone(),
-                fallbacks: self.eval.fallbacks.clone(),
-                roll: d.roll,
-                winner: Some(candidate.clone()),
-                winner_probability: d.probability,
-                arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
-                shadows: verdicts,
-            };
-            self.records.push_back(record);
+            self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }
         self.events.push_back(Event::Granted(Grant {
             request,
@@ -1199,6 +1182,40 @@ impl Core {
             arm,
         }));
         true
+    }
+
+    /// Builds and queues the record of an evaluated decision. Out of line and marked cold:
+    /// records are sampled, and keeping their construction out of the grant path keeps that
+    /// path's code as compact as in a build without records.
+    #[cold]
+    #[inline(never)]
+    fn push_record(
+        &mut self,
+        request: RequestId,
+        attempt: AttemptId,
+        d: &Drawn,
+        arm: Option<usize>,
+        winner: &CandidateId,
+        shadows: Vec<ShadowVerdict>,
+    ) {
+        let record = DecisionRecord {
+            time_s: self.now_s,
+            request,
+            attempt: Some(attempt),
+            reason: d.reason,
+            candidates: self.considered_with(
+                arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
+                &self.eval,
+            ),
+            filters: self.eval.filters.clone(),
+            fallbacks: self.eval.fallbacks.clone(),
+            roll: d.roll,
+            winner: Some(winner.clone()),
+            winner_probability: d.probability,
+            arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
+            shadows,
+        };
+        self.records.push_back(record);
     }
 
     // ----- output -----------------------------------------------------------------------
