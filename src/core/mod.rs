@@ -255,8 +255,6 @@ pub struct Core {
     next_refresh_s: f64,
     /// When the coarse refresh next recomputes the components no channel reads.
     next_unused_s: f64,
-    /// Set during a coarse refresh that recomputes them.
-    unused_due: bool,
     dirty: bool,
 
     slots: Vec<Slot>,
@@ -319,7 +317,6 @@ impl Core {
             now_s: 0.0,
             next_refresh_s: 0.0,
             next_unused_s: 0.0,
-            unused_due: false,
             dirty: false,
             slots: Vec::new(),
             infos: Vec::new(),

@@ -314,8 +314,9 @@ impl Core {
                 }
             };
             // Components no channel reads cannot move a draw: an outcome keeps them, and the
-            // coarse refresh recomputes them at most once a second (`unused_due`), for display.
-            let keep = from_outcome || (deferred && !self.unused_due);
+            // coarse refresh recomputes them at most once a second (`next_unused_s`), for
+            // display.
+            let keep = from_outcome || (deferred && self.now_s < self.next_unused_s);
             let previous = keep.then_some(&slot.learned);
             Some(
                 self.model
@@ -414,14 +415,12 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
-        self.unused_due = self.now_s >= self.next_unused_s;
-        if self.unused_due {
-            self.next_unused_s = self.now_s + UNUSED_REFRESH_S;
-        }
         for idx in 0..n {
             self.refresh_leaf_inner(idx, true, true, None);
         }
-        self.unused_due = false;
+        if self.now_s >= self.next_unused_s {
+            self.next_unused_s = self.now_s + UNUSED_REFRESH_S;
+        }
         for tree in &mut self.trees {
             tree.rebuild();
         }
