@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{AttemptId, CandidateId, RequestId};
 use crate::score::Components;
+use crate::vocab::{AttemptId, CandidateId, RequestId};
 
 /// How a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,11 +1,15 @@
-//! Errors: what went wrong and what to fix.
+//! Errors: what went wrong and what to fix, and the checks of caller input that find it.
+//!
+//! Beside the vocabulary at the bottom of the crate: it names ids, and the scoring config's
+//! [`ConfigError`] lives here so that every layer above can return it.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{AttemptId, CandidateId, RequestId};
-use crate::score::ConfigError;
+use crate::vocab::{AttemptId, CandidateId, RequestId};
+
+mod checks;
 
 /// An error from the coordinator's API: bad input or a reference to something that is gone.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -113,3 +117,57 @@ impl fmt::Display for Rejection {
 }
 
 impl std::error::Error for Rejection {}
+
+/// One thing wrong with a config, with its field path.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    /// The field path, e.g. `ema.alpha` (empty for the whole document).
+    pub path: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(path: &str, message: impl fmt::Display) -> Self {
+        Problem {
+            path: path.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Every problem found in a config, each with its field path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    /// The problems, in document order where there is one.
+    pub problems: Vec<Problem>,
+}
+
+impl ConfigError {
+    pub(crate) fn single(path: &str, message: impl fmt::Display) -> Self {
+        ConfigError {
+            problems: vec![Problem::new(path, message)],
+        }
+    }
+
+    /// The field paths with problems.
+    pub fn paths(&self) -> Vec<&str> {
+        self.problems.iter().map(|p| p.path.as_str()).collect()
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config:")?;
+        for p in &self.problems {
+            if p.path.is_empty() {
+                write!(f, "\n  - {}", p.message)?;
+            } else {
+                write!(f, "\n  - {}: {}", p.path, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}

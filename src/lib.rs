@@ -63,6 +63,7 @@ pub mod metrics;
 pub mod score;
 pub mod sim;
 pub mod snapshot;
+mod vocab;
 
 pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{

@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics::{SharedString, Unit};
 
-use crate::core::{AttemptId, CandidateId, Core, Counters, Event, Outcome};
+use crate::core::{AttemptId, CandidateId, Core, Counters, Event, Outcome, UNLIMITED};
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
 
@@ -96,7 +96,25 @@ pub mod names {
     /// Counter: decisions a shadow policy was asked about, label `shadow`.
     pub const SHADOW_DECISIONS: &str = "selcoord_shadow_decisions_total";
 
-    /// Every metric name above.
+    // Discovery's metrics (emitted by `crate::discovery`), kept here with the others.
+
+    /// Counter: fetches of candidate info, label `result` = `ok`, `error`, `timeout`, `invalid`.
+    pub const DISCOVERY_REQUESTS: &str = "selcoord_discovery_requests_total";
+    /// Histogram: seconds one refresh pass took, from its first fetch to its last answer or cut.
+    pub const DISCOVERY_REFRESH_DURATION: &str = "selcoord_discovery_refresh_duration_seconds";
+    /// Gauge: candidates with valid cached info (the ones pushed to the coordinator).
+    pub const DISCOVERY_CACHE_SIZE: &str = "selcoord_discovery_cache_size";
+    /// Gauge: age in seconds of the oldest valid cached info.
+    pub const DISCOVERY_CACHE_AGE: &str = "selcoord_discovery_cache_age_seconds";
+    /// Gauge: fetches running now.
+    pub const DISCOVERY_IN_FLIGHT: &str = "selcoord_discovery_fetches_in_flight";
+    /// Counter: perf-score document fetches that failed (previous scores kept), label `reason` =
+    /// `timeout`, `connect`, `status`, `too_large`, `malformed`, `body`.
+    pub const PERF_SCORE_ERRORS: &str = "selcoord_perf_scores_errors_total";
+    /// Counter: perf-score documents fetched and applied.
+    pub const PERF_SCORE_UPDATES: &str = "selcoord_perf_scores_updates_total";
+
+    /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
     pub const ALL: [&str; 23] = [
         DECISIONS,
         WINNER_PROBABILITY,
@@ -121,6 +139,17 @@ pub mod names {
         SHADOW_AGREEMENT,
         SHADOW_WINNER_PROBABILITY,
         SHADOW_DECISIONS,
+    ];
+
+    /// Every discovery metric name above.
+    pub const DISCOVERY: [&str; 7] = [
+        DISCOVERY_REQUESTS,
+        DISCOVERY_REFRESH_DURATION,
+        DISCOVERY_CACHE_SIZE,
+        DISCOVERY_CACHE_AGE,
+        DISCOVERY_IN_FLIGHT,
+        PERF_SCORE_ERRORS,
+        PERF_SCORE_UPDATES,
     ];
 
     /// The label value that collects every candidate past the cap.
@@ -258,11 +287,14 @@ pub fn describe() {
     describe_discovery();
 }
 
-/// Describes the discovery metrics (names in [`crate::discovery`]).
+/// Describes the discovery metrics.
 fn describe_discovery() {
-    use crate::discovery::{
-        METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_PERF_SCORE_ERRORS,
-        METRIC_PERF_SCORE_UPDATES, METRIC_REFRESH_DURATION, METRIC_REQUESTS,
+    use names::{
+        DISCOVERY_CACHE_AGE as METRIC_CACHE_AGE, DISCOVERY_CACHE_SIZE as METRIC_CACHE_SIZE,
+        DISCOVERY_IN_FLIGHT as METRIC_IN_FLIGHT,
+        DISCOVERY_REFRESH_DURATION as METRIC_REFRESH_DURATION,
+        DISCOVERY_REQUESTS as METRIC_REQUESTS, PERF_SCORE_ERRORS as METRIC_PERF_SCORE_ERRORS,
+        PERF_SCORE_UPDATES as METRIC_PERF_SCORE_UPDATES,
     };
     describe_counter!(
         METRIC_REQUESTS,
@@ -500,7 +532,7 @@ impl CoordinatorMetrics {
         gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
         gauge!(names::OPEN_REQUESTS).set(core.open_requests() as f64);
         gauge!(names::IN_FLIGHT).set(f64::from(core.in_flight()));
-        if limits.global != crate::core::UNLIMITED {
+        if limits.global != UNLIMITED {
             gauge!(names::IN_FLIGHT_LIMIT).set(f64::from(limits.global));
         }
         gauge!(names::CANDIDATES).set(core.candidate_count() as f64);
@@ -513,7 +545,7 @@ impl CoordinatorMetrics {
                 ejected += 1;
             }
             let label = self.labels.get(&view.info.id);
-            let limited = view.limit != crate::core::UNLIMITED;
+            let limited = view.limit != UNLIMITED;
             if CandidateLabels::is_other(&label) {
                 other_in_flight += f64::from(view.in_flight);
                 if limited {

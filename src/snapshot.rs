@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::CandidateInfo;
 use crate::error::Error;
 use crate::score::Overall;
+use crate::vocab::CandidateInfo;
 
 /// The snapshot format version this build writes and reads.
 pub const SNAPSHOT_VERSION: u32 = 1;

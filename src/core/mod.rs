@@ -12,10 +12,8 @@
 //! so nothing waits on anything but capacity: there is no deadlock to fall into.
 
 mod arms;
-mod candidate;
 mod draw;
 mod index;
-mod request;
 mod select;
 mod snapshot;
 
@@ -25,9 +23,11 @@ use std::time::Instant;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub use crate::vocab::{
+    AttemptId, CandidateId, CandidateInfo, Eligible, FailureClass, Next, Outcome, Request,
+    RequestId, Success,
+};
 pub use arms::ShadowStats;
-pub use candidate::{CandidateId, CandidateInfo};
-pub use request::{AttemptId, Eligible, FailureClass, Next, Outcome, Request, RequestId, Success};
 
 use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};

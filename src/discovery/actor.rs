@@ -17,7 +17,7 @@ use super::{
     METRIC_REQUESTS,
 };
 use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, UpdateCandidate};
-use crate::core::{CandidateId, CandidateInfo};
+use crate::vocab::{CandidateId, CandidateInfo};
 
 /// A change to the coordinator's candidate set.
 #[derive(Clone, Debug, PartialEq, Message)]

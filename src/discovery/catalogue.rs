@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use super::config::{DiscoveryConfig, DiscoveryError};
 use super::events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport};
 use super::FetchError;
-use crate::core::{CandidateId, CandidateInfo};
+use crate::vocab::{CandidateId, CandidateInfo};
 
 #[derive(Clone, Copy)]
 enum Failure {

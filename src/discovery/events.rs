@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::{CandidateId, CandidateInfo};
+use crate::vocab::{CandidateId, CandidateInfo};
 
 /// What the catalogue asks its driver to do, in order.
 #[derive(Clone, Debug, PartialEq)]

@@ -91,23 +91,14 @@ pub use catalogue::Catalogue;
 pub use config::{DiscoveryConfig, DiscoveryError};
 pub use events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport};
 
-use crate::core::{CandidateId, CandidateInfo};
+use crate::vocab::{CandidateId, CandidateInfo};
 
-/// Counter: fetches of candidate info, label `result` = `ok`, `error`, `timeout`, `invalid`.
-pub const METRIC_REQUESTS: &str = "selcoord_discovery_requests_total";
-/// Histogram: seconds one refresh pass took, from its first fetch to its last answer or cut.
-pub const METRIC_REFRESH_DURATION: &str = "selcoord_discovery_refresh_duration_seconds";
-/// Gauge: candidates with valid cached info (the ones pushed to the coordinator).
-pub const METRIC_CACHE_SIZE: &str = "selcoord_discovery_cache_size";
-/// Gauge: age in seconds of the oldest valid cached info.
-pub const METRIC_CACHE_AGE: &str = "selcoord_discovery_cache_age_seconds";
-/// Gauge: fetches running now.
-pub const METRIC_IN_FLIGHT: &str = "selcoord_discovery_fetches_in_flight";
-/// Counter: perf-score document fetches that failed (previous scores kept), label `reason` =
-/// `timeout`, `connect`, `status`, `too_large`, `malformed`, `body`.
-pub const METRIC_PERF_SCORE_ERRORS: &str = "selcoord_perf_scores_errors_total";
-/// Counter: perf-score documents fetched and applied.
-pub const METRIC_PERF_SCORE_UPDATES: &str = "selcoord_perf_scores_updates_total";
+pub use crate::metrics::names::{
+    DISCOVERY_CACHE_AGE as METRIC_CACHE_AGE, DISCOVERY_CACHE_SIZE as METRIC_CACHE_SIZE,
+    DISCOVERY_IN_FLIGHT as METRIC_IN_FLIGHT, DISCOVERY_REFRESH_DURATION as METRIC_REFRESH_DURATION,
+    DISCOVERY_REQUESTS as METRIC_REQUESTS, PERF_SCORE_ERRORS as METRIC_PERF_SCORE_ERRORS,
+    PERF_SCORE_UPDATES as METRIC_PERF_SCORE_UPDATES,
+};
 
 /// Why fetching one candidate's info failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

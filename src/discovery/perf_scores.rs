@@ -20,7 +20,7 @@ use hyper::{StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
 use super::{METRIC_PERF_SCORE_ERRORS, METRIC_PERF_SCORE_UPDATES};
-use crate::core::CandidateId;
+use crate::vocab::CandidateId;
 
 /// Scores of one region by candidate.
 pub type Scores = BTreeMap<CandidateId, f64>;

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::load::{ConfigError, Problem};
 use super::stats::WINDOW_RING;
+use crate::error::{ConfigError, Problem};
 
 /// How component scores become a draw probability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]

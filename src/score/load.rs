@@ -5,13 +5,13 @@
 //! string, expected f64"), so the document is first checked against the shape of a fully
 //! populated config; only what passes is deserialised, then [`Config::validate`] checks values.
 
-use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::config::{Arm, Config, Shadow};
+use crate::error::{ConfigError, Problem};
 
 /// Fields that may be absent or `null` (each is an `Option` in [`Config`]).
 const OPTIONAL: [&str; 5] = [
@@ -67,7 +67,7 @@ impl Config {
         } else {
             Self::from_toml_str(&text)
         };
-        parsed.map_err(|e| e.in_file(path))
+        parsed.map_err(|e| in_file(e, path))
     }
 
     fn from_document(mut doc: Value, mut problems: Vec<Problem>) -> Result<Self, ConfigError> {
@@ -387,63 +387,10 @@ fn merge(base: &mut Value, patch: Value) {
     }
 }
 
-/// One thing wrong with a config, with its field path.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Problem {
-    /// The field path, e.g. `ema.alpha` (empty for the whole document).
-    pub path: String,
-    /// What is wrong and what is expected.
-    pub message: String,
-}
-
-impl Problem {
-    pub(crate) fn new(path: &str, message: impl fmt::Display) -> Self {
-        Problem {
-            path: path.to_string(),
-            message: message.to_string(),
-        }
+/// Names the file in every problem's message.
+fn in_file(mut e: ConfigError, path: &Path) -> ConfigError {
+    for p in &mut e.problems {
+        p.message = format!("{} (in {})", p.message, path.display());
     }
+    e
 }
-
-/// Every problem found in a config, each with its field path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError {
-    /// The problems, in document order where there is one.
-    pub problems: Vec<Problem>,
-}
-
-impl ConfigError {
-    pub(crate) fn single(path: &str, message: impl fmt::Display) -> Self {
-        ConfigError {
-            problems: vec![Problem::new(path, message)],
-        }
-    }
-
-    fn in_file(mut self, path: &Path) -> Self {
-        for p in &mut self.problems {
-            p.message = format!("{} (in {})", p.message, path.display());
-        }
-        self
-    }
-
-    /// The field paths with problems.
-    pub fn paths(&self) -> Vec<&str> {
-        self.problems.iter().map(|p| p.path.as_str()).collect()
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid config:")?;
-        for p in &self.problems {
-            if p.path.is_empty() {
-                write!(f, "\n  - {}", p.message)?;
-            } else {
-                write!(f, "\n  - {}: {}", p.path, p.message)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigError {}

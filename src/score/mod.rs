@@ -31,17 +31,17 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use crate::error::{ConfigError, Problem};
 pub use config::{
     Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
     Weights, WindowConfig, PRESETS,
 };
-pub use load::{ConfigError, Problem};
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{CandidateInfo, FailureClass, Outcome};
+use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 use stats::ema;
 
 /// One candidate's score components, each in `[0, 1]`.

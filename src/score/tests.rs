@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::core::{CandidateInfo, FailureClass, Outcome};
+use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 
 fn ctx(overall: Overall) -> ScoreContext {
     ScoreContext {

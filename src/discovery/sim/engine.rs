@@ -8,11 +8,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::{DiscoveryScenario, ModeReport, ScenarioError, WaitSummary};
-use crate::core::{CandidateId, CandidateInfo};
 use crate::discovery::catalogue::Catalogue;
 use crate::discovery::config::DiscoveryConfig;
 use crate::discovery::events::Action;
 use crate::discovery::FetchError;
+use crate::vocab::{CandidateId, CandidateInfo};
 
 /// One run's raw figures.
 #[derive(Debug, Default)]

@@ -1,0 +1,82 @@
+//! Checks of what callers hand in: each turns an unusable value into an [`Error`] that names
+//! the field and what is wrong with it.
+
+use crate::error::Error;
+use crate::vocab::{CandidateInfo, Eligible, Outcome, Request};
+
+impl CandidateInfo {
+    /// Checks that every number is usable: finite and not negative, a non-empty id, a limit > 0.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |field: String, problem: &str| Error::InvalidCandidate {
+            id: self.id.clone(),
+            field,
+            problem: problem.to_string(),
+        };
+        if self.id.as_str().is_empty() {
+            return Err(bad("id".into(), "must not be empty"));
+        }
+        check_number(self.stake).map_err(|p| bad("stake".into(), p))?;
+        check_number(self.price).map_err(|p| bad("price".into(), p))?;
+        for (region, score) in &self.perf_scores {
+            check_number(*score).map_err(|p| bad(format!("perf_scores.{region}"), p))?;
+        }
+        if self.max_in_flight == Some(0) {
+            return Err(bad("max_in_flight".into(), "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+impl Request {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.parallelism == 0 {
+            return Err(Error::InvalidRequest(
+                "parallelism must be at least 1".into(),
+            ));
+        }
+        if let Eligible::Only(ids) = &self.eligible {
+            if ids.is_empty() {
+                return Err(Error::InvalidRequest(
+                    "the eligible set is empty: name at least one candidate or use Eligible::All"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Outcome {
+    /// Checks every number: finite and not negative.
+    pub fn validate(&self) -> Result<(), Error> {
+        if let Outcome::Success(s) = self {
+            for (field, v) in [
+                ("connect_ms", s.connect_ms),
+                ("ttfb_ms", s.ttfb_ms),
+                ("duration_ms", s.duration_ms),
+            ] {
+                if let Some(v) = v {
+                    check_number(v).map_err(|problem| Error::InvalidOutcome {
+                        field,
+                        value: v,
+                        problem,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` for finite, non-negative numbers; otherwise what is wrong with it.
+fn check_number(x: f64) -> Result<(), &'static str> {
+    if x.is_nan() {
+        Err("is NaN")
+    } else if x.is_infinite() {
+        Err("is infinite")
+    } else if x < 0.0 {
+        Err("is negative")
+    } else {
+        Ok(())
+    }
+}

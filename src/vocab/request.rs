@@ -1,0 +1,112 @@
+//! Requests: what a unit of work asks of the coordinator, and what a worker does next.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::CandidateId;
+
+/// Which candidates a request may use.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Eligible {
+    /// Every candidate (the fast path: an O(log n) draw over a sum tree).
+    #[default]
+    All,
+    /// Only these candidates (an O(k) draw).
+    Only(Vec<CandidateId>),
+}
+
+/// A unit of work that needs a candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Request {
+    /// Which candidates it may use.
+    pub eligible: Eligible,
+    /// How many attempts it runs at once (each on a different candidate). Default 1.
+    pub parallelism: u32,
+    /// Candidates it must not use.
+    pub exclude: Vec<CandidateId>,
+    /// When it stops waiting; a waiting request past its deadline is rejected.
+    #[serde(skip)]
+    pub deadline: Option<Instant>,
+    /// Capabilities a candidate must offer.
+    pub capabilities: Vec<String>,
+    /// An optional key (for sticky assignment such as A/B arms).
+    pub key: Option<String>,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request {
+            eligible: Eligible::All,
+            parallelism: 1,
+            exclude: Vec::new(),
+            deadline: None,
+            capabilities: Vec::new(),
+            key: None,
+        }
+    }
+}
+
+impl Request {
+    /// A request that may use any candidate, one attempt at a time.
+    pub fn any() -> Self {
+        Request::default()
+    }
+
+    /// A request limited to these candidates.
+    pub fn only<I, C>(ids: I) -> Self
+    where
+        I: IntoIterator<Item = C>,
+        C: Into<CandidateId>,
+    {
+        Request {
+            eligible: Eligible::Only(ids.into_iter().map(Into::into).collect()),
+            ..Request::default()
+        }
+    }
+
+    /// Sets how many attempts run at once (builder style).
+    pub fn with_parallelism(mut self, n: u32) -> Self {
+        self.parallelism = n;
+        self
+    }
+
+    /// Sets the deadline (builder style).
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Excludes a candidate (builder style).
+    pub fn excluding(mut self, id: impl Into<CandidateId>) -> Self {
+        self.exclude.push(id.into());
+        self
+    }
+
+    /// Requires a capability (builder style).
+    pub fn requiring(mut self, capability: impl Into<String>) -> Self {
+        self.capabilities.push(capability.into());
+        self
+    }
+
+    /// Sets the sticky key (builder style).
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+}
+
+/// What the worker does after an attempt's slot is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Next {
+    /// The request is complete: drop its waiting asks; it ends once its attempts are done.
+    #[default]
+    Finish,
+    /// Ask again for one more attempt, excluding every candidate already tried.
+    Retry,
+    /// Keep the request open without asking; call `reask` or `finish` later.
+    Keep,
+}
