@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::components::Weights;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
 
@@ -18,65 +19,6 @@ pub enum Mode {
     Sum,
     /// Livepeer: p = sum over k of w_k * c_k / (sum of c_k over the drawn set).
     Mixture,
-}
-
-/// Weights of the scoring components. A weight of 0 switches a component off.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Weights {
-    /// Success EMA.
-    pub success: f64,
-    /// Connect time against the all-candidate average.
-    pub connect: f64,
-    /// Time to first byte against the all-candidate average.
-    pub ttfb: f64,
-    /// Bandwidth against the all-candidate average (higher is better).
-    pub bandwidth: f64,
-    /// 1 - overload error rate over the bucketed window.
-    pub overload: f64,
-    /// Free capacity: 1 - in_flight / limit.
-    pub load: f64,
-    /// Stake share.
-    pub stake: f64,
-    /// exp(-price / price.exp_factor).
-    pub price: f64,
-    /// Uniform exploration.
-    pub uniform: f64,
-    /// Expected time to a first byte per success, failed attempts included, against the
-    /// all-candidate average (`exp(-(attempt_ms / success) / overall)`).
-    pub time_to_success: f64,
-}
-
-impl Weights {
-    /// All zero.
-    pub const ZERO: Weights = Weights {
-        success: 0.0,
-        connect: 0.0,
-        ttfb: 0.0,
-        bandwidth: 0.0,
-        overload: 0.0,
-        load: 0.0,
-        stake: 0.0,
-        price: 0.0,
-        uniform: 0.0,
-        time_to_success: 0.0,
-    };
-
-    /// `(name, value)` for each component, in a fixed order.
-    pub fn entries(&self) -> [(&'static str, f64); 10] {
-        [
-            ("success", self.success),
-            ("connect", self.connect),
-            ("ttfb", self.ttfb),
-            ("bandwidth", self.bandwidth),
-            ("overload", self.overload),
-            ("load", self.load),
-            ("stake", self.stake),
-            ("price", self.price),
-            ("uniform", self.uniform),
-            ("time_to_success", self.time_to_success),
-        ]
-    }
 }
 
 impl Default for Weights {
@@ -461,25 +403,6 @@ impl Config {
             arms: Vec::new(),
             shadows: Vec::new(),
         }
-    }
-
-    /// The weight of each component, aligned with [`super::Components::entries`] (the tag
-    /// component weighs the sum of the tag weights).
-    pub fn component_weights(&self) -> [f64; 11] {
-        let w = &self.weights;
-        [
-            w.success,
-            w.connect,
-            w.ttfb,
-            w.bandwidth,
-            w.overload,
-            w.load,
-            w.stake,
-            w.price,
-            self.tag_weights.values().sum(),
-            w.uniform,
-            w.time_to_success,
-        ]
     }
 
     /// The same config with argmax instead of a draw.

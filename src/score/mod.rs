@@ -25,6 +25,7 @@
 //! uniform floor); a draw picks a channel by its mass, then a candidate inside it. That makes
 //! both modes exact O(log n) draws.
 
+mod components;
 mod config;
 mod load;
 mod stats;
@@ -32,64 +33,17 @@ mod stats;
 mod tests;
 
 pub use crate::error::{ConfigError, Problem};
+pub use components::{Components, Weights};
 pub use config::{
     Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
-    Weights, WindowConfig, PRESETS,
+    WindowConfig, PRESETS,
 };
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
 
-use serde::{Deserialize, Serialize};
-
 use crate::vocab::{CandidateInfo, FailureClass, Outcome};
+use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
 use stats::ema;
-
-/// One candidate's score components, each in `[0, 1]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Components {
-    /// Success EMA.
-    pub success: f64,
-    /// Connect time score.
-    pub connect: f64,
-    /// Time-to-first-byte score.
-    pub ttfb: f64,
-    /// Bandwidth score.
-    pub bandwidth: f64,
-    /// 1 - overload error rate.
-    pub overload: f64,
-    /// Free capacity.
-    pub load: f64,
-    /// Stake share.
-    pub stake: f64,
-    /// Price score.
-    pub price: f64,
-    /// Tag score.
-    pub tags: f64,
-    /// Exploration (always 1).
-    pub uniform: f64,
-    /// Expected time to a first byte, failed attempts included, against the all-candidate
-    /// average: `exp(-(attempt_ms / success) / overall)`.
-    pub time_to_success: f64,
-}
-
-impl Components {
-    /// `(name, value)` pairs in a fixed order (metrics, tables).
-    pub fn entries(&self) -> [(&'static str, f64); 11] {
-        [
-            ("success", self.success),
-            ("connect", self.connect),
-            ("ttfb", self.ttfb),
-            ("bandwidth", self.bandwidth),
-            ("overload", self.overload),
-            ("load", self.load),
-            ("stake", self.stake),
-            ("price", self.price),
-            ("tags", self.tags),
-            ("uniform", self.uniform),
-            ("time_to_success", self.time_to_success),
-        ]
-    }
-}
 
 /// What a channel's leaf value is made of.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -169,13 +123,10 @@ pub struct ScoreModel {
     tag_total: f64,
     /// Per component index: no channel reads it (weight 0), so an outcome's refresh may keep
     /// its last value and the coarse refresh alone recomputes it.
-    unused: [bool; 11],
+    unused: [bool; components::COUNT],
+    /// The weight of each component ([`Config::component_weights`]).
+    weights: [f64; components::COUNT],
 }
-
-const UNIFORM: usize = 9;
-const CONNECT: usize = 1;
-const BANDWIDTH: usize = 3;
-const TIME_TO_SUCCESS: usize = 10;
 
 impl ScoreModel {
     /// Validates the config and lays out the channels.
@@ -231,6 +182,7 @@ impl ScoreModel {
         }
         Ok(ScoreModel {
             unused,
+            weights: comp_weights,
             power: Power::of(config.exponent),
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
             config,
@@ -489,18 +441,11 @@ impl ScoreModel {
 
     /// The weighted sum of components (before the exponent).
     pub fn score(&self, c: &Components) -> f64 {
-        let w = &self.config.weights;
-        let s = w.success * c.success
-            + w.connect * c.connect
-            + w.ttfb * c.ttfb
-            + w.bandwidth * c.bandwidth
-            + w.overload * c.overload
-            + w.load * c.load
-            + w.stake * c.stake
-            + w.price * c.price
-            + self.tag_total * c.tags
-            + w.uniform * c.uniform
-            + w.time_to_success * c.time_to_success;
+        let values = c.values();
+        let mut s = self.weights[0] * values[0];
+        for k in 1..components::COUNT {
+            s += self.weights[k] * values[k];
+        }
         if s.is_finite() && s > 0.0 {
             s
         } else {
