@@ -11,7 +11,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use super::draw::{argmax_by_order, pick_linear};
-use super::select::{DrawSet, Evaluation};
+use super::evaluate::Evaluation;
+use super::select::DrawSet;
 use super::Core;
 use crate::decision::ShadowVerdict;
 use crate::score::{Config, ScoreModel};

@@ -1,0 +1,183 @@
+//! Attempts: outcomes, releases, and the lease and deadline clock.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Core {
+    pub(super) fn attempt_index(&self, id: AttemptId) -> Result<usize, Error> {
+        match self.attempts.get(id.index()) {
+            Some(a) if a.active && a.gen == id.generation() => Ok(id.index()),
+            _ => Err(Error::UnknownAttempt(id)),
+        }
+    }
+
+    /// Reports what happened in an attempt; updates the statistics. Only the first report of
+    /// an attempt counts ([`Error::DuplicateOutcome`] for the rest).
+    pub fn outcome(&mut self, id: AttemptId, outcome: Outcome, now: Instant) -> Result<(), Error> {
+        outcome.validate()?;
+        let a = self.attempt_index(id)?;
+        if self.attempts[a].reported {
+            return Err(Error::DuplicateOutcome(id));
+        }
+        self.advance(now);
+        self.attempts[a].reported = true;
+        let k = self.attempts[a].key;
+        let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
+        self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
+        Ok(())
+    }
+
+    /// Says an attempt has its first byte (the outcome may follow much later, at the end of
+    /// a transfer). Optional: until an attempt reports either, its age counts as evidence that
+    /// the candidate is slow to answer (see `weights.time_to_success`), and without this call
+    /// a long transfer counts as such until its outcome.
+    pub fn first_byte(&mut self, id: AttemptId) -> Result<(), Error> {
+        let a = self.attempt_index(id)?;
+        self.attempts[a].answered = true;
+        Ok(())
+    }
+
+    pub(super) fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
+        let bucket = self.bucket();
+        let now_s = self.now_s;
+        let slot = &mut self.slots[idx];
+        let mut stats = slot.stats.unpack();
+        let eject = self.model.observe(
+            &mut stats,
+            &mut self.overall,
+            outcome,
+            elapsed_ms,
+            now_s,
+            bucket,
+        );
+        if eject {
+            let cap = (self.model.config().ejection.max_share * self.live_count as f64).floor();
+            if (self.ejected_count as f64) < cap && slot.live {
+                self.model.eject(&mut stats, now_s);
+                self.counters.ejections += 1;
+            }
+        }
+        slot.stats = PackedStats::pack(&stats);
+        self.refresh_leaf_from(idx, &stats);
+    }
+
+    /// Releases an attempt's slot and says what the request does next.
+    pub fn done<R: Rng + ?Sized>(
+        &mut self,
+        id: AttemptId,
+        next: Next,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        let a = self.attempt_index(id)?;
+        self.advance(now);
+        let att = self.attempts[a];
+        self.release_attempt(a);
+        let ridx = att.request;
+        let next = if self.requests[ridx as usize].closed {
+            Next::Finish
+        } else {
+            next
+        };
+        match next {
+            Next::Finish => {
+                self.drop_pending(ridx);
+                self.requests[ridx as usize].keep_open = false;
+            }
+            Next::Retry | Next::Keep => {
+                let r = &mut self.requests[ridx as usize];
+                let x = r.extras.get_or_insert_with(Default::default);
+                if !x.exclude.contains(&att.key) {
+                    x.exclude.push(att.key);
+                }
+                if next == Next::Keep {
+                    r.keep_open = true;
+                } else if r.pending + r.in_flight < r.parallelism {
+                    r.pending += 1;
+                    // It has exclusions now: it moves from the fast queue to the general one.
+                    if r.in_fast {
+                        r.in_fast = false;
+                        self.waiting -= 1;
+                        if r.deadline_ns != NO_DEADLINE {
+                            self.deadlines.remove(&(r.deadline_ns, r.seq, ridx));
+                        }
+                    }
+                    if self.has_eligible(self.requests[ridx as usize].set()) {
+                        self.enqueue(ridx);
+                    } else {
+                        self.reject(ridx, Rejection::NoEligibleCandidate);
+                    }
+                }
+            }
+        }
+        self.maybe_retire(ridx);
+        self.pump(rng);
+        Ok(())
+    }
+
+    pub(super) fn release_attempt(&mut self, a: usize) {
+        let att = &mut self.attempts[a];
+        att.active = false;
+        let att = *att;
+        self.free_attempts.push(a as u32);
+        let idx = att.key.idx as usize;
+        self.slots[idx].in_flight -= 1;
+        self.global_in_flight -= 1;
+        if self.slots[idx].live {
+            self.refresh_load(idx);
+        } else if self.slots[idx].in_flight == 0 {
+            self.free_slots.push(idx as u32);
+        }
+        self.requests[att.request as usize].in_flight -= 1;
+    }
+
+    /// Advances time: rejects requests past their deadline, reclaims attempts past the lease,
+    /// refreshes scores when due, and grants what it can.
+    pub fn tick<R: Rng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        self.advance(now);
+        let now_ns = self.now_ns();
+        while let Some(&(d, seq, idx)) = self.deadlines.first() {
+            if d > now_ns {
+                break;
+            }
+            self.deadlines.remove(&(d, seq, idx));
+            self.reject(idx, Rejection::DeadlinePassed);
+        }
+        if let Some(lease) = self.limits.max_attempt_s {
+            let cutoff = self.now_s - lease;
+            for a in 0..self.attempts.len() {
+                let att = self.attempts[a];
+                if att.active && att.granted_s <= cutoff {
+                    let req_gen = self.requests[att.request as usize].gen;
+                    if !att.reported {
+                        self.apply_outcome(
+                            att.key.idx as usize,
+                            &Outcome::Failure(FailureClass::Timeout),
+                            Some((self.now_s - att.granted_s) * 1000.0),
+                        );
+                    }
+                    let candidate = self.ids[att.key.idx as usize].clone();
+                    self.release_attempt(a);
+                    self.counters.reclaimed += 1;
+                    self.events.push_back(Event::Reclaimed {
+                        request: RequestId::new(att.request, req_gen),
+                        attempt: AttemptId::new(a as u32, att.gen),
+                        candidate,
+                    });
+                    self.maybe_retire(att.request);
+                }
+            }
+        }
+        if self.now_s >= self.next_refresh_s {
+            self.dirty = true;
+        }
+        self.pump(rng);
+    }
+
+    /// The earliest deadline among waiting requests (for the driver's timer).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines
+            .first()
+            .map(|&(d, _, _)| self.epoch + std::time::Duration::from_nanos(d))
+    }
+}

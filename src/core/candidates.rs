@@ -1,0 +1,184 @@
+//! Adding, changing and removing candidates, and changing the config and the limits.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Core {
+    /// Adds a candidate. Errors if the id exists or a number in its info is unusable.
+    pub fn add_candidate<R: Rng + ?Sized>(
+        &mut self,
+        info: CandidateInfo,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        self.add_with_stats(info, Stats::default(), now, rng)
+    }
+
+    /// Adds a candidate with previously learned statistics (from a snapshot).
+    pub fn add_with_stats<R: Rng + ?Sized>(
+        &mut self,
+        info: CandidateInfo,
+        stats: Stats,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        info.validate()?;
+        if self.by_id.contains(&self.ids, info.id.as_str()) {
+            return Err(Error::DuplicateCandidate(info.id));
+        }
+        self.advance(now);
+        let (idx, gen) = match self.free_slots.pop() {
+            Some(i) => (i, self.slots[i as usize].gen.wrapping_add(1)),
+            None => (self.slots.len() as u32, 0),
+        };
+        self.stake_total += info.stake;
+        let slot = Slot {
+            stats: PackedStats::pack(&stats),
+            learned: Learned::default(),
+            fixed: Fixed::default(),
+            own_limit: info.max_in_flight.unwrap_or(0),
+            in_flight: 0,
+            gen,
+            added_seq: self.next_added,
+            live: true,
+            usable: false,
+            available: false,
+            perf_ok: true,
+            price_ok: true,
+            ejected: false,
+            in_tree: false,
+            // A reused slot may still be listed for the next draw's leaf writes.
+            stale: self.slots.get(idx as usize).is_some_and(|s| s.stale),
+        };
+        self.next_added += 1;
+        if idx as usize == self.slots.len() {
+            if self.slots.len() == self.slots.capacity() {
+                // A candidate takes about 400 bytes across these vectors: growing by a
+                // sixteenth instead of doubling keeps the unused tail under 6.25 % (still
+                // amortised O(1): each move copies at most 16 times what was added since).
+                let more = (self.slots.len() / 16).max(16);
+                self.slots.reserve_exact(more);
+                self.infos.reserve_exact(more);
+                self.ids.reserve_exact(more);
+                self.oldest_pending.reserve_exact(more);
+            }
+            self.slots.push(slot);
+            self.oldest_pending.push(NO_ATTEMPT);
+            self.ids.push(info.id.clone());
+            self.infos.push(info);
+        } else {
+            self.slots[idx as usize] = slot;
+            self.ids[idx as usize] = info.id.clone();
+            self.infos[idx as usize] = info;
+        }
+        self.by_id.insert(&self.ids, idx);
+        self.live_count += 1;
+        self.refresh_static(idx as usize);
+        self.refresh_leaf(idx as usize);
+        if self.model.config().weights.stake > 0.0 {
+            self.dirty = true; // every stake share moved
+        }
+        self.pump(rng);
+        Ok(())
+    }
+
+    /// Replaces a candidate's static info (statistics are kept).
+    pub fn update_candidate<R: Rng + ?Sized>(
+        &mut self,
+        info: CandidateInfo,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        info.validate()?;
+        let idx = self
+            .by_id
+            .get(&self.ids, info.id.as_str())
+            .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
+        self.advance(now);
+        self.stake_total += info.stake - self.infos[idx].stake;
+        self.infos[idx] = info;
+        self.refresh_static(idx);
+        self.refresh_leaf(idx);
+        self.dirty = true;
+        self.reject_ineligible();
+        self.pump(rng);
+        Ok(())
+    }
+
+    /// Removes a candidate. Attempts on it run to their end and report; it is never granted
+    /// again. Waiting requests left with no candidate are rejected.
+    pub fn remove_candidate<R: Rng + ?Sized>(
+        &mut self,
+        id: &CandidateId,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        let idx = self
+            .by_id
+            .remove(&self.ids, id.as_str())
+            .ok_or_else(|| Error::UnknownCandidate(id.clone()))? as usize;
+        self.advance(now);
+        self.stake_total -= self.infos[idx].stake;
+        self.slots[idx].live = false;
+        self.live_count -= 1;
+        self.refresh_static(idx);
+        self.refresh_leaf(idx);
+        if self.slots[idx].in_flight == 0 {
+            self.free_slots.push(idx as u32);
+        }
+        self.dirty = true;
+        self.reject_ineligible();
+        self.pump(rng);
+        Ok(())
+    }
+
+    /// Replaces the scoring config (hot reload): statistics, waiting requests and attempts are
+    /// kept; an invalid config is refused and the old one stays.
+    pub fn set_config<R: Rng + ?Sized>(
+        &mut self,
+        config: Config,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        let model = ScoreModel::new(config)?;
+        self.advance(now);
+        let old_arms: Vec<String> = self.arm_names().into_iter().map(String::from).collect();
+        let old = std::mem::replace(&mut self.model, model);
+        if let Err(e) = self.build_variants() {
+            self.model = old;
+            self.build_variants()?;
+            return Err(e);
+        }
+        self.remap_arms(&old_arms, rng);
+        self.time_changed(); // the bucket width may have changed
+        self.rebuild_trees();
+        self.reject_ineligible();
+        self.pump(rng);
+        Ok(())
+    }
+
+    /// Changes the limits. Raising one grants immediately.
+    pub fn set_limits<R: Rng + ?Sized>(
+        &mut self,
+        limits: Limits,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        limits.validate()?;
+        self.advance(now);
+        let per_candidate_changed = limits.per_candidate != self.limits.per_candidate;
+        self.limits = limits;
+        if per_candidate_changed {
+            self.refresh_all();
+        }
+        self.pump(rng);
+        Ok(())
+    }
+
+    pub(super) fn key_of(&self, id: &CandidateId) -> Option<Key> {
+        self.by_id.get(&self.ids, id.as_str()).map(|idx| Key {
+            idx,
+            gen: self.slots[idx as usize].gen,
+        })
+    }
+}

@@ -1,0 +1,297 @@
+//! The evaluated path: the drawn set with every filter and fallback and each candidate's
+//! probability, for subsets, fallbacks, deterministic mode, arms and decision records.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use crate::decision::{ConsideredCandidate, Fallback, FilterNote};
+use crate::score::{ChannelKind, ScoreModel};
+
+/// Scratch space for an evaluated draw, reused across decisions.
+#[derive(Debug, Default)]
+pub(crate) struct Evaluation {
+    pub(crate) keys: Vec<u32>,
+    pub(crate) probs: Vec<f64>,
+    /// Components per key, computed for an arm's or shadow's model (empty for the main one,
+    /// whose components are cached in the slots).
+    comps: Vec<Components>,
+    values: Vec<f64>,
+    totals: Vec<f64>,
+    pub(crate) filters: Vec<FilterNote>,
+    pub(crate) fallbacks: Vec<Fallback>,
+}
+
+impl Evaluation {
+    pub(super) fn clear(&mut self) {
+        self.keys.clear();
+        self.probs.clear();
+        self.comps.clear();
+        self.values.clear();
+        self.totals.clear();
+        self.filters.clear();
+        self.fallbacks.clear();
+    }
+}
+
+impl Core {
+    /// Computes the drawn set with every filter and fallback, and each candidate's probability.
+    /// O(k) for a subset, O(n) for all. Fills `ev`; `detail` also records filter notes.
+    pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: bool) {
+        self.evaluate_with(None, set, ev, detail);
+    }
+
+    /// [`Core::evaluate`] with another model (an arm's or a shadow's): its weights, mode,
+    /// exponent, floor and filters over the same candidates and statistics. A strict maximum
+    /// price is the coordinator's own (top-level) rule; an arm's price limit always falls back.
+    pub(crate) fn evaluate_with(
+        &self,
+        model: Option<&ScoreModel>,
+        set: DrawSet<'_>,
+        ev: &mut Evaluation,
+        detail: bool,
+    ) {
+        ev.clear();
+        let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
+            if s.available && !Self::excluded(set.exclude, i, s.gen) && self.caps_ok(i, set.caps) {
+                ev.keys.push(i);
+            }
+        };
+        match set.eligible {
+            Some(keys) => {
+                for k in keys {
+                    let s = &self.slots[k.idx as usize];
+                    if s.gen == k.gen {
+                        push(ev, k.idx, s);
+                    }
+                }
+            }
+            None => {
+                for (i, s) in self.slots.iter().enumerate() {
+                    push(ev, i as u32, s);
+                }
+            }
+        }
+        let variant = model.is_some();
+        let m = model.unwrap_or(&self.model);
+        let cfg = m.config();
+        if detail && !variant && !cfg.price.ignore_max_if_none_pass {
+            if let Some(max) = cfg.price.max {
+                // A strict maximum price makes candidates unusable outright, so they never reach
+                // the filters below; a record still says who was removed and why.
+                self.note_strict_price(set, ev, max);
+            }
+        }
+        if ev.keys.is_empty() {
+            return;
+        }
+        if let Some(min) = cfg.perf.active_min() {
+            let why = format!(
+                "perf score{} below {min}",
+                cfg.perf
+                    .region
+                    .as_ref()
+                    .map(|r| format!(" in {r}"))
+                    .unwrap_or_default(),
+            );
+            self.apply_filter(
+                ev,
+                detail,
+                "perf",
+                why,
+                "none passed: all candidates kept",
+                |i| {
+                    if variant {
+                        cfg.perf.passes(&self.infos[i].perf_scores)
+                    } else {
+                        self.slots[i].perf_ok
+                    }
+                },
+            );
+        }
+        if cfg.price.max.is_some() {
+            let why = format!("price above {}", cfg.price.max.unwrap_or_default());
+            self.apply_filter(
+                ev,
+                detail,
+                "price",
+                why,
+                "none under the maximum price: limit ignored",
+                |i| {
+                    if variant {
+                        cfg.price.max.is_none_or(|max| self.infos[i].price <= max)
+                    } else {
+                        self.slots[i].price_ok
+                    }
+                },
+            );
+        }
+        if cfg.ejection.enabled {
+            self.apply_filter(
+                ev,
+                detail,
+                "ejection",
+                "ejected after consecutive failures".into(),
+                "all ejected: ejection ignored",
+                |i| !self.slots[i].ejected,
+            );
+        }
+        if variant {
+            for &i in &ev.keys {
+                let s = &self.slots[i as usize];
+                let fixed = m.fixed(&self.infos[i as usize]);
+                let c = m.components(
+                    &fixed,
+                    &s.stats.unpack(),
+                    &self.score_context(i as usize, false),
+                );
+                ev.comps.push(c);
+            }
+        }
+        // Channel values and totals over the drawn set.
+        let channels = m.channels();
+        let uniform = m.uniform_channel();
+        let nc = channels.len();
+        ev.totals.resize(nc, 0.0);
+        for (j, &i) in ev.keys.iter().enumerate() {
+            let own;
+            let comps = if variant {
+                &ev.comps[j]
+            } else {
+                own = self.components_of(i as usize);
+                &own
+            };
+            for (c, ch) in channels.iter().enumerate() {
+                let v = if c == uniform {
+                    1.0
+                } else {
+                    m.channel_value(ch.kind, comps)
+                };
+                ev.values.push(v);
+                ev.totals[c] += v;
+            }
+        }
+        let n = ev.keys.len() as f64;
+        let mut empty = 0.0;
+        for (c, ch) in channels.iter().enumerate() {
+            if c != uniform && ev.totals[c] <= 0.0 {
+                empty += ch.mass;
+            }
+        }
+        for j in 0..ev.keys.len() {
+            let mut p = empty / n;
+            for (c, ch) in channels.iter().enumerate() {
+                if c == uniform {
+                    p += ch.mass / n;
+                } else if ev.totals[c] > 0.0 {
+                    p += ch.mass * ev.values[j * nc + c] / ev.totals[c];
+                }
+            }
+            ev.probs.push(p);
+        }
+    }
+
+    pub(super) fn note_strict_price(&self, set: DrawSet<'_>, ev: &mut Evaluation, max: f64) {
+        let eligible = |i: u32, s: &Slot| {
+            s.live
+                && !s.price_ok
+                && !Self::excluded(set.exclude, i, s.gen)
+                && self.caps_ok(i, set.caps)
+        };
+        let removed: Vec<_> = match set.eligible {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| {
+                    let s = &self.slots[k.idx as usize];
+                    s.gen == k.gen && eligible(k.idx, s)
+                })
+                .map(|k| self.ids[k.idx as usize].clone())
+                .collect(),
+            None => self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| eligible(*i as u32, s))
+                .map(|(i, _)| self.ids[i].clone())
+                .collect(),
+        };
+        if !removed.is_empty() {
+            ev.filters.push(FilterNote {
+                filter: "price".to_string(),
+                removed,
+                why: format!("price above {max} (strict: ignore_max_if_none_pass = false)"),
+            });
+        }
+    }
+
+    pub(super) fn apply_filter(
+        &self,
+        ev: &mut Evaluation,
+        detail: bool,
+        name: &str,
+        why: String,
+        fallback: &str,
+        pass: impl Fn(usize) -> bool,
+    ) {
+        let passing = ev.keys.iter().filter(|&&i| pass(i as usize)).count();
+        if passing == ev.keys.len() {
+            return;
+        }
+        if passing == 0 {
+            ev.fallbacks.push(Fallback {
+                filter: name.to_string(),
+                action: fallback.to_string(),
+            });
+            return;
+        }
+        if detail {
+            let removed = ev
+                .keys
+                .iter()
+                .filter(|&&i| !pass(i as usize))
+                .map(|&i| self.ids[i as usize].clone())
+                .collect();
+            ev.filters.push(FilterNote {
+                filter: name.to_string(),
+                removed,
+                why,
+            });
+        }
+        ev.keys.retain(|&i| pass(i as usize));
+    }
+
+    /// Builds the considered-candidate list of a filled evaluation.
+    pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
+        self.considered_with(None, ev)
+    }
+
+    /// [`Core::considered`] for an evaluation made with another model.
+    pub(crate) fn considered_with(
+        &self,
+        model: Option<&ScoreModel>,
+        ev: &Evaluation,
+    ) -> Vec<ConsideredCandidate> {
+        let m = model.unwrap_or(&self.model);
+        let nc = m.channels().len();
+        let sum_mode = matches!(m.channels()[0].kind, ChannelKind::SumScore);
+        ev.keys
+            .iter()
+            .zip(&ev.probs)
+            .enumerate()
+            .map(|(j, (&i, &p))| {
+                let comps = ev
+                    .comps
+                    .get(j)
+                    .copied()
+                    .unwrap_or_else(|| self.components_of(i as usize));
+                let score = m.score(&comps);
+                let weight = if sum_mode { ev.values[j * nc] } else { p };
+                ConsideredCandidate {
+                    id: self.ids[i as usize].clone(),
+                    components: comps,
+                    score,
+                    weight,
+                    probability: p,
+                }
+            })
+            .collect()
+    }
+}

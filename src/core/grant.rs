@@ -1,0 +1,213 @@
+//! Granting: the single oldest-servable pump and the booking of one grant.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use select::DrawMode;
+
+impl Core {
+    pub(super) fn fast_head(&mut self) -> Option<(u64, u32)> {
+        while let Some(&(seq, idx)) = self.fast.front() {
+            let r = &self.requests[idx as usize];
+            if r.active && r.in_fast && r.seq == seq && r.pending > 0 {
+                return Some((seq, idx));
+            }
+            self.fast.pop_front();
+        }
+        None
+    }
+
+    /// Grants until nothing more can be granted.
+    pub(super) fn pump<R: Rng + ?Sized>(&mut self, rng: &mut R) {
+        if self.dirty || self.now_s >= self.next_refresh_s {
+            self.refresh_all();
+        }
+        // Within one pump capacity only shrinks, so a general request found unservable stays
+        // unservable: the scan resumes after it instead of restarting.
+        let mut cursor: Option<u64> = None;
+        loop {
+            if self.waiting == 0 {
+                // Nothing waits: the fast queue holds only entries already served (they are
+                // removed lazily), so it empties at once.
+                self.fast.clear();
+                break;
+            }
+            if self.global_in_flight >= self.limits.global || self.avail == 0 {
+                break;
+            }
+            let fast = self.fast_head();
+            let bound = fast.map(|(s, _)| s).unwrap_or(u64::MAX);
+            let start = cursor.map(|c| c + 1).unwrap_or(0);
+            let mut chosen = None;
+            for (&seq, &idx) in self.general.range(start..bound) {
+                if self.servable(self.requests[idx as usize].set()) {
+                    chosen = Some(idx);
+                    break;
+                }
+                cursor = Some(seq);
+            }
+            let idx = match (chosen, fast) {
+                (Some(idx), _) => idx,
+                (None, Some((_, idx))) => idx,
+                (None, None) => break,
+            };
+            if !self.grant_one(idx, rng) {
+                break;
+            }
+        }
+    }
+
+    /// Grants one attempt to request `idx`. Returns false if nothing could be drawn (which the
+    /// servability check rules out; kept as a guard against looping).
+    pub(super) fn grant_one<R: Rng + ?Sized>(&mut self, idx: u32, rng: &mut R) -> bool {
+        let now_ns = self.now_ns();
+        if self.requests[idx as usize].deadline_ns <= now_ns {
+            self.reject(idx, Rejection::DeadlinePassed);
+            return true;
+        }
+        // Without the feature this is a constant false and the recording code compiles away:
+        // the baseline that shows records cost nothing while off.
+        let record = cfg!(feature = "decision-records") && self.record_rate > 0.0 && {
+            self.record_acc += self.record_rate;
+            if self.record_acc >= 1.0 {
+                self.record_acc -= 1.0;
+                true
+            } else {
+                false
+            }
+        };
+        let extras = self.requests[idx as usize].extras.take();
+        let set = Extras::set(extras.as_deref());
+        let arm = (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm as usize);
+        let shadows = if self.shadows.is_empty() {
+            0
+        } else {
+            self.sample_shadows()
+        };
+        // Shadows replay the live draw's roll over the same set, so the live draw is evaluated.
+        let mode = if record {
+            DrawMode::Record
+        } else if shadows != 0 {
+            DrawMode::Evaluate
+        } else {
+            DrawMode::Fast
+        };
+        let drawn = self.draw(set, rng, mode, arm);
+        let verdicts = match drawn {
+            Some((d, _)) if shadows != 0 => self.judge_shadows(set, d.idx, d.roll, shadows),
+            _ => Vec::new(),
+        };
+        self.requests[idx as usize].extras = extras;
+        let Some((d, evaluated)) = drawn else {
+            return false;
+        };
+        // Book the slot.
+        let cidx = d.idx as usize;
+        // Plain loads of the winner's id bytes and slot lines first: on a fleet larger than
+        // the cache they all miss, and issued together the misses overlap, where the id's
+        // locked reference-count increment below, and the outcome's statistics update later,
+        // would otherwise take them one after another.
+        std::hint::black_box((
+            self.ids[cidx].as_str().as_bytes().first().copied(),
+            self.slots[cidx].touch(),
+        ));
+        let key = Key {
+            idx: d.idx,
+            gen: self.slots[cidx].gen,
+        };
+        self.slots[cidx].in_flight += 1;
+        self.global_in_flight += 1;
+        self.refresh_load(cidx);
+        let a = match self.free_attempts.pop() {
+            Some(a) => a,
+            None => {
+                self.attempts.push(AttemptSlot::default());
+                self.attempts.len() as u32 - 1
+            }
+        };
+        let agen = self.attempts[a as usize].gen.wrapping_add(1);
+        self.attempts[a as usize] = AttemptSlot {
+            gen: agen,
+            active: true,
+            reported: false,
+            answered: false,
+            key,
+            request: idx,
+            granted_s: self.now_s,
+        };
+        let attempt = AttemptId::new(a, agen);
+        let r = &mut self.requests[idx as usize];
+        r.pending -= 1;
+        r.in_flight += 1;
+        let request = RequestId::new(idx, r.gen);
+        let waited_s = self.now_s - r.arrival_s;
+        if r.pending == 0 {
+            self.drop_pending(idx);
+        } else {
+            // Parallel attempts go to different candidates.
+            let x = r.extras.get_or_insert_with(Default::default);
+            x.exclude.push(key);
+            if r.in_fast {
+                r.in_fast = false;
+                r.in_general = true;
+                self.general.insert(r.seq, idx);
+            }
+        }
+        self.counters.decisions += 1;
+        if !evaluated {
+            self.counters.tree_decisions += 1;
+        }
+        let reason_ix = DecisionReason::ALL
+            .iter()
+            .position(|x| *x == d.reason)
+            .unwrap_or(0);
+        self.counters.by_reason[reason_ix] += 1;
+        let candidate = self.ids[cidx].clone();
+        if record && evaluated {
+            self.push_record(request, attempt, &d, arm, &candidate, verdicts);
+        }
+        self.events.push_back(Event::Granted(Grant {
+            request,
+            attempt,
+            candidate,
+            probability: d.probability,
+            reason: d.reason,
+            waited_s,
+            arm,
+        }));
+        true
+    }
+
+    /// Builds and queues the record of an evaluated decision. Out of line and marked cold:
+    /// records are sampled, and keeping their construction out of the grant path keeps that
+    /// path's code as compact as in a build without records.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn push_record(
+        &mut self,
+        request: RequestId,
+        attempt: AttemptId,
+        d: &Drawn,
+        arm: Option<usize>,
+        winner: &CandidateId,
+        shadows: Vec<ShadowVerdict>,
+    ) {
+        let record = DecisionRecord {
+            time_s: self.now_s,
+            request,
+            attempt: Some(attempt),
+            reason: d.reason,
+            candidates: self.considered_with(
+                arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
+                &self.eval,
+            ),
+            filters: self.eval.filters.clone(),
+            fallbacks: self.eval.fallbacks.clone(),
+            roll: d.roll,
+            winner: Some(winner.clone()),
+            winner_probability: d.probability,
+            arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
+            shadows,
+        };
+        self.records.push_back(record);
+    }
+}

@@ -1,0 +1,289 @@
+//! Output and read-only queries: events, records, explanations, views and invariants.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Core {
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Records a share of decisions (0 = none, the default; 1 = every decision). Sampling is
+    /// a deterministic accumulator, so recording never changes which candidates win. Without
+    /// the `decision-records` feature (on by default) nothing is ever recorded.
+    pub fn set_record_rate(&mut self, rate: f64) {
+        self.record_rate = if rate.is_finite() {
+            rate.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+    }
+
+    /// The next decision record, oldest first.
+    pub fn poll_record(&mut self) -> Option<DecisionRecord> {
+        self.records.pop_front()
+    }
+
+    /// What a draw for `request` would do now, without granting anything: every candidate in
+    /// the drawn set with components and probability, filters and fallbacks.
+    pub fn explain(&mut self, request: &Request, now: Instant) -> Result<DecisionRecord, Error> {
+        request.validate()?;
+        self.advance(now);
+        if self.dirty || self.now_s >= self.next_refresh_s {
+            self.refresh_all();
+        }
+        let eligible = match &request.eligible {
+            Eligible::All => None,
+            Eligible::Only(ids) => Some(
+                ids.iter()
+                    .map(|id| {
+                        self.key_of(id)
+                            .ok_or_else(|| Error::UnknownCandidate(id.clone()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let exclude: Vec<Key> = request
+            .exclude
+            .iter()
+            .filter_map(|id| self.key_of(id))
+            .collect();
+        let set = DrawSet {
+            eligible: eligible.as_deref(),
+            exclude: &exclude,
+            caps: &request.capabilities,
+        };
+        let mut ev = std::mem::take(&mut self.eval);
+        self.evaluate(set, &mut ev, true);
+        let candidates = self.considered(&ev);
+        let best = candidates
+            .iter()
+            .enumerate()
+            .max_by(|a, b| {
+                a.1.probability
+                    .total_cmp(&b.1.probability)
+                    .then(b.0.cmp(&a.0))
+            })
+            .map(|(_, c)| (c.id.clone(), c.probability));
+        let record = DecisionRecord {
+            time_s: self.now_s,
+            request: RequestId::new(u32::MAX, 0),
+            attempt: None,
+            reason: if self.model.config().deterministic {
+                DecisionReason::Deterministic
+            } else if !ev.fallbacks.is_empty() {
+                DecisionReason::Fallback
+            } else if candidates.len() == 1 {
+                DecisionReason::OnlyChoice
+            } else {
+                DecisionReason::Draw
+            },
+            candidates,
+            filters: ev.filters.clone(),
+            fallbacks: ev.fallbacks.clone(),
+            roll: None,
+            winner: best.as_ref().map(|b| b.0.clone()),
+            winner_probability: best.map(|b| b.1).unwrap_or(0.0),
+            arm: None,
+            shadows: Vec::new(),
+        };
+        self.eval = ev;
+        Ok(record)
+    }
+
+    /// Each candidate's probability of winning a draw for `request` now.
+    pub fn probabilities(
+        &mut self,
+        request: &Request,
+        now: Instant,
+    ) -> Result<Vec<(CandidateId, f64)>, Error> {
+        Ok(self
+            .explain(request, now)?
+            .candidates
+            .into_iter()
+            .map(|c| (c.id, c.probability))
+            .collect())
+    }
+
+    /// Probability of `id` in the O(log n) tree for an unrestricted request (0 if it is not
+    /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
+    pub fn tree_probability(&self, id: &CandidateId) -> f64 {
+        match self.by_id.get(&self.ids, id.as_str()) {
+            Some(idx) if self.slots[idx as usize].in_tree => self.leaf_probability(idx as usize),
+            _ => 0.0,
+        }
+    }
+
+    /// One candidate.
+    pub fn candidate(&self, id: &CandidateId) -> Option<CandidateView<'_>> {
+        self.by_id
+            .get(&self.ids, id.as_str())
+            .map(|i| self.view(i as usize))
+    }
+
+    pub(super) fn view(&self, i: usize) -> CandidateView<'_> {
+        let s = &self.slots[i];
+        CandidateView {
+            info: &self.infos[i],
+            stats: s.stats.unpack(),
+            components: self.components_of(i),
+            in_flight: s.in_flight,
+            limit: self.limit_of(s),
+            ejected: s.ejected,
+            removed: !s.live,
+        }
+    }
+
+    /// Every candidate, including removed ones whose attempts are still running, in the order
+    /// they were added.
+    pub fn candidates(&self) -> impl Iterator<Item = CandidateView<'_>> + '_ {
+        let mut order: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].live || self.slots[i].in_flight > 0)
+            .collect();
+        order.sort_by_key(|&i| self.slots[i].added_seq);
+        order.into_iter().map(|i| self.view(i))
+    }
+
+    /// Number of live candidates.
+    pub fn candidate_count(&self) -> usize {
+        self.live_count
+    }
+
+    /// Whether a request still exists (waiting, running, or kept open). Once false, every call
+    /// naming it is refused with [`Error::UnknownRequest`].
+    pub fn is_open(&self, id: RequestId) -> bool {
+        self.request_index(id).is_ok()
+    }
+
+    /// Requests waiting for a slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Attempts in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.global_in_flight
+    }
+
+    /// Open requests (waiting or running).
+    pub fn open_requests(&self) -> usize {
+        self.requests.len() - self.free_requests.len()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The scoring config in force.
+    pub fn config(&self) -> &Config {
+        self.model.config()
+    }
+
+    /// The all-candidate averages.
+    pub fn overall(&self) -> Overall {
+        self.overall
+    }
+
+    /// Counters of decisions, rejections, ejections and reclaimed attempts.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Seconds since the epoch, as far as the core has seen.
+    pub fn now_s(&self) -> f64 {
+        self.now_s
+    }
+
+    /// The core's epoch (its `now` at construction).
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// The candidate an attempt runs on.
+    pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
+        let a = self.attempt_index(id).ok()?;
+        Some(&self.ids[self.attempts[a].key.idx as usize])
+    }
+
+    /// Whether a waiting request could be granted right now. After any call returns this is
+    /// false for every waiting request: the core never leaves capacity unused (the
+    /// no-stuck-request invariant, checked by the property tests).
+    pub fn any_servable_waiting(&self) -> bool {
+        if self.global_in_flight >= self.limits.global {
+            return false;
+        }
+        let fast_waiting = self.fast.iter().any(|&(seq, idx)| {
+            let r = &self.requests[idx as usize];
+            r.active && r.in_fast && r.seq == seq && r.pending > 0
+        });
+        (fast_waiting && self.servable(DrawSet::ALL))
+            || self
+                .general
+                .values()
+                .any(|&idx| self.servable(self.requests[idx as usize].set()))
+    }
+
+    /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut in_flight = 0u32;
+        for (i, s) in self.slots.iter().enumerate() {
+            let limit = self.limit_of(s);
+            if s.live && s.in_flight > limit && s.available {
+                return Err(format!("candidate {i} over its limit yet available"));
+            }
+            in_flight += s.in_flight;
+            if !s.live && s.in_tree {
+                return Err(format!("removed candidate {i} is drawable"));
+            }
+            if s.in_tree && s.in_flight >= limit {
+                return Err(format!("candidate {i} at capacity is drawable"));
+            }
+        }
+        if in_flight != self.global_in_flight {
+            return Err(format!(
+                "in flight {} != sum over candidates {}",
+                self.global_in_flight, in_flight
+            ));
+        }
+        let active_attempts = self.attempts.iter().filter(|a| a.active).count() as u32;
+        if active_attempts != self.global_in_flight {
+            return Err("active attempts != in flight".into());
+        }
+        let avail = self.slots.iter().filter(|s| s.available).count();
+        let avail_pass = self.slots.iter().filter(|s| s.in_tree).count();
+        let usable = self.slots.iter().filter(|s| s.usable).count();
+        if avail != self.avail || avail_pass != self.avail_pass || usable != self.usable_count {
+            return Err(format!(
+                "counters drifted: avail {avail}/{} pass {avail_pass}/{} usable {usable}/{}",
+                self.avail, self.avail_pass, self.usable_count
+            ));
+        }
+        let waiting = self
+            .requests
+            .iter()
+            .filter(|r| r.active && (r.in_fast || r.in_general))
+            .count();
+        if waiting != self.waiting {
+            return Err(format!("waiting {} != queued {waiting}", self.waiting));
+        }
+        for r in self.requests.iter().filter(|r| r.active) {
+            if r.pending + r.in_flight > r.parallelism {
+                return Err("a request runs more than its parallelism".into());
+            }
+        }
+        let stale = self.slots.iter().filter(|s| s.stale).count();
+        if stale != self.stale.len() {
+            return Err(format!(
+                "{stale} candidates flagged stale, {} listed",
+                self.stale.len()
+            ));
+        }
+        let uniform = self.model.uniform_channel();
+        if (self.trees[uniform].total() - avail_pass as f64).abs() > 1e-6 {
+            return Err("uniform tree total != drawable count".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,251 @@
+//! The request lifecycle: arrival, asking again, finishing, cancelling, rejection and
+//! retirement, and the wait queue the requests stand in.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Core {
+    /// A request arrives. Returns its id; its grant or rejection comes as an [`Event`].
+    ///
+    /// Errors (nothing is queued) for malformed requests: parallelism 0 or above
+    /// `max_parallelism`, an empty eligible set, an unknown candidate in the eligible set.
+    pub fn ready<R: Rng + ?Sized>(
+        &mut self,
+        request: Request,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<RequestId, Error> {
+        request.validate()?;
+        if request.parallelism > self.limits.max_parallelism {
+            return Err(Error::InvalidRequest(format!(
+                "parallelism {} exceeds max_parallelism {}",
+                request.parallelism, self.limits.max_parallelism
+            )));
+        }
+        let eligible = match &request.eligible {
+            Eligible::All => None,
+            Eligible::Only(ids) => {
+                let mut keys = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let k = self
+                        .key_of(id)
+                        .ok_or_else(|| Error::UnknownCandidate(id.clone()))?;
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+                Some(keys)
+            }
+        };
+        self.advance(now);
+        let exclude: Vec<Key> = request
+            .exclude
+            .iter()
+            .filter_map(|id| self.key_of(id))
+            .collect();
+        let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
+        {
+            None
+        } else {
+            Some(Box::new(Extras {
+                eligible,
+                exclude,
+                caps: request.capabilities,
+            }))
+        };
+        let deadline_ns = self.deadline_ns(request.deadline);
+        let (idx, gen) = match self.free_requests.pop() {
+            Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
+            None => {
+                self.requests.push(ReqSlot::default());
+                (self.requests.len() as u32 - 1, 0)
+            }
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let arm = self.assign_arm(request.key.as_deref(), rng);
+        self.requests[idx as usize] = ReqSlot {
+            gen,
+            active: true,
+            in_fast: false,
+            in_general: false,
+            keep_open: false,
+            closed: false,
+            pending: 0,
+            in_flight: 0,
+            parallelism: request.parallelism,
+            seq,
+            arrival_s: self.now_s,
+            deadline_ns,
+            arm,
+            extras,
+        };
+        let id = RequestId::new(idx, gen);
+        if self.waiting >= self.limits.max_waiting {
+            self.reject(idx, Rejection::QueueFull);
+            return Ok(id);
+        }
+        if !self.has_eligible(self.requests[idx as usize].set()) {
+            self.reject(idx, Rejection::NoEligibleCandidate);
+            return Ok(id);
+        }
+        if deadline_ns <= self.now_ns() {
+            self.reject(idx, Rejection::DeadlinePassed);
+            return Ok(id);
+        }
+        self.requests[idx as usize].pending = request.parallelism;
+        self.enqueue(idx);
+        self.pump(rng);
+        Ok(id)
+    }
+
+    pub(super) fn request_index(&self, id: RequestId) -> Result<u32, Error> {
+        match self.requests.get(id.index()) {
+            Some(r) if r.active && r.gen == id.generation() => Ok(id.index() as u32),
+            _ => Err(Error::UnknownRequest(id)),
+        }
+    }
+
+    /// Asks for one more attempt for an open request, excluding every candidate it tried.
+    pub fn reask<R: Rng + ?Sized>(
+        &mut self,
+        id: RequestId,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
+        let idx = self.request_index(id)?;
+        self.advance(now);
+        let r = &self.requests[idx as usize];
+        if r.closed {
+            return Err(Error::InvalidRequest(format!(
+                "request {id} was cancelled or rejected; make a new one"
+            )));
+        }
+        if r.pending + r.in_flight >= r.parallelism {
+            return Err(Error::InvalidRequest(format!(
+                "request {id} already has {} attempts running or asked for (parallelism {})",
+                r.pending + r.in_flight,
+                r.parallelism
+            )));
+        }
+        self.requests[idx as usize].pending += 1;
+        if !self.has_eligible(self.requests[idx as usize].set()) {
+            self.reject(idx, Rejection::NoEligibleCandidate);
+            return Ok(());
+        }
+        self.enqueue(idx);
+        self.pump(rng);
+        Ok(())
+    }
+
+    /// The request is complete: its waiting asks are dropped (no event), and it ends once its
+    /// running attempts are done.
+    pub fn finish(&mut self, id: RequestId) -> Result<(), Error> {
+        let idx = self.request_index(id)?;
+        self.drop_pending(idx);
+        self.requests[idx as usize].keep_open = false;
+        self.maybe_retire(idx);
+        Ok(())
+    }
+
+    /// Cancels a request: its waiting asks are rejected with [`Rejection::Cancelled`] (no event
+    /// when nothing waits); its running attempts run to their end, and a later `Retry` for
+    /// them finishes the request instead of asking again.
+    pub fn cancel(&mut self, id: RequestId, now: Instant) -> Result<(), Error> {
+        let idx = self.request_index(id)?;
+        self.advance(now);
+        let r = &mut self.requests[idx as usize];
+        r.keep_open = false;
+        if r.pending > 0 {
+            // Someone waits for an answer: tell them.
+            self.reject(idx, Rejection::Cancelled);
+        } else {
+            r.closed = true;
+            self.maybe_retire(idx);
+        }
+        Ok(())
+    }
+
+    pub(super) fn enqueue(&mut self, idx: u32) {
+        let r = &mut self.requests[idx as usize];
+        if r.pending == 0 || r.in_fast || r.in_general {
+            return;
+        }
+        self.waiting += 1;
+        if r.extras.is_none() {
+            r.in_fast = true;
+            self.fast.push_back((r.seq, idx));
+        } else {
+            r.in_general = true;
+            self.general.insert(r.seq, idx);
+        }
+        if r.deadline_ns != NO_DEADLINE {
+            self.deadlines.insert((r.deadline_ns, r.seq, idx));
+        }
+    }
+
+    /// Takes a request out of the queue and drops its pending asks.
+    pub(super) fn drop_pending(&mut self, idx: u32) {
+        let r = &mut self.requests[idx as usize];
+        if r.in_fast || r.in_general {
+            self.waiting -= 1;
+        }
+        if r.in_general {
+            self.general.remove(&r.seq);
+        }
+        // Fast entries are removed lazily (the head check skips inactive ones).
+        r.in_fast = false;
+        r.in_general = false;
+        if r.deadline_ns != NO_DEADLINE {
+            self.deadlines.remove(&(r.deadline_ns, r.seq, idx));
+        }
+        r.pending = 0;
+    }
+
+    pub(super) fn reject(&mut self, idx: u32, reason: Rejection) {
+        self.drop_pending(idx);
+        let r = &mut self.requests[idx as usize];
+        r.keep_open = false;
+        r.closed = true;
+        let id = RequestId::new(idx, r.gen);
+        self.counters.rejections[Rejection::ALL
+            .iter()
+            .position(|x| *x == reason)
+            .unwrap_or(0)] += 1;
+        self.events.push_back(Event::Rejected {
+            request: id,
+            reason,
+        });
+        self.maybe_retire(idx);
+    }
+
+    pub(super) fn maybe_retire(&mut self, idx: u32) {
+        let r = &mut self.requests[idx as usize];
+        if r.active && r.pending == 0 && r.in_flight == 0 && !r.keep_open {
+            r.active = false;
+            r.extras = None;
+            self.free_requests.push(idx);
+        }
+    }
+
+    /// Rejects waiting requests that no longer have any candidate they may use.
+    pub(super) fn reject_ineligible(&mut self) {
+        let mut doomed = Vec::new();
+        for (&_, &idx) in &self.general {
+            if !self.has_eligible(self.requests[idx as usize].set()) {
+                doomed.push(idx);
+            }
+        }
+        if !self.has_eligible(DrawSet::ALL) {
+            for &(seq, idx) in &self.fast {
+                let r = &self.requests[idx as usize];
+                if r.active && r.in_fast && r.seq == seq {
+                    doomed.push(idx);
+                }
+            }
+        }
+        for idx in doomed {
+            self.reject(idx, Rejection::NoEligibleCandidate);
+        }
+    }
+}
