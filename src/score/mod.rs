@@ -443,8 +443,8 @@ impl ScoreModel {
     pub fn score(&self, c: &Components) -> f64 {
         let values = c.values();
         let mut s = self.weights[0] * values[0];
-        for k in 1..components::COUNT {
-            s += self.weights[k] * values[k];
+        for (w, v) in self.weights.iter().zip(&values).skip(1) {
+            s += w * v;
         }
         if s.is_finite() && s > 0.0 {
             s
