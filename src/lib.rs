@@ -31,6 +31,25 @@
 //! - [`sim`]: the discrete-event simulator behind `selcoord simulate`.
 //! - [`snapshot`]: what was learned, saved and restored across restarts.
 //!
+//! ## Features
+//!
+//! The core ([`core`], [`score`], [`decision`], [`snapshot`] and the discovery
+//! [`Catalogue`](discovery::Catalogue)) is always built and needs no async runtime. Each layer
+//! above it is a Cargo feature:
+//!
+//! | feature | adds | pulls in |
+//! |---|---|---|
+//! | `actor` | [`actor`] (the coordinator actor, permits, the async handle), the discovery actor, [`metrics`] | actix, tokio, metrics |
+//! | `sim` | [`sim`] and `discovery::sim`: the simulator and its SVG plots | plotters |
+//! | `cli` | the `selcoord` binary (`simulate`, `explain`, `demo`); implies `actor` and `sim` | clap, indicatif |
+//! | `prometheus` | `metrics::install_prometheus`; implies `actor` | metrics-exporter-prometheus |
+//! | `http` | `discovery::perf_scores` over HTTP; implies `actor` | hyper |
+//! | `decision-records` | decision records (`Core::set_record_rate`); off, the recording code is compiled out | |
+//!
+//! The default is `cli`, `prometheus` and `decision-records`. A library that drives the core
+//! itself depends on the crate with `default-features = false`; one embedding the actor adds
+//! `features = ["actor"]`.
+//!
 //! ## A decision through the pure core
 //!
 //! ```
@@ -54,17 +73,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[cfg(feature = "actor")]
 pub mod actor;
 pub mod core;
 pub mod decision;
 pub mod discovery;
 mod error;
+#[cfg(feature = "actor")]
 pub mod metrics;
 pub mod score;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod snapshot;
 mod vocab;
 
+#[cfg(feature = "actor")]
 pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,
@@ -75,6 +98,6 @@ pub use crate::error::{Error, Rejection};
 pub use crate::score::{Config, ConfigError, Mode};
 
 /// The README's example is compiled and run as a doc test.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "actor"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

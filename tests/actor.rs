@@ -1,7 +1,10 @@
 //! The coordinator actor in a real actix System: grants, permits, taken-back grants, stray
 //! messages, state, run-time limits, records, and the async handle.
+//!
+//! Tests pause tokio's clock, which the coordinator reads: sleeps, timeouts and the
+//! coordinator's timer advance virtual time as soon as the System is idle.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
@@ -14,7 +17,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{next_answer, next_permit, probe, Probe, StopProbe};
+use support::{next_answer, next_permit, now, probe, Probe, StopProbe};
 
 fn coordinator(candidates: &[&str], limits: Limits) -> Addr<Coordinator> {
     let mut c = Coordinator::with_seed(Config::default(), limits, 11).unwrap();
@@ -55,6 +58,7 @@ async fn ready(c: &Addr<Coordinator>, w: &Addr<Probe>, request: Request) {
 
 #[actix::test]
 async fn grant_outcome_done_flow() {
+    tokio::time::pause();
     let c = coordinator(&["a", "b"], global(1));
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -85,6 +89,7 @@ async fn grant_outcome_done_flow() {
 
 #[actix::test]
 async fn dropping_a_permit_frees_the_slot_without_statistics() {
+    tokio::time::pause();
     let c = coordinator(&["a"], global(1));
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -104,6 +109,7 @@ async fn dropping_a_permit_frees_the_slot_without_statistics() {
 
 #[actix::test]
 async fn grant_to_a_closed_mailbox_goes_to_the_next_worker() {
+    tokio::time::pause();
     let c = coordinator(&["a", "b"], global(1));
     let (holder, mut holder_rx) = probe();
     let (gone, mut gone_rx) = probe();
@@ -132,6 +138,7 @@ async fn grant_to_a_closed_mailbox_goes_to_the_next_worker() {
 
 #[actix::test]
 async fn stray_messages_are_counted_not_fatal() {
+    tokio::time::pause();
     let c = coordinator(&["a"], global(1));
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -175,6 +182,7 @@ async fn stray_messages_are_counted_not_fatal() {
 
 #[actix::test]
 async fn state_reflects_in_flight_per_candidate() {
+    tokio::time::pause();
     let c = coordinator(&["a", "b", "c"], Limits::default());
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any().with_parallelism(3)).await;
@@ -199,6 +207,7 @@ async fn state_reflects_in_flight_per_candidate() {
 
 #[actix::test]
 async fn raising_a_limit_grants_at_once() {
+    tokio::time::pause();
     let c = coordinator(&["a", "b"], global(1));
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -219,6 +228,7 @@ async fn raising_a_limit_grants_at_once() {
 
 #[actix::test]
 async fn retry_asks_again_excluding_the_tried_candidate() {
+    tokio::time::pause();
     let c = coordinator(&["a", "b"], Limits::default());
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -244,6 +254,7 @@ async fn retry_asks_again_excluding_the_tried_candidate() {
 
 #[actix::test]
 async fn hot_reload_keeps_statistics_and_refuses_bad_configs() {
+    tokio::time::pause();
     let c = coordinator(&["a"], Limits::default());
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
@@ -264,6 +275,7 @@ async fn hot_reload_keeps_statistics_and_refuses_bad_configs() {
 
 #[actix::test]
 async fn lease_reclaims_an_attempt_that_never_reports() {
+    tokio::time::pause();
     let config = Config {
         refresh_ms: 5,
         ..Config::default()
@@ -299,17 +311,24 @@ async fn lease_reclaims_an_attempt_that_never_reports() {
 
 #[actix::test]
 async fn deadline_timer_rejects_a_waiting_request() {
+    tokio::time::pause();
     let c = coordinator(&["a"], global(1));
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
     let held = next_permit(&mut rx).await;
-    let deadline = Instant::now() + Duration::from_millis(30);
+    // On the paused clock the timer's instant is exact: the rejection comes at the deadline
+    // (the next refresh is 250 ms away), never before it.
+    let deadline = now() + Duration::from_millis(30);
     ready(&c, &w, Request::any().with_deadline(deadline)).await;
     match next_answer(&mut rx).await {
         Answer::Rejected { reason, .. } => assert_eq!(reason, Rejection::DeadlinePassed),
         other => panic!("expected a rejection, got {other:?}"),
     }
-    assert!(Instant::now() >= deadline);
+    let late = now().saturating_duration_since(deadline);
+    assert!(
+        now() >= deadline && late <= Duration::from_millis(2),
+        "{late:?} late"
+    );
     let s = state(&c).await;
     assert_eq!((s.waiting, s.in_flight), (0, 1));
     drop(held);
@@ -329,6 +348,7 @@ impl Handler<Decision> for Listener {
 
 #[actix::test]
 async fn decision_records_reach_actor_and_channel_subscribers() {
+    tokio::time::pause();
     let handle = Coordinator::with_seed(Config::default(), Limits::default(), 5)
         .unwrap()
         .with_candidate(CandidateInfo::new("a"))
@@ -373,6 +393,7 @@ async fn decision_records_reach_actor_and_channel_subscribers() {
 
 #[actix::test]
 async fn handle_acquire_report_and_drop() {
+    tokio::time::pause();
     let handle = Coordinator::with_seed(Config::default(), global(1), 9)
         .unwrap()
         .with_candidate(CandidateInfo::new("a"))
@@ -410,7 +431,7 @@ async fn handle_acquire_report_and_drop() {
         handle.acquire(Request::any().with_parallelism(2)).await,
         Err(AcquireError::Invalid(Error::InvalidRequest(_)))
     ));
-    let past = Request::any().with_deadline(Instant::now());
+    let past = Request::any().with_deadline(now());
     assert_eq!(
         handle.acquire(past).await.unwrap_err(),
         AcquireError::Rejected(Rejection::DeadlinePassed)
@@ -419,6 +440,7 @@ async fn handle_acquire_report_and_drop() {
 
 #[actix::test]
 async fn abandoned_acquire_is_cancelled_and_its_slot_not_lost() {
+    tokio::time::pause();
     let config = Config {
         refresh_ms: 5,
         ..Config::default()
@@ -453,6 +475,7 @@ async fn abandoned_acquire_is_cancelled_and_its_slot_not_lost() {
 
 #[actix::test]
 async fn stopping_the_coordinator_answers_waiters_and_the_handle() {
+    tokio::time::pause();
     let c = coordinator(&["a"], global(1));
     let handle = CoordinatorHandle::new(c.clone());
     let (w, mut rx) = probe();
@@ -475,6 +498,7 @@ async fn stopping_the_coordinator_answers_waiters_and_the_handle() {
 /// message must keep it in step with the core's open requests (checked by `state`).
 #[actix::test]
 async fn replies_follow_the_core_under_random_operations() {
+    tokio::time::pause();
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
     use selection_coordinator::actor::{Cancel, Finish, Reask};
@@ -558,6 +582,9 @@ async fn replies_follow_the_core_under_random_operations() {
     assert!(rejected > 0);
 }
 
+/// Real time: the remote acquire runs on another thread, whose progress a paused clock on this
+/// one cannot see (it would jump its timeouts forward while that thread still works), so the
+/// polls below sleep for real (about a millisecond each).
 #[actix::test]
 async fn handle_works_from_another_arbiter_thread() {
     let handle = Coordinator::with_seed(Config::default(), global(1), 4)
@@ -602,6 +629,7 @@ async fn handle_works_from_another_arbiter_thread() {
 
 #[actix::test]
 async fn the_same_seed_draws_the_same_candidates() {
+    tokio::time::pause();
     async fn sequence(seed: u64) -> Vec<String> {
         let mut c = Coordinator::with_seed(Config::default(), Limits::default(), seed).unwrap();
         for id in ["a", "b", "c", "d", "e"] {

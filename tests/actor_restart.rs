@@ -69,6 +69,7 @@ async fn learn(
 
 #[actix::test]
 async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
+    tokio::time::pause();
     let dir = tempfile::tempdir().unwrap();
     let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1)
@@ -164,6 +165,7 @@ async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
 
 #[actix::test]
 async fn the_handle_asks_again_once_after_a_restart() {
+    tokio::time::pause();
     let handle = build(&["a"], 1).start_supervised_handle();
     let held = handle.acquire(Request::any()).await.unwrap();
     let h2 = handle.clone();
@@ -218,6 +220,7 @@ async fn the_handle_asks_again_once_after_a_restart() {
 
 #[actix::test]
 async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
+    tokio::time::pause();
     let dir = tempfile::tempdir().unwrap();
     let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
     let c = build(&["a", "b"], 4)
@@ -261,6 +264,7 @@ async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
 
 #[actix::test]
 async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
+    tokio::time::pause();
     let dir = tempfile::tempdir().unwrap();
     let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
     std::fs::write(store.path(), b"{\"version\": 1, \"overall\": ").unwrap();
@@ -296,6 +300,7 @@ async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
 
 #[actix::test]
 async fn bad_input_at_the_actor_gets_typed_errors_not_hangs() {
+    tokio::time::pause();
     let c = build(&["a"], 2).start_supervised();
     let (w, mut rx) = probe();
     let ready = |r: Request| c.send(Ready::new(r, w.clone().recipient()));
@@ -383,6 +388,7 @@ fn shutting_the_system_down_saves_a_snapshot() {
 /// after the save stays removed, one added after it is kept with fresh statistics.
 #[actix::test]
 async fn a_restart_keeps_the_candidate_set_in_force() {
+    tokio::time::pause();
     use selection_coordinator::actor::{AddCandidate, RemoveCandidate};
     let dir = tempfile::tempdir().unwrap();
     let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();

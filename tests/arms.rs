@@ -215,6 +215,7 @@ impl Handler<ReleaseAll> for Holder {
 
 #[actix::test]
 async fn shadow_agreement_through_the_actor() {
+    tokio::time::pause();
     for (shadow, expect_full) in [(Config::default(), true), (Config::lassie(), false)] {
         let limits = Limits {
             global: 1,
@@ -256,6 +257,7 @@ async fn shadow_agreement_through_the_actor() {
 
 #[actix::test]
 async fn hot_reload_keeps_permits_waiting_requests_and_statistics() {
+    tokio::time::pause();
     let limits = Limits {
         global: 2,
         ..Limits::default()

@@ -68,6 +68,7 @@ fn paths(e: &Error) -> Vec<String> {
 
 #[actix::test]
 async fn a_new_share_moves_the_traffic() {
+    tokio::time::pause();
     let h = start(arms_config(), Limits::default());
     let even = grants_per_arm(&h, 400).await;
     assert!((150..=250).contains(&even[0]), "1:1 split: {even:?}");
@@ -90,6 +91,7 @@ async fn a_new_share_moves_the_traffic() {
 
 #[actix::test]
 async fn an_unknown_arm_or_a_bad_share_is_refused_and_the_config_stays() {
+    tokio::time::pause();
     let h = start(arms_config(), Limits::default());
     let before = h.state().await.unwrap().config;
 
@@ -120,6 +122,7 @@ async fn an_unknown_arm_or_a_bad_share_is_refused_and_the_config_stays() {
 
 #[actix::test]
 async fn waiting_requests_and_permits_survive_a_share_change() {
+    tokio::time::pause();
     let limits = Limits {
         global: 1,
         ..Limits::default()

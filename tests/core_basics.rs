@@ -257,3 +257,45 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
         "a finished attempt is unknown"
     );
 }
+
+#[test]
+fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
+    let ms = Duration::from_millis;
+    let limits = Limits {
+        global: 1,
+        max_attempt_s: Some(0.15),
+        ..Limits::default()
+    };
+    let (mut core, mut rng, t0) = core_with(1, limits);
+    let refresh = ms(Config::default().refresh_ms);
+    core.ready(Request::any(), t0, &mut rng).unwrap();
+    let waiter = core
+        .ready(Request::any().with_deadline(t0 + ms(100)), t0, &mut rng)
+        .unwrap();
+    assert!(matches!(events(&mut core)[..], [Event::Granted(_)]));
+
+    // The deadline comes before the refresh: the wake-up is at it, never before.
+    let at = core.next_wakeup();
+    assert!(at > t0 + ms(100) && at <= t0 + ms(101), "{:?}", at - t0);
+    core.tick(at - Duration::from_micros(2), &mut rng);
+    assert!(events(&mut core).is_empty(), "woken before the deadline");
+    core.tick(at, &mut rng);
+    assert!(matches!(
+        events(&mut core)[..],
+        [Event::Rejected { request, reason: Rejection::DeadlinePassed }] if request == waiter
+    ));
+
+    // Then the refresh, which reclaims the attempt past its 0.15 s lease.
+    let at = core.next_wakeup();
+    assert!(
+        at > t0 + refresh && at <= t0 + refresh + ms(1),
+        "{:?}",
+        at - t0
+    );
+    core.tick(at, &mut rng);
+    assert!(matches!(events(&mut core)[..], [Event::Reclaimed { .. }]));
+    assert_eq!(core.in_flight(), 0);
+    // And the refresh after it, one period later.
+    let next = core.next_wakeup();
+    assert!(next >= at + refresh - ms(1) && next <= at + refresh + ms(1));
+}

@@ -619,6 +619,7 @@ fn the_actor_records_every_decision_and_outcome() {
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
         actix::System::new().block_on(async {
+            tokio::time::pause();
             let limits = Limits {
                 global: 3,
                 ..Limits::default()
@@ -906,6 +907,7 @@ fn the_actor_labels_grants_and_outcomes_with_their_arm() {
     let mut expected: BTreeMap<(String, String), u64> = BTreeMap::new();
     metrics::with_local_recorder(&recorder, || {
         actix::System::new().block_on(async {
+            tokio::time::pause();
             let handle: CoordinatorHandle =
                 Coordinator::with_seed(config("b"), Limits::default(), 3)
                     .unwrap()

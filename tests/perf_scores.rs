@@ -77,6 +77,8 @@ async fn serve(mode: Arc<Mutex<Mode>>) -> String {
                 assert!(buf.starts_with(b"GET /scores HTTP/1.1\r\n"));
                 let (bytes, delay) = response(mode);
                 if let Some(d) = delay {
+                    // Real time: the client's fetch timeout must race a real socket, which a
+                    // paused clock would skip past while bytes are still in flight.
                     tokio::time::sleep(d).await;
                 }
                 let _ = sock.write_all(&bytes).await;

@@ -109,6 +109,7 @@ fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<
             return v;
         }
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        // Real time: the demo and Prometheus are other processes, on the wall clock.
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -305,6 +306,7 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
                 if Instant::now() > deadline {
                     break false;
                 }
+                // Real time: the next value comes with Prometheus's next real scrape.
                 std::thread::sleep(Duration::from_millis(500));
             };
             checked += 1;
@@ -482,6 +484,7 @@ fn demo_reloads_its_config_file_and_refuses_an_invalid_one() {
         },
     );
     assert!(!log_text().contains("config reloaded"), "{}", log_text());
+    // Real time: a while for the demo (another process) to wrongly apply the refused file.
     std::thread::sleep(Duration::from_millis(300));
     demo.assert_running(&log);
     let (status, _) = http_get(metrics_addr, "/metrics").unwrap();

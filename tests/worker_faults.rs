@@ -131,6 +131,8 @@ async fn check_after(c: &Addr<Coordinator>, served: &mut mpsc::UnboundedReceiver
         if after.shell.permits_dropped as usize == HOLDERS && after.in_flight == 0 {
             break;
         }
+        // Virtual time in the one-thread test; real time in the two with workers on other
+        // arbiters, whose progress a paused clock here could not see.
         tokio::time::sleep(Duration::from_millis(10)).await;
         after = c.send(GetState).await.unwrap();
     }
@@ -149,6 +151,7 @@ async fn check_after(c: &Addr<Coordinator>, served: &mut mpsc::UnboundedReceiver
 
 #[actix::test]
 async fn worker_stopped_while_holding_a_permit() {
+    tokio::time::pause();
     let c = coordinator();
     let (tx, mut granted) = mpsc::unbounded_channel();
     let holders: Vec<_> = (0..HOLDERS)
@@ -175,6 +178,7 @@ async fn worker_stopped_while_holding_a_permit() {
     );
 }
 
+/// Real time: the workers run on other arbiter threads (see `check_after`).
 #[actix::test]
 async fn worker_arbiter_stopped_while_holding_a_permit() {
     let c = coordinator();
@@ -200,6 +204,7 @@ async fn worker_arbiter_stopped_while_holding_a_permit() {
 }
 
 /// A panic in a handler kills the worker's task (tokio contains it), dropping its permits.
+/// Real time: the workers run on other arbiter threads (see `check_after`).
 #[actix::test]
 async fn worker_panicking_on_its_own_arbiter() {
     let c = coordinator();

@@ -1,7 +1,6 @@
 //! One handler per message. Each forwards to the core and then settles (delivers events).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use actix::{ActorContext, Context, Handler, MessageResult};
 use tokio::sync::mpsc;
@@ -12,6 +11,7 @@ use super::messages::{
     SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
+use super::timer::now;
 use super::Coordinator;
 use crate::core::{AttemptId, Next, RequestId};
 use crate::decision::DecisionRecord;
@@ -51,7 +51,7 @@ impl Handler<Report> for Coordinator {
             return;
         }
         let candidate = self.core.attempt_candidate(msg.attempt).cloned();
-        let result = self.core.outcome(msg.attempt, msg.outcome, Instant::now());
+        let result = self.core.outcome(msg.attempt, msg.outcome, now());
         if let (Ok(()), Some(candidate)) = (&result, candidate) {
             self.metrics
                 .on_outcome(msg.attempt, &candidate, &msg.outcome);
@@ -128,7 +128,7 @@ impl Handler<Cancel> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.core.cancel(msg.request, Instant::now());
+        let result = self.core.cancel(msg.request, now());
         let result = self.counted(result);
         if result.is_ok() {
             self.ledger.closed(msg.request, true);
@@ -255,7 +255,6 @@ impl Coordinator {
             self.metrics.on_config_set(&self.core);
         }
         self.settle(ctx);
-        self.arm_tick(ctx);
         result
     }
 }
@@ -279,7 +278,7 @@ impl Handler<Explain> for Coordinator {
     type Result = Result<DecisionRecord, Error>;
 
     fn handle(&mut self, msg: Explain, _: &mut Context<Self>) -> Self::Result {
-        let result = self.core.explain(&msg.0, Instant::now());
+        let result = self.core.explain(&msg.0, now());
         self.counted(result)
     }
 }

@@ -23,11 +23,13 @@
 //!   is delivered, the attempt is released at once and the slot goes to the next waiter. A
 //!   grant queued in a mailbox that closes later is dropped with it, and dropping a [`Permit`]
 //!   releases its slot, so a worker that stops mid-attempt never leaks a slot.
-//! - **Timers live here, not in the core.** A deadline timer fires at
-//!   [`Core::next_deadline`]; a periodic tick every `refresh_ms` of the config runs
-//!   [`Core::tick`] (score refresh, ejections ending, the attempt lease
-//!   [`Limits::max_attempt_s`], whose resolution is therefore one tick), emits gauges, and
-//!   cancels waiting requests whose worker went away.
+//! - **One timer, on tokio's clock.** The core says when it next needs [`Core::tick`]
+//!   ([`Core::next_wakeup`]: the earliest waiting deadline, or its next score refresh, which
+//!   also ends ejections and applies the attempt lease [`Limits::max_attempt_s`]). The actor
+//!   keeps a single timer armed at the earliest of that and its own chores (every `refresh_ms`:
+//!   gauges, cancelling waiting requests whose worker went away; periodic snapshots), and
+//!   replaces it when that moves. Every handler reads the time from tokio's clock through one
+//!   function, so tests run the actor on paused time (`tokio::time::pause`).
 //! - **Bad input never panics.** Errors from worker messages (a stray `Done`, a second report)
 //!   are counted in [`ShellCounters`] and ignored; messages that have a result also return it.
 //! - **Decision records** are built only while someone subscribes ([`Subscribe`] for actors,
@@ -94,10 +96,11 @@ mod permit;
 mod persist;
 mod records;
 mod state;
+mod timer;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use actix::{Actor, Addr, AsyncContext, Context, SpawnHandle, Supervised, Supervisor};
+use actix::{Actor, Addr, AsyncContext, Context, Supervised, Supervisor};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -120,6 +123,7 @@ use crate::score::Config;
 use ledger::Ledger;
 use persist::Persistence;
 use records::Subscribers;
+use timer::{now, Timer};
 
 /// The coordinator actor: owns the [`Core`], its RNG, timers, metrics and subscribers.
 /// See the [module docs](self) for the message flow.
@@ -131,10 +135,8 @@ pub struct Coordinator {
     ledger: Ledger,
     subscribers: Subscribers,
     shell: ShellCounters,
-    /// When the armed deadline timer fires, and its handle.
-    deadline_timer: Option<(Instant, SpawnHandle)>,
-    tick_timer: Option<(u64, SpawnHandle)>,
-    snapshot_timer: Option<SpawnHandle>,
+    /// The one timer: the core's next wake-up, housekeeping and periodic snapshots.
+    timer: Timer,
     /// Bumped at every restart; permits carry the one that granted them.
     incarnation: u64,
     persistence: Option<Persistence>,
@@ -156,7 +158,7 @@ impl Coordinator {
     }
 
     fn with_rng(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, Error> {
-        let core = Core::new(config, Instant::now())?.with_limits(limits)?;
+        let core = Core::new(config, now())?.with_limits(limits)?;
         Ok(Coordinator {
             core,
             rng,
@@ -164,9 +166,7 @@ impl Coordinator {
             ledger: Ledger::default(),
             subscribers: Subscribers::default(),
             shell: ShellCounters::default(),
-            deadline_timer: None,
-            tick_timer: None,
-            snapshot_timer: None,
+            timer: Timer::default(),
             incarnation: 0,
             persistence: None,
             snapshots: SnapshotStatus::default(),
@@ -177,8 +177,7 @@ impl Coordinator {
 
     /// Adds a candidate before the actor starts (builder style).
     pub fn with_candidate(mut self, info: CandidateInfo) -> Result<Self, Error> {
-        self.core
-            .add_candidate(info, Instant::now(), &mut self.rng)?;
+        self.core.add_candidate(info, now(), &mut self.rng)?;
         Ok(self)
     }
 
@@ -215,11 +214,13 @@ impl Coordinator {
         CoordinatorHandle::new(self.start_supervised())
     }
 
-    /// Runs one core call that may draw, timing it for the decision-cost metric.
+    /// Runs one core call that may draw at the actor's [`now`](timer::now), timing it in real
+    /// time for the decision-cost metric.
     fn timed<T>(&mut self, f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> T) -> T {
-        let now = Instant::now();
-        let out = f(&mut self.core, &mut self.rng, now);
-        self.metrics.on_decision_cost(now.elapsed().as_secs_f64());
+        let started = Instant::now();
+        let out = f(&mut self.core, &mut self.rng, now());
+        self.metrics
+            .on_decision_cost(started.elapsed().as_secs_f64());
         out
     }
 
@@ -268,7 +269,7 @@ impl Coordinator {
             }
         }
         self.publish_records();
-        self.arm_deadline(ctx);
+        self.arm_timer(ctx);
     }
 
     /// The worker is gone: free the slot now so it goes to the next waiter (whose grant the
@@ -298,55 +299,6 @@ impl Coordinator {
             self.core.set_record_rate(self.subscribers.core_rate());
         }
     }
-
-    /// Makes sure a timer fires at the earliest waiting deadline.
-    fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
-        let Some(at) = self.core.next_deadline() else {
-            return;
-        };
-        if let Some((armed, handle)) = self.deadline_timer {
-            if armed <= at {
-                return;
-            }
-            ctx.cancel_future(handle);
-        }
-        let delay = at.saturating_duration_since(Instant::now());
-        let handle = ctx.run_later(delay, |act, ctx| {
-            act.deadline_timer = None;
-            act.on_tick(ctx);
-        });
-        self.deadline_timer = Some((at, handle));
-    }
-
-    /// (Re)starts the periodic tick when `refresh_ms` changed.
-    fn arm_tick(&mut self, ctx: &mut Context<Self>) {
-        let every = self.core.config().refresh_ms.max(1);
-        if let Some((armed, handle)) = self.tick_timer {
-            if armed == every {
-                return;
-            }
-            ctx.cancel_future(handle);
-        }
-        let handle = ctx.run_interval(Duration::from_millis(every), |act, ctx| {
-            act.on_tick(ctx);
-            act.metrics.on_gauges(&act.core);
-        });
-        self.tick_timer = Some((every, handle));
-    }
-
-    fn on_tick(&mut self, ctx: &mut Context<Self>) {
-        for request in self.ledger.abandoned() {
-            let result = self.core.cancel(request, Instant::now());
-            if result.is_ok() {
-                self.shell.abandoned += 1;
-            }
-        }
-        if self.subscribers.prune() {
-            self.core.set_record_rate(self.subscribers.core_rate());
-        }
-        self.timed(|core, rng, now| core.tick(now, rng));
-        self.settle(ctx);
-    }
 }
 
 impl Actor for Coordinator {
@@ -357,15 +309,7 @@ impl Actor for Coordinator {
             ctx.set_mailbox_capacity(capacity);
         }
         self.metrics.sync_arms(&self.core);
-        self.arm_tick(ctx);
-        self.arm_deadline(ctx);
-        if let Some(every) = self.persistence.as_ref().and_then(|p| p.every) {
-            let handle = ctx.run_interval(every.max(Duration::from_millis(1)), |act, _| {
-                // Counted and logged inside; the next interval tries again.
-                let _ = act.save_snapshot();
-            });
-            self.snapshot_timer = Some(handle);
-        }
+        self.start_timer(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {

@@ -8,12 +8,13 @@
 //! attempt ids the new core may reuse) are counted as stale and ignored.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::ledger::Ledger;
 use super::permit::Answer;
+use super::timer::now;
 use super::Coordinator;
 use crate::core::{CandidateInfo, Core};
 use crate::error::Rejection;
@@ -99,7 +100,7 @@ impl Coordinator {
                 LoadOutcome::Quarantined { moved_to, problem }
             }
             Loaded::Snapshot(snapshot) => {
-                match self.core.restore(&snapshot, Instant::now(), &mut self.rng) {
+                match self.core.restore(&snapshot, now(), &mut self.rng) {
                     Ok(()) => LoadOutcome::Restored {
                         candidates: snapshot.candidates.len(),
                     },
@@ -150,7 +151,7 @@ impl Coordinator {
     /// candidates known, and their statistics from the last saved snapshot (or, without a
     /// store, fresh statistics). Requests and attempts of the old incarnation are gone.
     pub(crate) fn rebuild(&mut self) {
-        let now = Instant::now();
+        let now = now();
         let config = self.core.config().clone();
         let limits = self.core.limits();
         let candidates: Vec<CandidateInfo> = self
@@ -177,9 +178,7 @@ impl Coordinator {
         self.core = core;
         self.ledger = Ledger::default();
         self.incarnation += 1;
-        self.deadline_timer = None;
-        self.tick_timer = None;
-        self.snapshot_timer = None;
+        self.timer.reset();
         let outcome = match self.persistence.as_ref().map(|p| p.store.load()) {
             None => LoadOutcome::NotConfigured,
             // A candidate removed since the snapshot stays removed: the candidate set is the

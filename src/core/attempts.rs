@@ -180,4 +180,26 @@ impl Core {
             .first()
             .map(|&(d, _, _)| self.epoch + std::time::Duration::from_nanos(d))
     }
+
+    /// When the core next needs [`Core::tick`]: the earliest waiting deadline or the next
+    /// periodic refresh (every `refresh_ms` of the config), whichever comes first. The refresh
+    /// also ends ejections and applies the attempt lease ([`Limits::max_attempt_s`]), so a
+    /// lease is enforced within one refresh period. A driver keeps one timer armed at this
+    /// instant and reads it again after every call, since any call may move it.
+    pub fn next_wakeup(&self) -> Instant {
+        // Nanoseconds since the epoch. The float-to-integer cast saturates; the ceiling and the
+        // microsecond after it make sure a `tick` at the instant returned finds the work due,
+        // whatever the rounding between seconds and nanoseconds.
+        const MARGIN_NS: u64 = 1_000;
+        let refresh_ns = (self.next_refresh_s * 1e9).ceil() as u64;
+        let due_ns = match self.deadlines.first() {
+            Some(&(d, _, _)) => d.min(refresh_ns),
+            None => refresh_ns,
+        };
+        let after = std::time::Duration::from_nanos(due_ns.saturating_add(MARGIN_NS));
+        // Past what an `Instant` can hold (a refresh period of centuries): a year is as good.
+        self.epoch
+            .checked_add(after)
+            .unwrap_or_else(|| self.epoch + std::time::Duration::from_secs(365 * 86_400))
+    }
 }

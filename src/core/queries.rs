@@ -226,6 +226,7 @@ impl Core {
     }
 
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
+    #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut in_flight = 0u32;
         for (i, s) in self.slots.iter().enumerate() {

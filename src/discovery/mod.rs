@@ -72,10 +72,12 @@
 //! .unwrap();
 //! ```
 
+#[cfg(feature = "actor")]
 mod actor;
 mod catalogue;
 mod config;
 mod events;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 #[cfg(feature = "http")]
@@ -83,6 +85,7 @@ pub mod perf_scores;
 
 use std::future::Future;
 
+#[cfg(feature = "actor")]
 pub use actor::{
     CandidateChange, CandidateSink, Demand, Discovery, DiscoveryStatus, Pool, PoolLow, RefreshNow,
     SetCandidates, SetPerfScores, Snapshot,

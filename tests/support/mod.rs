@@ -1,6 +1,6 @@
 //! Test workers shared by the actor test binaries.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use selection_coordinator::actor::{Answer, Permit};
@@ -33,6 +33,12 @@ impl Handler<StopProbe> for Probe {
     fn handle(&mut self, _: StopProbe, ctx: &mut Context<Self>) {
         ctx.stop();
     }
+}
+
+/// The coordinator's clock (tokio's, paused in most actor tests), for deadlines.
+#[allow(dead_code)] // not every test binary sets deadlines
+pub fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// A started probe and the answers it receives.

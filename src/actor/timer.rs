@@ -1,0 +1,120 @@
+//! The actor's clock and its one timer.
+//!
+//! Every handler reads the time through [`now`]: tokio's clock, so a test that pauses it
+//! (`tokio::time::pause`) drives the coordinator in virtual time and never sleeps for real.
+//!
+//! The core says when it next needs to be called ([`Core::next_wakeup`]: the earliest waiting
+//! deadline or its next refresh, which also applies the attempt lease). The actor keeps one
+//! timer, armed at the earliest of that instant and its own two chores, and replaces it
+//! whenever that moves (re-read after every core call, in `settle`):
+//!
+//! - **housekeeping**, every `refresh_ms` of the config: cancel waiting requests whose worker
+//!   went away, drop subscribers that left, emit the gauges;
+//! - **periodic snapshots**, when [`Coordinator::with_snapshots`] asked for them.
+//!
+//! [`Core::next_wakeup`]: crate::core::Core::next_wakeup
+
+use std::time::{Duration, Instant};
+
+use actix::{AsyncContext, Context};
+
+use super::Coordinator;
+
+/// The actor's clock: tokio's, as a [`std::time::Instant`]. The only place the actor reads the
+/// time (the decision-cost metric aside, which measures real time spent).
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// The one armed timer and the actor's own chores' next due times.
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    /// The instant the armed timer fires at, and its handle.
+    armed: Option<(Instant, actix::SpawnHandle)>,
+    /// When housekeeping is next due (set when the actor starts).
+    housekeeping_due: Option<Instant>,
+    /// When the next periodic snapshot is due, if periodic snapshots are on.
+    snapshot_due: Option<Instant>,
+}
+
+impl Timer {
+    /// Forgets the armed timer and the due times (the actor is restarting; its spawned
+    /// futures are gone).
+    pub(crate) fn reset(&mut self) {
+        *self = Timer::default();
+    }
+}
+
+impl Coordinator {
+    /// The housekeeping period: the config's `refresh_ms`.
+    fn housekeeping_every(&self) -> Duration {
+        Duration::from_millis(self.core.config().refresh_ms.max(1))
+    }
+
+    /// The snapshot period, when periodic snapshots are on.
+    fn snapshot_every(&self) -> Option<Duration> {
+        let every = self.persistence.as_ref().and_then(|p| p.every)?;
+        Some(every.max(Duration::from_millis(1)))
+    }
+
+    /// Schedules the chores from `now` (when the actor starts) and arms the timer.
+    pub(crate) fn start_timer(&mut self, ctx: &mut Context<Self>) {
+        let now = now();
+        self.timer.housekeeping_due = Some(now + self.housekeeping_every());
+        self.timer.snapshot_due = self.snapshot_every().map(|every| now + every);
+        self.arm_timer(ctx);
+    }
+
+    /// Arms the one timer at the earliest thing due, replacing the armed one if that moved.
+    pub(crate) fn arm_timer(&mut self, ctx: &mut Context<Self>) {
+        let at = [self.timer.housekeeping_due, self.timer.snapshot_due]
+            .into_iter()
+            .flatten()
+            .fold(self.core.next_wakeup(), Instant::min);
+        if let Some((armed, handle)) = self.timer.armed {
+            if armed == at {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let delay = at.saturating_duration_since(now());
+        let handle = ctx.run_later(delay, |act, ctx| {
+            act.timer.armed = None;
+            act.on_timer(ctx);
+        });
+        self.timer.armed = Some((at, handle));
+    }
+
+    /// The timer fired: housekeeping, the core's tick and a snapshot, each if due.
+    fn on_timer(&mut self, ctx: &mut Context<Self>) {
+        let now = now();
+        let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
+        if housekeeping {
+            self.timer.housekeeping_due = Some(now + self.housekeeping_every());
+            for request in self.ledger.abandoned() {
+                if self.core.cancel(request, now).is_ok() {
+                    self.shell.abandoned += 1;
+                }
+            }
+            if self.subscribers.prune() {
+                self.core.set_record_rate(self.subscribers.core_rate());
+            }
+        }
+        let snapshot = self.timer.snapshot_due.is_some_and(|due| due <= now);
+        if snapshot {
+            self.timer.snapshot_due = self.snapshot_every().map(|every| now + every);
+        }
+        if self.core.next_wakeup() <= now {
+            self.timed(|core, rng, now| core.tick(now, rng));
+        }
+        // Delivers what the tick decided and re-arms the timer.
+        self.settle(ctx);
+        if housekeeping {
+            self.metrics.on_gauges(&self.core);
+        }
+        if snapshot {
+            // Counted and logged inside; the next period tries again.
+            let _ = self.save_snapshot();
+        }
+    }
+}
