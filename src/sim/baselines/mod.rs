@@ -5,10 +5,13 @@
 //! a [`Picker`] chooses among the candidates the request may use that have a free slot. So
 //! the only difference between them and the coordinator is the choice itself.
 
+mod c3;
+mod least;
 mod mongo;
 mod oracle;
 mod p2c;
 mod pairwise;
+mod snitch;
 
 use std::collections::VecDeque;
 
@@ -18,10 +21,13 @@ use rand::Rng;
 use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
 
+pub(crate) use c3::C3;
+pub(crate) use least::LeastPending;
 pub(crate) use mongo::MongoErrorBias;
 pub(crate) use oracle::Oracle;
 pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
 pub(crate) use pairwise::LassiePairwise;
+pub(crate) use snitch::DynamicSnitch;
 
 /// What a picker may look at besides the servable set.
 #[derive(Debug)]
@@ -247,6 +253,27 @@ impl Picker for RoundRobin {
     fn granted(&mut self, cand: Cand, _now: f64) {
         self.last = Some(cand);
     }
+}
+
+/// The candidate of `s` with the lowest `score`; equal scores are broken by starting the scan
+/// at a random place, so equal candidates share the traffic.
+pub(crate) fn min_by_score(
+    s: &[Cand],
+    rng: &mut SmallRng,
+    mut score: impl FnMut(Cand) -> f64,
+) -> Cand {
+    let start = rng.gen_range(0..s.len());
+    let mut best = s[start];
+    let mut best_score = score(best);
+    for i in 1..s.len() {
+        let c = s[(start + i) % s.len()];
+        let v = score(c);
+        if v < best_score {
+            best = c;
+            best_score = v;
+        }
+    }
+    best
 }
 
 /// Two distinct random picks from `s` (the same one twice if `s` has one element).
