@@ -97,14 +97,18 @@ pub enum PolicySpec {
     LeastPending,
     /// Cassandra's dynamic snitch (latency scores recomputed every 100 ms).
     DynamicSnitch,
-    /// C3's replica ranking with its cubic queue-size term.
+    /// C3: replica ranking with its cubic queue-size term, and its cubic rate control.
     C3,
+    /// C3's replica ranking alone, without rate control.
+    C3Ranking,
+    /// Knows true queue lengths and service rates: least expected completion time.
+    Clairvoyant,
     /// Knows the truth.
     Oracle,
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 14] = [
+pub const POLICY_NAMES: [&str; 16] = [
     "coordinator",
     "random",
     "round-robin",
@@ -118,6 +122,8 @@ pub const POLICY_NAMES: [&str; 14] = [
     "least-pending",
     "dynamic-snitch",
     "c3",
+    "c3-ranking",
+    "clairvoyant",
     "oracle",
 ];
 
@@ -142,6 +148,8 @@ impl PolicySpec {
             "least-pending" => PolicySpec::LeastPending,
             "dynamic-snitch" => PolicySpec::DynamicSnitch,
             "c3" => PolicySpec::C3,
+            "c3-ranking" => PolicySpec::C3Ranking,
+            "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
@@ -173,6 +181,8 @@ impl PolicySpec {
             PolicySpec::LeastPending => "least-pending",
             PolicySpec::DynamicSnitch => "dynamic-snitch",
             PolicySpec::C3 => "c3",
+            PolicySpec::C3Ranking => "c3-ranking",
+            PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
         }
     }
@@ -219,7 +229,9 @@ impl PolicySpec {
                 let own = SmallRng::seed_from_u64(seed ^ 0x5eed_d5);
                 baselines::queued(baselines::DynamicSnitch::new(own), limits, rng)
             }
-            PolicySpec::C3 => baselines::queued(baselines::C3::default(), limits, rng),
+            PolicySpec::C3 => baselines::queued(baselines::C3::new(true), limits, rng),
+            PolicySpec::C3Ranking => baselines::queued(baselines::C3::new(false), limits, rng),
+            PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
         })
     }

@@ -6,6 +6,8 @@
 //! the only difference between them and the coordinator is the choice itself.
 
 mod c3;
+mod c3_rate;
+mod clairvoyant;
 mod least;
 mod mongo;
 mod oracle;
@@ -22,6 +24,7 @@ use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
 
 pub(crate) use c3::C3;
+pub(crate) use clairvoyant::Clairvoyant;
 pub(crate) use least::LeastPending;
 pub(crate) use mongo::MongoErrorBias;
 pub(crate) use oracle::Oracle;
@@ -47,8 +50,22 @@ pub(crate) trait Picker: Send + std::fmt::Debug {
         world: &World<'_>,
         rng: &mut SmallRng,
     ) -> Cand;
+    /// Like [`Picker::pick`], but it may hold the request back (rate control): `Err(at)`
+    /// means no candidate of `servable` may be sent to before `at` seconds.
+    fn pick_or_wait(
+        &mut self,
+        servable: &[Cand],
+        st: &PickState<'_>,
+        world: &World<'_>,
+        rng: &mut SmallRng,
+    ) -> Result<Cand, f64> {
+        Ok(self.pick(servable, st, world, rng))
+    }
     /// An attempt started.
     fn granted(&mut self, _cand: Cand, _now: f64) {}
+    /// An attempt's slot is free (right after its outcome); `world` is what a server tells its
+    /// client with a response (its queue length, its service time).
+    fn finished(&mut self, _cand: Cand, _world: &World<'_>, _now: f64) {}
     /// An attempt's outcome; `elapsed_s` since its grant.
     fn outcome(&mut self, _cand: Cand, _outcome: &Outcome, _elapsed_s: f64, _now: f64) {}
 }
@@ -77,6 +94,8 @@ pub(crate) struct Queued<P> {
     out: VecDeque<Decision>,
     decisions: u64,
     scratch: Vec<Cand>,
+    /// The wake-up already asked of the engine for requests the picker held back.
+    wake_at: Option<f64>,
 }
 
 /// Boxes a picker into a queued policy.
@@ -99,6 +118,7 @@ pub(crate) fn queued<P: Picker + 'static>(
         out: VecDeque::new(),
         decisions: 0,
         scratch: Vec::new(),
+        wake_at: None,
     })
 }
 
@@ -109,6 +129,10 @@ impl<P: Picker> Queued<P> {
 
     /// Grants what it can, oldest request first, skipping those that must wait.
     fn pump(&mut self, now: f64, world: &World<'_>) {
+        if self.wake_at.is_some_and(|t| t <= now) {
+            self.wake_at = None;
+        }
+        let mut wake: Option<f64> = None;
         let mut i = 0;
         while i < self.queue.len() && self.global < self.limits.global {
             let req = self.queue[i];
@@ -136,7 +160,15 @@ impl<P: Picker> Queued<P> {
                     in_flight: &self.in_flight,
                     now,
                 };
-                let cand = self.picker.pick(&servable, &st, world, &mut self.rng);
+                let cand = match self.picker.pick_or_wait(&servable, &st, world, &mut self.rng) {
+                    Ok(c) => c,
+                    Err(at) => {
+                        wake = Some(wake.map_or(at, |w: f64| w.min(at)));
+                        self.scratch = servable;
+                        i += 1;
+                        continue;
+                    }
+                };
                 self.queue.remove(i);
                 let r = &mut self.reqs[req as usize];
                 r.waiting = false;
@@ -149,6 +181,12 @@ impl<P: Picker> Queued<P> {
                 self.out.push_back(Decision::Grant { req, cand });
             }
             self.scratch = servable;
+        }
+        if let Some(at) = wake {
+            if self.wake_at.map_or(true, |w| at < w) {
+                self.wake_at = Some(at);
+                self.out.push_back(Decision::Stall { retry_at: at });
+            }
         }
     }
 
@@ -198,6 +236,7 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
+        self.picker.finished(cand, world, now);
         self.in_flight[cand as usize] -= 1;
         self.global -= 1;
         if retry {
