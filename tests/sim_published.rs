@@ -57,7 +57,6 @@ fn every_new_baseline_serves_every_request_of_the_herd() {
         "least-pending",
         "dynamic-snitch",
         "c3",
-        "c3-ranking",
         "clairvoyant",
     ];
     let r = run(&sc, &names, &[5]);

@@ -97,10 +97,10 @@ pub enum PolicySpec {
     LeastPending,
     /// Cassandra's dynamic snitch (latency scores recomputed every 100 ms).
     DynamicSnitch,
-    /// C3: replica ranking with its cubic queue-size term, and its cubic rate control.
+    /// C3's replica ranking with its cubic queue-size term.
     C3,
-    /// C3's replica ranking alone, without rate control.
-    C3Ranking,
+    /// C3's ranking with its cubic rate control and backpressure (made for many clients).
+    C3Rate,
     /// Knows true queue lengths and service rates: least expected completion time.
     Clairvoyant,
     /// Knows the truth.
@@ -122,7 +122,7 @@ pub const POLICY_NAMES: [&str; 16] = [
     "least-pending",
     "dynamic-snitch",
     "c3",
-    "c3-ranking",
+    "c3-rate",
     "clairvoyant",
     "oracle",
 ];
@@ -148,7 +148,7 @@ impl PolicySpec {
             "least-pending" => PolicySpec::LeastPending,
             "dynamic-snitch" => PolicySpec::DynamicSnitch,
             "c3" => PolicySpec::C3,
-            "c3-ranking" => PolicySpec::C3Ranking,
+            "c3-rate" => PolicySpec::C3Rate,
             "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
             other => match other.strip_prefix("coordinator:") {
@@ -181,7 +181,7 @@ impl PolicySpec {
             PolicySpec::LeastPending => "least-pending",
             PolicySpec::DynamicSnitch => "dynamic-snitch",
             PolicySpec::C3 => "c3",
-            PolicySpec::C3Ranking => "c3-ranking",
+            PolicySpec::C3Rate => "c3-rate",
             PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
         }
@@ -229,8 +229,8 @@ impl PolicySpec {
                 let own = SmallRng::seed_from_u64(seed ^ 0x5eed_d5);
                 baselines::queued(baselines::DynamicSnitch::new(own), limits, rng)
             }
-            PolicySpec::C3 => baselines::queued(baselines::C3::new(true), limits, rng),
-            PolicySpec::C3Ranking => baselines::queued(baselines::C3::new(false), limits, rng),
+            PolicySpec::C3 => baselines::queued(baselines::C3::new(false), limits, rng),
+            PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
             PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
         })
