@@ -25,7 +25,11 @@ fn policy<'a>(report: &'a Report, name: &str) -> &'a PolicyReport {
 #[test]
 fn linkerd_spike_keeps_the_published_success_ordering() {
     let sc = Scenario::load("linkerd-spike").unwrap();
-    let r = run(&sc, &["round-robin", "least-loaded", "p2c-peak-ewma"], &[1, 2]);
+    let r = run(
+        &sc,
+        &["round-robin", "least-loaded", "p2c-peak-ewma"],
+        &[1, 2],
+    );
     let ok = |name| policy(&r, name).success_within_timeout;
     // Published: about 95%, 99% and 99.9%.
     let (rr, ll, ewma) = (ok("round-robin"), ok("least-loaded"), ok("p2c-peak-ewma"));

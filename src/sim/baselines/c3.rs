@@ -156,7 +156,11 @@ impl Picker for C3 {
     }
 
     fn finished(&mut self, cand: Cand, world: &World<'_>, now: f64) {
-        let response_ms = self.last_elapsed_ms.get(cand as usize).copied().unwrap_or(0.0);
+        let response_ms = self
+            .last_elapsed_ms
+            .get(cand as usize)
+            .copied()
+            .unwrap_or(0.0);
         let rate = world.service_rate(cand);
         let service_ms = if rate.is_finite() && rate > 0.0 {
             1000.0 / rate

@@ -119,9 +119,7 @@ impl RateControl {
             } else {
                 self.bucket.rate = next;
             }
-        } else if sending > receiving
-            && now_ms - self.last_increase_ms > INTERVAL_MS * HYSTERESIS
-        {
+        } else if sending > receiving && now_ms - self.last_increase_ms > INTERVAL_MS * HYSTERESIS {
             self.rate_at_last_decrease = sending;
             self.bucket.rate = (sending * BETA).max(0.0001);
             self.last_decrease_ms = now_ms;

@@ -160,7 +160,10 @@ impl<P: Picker> Queued<P> {
                     in_flight: &self.in_flight,
                     now,
                 };
-                let cand = match self.picker.pick_or_wait(&servable, &st, world, &mut self.rng) {
+                let cand = match self
+                    .picker
+                    .pick_or_wait(&servable, &st, world, &mut self.rng)
+                {
                     Ok(c) => c,
                     Err(at) => {
                         wake = Some(wake.map_or(at, |w: f64| w.min(at)));
