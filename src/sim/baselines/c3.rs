@@ -187,7 +187,7 @@ mod tests {
         assert!((c3.score(0, 2) - (6.0 + 64.0 * 4.0)).abs() < 1e-9);
         // The next sample weighs 0.9.
         c3.observe(0, 20.0, 4.0, 3.0);
-        let q = 0.9 * 3.0 + 0.1 * 1.0;
+        let q: f64 = 0.9 * 3.0 + 0.1 * 1.0;
         let rest = 0.9 * 16.0 + 0.1 * 6.0;
         assert!((c3.score(0, 0) - (rest + (1.0 + q).powi(3) * 4.0)).abs() < 1e-9);
     }
