@@ -69,7 +69,11 @@ fn every_new_baseline_serves_every_request_of_the_herd() {
         assert!(p.requests > 5000.0, "{name}: {} requests", p.requests);
         assert_eq!(p.error_rate, 0.0, "{name}");
         assert_eq!(p.stuck, 0.0, "{name}");
-        // Ten equal servers at 80% load: nobody may starve one or pile on one.
+        // Ten equal servers at 80% load: no load-aware rule starves one or piles on one. The
+        // dynamic snitch does herd (every request goes to the best score for 100 ms).
+        if name == "dynamic-snitch" {
+            continue;
+        }
         for (cand, share) in &p.share {
             assert!((0.05..0.2).contains(share), "{name}: {cand} got {share}");
         }
