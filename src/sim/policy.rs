@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::baselines;
+use super::queue::Queues;
 use super::truth::Truth;
 use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
 use crate::core::{Request, RequestId};
@@ -29,11 +30,48 @@ pub(crate) enum Decision {
     Stall { retry_at: f64 },
 }
 
-/// What only the oracle may look at: the hidden truth and the real load.
+/// What only the oracles (`oracle`, `clairvoyant`) may look at: the hidden truth, the real
+/// queues and service rates.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct World<'a> {
     pub(crate) truth: &'a [Truth],
     pub(crate) retries: u32,
+    #[allow(dead_code)]
+    pub(crate) queues: &'a Queues,
+    /// Virtual seconds since the start of the run.
+    #[allow(dead_code)]
+    pub(crate) now: f64,
+}
+
+// The hook for policies that know the queues (the clairvoyant oracle of a queueing world).
+#[allow(dead_code)]
+impl World<'_> {
+    /// Attempts on `c` waiting for a server plus those in service (0 without a queue).
+    pub(crate) fn queue_len(&self, c: Cand) -> u32 {
+        self.queues.queue_len(c as usize)
+    }
+
+    /// Attempts on `c` waiting for a server (not in service).
+    pub(crate) fn waiting(&self, c: Cand) -> u32 {
+        self.queues.waiting(c as usize)
+    }
+
+    /// Attempts on `c` in service.
+    pub(crate) fn in_service(&self, c: Cand) -> u32 {
+        self.queues.in_service(c as usize)
+    }
+
+    /// Parallel servers of `c` now (`u32::MAX` without a queue).
+    pub(crate) fn servers(&self, c: Cand) -> u32 {
+        self.truth[c as usize].servers()
+    }
+
+    /// Completions per second of one server of `c` at this moment: the inverse of its mean
+    /// service time at the current slowdown level (infinite without a queue).
+    pub(crate) fn service_rate(&self, c: Cand) -> f64 {
+        self.queues
+            .service_rate(c as usize, &self.truth[c as usize], self.now)
+    }
 }
 
 /// A selection policy driven in virtual time (seconds since the start of the run).
@@ -91,12 +129,24 @@ pub enum PolicySpec {
     LassiePairwise,
     /// Power of two choices by peak EWMA of latency times load (tower, Finagle).
     P2cPeakEwma,
+    /// Linkerd's "least loaded": two random choices, fewer in flight wins.
+    LeastLoaded,
+    /// Fewest outstanding requests among the allowed candidates.
+    LeastPending,
+    /// Cassandra's dynamic snitch (latency scores recomputed every 100 ms).
+    DynamicSnitch,
+    /// C3's replica ranking with its cubic queue-size term.
+    C3,
+    /// C3's ranking with its cubic rate control and backpressure (made for many clients).
+    C3Rate,
+    /// Knows true queue lengths and service rates: least expected completion time.
+    Clairvoyant,
     /// Knows the truth.
     Oracle,
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 10] = [
+pub const POLICY_NAMES: [&str; 16] = [
     "coordinator",
     "random",
     "round-robin",
@@ -106,6 +156,12 @@ pub const POLICY_NAMES: [&str; 10] = [
     "lassie",
     "livepeer",
     "p2c-peak-ewma",
+    "least-loaded",
+    "least-pending",
+    "dynamic-snitch",
+    "c3",
+    "c3-rate",
+    "clairvoyant",
     "oracle",
 ];
 
@@ -126,6 +182,12 @@ impl PolicySpec {
             "mongo-error-bias" => PolicySpec::MongoErrorBias,
             "lassie-pairwise" => PolicySpec::LassiePairwise,
             "p2c-peak-ewma" => PolicySpec::P2cPeakEwma,
+            "least-loaded" => PolicySpec::LeastLoaded,
+            "least-pending" => PolicySpec::LeastPending,
+            "dynamic-snitch" => PolicySpec::DynamicSnitch,
+            "c3" => PolicySpec::C3,
+            "c3-rate" => PolicySpec::C3Rate,
+            "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
@@ -153,6 +215,12 @@ impl PolicySpec {
             PolicySpec::MongoErrorBias => "mongo-error-bias",
             PolicySpec::LassiePairwise => "lassie-pairwise",
             PolicySpec::P2cPeakEwma => "p2c-peak-ewma",
+            PolicySpec::LeastLoaded => "least-loaded",
+            PolicySpec::LeastPending => "least-pending",
+            PolicySpec::DynamicSnitch => "dynamic-snitch",
+            PolicySpec::C3 => "c3",
+            PolicySpec::C3Rate => "c3-rate",
+            PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
         }
     }
@@ -192,6 +260,16 @@ impl PolicySpec {
             PolicySpec::P2cPeakEwma => {
                 baselines::queued(baselines::P2cPeakEwma::default(), limits, rng)
             }
+            // Linkerd's least loaded is the same rule as MongoDB's operation count.
+            PolicySpec::LeastLoaded => baselines::queued(baselines::P2cOpcount, limits, rng),
+            PolicySpec::LeastPending => baselines::queued(baselines::LeastPending, limits, rng),
+            PolicySpec::DynamicSnitch => {
+                let own = SmallRng::seed_from_u64(seed ^ 0x5eed_d5);
+                baselines::queued(baselines::DynamicSnitch::new(own), limits, rng)
+            }
+            PolicySpec::C3 => baselines::queued(baselines::C3::new(false), limits, rng),
+            PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
+            PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
         })
     }
