@@ -99,7 +99,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         ),
         None => None,
     };
-    // Installed before the actix system starts, so the exporter runs on a thread of its own.
+    // The exporter serves from a thread of its own; installing it first makes a busy port an
+    // error before anything starts.
     #[cfg(feature = "prometheus")]
     selection_coordinator::metrics::install_prometheus(args.listen)
         .map_err(|e| format!("--listen: {e}"))?;
