@@ -165,13 +165,32 @@ impl Request {
 }
 
 /// What the worker does after an attempt's slot is released.
+///
+/// A request is one unit of work (one operation, one retrieval), and [`Next`] is about that
+/// unit only. A worker that loops over units of work ends each one with [`Next::Finish`] and
+/// asks for the next with a fresh request (a new `Ready`, `acquire` or [`Core::ready`](super::Core::ready)).
+/// It must not loop with [`Next::Retry`]: a retry excludes every candidate the request has
+/// tried, so after as many units as there are candidates it is rejected with
+/// `NoEligibleCandidate`, even though every candidate is healthy.
+///
+/// ```text
+/// loop {
+///     permit = ready(Request::any())          // a fresh request per unit of work
+///     outcome = run(permit.candidate())
+///     permit.report(outcome)
+///     if failed && tries_left { permit.done(Next::Retry) /* same unit, another candidate */ }
+///     else { permit.done(Next::Finish) }      // this unit is over; loop for the next
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Next {
     /// The request is complete: drop its waiting asks; it ends once its attempts are done.
+    /// A looping worker ends every unit of work with this, then sends a fresh request.
     #[default]
     Finish,
-    /// Ask again for one more attempt, excluding every candidate already tried.
+    /// Ask again for one more attempt at the same unit of work, excluding every candidate
+    /// already tried (a retry after a failure). Not for the next unit of work: see [`Next`].
     Retry,
     /// Keep the request open without asking; call `reask` or `finish` later.
     Keep,
@@ -235,6 +254,22 @@ pub struct Success {
 }
 
 /// What happened in an attempt.
+///
+/// A success carries optional measurements; set them by name with [`Durations`](std::time::Duration):
+///
+/// ```
+/// use std::time::Duration;
+/// use selection_coordinator::{FailureClass, Outcome};
+///
+/// let ok = Outcome::success()
+///     .connect(Duration::from_millis(12))
+///     .first_byte(Duration::from_millis(40))
+///     .bytes(65_536)
+///     .duration(Duration::from_millis(180));
+/// assert_eq!(ok, Outcome::success_with(12.0, 40.0, 65_536, 180.0));
+/// let failed = Outcome::failure(FailureClass::Timeout);
+/// assert_eq!(failed.label(), "timeout");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -250,7 +285,9 @@ impl Outcome {
         Outcome::Success(Success::default())
     }
 
-    /// A success with timings (ms) and bytes.
+    /// A success with timings (ms) and bytes, in this order: connect, time to first byte,
+    /// bytes, whole duration. The named form is harder to mix up:
+    /// `Outcome::success().connect(d).first_byte(d).bytes(n).duration(d)`.
     pub fn success_with(connect_ms: f64, ttfb_ms: f64, bytes: u64, duration_ms: f64) -> Self {
         Outcome::Success(Success {
             connect_ms: Some(connect_ms),
