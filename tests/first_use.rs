@@ -106,6 +106,16 @@ fn a_toml_syntax_error_shows_line_column_and_snippet() {
 }
 
 #[test]
+fn columns_count_characters_not_bytes() {
+    let e = Scenario::parse("name = \"ééé\" oops\n", "bad.toml").unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        shown.contains("column 14") && shown.contains("1 | name = \"ééé\" oops"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn a_bad_value_points_at_it_too() {
     let text = "name = \"x\"\ndescription = \"y\"\n[[candidates]]\nid = \"a\"\nsuccess = 1.5\n";
     let e = Scenario::parse(text, "bad.toml").unwrap_err();

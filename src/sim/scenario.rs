@@ -366,14 +366,21 @@ fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
 /// Where `span` starts in `text`, as TOML's own errors show it: the column, then the line with
 /// carets under the span (cut at the line's end).
 fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
-    let start = span.start.min(text.len());
+    let boundary = |mut i: usize| {
+        i = i.min(text.len());
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = boundary(span.start);
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
     let line = text[line_start..line_end].trim_end_matches('\r');
     let column = text[line_start..start].chars().count() + 1;
     let number = line_of(text, start).to_string();
     let pad = " ".repeat(number.len());
-    let end = span.end.clamp(start, line_start + line.len());
+    let end = boundary(span.end.clamp(start, line_start + line.len()));
     let carets = text[start..end].chars().count().max(1);
     format!(
         "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
