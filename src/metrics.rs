@@ -86,7 +86,9 @@ pub mod names {
     pub const CANDIDATE_IN_FLIGHT_LIMIT: &str = "selcoord_candidate_in_flight_limit";
     /// Gauge: score components, labels `candidate`, `component`.
     pub const SCORE_COMPONENT: &str = "selcoord_score_component";
-    /// Gauge: probability of the candidate winning an unrestricted draw now, label `candidate`.
+    /// Gauge: probability of the candidate winning the next unrestricted draw if every
+    /// candidate had a free slot ([`Core::preference`](crate::core::Core::preference)), label
+    /// `candidate`. It does not drop to 0 when candidates are at their limits or all ejected.
     pub const CANDIDATE_PROBABILITY: &str = "selcoord_candidate_probability";
     /// Gauge: share of sampled decisions where a shadow policy agreed with the live choice,
     /// label `shadow`.
@@ -269,7 +271,7 @@ pub fn describe() {
     );
     describe_gauge!(
         CANDIDATE_PROBABILITY,
-        "Probability that the candidate wins an unrestricted draw now."
+        "Probability that the candidate wins the next unrestricted draw if every candidate had a free slot."
     );
     describe_gauge!(
         SHADOW_AGREEMENT,
@@ -540,6 +542,7 @@ impl CoordinatorMetrics {
         let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
         let mut ejected = 0usize;
         let mut shown = HashSet::with_capacity(self.shown.len());
+        let preference: HashMap<CandidateId, f64> = core.preference().into_iter().collect();
         for view in core.candidates() {
             if view.ejected {
                 ejected += 1;
@@ -565,7 +568,7 @@ impl CoordinatorMetrics {
                     .set(value);
             }
             gauge!(names::CANDIDATE_PROBABILITY, "candidate" => label.clone())
-                .set(core.tree_probability(&view.info.id));
+                .set(preference.get(&view.info.id).copied().unwrap_or(0.0));
             shown.insert(label);
         }
         // A candidate that is gone holds nothing and cannot win: say so rather than leave its

@@ -204,3 +204,78 @@ fn recorded_statistics_enter_the_components_and_decay_with_their_age() {
         .sum();
     assert!((total - 1.0).abs() < 1e-9);
 }
+
+#[test]
+fn duplicate_candidate_ids_are_refused_naming_the_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dup.toml");
+    std::fs::write(
+        &file,
+        "[[candidates]]\nid = \"a\"\n[[candidates]]\nid = \"b\"\n[[candidates]]\nid = \"a\"\n",
+    )
+    .unwrap();
+    for json in [false, true] {
+        let mut args = vec![
+            "explain",
+            "--config",
+            "default",
+            "--candidates",
+            file.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        let out = selcoord(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "accepted duplicate ids: {err}");
+        assert!(out.stdout.is_empty(), "printed a result for duplicate ids");
+        for want in [
+            "candidates[2].id",
+            "duplicate candidate id `a`",
+            "candidates[0]",
+        ] {
+            assert!(err.contains(want), "missing {want} in\n{err}");
+        }
+    }
+}
+
+#[test]
+fn large_weights_are_shown_in_scientific_notation() {
+    // The default config raises the score to the 24th power: weights of order 1e28.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        "[[candidates]]\nid = \"a\"\n[[candidates]]\nid = \"b\"\n",
+    )
+    .unwrap();
+    let args = [
+        "explain",
+        "--config",
+        "default",
+        "--candidates",
+        file.to_str().unwrap(),
+    ];
+    let json = selcoord(&[&args[..], &["--json"]].concat());
+    assert!(json.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let weight = v["candidates"][0]["weight"].as_f64().unwrap();
+    assert!(weight > 1e6, "the case needs a large weight, got {weight}");
+    let out = selcoord(&args);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("a "))
+        .unwrap_or_else(|| panic!("no row for a in\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // id, probability, score, weight, components...
+    let shown = cells[3];
+    assert!(
+        shown.contains('e') && shown.len() <= 10,
+        "weight cell {shown:?} in\n{text}"
+    );
+    let parsed: f64 = shown.parse().unwrap();
+    assert!((parsed / weight - 1.0).abs() < 1e-4, "{shown} vs {weight}");
+    assert!(cells[1] == "0.500000", "{row}");
+}

@@ -18,6 +18,9 @@ pub(crate) struct Evaluation {
     totals: Vec<f64>,
     pub(crate) filters: Vec<FilterNote>,
     pub(crate) fallbacks: Vec<Fallback>,
+    /// Counts usable candidates at their in-flight limit too: a query of what a draw would
+    /// give with a free slot everywhere ([`Core::preference`]), never a draw.
+    pub(crate) any_load: bool,
 }
 
 impl Evaluation {
@@ -51,7 +54,8 @@ impl Core {
     ) {
         ev.clear();
         let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
-            if s.available && !Self::excluded(set.exclude, i, s.gen) && self.caps_ok(i, set.caps) {
+            let free = s.available || (ev.any_load && s.usable);
+            if free && !Self::excluded(set.exclude, i, s.gen) && self.caps_ok(i, set.caps) {
                 ev.keys.push(i);
             }
         };

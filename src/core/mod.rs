@@ -19,6 +19,7 @@ mod evaluate;
 mod fleet;
 mod grant;
 mod index;
+mod preference;
 mod queries;
 mod requests;
 mod select;
@@ -50,12 +51,19 @@ pub const UNLIMITED: u32 = u32::MAX;
 
 /// The tuning knobs. All can change at run time ([`Core::set_limits`]); raising one grants
 /// immediately.
+///
+/// [`Limits::default()`] limits nothing in flight: `global` and `per_candidate` are
+/// [`UNLIMITED`], so every free request is granted at once and only a candidate's own
+/// `max_in_flight` (in its [`CandidateInfo`]) caps it. The other defaults: `max_parallelism`
+/// 64, `max_waiting` 100,000, no `max_attempt_s` lease. Set the in-flight limits to what the
+/// backends can take, e.g. `Limits { global: 32, per_candidate: 8, ..Limits::default() }`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Attempts in flight over all candidates.
+    /// Attempts in flight over all candidates. Default [`UNLIMITED`].
     pub global: u32,
     /// Attempts in flight per candidate (a candidate's own `max_in_flight` overrides it).
+    /// Default [`UNLIMITED`].
     pub per_candidate: u32,
     /// The highest parallelism a request may ask for.
     pub max_parallelism: u32,
@@ -67,6 +75,8 @@ pub struct Limits {
 }
 
 impl Default for Limits {
+    /// Unlimited in flight (`global` and `per_candidate` [`UNLIMITED`]), `max_parallelism` 64,
+    /// `max_waiting` 100,000, no attempt lease.
     fn default() -> Self {
         Limits {
             global: UNLIMITED,

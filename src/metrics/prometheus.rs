@@ -1,23 +1,47 @@
 //! The Prometheus exporter: installation with this crate's buckets and typed errors.
+//!
+//! The exporter always runs on a thread of its own with its own single-threaded Tokio
+//! runtime, wherever it is installed from: outside any runtime, inside `actix::System`, inside
+//! `#[tokio::main]`. An application that blocks its own threads (a synchronous call in an actix
+//! handler, a long computation) therefore never stops `/metrics` from answering.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::mpsc;
+
+use metrics_exporter_prometheus::{BuildError, ExporterFuture, PrometheusRecorder};
 
 use super::{describe, BUCKETS};
+
+/// The name of the exporter's thread (visible in debuggers and `top -H`).
+const THREAD_NAME: &str = "selcoord-prometheus";
 
 /// Why the Prometheus exporter could not be installed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PrometheusInstallError {
+    /// The address could not be read or resolved, e.g. `"localhost"` without a port.
+    #[error(
+        "cannot use {addr} as a listen address: {reason}; write it as host:port, e.g. \
+         127.0.0.1:9464"
+    )]
+    Address {
+        /// The address as given (its `Debug` form: a string is quoted).
+        addr: String,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// The HTTP listener could not bind; pick another address or free the port.
     #[error("cannot listen on {addr}: {reason}; choose another address or stop what uses it")]
     Listen {
-        /// The address asked for.
-        addr: std::net::SocketAddr,
+        /// The address asked for (the last one tried when a name resolved to several).
+        addr: SocketAddr,
         /// What the system said.
         reason: String,
     },
     /// A metrics recorder is installed already; install the exporter once per process.
     #[error("a metrics recorder is installed already; install the exporter once per process")]
     AlreadyInstalled,
-    /// Any other exporter error (runtime creation, configuration).
+    /// Any other exporter error (runtime or thread creation, configuration).
     #[error("cannot start the Prometheus exporter: {0}")]
     Exporter(String),
 }
@@ -36,22 +60,103 @@ pub fn prometheus_builder(
 }
 
 /// Installs the Prometheus exporter as the global recorder, serving `/metrics` over HTTP on
-/// `addr` (e.g. `127.0.0.1:9464`), and describes every metric.
+/// `addr`, and describes every metric.
 ///
-/// Call it outside any Tokio runtime (the exporter then runs on a thread of its own) or inside
-/// one (it is spawned there). Only one recorder can be installed per process.
-pub fn install_prometheus(addr: std::net::SocketAddr) -> Result<(), PrometheusInstallError> {
-    use metrics_exporter_prometheus::BuildError;
-    prometheus_builder()?
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| match e {
-            BuildError::FailedToCreateHTTPListener(reason) => {
-                PrometheusInstallError::Listen { addr, reason }
+/// `addr` is anything [`ToSocketAddrs`] takes: `"127.0.0.1:9464"`, a `String`, a
+/// [`SocketAddr`], `("localhost", 9464)`. A name resolving to several addresses binds the first
+/// that works.
+///
+/// The exporter runs on a thread of its own (with its own single-threaded Tokio runtime)
+/// wherever this is called, so blocking the application's threads, actix's included, never
+/// stops `/metrics`. Call it once per process, at start-up, before or inside
+/// `actix::System::block_on`: both are the same.
+///
+/// Errors: [`PrometheusInstallError::Address`] (unreadable address),
+/// [`PrometheusInstallError::Listen`] (the port is taken or the address not local),
+/// [`PrometheusInstallError::AlreadyInstalled`], [`PrometheusInstallError::Exporter`]. On an
+/// error nothing keeps running and no recorder is installed.
+pub fn install_prometheus(
+    addr: impl ToSocketAddrs + std::fmt::Debug,
+) -> Result<(), PrometheusInstallError> {
+    let bad = |reason: String| PrometheusInstallError::Address {
+        addr: format!("{addr:?}"),
+        reason,
+    };
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad("it resolves to no address".into()));
+    }
+    // The exporter's thread builds everything on a runtime of its own (the listener registers
+    // with it, the exporter's upkeep task is spawned on it), hands back the recorder, and
+    // serves only once the recorder is installed; told otherwise it drops it all and ends.
+    let (built_tx, built_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<bool>();
+    std::thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = built_tx.send(Err(PrometheusInstallError::Exporter(format!(
+                        "cannot create its runtime: {e}"
+                    ))));
+                    return;
+                }
+            };
+            let exporter = match build_on(&runtime, &addrs) {
+                Ok((recorder, exporter)) => {
+                    if built_tx.send(Ok(recorder)).is_err() {
+                        return;
+                    }
+                    exporter
+                }
+                Err(e) => {
+                    let _ = built_tx.send(Err(e));
+                    return;
+                }
+            };
+            if go_rx.recv() == Ok(true) {
+                // Serves until the process ends; only an accept error ends it early.
+                if let Err(e) = runtime.block_on(exporter) {
+                    tracing::error!("the Prometheus exporter stopped: {e:?}");
+                }
             }
-            BuildError::FailedToSetGlobalRecorder(_) => PrometheusInstallError::AlreadyInstalled,
-            other => PrometheusInstallError::Exporter(other.to_string()),
-        })?;
+        })
+        .map_err(|e| PrometheusInstallError::Exporter(format!("cannot start its thread: {e}")))?;
+    let recorder = built_rx.recv().map_err(|_| {
+        PrometheusInstallError::Exporter("its thread ended before building it".into())
+    })??;
+    let installed = metrics::set_global_recorder(recorder).is_ok();
+    let _ = go_tx.send(installed);
+    if !installed {
+        return Err(PrometheusInstallError::AlreadyInstalled);
+    }
     describe();
     Ok(())
+}
+
+/// Builds the recorder and the exporter on `runtime`, listening on the first of `addrs` that
+/// binds.
+fn build_on(
+    runtime: &tokio::runtime::Runtime,
+    addrs: &[SocketAddr],
+) -> Result<(PrometheusRecorder, ExporterFuture), PrometheusInstallError> {
+    let _inside = runtime.enter();
+    let mut last = PrometheusInstallError::Exporter("no address to listen on".into());
+    for &addr in addrs {
+        match prometheus_builder()?.with_http_listener(addr).build() {
+            Ok(pair) => return Ok(pair),
+            Err(BuildError::FailedToCreateHTTPListener(reason)) => {
+                last = PrometheusInstallError::Listen { addr, reason };
+            }
+            Err(other) => return Err(PrometheusInstallError::Exporter(other.to_string())),
+        }
+    }
+    Err(last)
 }

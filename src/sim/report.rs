@@ -435,9 +435,14 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "scenario {}: {} candidates, {seeds}, means over seeds",
+            "scenario {}: {} candidates, {seeds}{}",
             self.scenario,
-            self.candidates.len()
+            self.candidates.len(),
+            if self.seeds.len() > 1 {
+                ", means over seeds"
+            } else {
+                ""
+            }
         );
         let shown: Vec<&String> = if self.candidates.len() <= 4 {
             self.candidates.iter().collect()

@@ -409,6 +409,63 @@ fn bucket_default() -> f64 {
     0.1
 }
 
+/// The built-in discovery scenario (see `crate::discovery::sim`): listed with the others, run
+/// by the discovery simulator.
+const DISCOVERY_BUILTIN: &str = "livepeer-discovery";
+
+/// The name in `names` closest to `name` by edit distance, if it is close enough to be a typo
+/// (at most a third of the longer name's characters differ, and at most 3).
+fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut diagonal = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let next = (diagonal + usize::from(ca != cb))
+                    .min(row[j] + 1)
+                    .min(row[j + 1] + 1);
+                diagonal = row[j + 1];
+                row[j + 1] = next;
+            }
+        }
+        row[b.len()]
+    };
+    names
+        .iter()
+        .map(|n| (distance(name, n), *n))
+        .filter(|(d, n)| *d <= 3 && *d * 3 <= name.chars().count().max(n.chars().count()))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Where `span` starts in `text`, as TOML's own errors show it: the column, then the line with
+/// carets under the span (cut at the line's end).
+fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
+    let boundary = |mut i: usize| {
+        i = i.min(text.len());
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = boundary(span.start);
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim_end_matches('\r');
+    let column = text[line_start..start].chars().count() + 1;
+    let number = line_of(text, start).to_string();
+    let pad = " ".repeat(number.len());
+    let end = boundary(span.end.clamp(start, line_start + line.len()));
+    let carets = text[start..end].chars().count().max(1);
+    format!(
+        "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
+        " ".repeat(column - 1),
+        "^".repeat(carets)
+    )
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]
         .bytes()
@@ -430,32 +487,67 @@ impl Scenario {
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            let line = inner.span().map(|s| line_of(text, s.start));
+            let span = inner.span();
+            let line = span.as_ref().map(|s| line_of(text, s.start));
             let field = if path == "." || path.is_empty() {
                 "(document)".to_string()
             } else {
                 path
             };
-            err(field, line, inner.message().trim().to_string())
+            let mut message = inner.message().trim().to_string();
+            if let Some(span) = span {
+                message.push('\n');
+                message.push_str(&snippet(text, span));
+            }
+            err(field, line, message)
         })?;
         scenario.validate(text, source_name)?;
         Ok(scenario)
     }
 
     /// Loads a built-in scenario by name, or a file by path.
+    ///
+    /// A name that is neither a built-in nor a file is an "unknown scenario" error listing the
+    /// built-ins, with the closest one suggested; a path that cannot be read says why.
     pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
         if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             return Self::parse(text, &format!("builtin:{name}"));
         }
-        let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let whole = |message: String| ScenarioError {
             source_name: name_or_path.to_string(),
             field: "(document)".into(),
             line: None,
-            message: format!(
-                "cannot read it ({e}); built-in scenarios: {}",
-                BUILTIN.map(|(n, _)| n).join(", ")
-            ),
+            message,
+        };
+        let builtins = || {
+            let mut names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            names.push(DISCOVERY_BUILTIN);
+            names
+        };
+        if name_or_path == DISCOVERY_BUILTIN {
+            return Err(whole(format!(
+                "`{DISCOVERY_BUILTIN}` is a discovery scenario (kind = \"discovery\"): it compares \
+                 discovery modes and runs with `selcoord simulate` (`discovery::sim::run`), not as \
+                 a selection scenario"
+            )));
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let looks_like_a_name = e.kind() == std::io::ErrorKind::NotFound
+                && path.extension().is_none()
+                && path.components().count() == 1;
+            let list = builtins().join(", ");
+            if looks_like_a_name {
+                let hint = closest(name_or_path, &builtins())
+                    .map(|n| format!("did you mean `{n}`? "))
+                    .unwrap_or_default();
+                whole(format!(
+                    "unknown scenario `{name_or_path}`: {hint}built-in scenarios: {list}; or give \
+                     the path of a scenario TOML file"
+                ))
+            } else {
+                whole(format!("cannot read it ({e}); built-in scenarios: {list}"))
+            }
         })?;
         Self::parse(&text, name_or_path)
     }

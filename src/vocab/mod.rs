@@ -8,6 +8,7 @@
 mod candidate;
 mod ids;
 mod outcome;
+mod outcome_builder;
 mod request;
 
 pub use candidate::CandidateInfo;

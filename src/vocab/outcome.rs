@@ -62,6 +62,22 @@ pub struct Success {
 }
 
 /// What happened in an attempt.
+///
+/// A success carries optional measurements; set them by name with [`Durations`](std::time::Duration):
+///
+/// ```
+/// use std::time::Duration;
+/// use selection_coordinator::{FailureClass, Outcome};
+///
+/// let ok = Outcome::success()
+///     .connect(Duration::from_millis(12))
+///     .first_byte(Duration::from_millis(40))
+///     .bytes(65_536)
+///     .duration(Duration::from_millis(180));
+/// assert_eq!(ok, Outcome::success_with(12.0, 40.0, 65_536, 180.0));
+/// let failed = Outcome::failure(FailureClass::Timeout);
+/// assert_eq!(failed.label(), "timeout");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -77,7 +93,9 @@ impl Outcome {
         Outcome::Success(Success::default())
     }
 
-    /// A success with timings (ms) and bytes.
+    /// A success with timings (ms) and bytes, in this order: connect, time to first byte,
+    /// bytes, whole duration. The named form is harder to mix up:
+    /// `Outcome::success().connect(d).first_byte(d).bytes(n).duration(d)`.
     pub fn success_with(connect_ms: f64, ttfb_ms: f64, bytes: u64, duration_ms: f64) -> Self {
         Outcome::Success(Success {
             connect_ms: Some(connect_ms),

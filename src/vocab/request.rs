@@ -99,13 +99,32 @@ impl Request {
 }
 
 /// What the worker does after an attempt's slot is released.
+///
+/// A request is one unit of work (one operation, one retrieval), and [`Next`] is about that
+/// unit only. A worker that loops over units of work ends each one with [`Next::Finish`] and
+/// asks for the next with a fresh request (a new `Ready`, `acquire` or `Core::ready`).
+/// It must not loop with [`Next::Retry`]: a retry excludes every candidate the request has
+/// tried, so after as many units as there are candidates it is rejected with
+/// `NoEligibleCandidate`, even though every candidate is healthy.
+///
+/// ```text
+/// loop {
+///     permit = ready(Request::any())          // a fresh request per unit of work
+///     outcome = run(permit.candidate())
+///     permit.report(outcome)
+///     if failed && tries_left { permit.done(Next::Retry) /* same unit, another candidate */ }
+///     else { permit.done(Next::Finish) }      // this unit is over; loop for the next
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Next {
     /// The request is complete: drop its waiting asks; it ends once its attempts are done.
+    /// A looping worker ends every unit of work with this, then sends a fresh request.
     #[default]
     Finish,
-    /// Ask again for one more attempt, excluding every candidate already tried.
+    /// Ask again for one more attempt at the same unit of work, excluding every candidate
+    /// already tried (a retry after a failure). Not for the next unit of work: see [`Next`].
     Retry,
     /// Keep the request open without asking; call `reask` or `finish` later.
     Keep,

@@ -19,7 +19,7 @@ use selection_coordinator::{CandidateId, Next, Outcome};
 
 mod reload;
 mod world;
-use world::World;
+use world::{World, RECENT_S};
 
 /// The scenario run when none is named: built into the demo, made to move every panel of the
 /// dashboard within seconds.
@@ -99,7 +99,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         ),
         None => None,
     };
-    // Installed before the actix system starts, so the exporter runs on a thread of its own.
+    // The exporter serves from a thread of its own; installing it first makes a busy port an
+    // error before anything starts.
     #[cfg(feature = "prometheus")]
     selection_coordinator::metrics::install_prometheus(args.listen)
         .map_err(|e| format!("--listen: {e}"))?;
@@ -248,7 +249,9 @@ async fn write_records(
     Ok(n)
 }
 
-/// The one-line live status on stderr, once a second.
+/// The one-line live status on stderr, once a second. Decisions per second cover the last
+/// second; the failure rate and the top shares the attempts started in the last [`RECENT_S`]
+/// seconds, so a degradation shows within seconds; the summary at the end is cumulative.
 async fn status_line(
     coordinator: Addr<Coordinator>,
     world: Rc<RefCell<World>>,
@@ -268,21 +271,23 @@ async fn status_line(
         let decisions = state.counters.decisions;
         let rate = (decisions - last.0) as f64 / last.1.elapsed().as_secs_f64().max(1e-9);
         last = (decisions, Instant::now());
-        let w = world.borrow();
+        let mut w = world.borrow_mut();
+        w.next_second();
         let limit = match state.limits.global {
             u32::MAX => "∞".to_string(),
             g => g.to_string(),
         };
         let line = format!(
             "[{:6.1}s] decisions {decisions} ({rate:.0}/s) | waiting {} | in flight {}/{limit} | \
-             failures {:.1}% | ejected {} | top {} | http://{listen}/metrics",
+             ejected {} | last {RECENT_S} s: failures {:.1}%, top {} | http://{listen}/metrics",
             started.elapsed().as_secs_f64(),
             state.waiting,
             state.in_flight,
-            100.0 * w.failures as f64 / (w.attempts.max(1)) as f64,
             state.candidates.iter().filter(|c| c.ejected).count(),
-            w.top(3),
+            w.recent_failure_pct(),
+            w.recent_top(3),
         );
+        drop(w);
         ticks += 1;
         if tty {
             eprint!("\r\x1b[2K{line}");

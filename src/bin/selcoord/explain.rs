@@ -4,6 +4,7 @@
 //! [`Core`] and [`Core::explain`] answers, so the numbers are those a live coordinator would
 //! draw with. The file format is documented in `docs/explain.md`.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -206,6 +207,9 @@ impl CandidatesFile {
             ));
         }
         let mut candidates = Vec::new();
+        // Where each id was first seen: a second entry with the same id is refused, as the
+        // coordinator refuses adding a candidate twice.
+        let mut first_seen: HashMap<String, usize> = HashMap::new();
         for (i, mut entry) in entries.into_iter().enumerate() {
             let path = format!("candidates[{i}]");
             let stats = match entry.as_object_mut().and_then(|o| o.remove("stats")) {
@@ -223,7 +227,18 @@ impl CandidatesFile {
             };
             match serde_json::from_value::<CandidateInfo>(entry) {
                 Ok(info) => match info.validate() {
-                    Ok(()) => candidates.push((info, stats)),
+                    Ok(()) => match first_seen.entry(info.id.to_string()) {
+                        Entry::Occupied(first) => problems.push(format!(
+                            "{path}.id: duplicate candidate id `{}` (first at candidates[{}]); \
+                             every id must be unique",
+                            info.id,
+                            first.get()
+                        )),
+                        Entry::Vacant(slot) => {
+                            slot.insert(i);
+                            candidates.push((info, stats));
+                        }
+                    },
                     Err(e) => problems.push(format!("{path}: {e}")),
                 },
                 Err(e) => problems.push(format!("{path}: {e}")),
@@ -398,8 +413,11 @@ impl Explained {
         for l in &self.lines {
             let _ = write!(
                 out,
-                "{:<id_w$}  {:>11.6}  {:>10.6}  {:>10.6}",
-                l.id, l.probability, l.score, l.weight
+                "{:<id_w$}  {:>11.6}  {:>10}  {:>10}",
+                l.id,
+                l.probability,
+                readable(l.score),
+                readable(l.weight)
             );
             let entries = l.components.entries();
             for (k, _) in &weighed {
@@ -413,7 +431,8 @@ impl Explained {
         }
         let _ = writeln!(
             out,
-            "(components with weight 0 are not shown; --json lists all)\nfilters:"
+            "(weights are relative: only their ratios matter; components with weight 0 are not \
+             shown; --json lists all)\nfilters:"
         );
         if self.filters.is_empty() {
             let _ = writeln!(out, "  (none removed anything)");
@@ -449,4 +468,15 @@ fn weighed_components(c: &Config) -> Vec<(usize, &'static str)> {
         .filter(|(k, _)| weights[*k] > 0.0)
         .map(|(k, (name, _))| (k, *name))
         .collect()
+}
+
+/// A number for the table: six decimals in [0.0001, 10000), else scientific notation with five
+/// significant digits, so a weight raised to a high exponent stays one short column.
+fn readable(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 || (1e-4..1e4).contains(&a) {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.4e}")
+    }
 }

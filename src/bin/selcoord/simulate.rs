@@ -1,7 +1,7 @@
 //! `selcoord simulate`: run a scenario in virtual time with several policies side by side.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,46 @@ pub(crate) struct Args {
     list: bool,
 }
 
+/// Checks made before any work, so a bad option fails at once rather than after the run:
+/// `--threads` at least 1, `--plot` names an `.svg` file (the plot is SVG), and the `--json` and
+/// `--plot` files can be written.
+fn check_options(args: &Args) -> Result<(), String> {
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1 (leave it out to use every core)".into());
+    }
+    if let Some(path) = &args.plot {
+        let svg = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(format!(
+                "--plot {}: the plot is written as SVG; give a file name ending in .svg",
+                path.display()
+            ));
+        }
+    }
+    for (option, path) in [("--json", &args.json), ("--plot", &args.plot)] {
+        if let Some(path) = path {
+            writable(path)
+                .map_err(|e| format!("{option} {}: cannot write it: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` for writing without truncating it; a file this created is removed again.
+fn writable(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    if !existed {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
+}
+
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> Result<(), String> {
     if args.list {
@@ -57,6 +97,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         println!("{:<20} {}", discovery.name, discovery.description);
         return Ok(());
     }
+    check_options(&args)?;
     let name = args.scenario.as_deref().unwrap_or_default();
     if let Some(text) = discovery_sim::scenario_text(name) {
         return run_discovery(&text, &args);

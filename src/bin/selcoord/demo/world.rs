@@ -1,7 +1,7 @@
 //! The demo's simulated candidates, in real time: the simulator's truth model
 //! ([`Truth`]) decides each attempt; the demo sleeps for the time it says.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,9 +20,23 @@ pub(super) struct World {
     pub(super) attempts: u64,
     /// Attempts that failed.
     pub(super) failures: u64,
-    grants: HashMap<String, u64>,
+    /// What the status line shows: the attempts started in each of the last [`RECENT_S`]
+    /// complete seconds (newest last), and in the second under way.
+    recent: VecDeque<Bucket>,
+    current: Bucket,
     /// Shutting down: workers ask for nothing more.
     pub(super) stopping: bool,
+}
+
+/// How many seconds of attempts the status line's failure rate and shares cover.
+pub(super) const RECENT_S: usize = 5;
+
+/// The attempts started in one second.
+#[derive(Debug, Default)]
+struct Bucket {
+    attempts: u64,
+    failures: u64,
+    grants: HashMap<String, u64>,
 }
 
 #[derive(Debug)]
@@ -44,7 +58,8 @@ impl World {
             rng: SmallRng::seed_from_u64(seed ^ 0x5eed),
             attempts: 0,
             failures: 0,
-            grants: HashMap::new(),
+            recent: VecDeque::new(),
+            current: Bucket::default(),
             stopping: false,
         }
     }
@@ -82,9 +97,15 @@ impl World {
     /// milliseconds. The candidate counts it in flight until [`World::finished`].
     pub(super) fn attempt(&mut self, id: &CandidateId, workload: &Workload) -> (Outcome, f64) {
         self.attempts += 1;
-        *self.grants.entry(id.as_str().to_string()).or_default() += 1;
+        self.current.attempts += 1;
+        *self
+            .current
+            .grants
+            .entry(id.as_str().to_string())
+            .or_default() += 1;
         let Some(c) = self.live.get_mut(id.as_str()) else {
             self.failures += 1;
+            self.current.failures += 1;
             return (Outcome::failure(FailureClass::Refused), 1.0);
         };
         c.in_flight += 1;
@@ -96,6 +117,7 @@ impl World {
         );
         if !r.is_success() {
             self.failures += 1;
+            self.current.failures += 1;
         }
         (r.outcome(), r.end_s() * 1000.0)
     }
@@ -106,14 +128,40 @@ impl World {
         }
     }
 
-    /// The `n` candidates with most grants, with their share.
-    pub(super) fn top(&self, n: usize) -> String {
-        let total: u64 = self.grants.values().sum();
-        let mut v: Vec<_> = self.grants.iter().collect();
-        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    /// Closes the second under way (call it once a second), forgetting seconds older than
+    /// [`RECENT_S`].
+    pub(super) fn next_second(&mut self) {
+        self.recent.push_back(std::mem::take(&mut self.current));
+        while self.recent.len() > RECENT_S {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Failed attempts among those started in the last [`RECENT_S`] complete seconds, as a
+    /// percentage (0 with none).
+    pub(super) fn recent_failure_pct(&self) -> f64 {
+        let (attempts, failures) = self
+            .recent
+            .iter()
+            .fold((0, 0), |(a, f), b| (a + b.attempts, f + b.failures));
+        100.0 * failures as f64 / attempts.max(1) as f64
+    }
+
+    /// The `n` candidates with most attempts started in the last [`RECENT_S`] complete seconds,
+    /// with their share.
+    pub(super) fn recent_top(&self, n: usize) -> String {
+        let mut grants: HashMap<&str, u64> = HashMap::new();
+        for b in &self.recent {
+            for (id, k) in &b.grants {
+                *grants.entry(id).or_default() += k;
+            }
+        }
+        let total: u64 = grants.values().sum();
+        let mut v: Vec<_> = grants.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         v.iter()
             .take(n)
-            .map(|(id, k)| format!("{id} {:.0}%", 100.0 * **k as f64 / total.max(1) as f64))
+            .map(|(id, k)| format!("{id} {:.0}%", 100.0 * *k as f64 / total.max(1) as f64))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -141,5 +189,38 @@ impl World {
     pub(super) fn gap(&mut self, rate: f64) -> f64 {
         let u: f64 = self.rng.gen();
         -(1.0 - u).ln() / rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_window_covers_the_last_recent_s_seconds() {
+        let scenario = Scenario::parse(include_str!("scenario.toml"), "builtin:demo").unwrap();
+        let mut w = World::new(&scenario, 1);
+        // An attempt on a candidate that is not live fails at once (refused).
+        let gone = CandidateId::new("gone");
+        for _ in 0..4 {
+            w.attempt(&gone, &scenario.workload);
+        }
+        assert_eq!(
+            w.recent_failure_pct(),
+            0.0,
+            "the second under way is not shown"
+        );
+        w.next_second();
+        assert_eq!(w.recent_failure_pct(), 100.0);
+        assert_eq!(w.recent_top(2), "gone 100%");
+        for _ in 1..RECENT_S {
+            w.next_second();
+        }
+        assert_eq!(w.recent_failure_pct(), 100.0, "still within {RECENT_S} s");
+        w.next_second();
+        assert_eq!(w.recent_failure_pct(), 0.0);
+        assert_eq!(w.recent_top(2), "");
+        // The counts for the final summary stay cumulative.
+        assert_eq!((w.attempts, w.failures), (4, 4));
     }
 }

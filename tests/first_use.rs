@@ -1,0 +1,204 @@
+//! What a new user meets first: a mistyped built-in scenario name, a TOML syntax error,
+//! `selcoord simulate` options that could only fail at the end of a run (checked before it),
+//! and the table's header.
+
+use std::process::Command;
+
+use selection_coordinator::sim::{Scenario, BUILTIN};
+
+fn selcoord(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(args)
+        .output()
+        .expect("run selcoord")
+}
+
+/// Every built-in, the discovery one included.
+fn builtin_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    names.push("livepeer-discovery");
+    names
+}
+
+fn assert_unknown_with_suggestion(err: &str, want: &str) {
+    assert!(err.contains("unknown scenario"), "{err}");
+    assert!(err.contains(&format!("did you mean `{want}`?")), "{err}");
+    assert!(
+        !err.contains("No such file"),
+        "reads as a file error: {err}"
+    );
+    for name in builtin_names() {
+        assert!(err.contains(name), "the list lacks {name}: {err}");
+    }
+}
+
+#[test]
+fn a_mistyped_name_is_an_unknown_scenario_with_a_suggestion_and_the_list() {
+    for (typo, want) in [
+        ("mongo-overlaod", "mongo-overload"),
+        ("recovry", "recovery"),
+        ("large_fleet", "large-fleet"),
+        ("livepeer-discovry", "livepeer-discovery"),
+    ] {
+        let e = Scenario::load(typo).unwrap_err();
+        assert_unknown_with_suggestion(&e.to_string(), want);
+    }
+    // Nothing close: no suggestion, still the list.
+    let e = Scenario::load("zzzz").unwrap_err().to_string();
+    assert!(
+        e.contains("unknown scenario") && !e.contains("did you mean"),
+        "{e}"
+    );
+    assert!(e.contains("livepeer-discovery"), "{e}");
+}
+
+#[test]
+fn a_missing_path_is_a_file_error() {
+    let e = Scenario::load("no/such/dir/scenario.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot read it"), "{e}");
+    assert!(!e.contains("unknown scenario"), "{e}");
+}
+
+#[test]
+fn the_discovery_scenario_says_what_it_is() {
+    let e = Scenario::load("livepeer-discovery")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("discovery scenario"), "{e}");
+}
+
+#[test]
+fn the_cli_says_unknown_scenario_for_simulate_and_demo() {
+    for sub in ["simulate", "demo"] {
+        let out = selcoord(&[sub, "--scenario", "mongo-overlaod"]);
+        assert!(!out.status.success(), "{sub} accepted an unknown scenario");
+        assert_unknown_with_suggestion(&String::from_utf8_lossy(&out.stderr), "mongo-overload");
+    }
+}
+
+#[test]
+fn a_toml_syntax_error_shows_line_column_and_snippet() {
+    let text = "name = \"x\"\ndescription = \"y\"\n[workload\nkind = \"closed\"\n";
+    let e = Scenario::parse(text, "bad.toml").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    let shown = e.to_string();
+    for want in [
+        "bad.toml line 3",
+        "column 10",
+        "3 | [workload",
+        "  |          ^",
+    ] {
+        assert!(shown.contains(want), "missing {want:?} in\n{shown}");
+    }
+    // Through the CLI, from a file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = selcoord(&["simulate", "--scenario", path.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("column 10") && err.contains("3 | [workload"),
+        "{err}"
+    );
+}
+
+#[test]
+fn columns_count_characters_not_bytes() {
+    let e = Scenario::parse("name = \"ééé\" oops\n", "bad.toml").unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        shown.contains("column 14") && shown.contains("1 | name = \"ééé\" oops"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_bad_value_points_at_it_too() {
+    let text = "name = \"x\"\ndescription = \"y\"\n[[candidates]]\nid = \"a\"\nsuccess = 1.5\n";
+    let e = Scenario::parse(text, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "candidates[0].success", "{e}");
+    assert_eq!(e.line, Some(5), "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("column 11") && shown.contains("5 | success = 1.5"),
+        "{shown}"
+    );
+}
+
+/// Each bad option fails before the run: nothing is printed on stdout (the table comes after
+/// the run) and no file is left behind.
+#[test]
+fn simulate_checks_its_options_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("out.png");
+    let missing_dir = dir.path().join("no-such-dir").join("out.json");
+    let svg_in_missing_dir = dir.path().join("no-such-dir").join("out.svg");
+    let cases: [(Vec<&str>, &str); 4] = [
+        (vec!["--plot", png.to_str().unwrap()], ".svg"),
+        (vec!["--json", missing_dir.to_str().unwrap()], "--json"),
+        (
+            vec!["--plot", svg_in_missing_dir.to_str().unwrap()],
+            "--plot",
+        ),
+        (vec!["--threads", "0"], "--threads must be at least 1"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["simulate", "--scenario", "recovery"];
+        args.extend(&extra);
+        let out = selcoord(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} accepted");
+        assert!(err.contains(want), "{extra:?}: missing {want} in {err}");
+        assert!(out.stdout.is_empty(), "{extra:?} ran first");
+    }
+    assert!(!png.exists());
+    // A writable --json path is left as it was until the report is written.
+    let json = dir.path().join("out.json");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--json",
+        json.to_str().unwrap(),
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("the report");
+    assert!(v["policies"].is_array(), "{v}");
+    // One seed: the figures are that seed's, not means.
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("seed 1") && !header.contains("means"),
+        "{header}"
+    );
+}
+
+#[test]
+fn several_seeds_say_means_over_seeds() {
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--seeds",
+        "2",
+    ]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("2 seeds (1..=2), means over seeds"),
+        "{header}"
+    );
+}
