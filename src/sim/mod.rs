@@ -31,6 +31,7 @@ mod plot;
 mod policy;
 mod report;
 mod scenario;
+pub mod suite;
 mod truth;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
