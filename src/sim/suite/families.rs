@@ -11,9 +11,9 @@ use super::draft::{r3, Arrivals, Cand, Draft, Event, Load};
 use crate::sim::Dist;
 
 /// Seconds a run goes on after the last change, so a slow return is still seen.
-const TAIL_S: f64 = 40.0;
+const TAIL_S: f64 = 60.0;
 /// Open-loop arrival rates stay in this range (the upper bound keeps runs short).
-const RATE_RANGE: (f64, f64) = (20.0, 250.0);
+const RATE_RANGE: (f64, f64) = (50.0, 1000.0);
 
 fn log_uniform(rng: &mut SmallRng, lo: f64, hi: f64) -> f64 {
     rng.gen_range(lo.ln()..hi.ln()).exp()
@@ -410,7 +410,7 @@ pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
 
 /// 50-2,000 candidates (log-uniform) in 5-20 classes of identical replicas, each request gets
 /// a random subset of 5-50 and tries one at a time (0-3 retries); speeds 10-100 ms (fleet
-/// base) x1-10, success 0.5-1, failures of every class. Short runs: 1,000-8,000 requests,
+/// base) x1-10, success 0.5-1, failures of every class. Short runs: 2,000-20,000 requests (log-uniform),
 /// open or closed loop. Nothing changes: what is measured is the cost of learning.
 pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
     let n = log_uniform(rng, 50.0, 2000.0).round() as u32;
@@ -437,11 +437,11 @@ pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
         .collect();
     let all: u32 = counts.iter().sum();
     let subset = rng.gen_range(5..=50u32).min(all);
-    let requests = rng.gen_range(1000..=8000u32);
+    let requests = log_uniform(rng, 2000.0, 20000.0).round() as u32;
     let retries = rng.gen_range(0..=3);
     let mean_s = cands.iter().map(|c| c.mean_ms()).sum::<f64>() / cands.len() as f64 / 1000.0;
     let arrivals = if rng.gen_bool(0.5) {
-        let rate = rng.gen_range(50.0..250.0);
+        let rate = rng.gen_range(100.0..1000.0);
         Arrivals::Open {
             rate_per_s: r3(rate),
             duration_s: r3(requests as f64 / rate),

@@ -26,7 +26,8 @@ pub struct InstanceFigures {
 }
 
 impl InstanceFigures {
-    pub(super) fn new(label: &str, r: &PolicyReport) -> Self {
+    /// The figures of `r`, a one-seed report, under the name `label`.
+    pub fn new(label: &str, r: &PolicyReport) -> Self {
         InstanceFigures {
             policy: label.to_string(),
             detection_s: r.detection_s,
