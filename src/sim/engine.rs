@@ -12,6 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
+use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{AttemptResult, Truth};
@@ -33,6 +34,11 @@ enum Ev {
     Wake,
     /// Periodic tick while work remains.
     Tick,
+    /// A queueing candidate finished serving an attempt: (candidate, attempt slot, the slot's
+    /// generation when it queued).
+    ServiceDone(u32, u32, u32),
+    /// A queued attempt's timeout: (attempt slot, generation).
+    Expire(u32, u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +58,8 @@ struct Att {
     cand: Cand,
     granted: f64,
     result: AttemptResult,
+    /// On a queueing candidate, still waiting for (or in) service: its result is not known.
+    queued: bool,
 }
 
 const NO_WORKER: u32 = u32::MAX;
@@ -61,6 +69,19 @@ const TICK_S: f64 = 1.0;
 /// the policy, so every policy sees the same arrivals and subsets for a given seed.
 fn stream(seed: u64, salt: u64) -> SmallRng {
     SmallRng::seed_from_u64(seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// The read-only view of the world policies get, from the engine's own fields (a macro so
+/// the borrow stays on those fields and the policy can be borrowed mutably beside it).
+macro_rules! world {
+    ($e:ident, $now:expr) => {
+        World {
+            truth: &$e.truth,
+            retries: $e.sc.workload.retries,
+            queues: &$e.queues,
+            now: $now,
+        }
+    };
 }
 
 /// One run of one policy on one seed.
@@ -81,7 +102,11 @@ pub(crate) struct Engine<'a> {
     /// of requests open at once.
     free_reqs: Vec<Req>,
     atts: Vec<Att>,
+    /// Per attempt slot, bumped each time the slot is freed: events about an attempt that
+    /// ended meanwhile are recognised as stale.
+    att_gen: Vec<u32>,
     free_atts: Vec<u32>,
+    queues: Queues,
     workers_left: Vec<u32>,
     open_requests: u64,
     arrivals_done: bool,
@@ -129,7 +154,9 @@ impl<'a> Engine<'a> {
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             atts: Vec::new(),
+            att_gen: Vec::new(),
             free_atts: Vec::new(),
+            queues: Queues::new(n, stream(seed, 4).gen()),
             workers_left: Vec::new(),
             open_requests: 0,
             arrivals_done: false,
@@ -194,18 +221,22 @@ impl<'a> Engine<'a> {
                 }
                 Ev::End(a) => self.end_attempt(a, now),
                 Ev::Timeline(i) => self.timeline(i as usize, now),
+                Ev::ServiceDone(c, a, g) => self.service_done(c as usize, a, g, now),
+                Ev::Expire(a, g) => {
+                    if self.att_gen[a as usize] == g && self.atts[a as usize].queued {
+                        if let Some(t) = self.sc.workload.attempt_timeout_ms {
+                            self.atts[a as usize].queued = false;
+                            self.atts[a as usize].result = AttemptResult::timeout(t);
+                            self.end_attempt(a, now);
+                        }
+                    }
+                }
                 Ev::Wake => {
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.tick(now, &world);
                 }
                 Ev::Tick => {
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.tick(now, &world);
                     let idle = self.heap.is_empty();
                     if idle && (self.open_requests > 0 || !self.arrivals_done) {
@@ -251,8 +282,14 @@ impl<'a> Engine<'a> {
             return;
         };
         match ev.action {
-            Action::Degrade => self.truth[c].degrade(ev),
-            Action::Heal => self.truth[c] = self.base_truth[c].clone(),
+            Action::Degrade => {
+                self.truth[c].degrade(ev);
+                self.serve_queue(c, now);
+            }
+            Action::Heal => {
+                self.truth[c] = self.base_truth[c].clone();
+                self.serve_queue(c, now);
+            }
             Action::Join => {
                 let id = self.ids[c].clone();
                 self.join(c as Cand, &id);
@@ -261,10 +298,7 @@ impl<'a> Engine<'a> {
                 if self.present[c] {
                     self.present[c] = false;
                     self.live.retain(|&x| x as usize != c);
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.remove(c as Cand, now, &world);
                 }
             }
@@ -312,10 +346,7 @@ impl<'a> Engine<'a> {
             }
             Some(picked)
         };
-        let world = World {
-            truth: &self.truth,
-            retries: self.sc.workload.retries,
-        };
+        let world = world!(self, now);
         self.policy.ready(req, subset.as_deref(), now, &world);
         if let Some(s) = subset {
             self.subset_scratch = s;
@@ -335,12 +366,34 @@ impl<'a> Engine<'a> {
     fn start_attempt(&mut self, req: Req, cand: Cand, now: f64) {
         let c = cand as usize;
         self.load[c] += 1;
-        let result = self.truth[c].attempt(
-            self.load[c],
-            self.sc.workload.bytes,
-            self.sc.workload.attempt_timeout_ms,
-            &mut self.truth_rng,
-        );
+        let truth = &self.truth[c];
+        let timeout_ms = self.sc.workload.attempt_timeout_ms;
+        // A queueing candidate's result is known only once a server has served the attempt;
+        // it fails fast only when overloaded (past capacity, or its queue is full).
+        let mut queued = false;
+        let result = if truth.is_queue() {
+            let st = &self.queues.stations[c];
+            let full = st.busy >= truth.servers()
+                && truth
+                    .queue_limit()
+                    .is_some_and(|l| st.waiting.len() as u32 >= l);
+            let over = truth.overload_roll(self.load[c], &mut self.truth_rng);
+            if full || over {
+                truth
+                    .overloaded(&mut self.truth_rng)
+                    .with_timeout(timeout_ms)
+            } else {
+                queued = true;
+                AttemptResult::timeout(0.0)
+            }
+        } else {
+            truth.attempt(
+                self.load[c],
+                self.sc.workload.bytes,
+                timeout_ms,
+                &mut self.truth_rng,
+            )
+        };
         let r = &mut self.reqs[req as usize];
         if r.attempts == 0 {
             // The core fixes a request's arm when it arrives; its first grant tells which.
@@ -354,6 +407,7 @@ impl<'a> Engine<'a> {
             cand,
             granted: now,
             result,
+            queued,
         };
         let a = match self.free_atts.pop() {
             Some(a) => {
@@ -362,23 +416,80 @@ impl<'a> Engine<'a> {
             }
             None => {
                 self.atts.push(att);
+                self.att_gen.push(0);
                 self.atts.len() as u32 - 1
             }
         };
-        if let Some(t) = result.first_byte_s() {
-            self.at(now + t, Ev::FirstByte(a));
+        if queued {
+            let gen = self.att_gen[a as usize];
+            self.queues.stations[c]
+                .waiting
+                .push_back(Job { att: a, gen });
+            if let Some(t) = timeout_ms {
+                self.at(now + t / 1000.0, Ev::Expire(a, gen));
+            }
+            self.serve_queue(c, now);
+        } else {
+            self.schedule_end(a, now);
         }
-        self.at(now + result.end_s, Ev::End(a));
+    }
+
+    /// Schedules the first byte and the end of attempt `a`, whose result is known, from `from`
+    /// (its grant, or the end of its service).
+    fn schedule_end(&mut self, a: u32, from: f64) {
+        let result = self.atts[a as usize].result;
+        if let Some(t) = result.first_byte_s() {
+            self.at(from + t, Ev::FirstByte(a));
+        }
+        self.at(from + result.end_s, Ev::End(a));
+    }
+
+    /// Starts service for waiting attempts on `c` while it has a free server.
+    fn serve_queue(&mut self, c: usize, now: f64) {
+        loop {
+            let truth = &self.truth[c];
+            let st = &mut self.queues.stations[c];
+            if st.busy >= truth.servers() {
+                return;
+            }
+            let Some(job) = st.waiting.pop_front() else {
+                return;
+            };
+            st.busy += 1;
+            let factor = self.queues.factor(c, truth.slowdown(), now);
+            let service_s = truth.sample_service_ms(&mut self.truth_rng) * factor / 1000.0;
+            self.at(now + service_s, Ev::ServiceDone(c as u32, job.att, job.gen));
+        }
+    }
+
+    /// A server of `c` finished attempt slot `a` (if still generation `gen`, the caller is
+    /// still waiting for it): its response follows, and the server takes the next in line.
+    fn service_done(&mut self, c: usize, a: u32, gen: u32, now: f64) {
+        let st = &mut self.queues.stations[c];
+        st.busy = st.busy.saturating_sub(1);
+        let att = self.atts[a as usize];
+        if self.att_gen[a as usize] == gen && att.queued {
+            let timeout_ms = self.sc.workload.attempt_timeout_ms;
+            let result = self.truth[c]
+                .serve(self.sc.workload.bytes, &mut self.truth_rng)
+                .delayed(now - att.granted);
+            // Past its timeout the pending `Expire` ends the attempt.
+            if !result.times_out(timeout_ms) {
+                let x = &mut self.atts[a as usize];
+                x.queued = false;
+                x.result = result;
+                self.schedule_end(a, att.granted);
+            }
+        }
+        self.serve_queue(c, now);
     }
 
     fn end_attempt(&mut self, a: u32, now: f64) {
         self.free_atts.push(a);
+        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
         self.load[att.cand as usize] -= 1;
-        let world = World {
-            truth: &self.truth,
-            retries: self.sc.workload.retries,
-        };
+        let world = world!(self, now);
         self.policy
             .outcome(att.req, att.cand, &att.result.outcome, now);
         let r = &mut self.reqs[att.req as usize];

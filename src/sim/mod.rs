@@ -29,6 +29,7 @@ mod dist;
 mod engine;
 mod plot;
 mod policy;
+mod queue;
 mod report;
 mod scenario;
 pub mod suite;
@@ -42,8 +43,8 @@ pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, PolicyReport, Report, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, TimelineEvent,
-    Workload, BUILTIN,
+    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, Slowdown,
+    TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
 
