@@ -78,12 +78,25 @@ pub(super) struct Cand {
     pub(super) ttfb_ms: Dist,
     pub(super) capacity: Option<u32>,
     pub(super) overload_per_extra: f64,
+    /// A queueing candidate: servers, service time, queue limit.
+    pub(super) queue: Option<Queue>,
+}
+
+/// A queueing candidate's station (`docs/scenarios.md`, "Queueing candidates").
+#[derive(Clone, Debug)]
+pub(super) struct Queue {
+    pub(super) servers: u32,
+    pub(super) service_ms: Dist,
+    pub(super) queue_limit: Option<u32>,
+    /// Time-varying service: `(period_ms, factor)`, slow half of the periods.
+    pub(super) slowdown: Option<(f64, f64)>,
 }
 
 impl Cand {
-    /// The mean time to the first byte of a success, ms.
+    /// The mean time to the first byte of a success without waiting, ms.
     pub(super) fn mean_ms(&self) -> f64 {
-        self.connect_ms.mean() + self.ttfb_ms.mean()
+        let service = self.queue.as_ref().map_or(0.0, |q| q.service_ms.mean());
+        self.connect_ms.mean() + self.ttfb_ms.mean() + service
     }
 }
 
@@ -97,6 +110,8 @@ pub(super) struct Event {
     pub(super) failure: Option<&'static str>,
     pub(super) failure_ms: Option<Dist>,
     pub(super) ttfb_ms: Option<Dist>,
+    pub(super) service_ms: Option<Dist>,
+    pub(super) servers: Option<u32>,
 }
 
 impl Event {
@@ -179,6 +194,21 @@ impl Draft {
                 let _ = writeln!(o, "capacity = {cap}");
                 let _ = writeln!(o, "overload_per_extra = {}", num(c.overload_per_extra));
             }
+            if let Some(q) = &c.queue {
+                let _ = writeln!(o, "servers = {}", q.servers);
+                let _ = writeln!(o, "service_ms = {}", dist(&q.service_ms));
+                if let Some(l) = q.queue_limit {
+                    let _ = writeln!(o, "queue_limit = {l}");
+                }
+                if let Some((period, factor)) = q.slowdown {
+                    let _ = writeln!(
+                        o,
+                        "slowdown = {{ period_ms = {}, factor = {} }}",
+                        num(period),
+                        num(factor)
+                    );
+                }
+            }
         }
         for e in &self.timeline {
             let _ = writeln!(o, "\n[[timeline]]");
@@ -196,6 +226,12 @@ impl Draft {
             }
             if let Some(d) = &e.ttfb_ms {
                 let _ = writeln!(o, "ttfb_ms = {}", dist(d));
+            }
+            if let Some(d) = &e.service_ms {
+                let _ = writeln!(o, "service_ms = {}", dist(d));
+            }
+            if let Some(n) = e.servers {
+                let _ = writeln!(o, "servers = {n}");
             }
         }
         o

@@ -7,7 +7,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::draft::{r3, Arrivals, Cand, Draft, Event, Load};
+use super::draft::{r3, Arrivals, Cand, Draft, Event, Load, Queue};
 use crate::sim::Dist;
 
 /// Seconds a run goes on after the last change, so a slow return is still seen.
@@ -76,15 +76,49 @@ fn candidate(rng: &mut SmallRng, id: String, base_ms: f64, spread: f64, flaky: f
         ttfb_ms: lognormal(rng, mean),
         capacity: None,
         overload_per_extra: 0.0,
+        queue: None,
     }
 }
 
+/// Makes `c` a queueing candidate: 1-8 servers whose service (exponential or lognormal) takes
+/// what its first byte took, the first byte itself down to 0.2-1 ms; a queue limit of 5-50
+/// half the time; time-varying service (periods of 0.2-2 s, slow half of them, x2-5) a
+/// quarter of the time.
+fn make_queue(rng: &mut SmallRng, c: &mut Cand) {
+    let mean = c.ttfb_ms.mean();
+    let service_ms = if rng.gen_bool(0.5) {
+        Dist::Exp { mean: r3(mean) }
+    } else {
+        c.ttfb_ms.clone()
+    };
+    c.ttfb_ms = Dist::Const(r3(rng.gen_range(0.2..1.0)));
+    c.queue = Some(Queue {
+        servers: rng.gen_range(1..=8),
+        service_ms,
+        queue_limit: rng.gen_bool(0.5).then(|| rng.gen_range(5..=50)),
+        slowdown: rng.gen_bool(0.25).then(|| {
+            (
+                r3(rng.gen_range(200.0..2000.0)),
+                r3(rng.gen_range(2.0..5.0)),
+            )
+        }),
+    });
+}
+
 /// `n` candidates `<prefix>-0..`: speeds lognormal with a fleet base of 5-50 ms (log-uniform)
-/// times 1-4 each, success 0.98-1 (0.8-0.98 for 15% of them).
+/// times 1-4 each, success 0.98-1 (0.8-0.98 for 15% of them); 35% of fleets are queueing
+/// candidates ([`make_queue`]).
 fn fleet(rng: &mut SmallRng, n: usize, prefix: &str) -> Vec<Cand> {
     let base = log_uniform(rng, 5.0, 50.0);
+    let queues = rng.gen_bool(0.35);
     (0..n)
-        .map(|i| candidate(rng, format!("{prefix}-{i}"), base, 4.0, 0.15))
+        .map(|i| {
+            let mut c = candidate(rng, format!("{prefix}-{i}"), base, 4.0, 0.15);
+            if queues {
+                make_queue(rng, &mut c);
+            }
+            c
+        })
         .collect()
 }
 
@@ -96,7 +130,18 @@ fn load(rng: &mut SmallRng, cands: &mut [Cand], duration_s: f64) -> Load {
     let present: Vec<&Cand> = cands.iter().filter(|c| c.present).collect();
     let n = present.len().max(1) as f64;
     let mean_s = present.iter().map(|c| c.mean_ms()).sum::<f64>() / n / 1000.0;
-    let rate = (level * n / mean_s.max(1e-3)).clamp(RATE_RANGE.0, RATE_RANGE.1);
+    let rate = if present.iter().all(|c| c.queue.is_some()) {
+        // Queues: a utilization of the fleet's service capacity instead.
+        let per_s: f64 = present
+            .iter()
+            .filter_map(|c| c.queue.as_ref())
+            .map(|q| q.servers as f64 * 1000.0 / q.service_ms.mean().max(1e-3))
+            .sum();
+        *[0.3, 0.6, 0.85].choose(rng).unwrap_or(&0.6) * per_s
+    } else {
+        level * n / mean_s.max(1e-3)
+    };
+    let rate = rate.clamp(RATE_RANGE.0, RATE_RANGE.1);
     for c in cands.iter_mut() {
         if rng.gen_bool(0.3) {
             c.capacity = Some(((level * rng.gen_range(1.0..4.0)).round() as u32).max(1));
@@ -144,16 +189,39 @@ fn target(rng: &mut SmallRng, cands: &[Cand], retries: u32, p_best: f64) -> usiz
     }
 }
 
-/// What a bad spell does: slower (first byte x5-30), failing (success 0-0.6, a fresh failure
-/// mode; a `timeout` failure then takes the attempt timeout: a hang), or both.
+/// Makes `c` slower by `f`: its first byte, or for a queue its service time.
+fn slower(ev: &mut Event, c: &Cand, f: f64) {
+    match &c.queue {
+        Some(q) => ev.service_ms = Some(scaled(&q.service_ms, f)),
+        None => ev.ttfb_ms = Some(scaled(&c.ttfb_ms, f)),
+    }
+}
+
+/// What a bad spell does: slower (first byte x5-30; a queue: service x3-15, or a quarter of
+/// its servers left), failing (success 0-0.6, a fresh failure mode; a `timeout` failure then
+/// takes the attempt timeout: a hang), or both.
 fn bad_spell(rng: &mut SmallRng, c: &Cand, timeout_ms: f64) -> (Event, String) {
     let mut ev = Event::default();
     let mut what = Vec::new();
     let kind = rng.gen_range(0..10);
     if kind < 4 || kind >= 7 {
-        let f = rng.gen_range(5.0..30.0);
-        ev.ttfb_ms = Some(scaled(&c.ttfb_ms, f));
-        what.push(format!("first byte x{f:.1}"));
+        match &c.queue {
+            Some(q) if q.servers >= 4 && rng.gen_bool(0.3) => {
+                let left = (q.servers / 4).max(1);
+                ev.servers = Some(left);
+                what.push(format!("{left} of {} servers", q.servers));
+            }
+            Some(_) => {
+                let f = rng.gen_range(3.0..15.0);
+                slower(&mut ev, c, f);
+                what.push(format!("service x{f:.1}"));
+            }
+            None => {
+                let f = rng.gen_range(5.0..30.0);
+                slower(&mut ev, c, f);
+                what.push(format!("first byte x{f:.1}"));
+            }
+        }
     }
     if kind >= 4 {
         let s = r3(rng.gen_range(0.0..0.6));
@@ -168,6 +236,15 @@ fn bad_spell(rng: &mut SmallRng, c: &Cand, timeout_ms: f64) -> (Event, String) {
         what.push(format!("success {s} ({class})"));
     }
     (ev, what.join(", "))
+}
+
+/// "servers" or "queueing servers", for descriptions.
+fn kind(cands: &[Cand]) -> &'static str {
+    if cands.iter().any(|c| c.queue.is_some()) {
+        "queueing servers"
+    } else {
+        "servers"
+    }
 }
 
 fn timeout_of(l: &Load) -> f64 {
@@ -190,7 +267,10 @@ pub(super) fn degrade_heal(rng: &mut SmallRng, name: String) -> Draft {
     ev.candidate = id.clone();
     Draft {
         name,
-        description: format!("{n} servers; {id} degrades at {t0} s ({what}) and heals at {t1} s"),
+        description: format!(
+            "{n} {}; {id} degrades at {t0} s ({what}) and heals at {t1} s",
+            kind(&cands)
+        ),
         load,
         candidates: cands,
         timeline: vec![ev, Event::plain(t1, "heal", &id)],
@@ -240,7 +320,8 @@ pub(super) fn outage(rng: &mut SmallRng, name: String) -> Draft {
     Draft {
         name,
         description: format!(
-            "{k} of {n} servers {} at {t0} s and heal at {t1} s",
+            "{k} of {n} {} {} at {t0} s and heal at {t1} s",
+            kind(&cands),
             if hang { "hang" } else { "fail" }
         ),
         load,
@@ -250,7 +331,7 @@ pub(super) fn outage(rng: &mut SmallRng, name: String) -> Draft {
 }
 
 /// A candidate (the favourite 70% of the time) drifts from 10-20 s on: every 1-3 s its
-/// first byte grows, geometrically over 5-12 steps to x3-20, then shrinks the same way over
+/// first byte (a queue: its service time) grows, geometrically over 5-12 steps to x3-20, then shrinks the same way over
 /// 5-12 steps; the last step is a heal.
 pub(super) fn drift(rng: &mut SmallRng, name: String) -> Draft {
     let n = rng.gen_range(3..=12);
@@ -276,14 +357,15 @@ pub(super) fn drift(rng: &mut SmallRng, name: String) -> Draft {
             timeline.push(Event::plain(at, "heal", &id));
         } else {
             let mut ev = Event::plain(at, "degrade", &id);
-            ev.ttfb_ms = Some(scaled(&cands[k].ttfb_ms, peak.powf(exponent)));
+            slower(&mut ev, &cands[k], peak.powf(exponent));
             timeline.push(ev);
         }
     }
     Draft {
         name,
         description: format!(
-            "{n} servers; {id}'s first byte drifts to x{peak:.1} from {:.1} s in {up} steps of {step:.1} s and back in {downs}",
+            "{n} {}; {id}'s latency drifts to x{peak:.1} from {:.1} s in {up} steps of {step:.1} s and back in {downs}",
+            kind(&cands),
             r3(t0)
         ),
         load,
@@ -326,7 +408,8 @@ pub(super) fn flap(rng: &mut SmallRng, name: String) -> Draft {
     Draft {
         name,
         description: format!(
-            "{n} servers; {id} flaps ({what}) every {half:.1} s from {:.1} s for {span:.0} s",
+            "{n} {}; {id} flaps ({what}) every {half:.1} s from {:.1} s for {span:.0} s",
+            kind(&cands),
             r3(t0)
         ),
         load,
@@ -400,7 +483,8 @@ pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
     Draft {
         name,
         description: format!(
-            "{start} of {n} servers at the start; {joins} joins and {leaves} leaves over {duration:.0} s"
+            "{start} of {n} {} at the start; {joins} joins and {leaves} leaves over {duration:.0} s",
+            kind(&cands)
         ),
         load,
         candidates: cands,
