@@ -204,7 +204,7 @@ fn bad_spell(rng: &mut SmallRng, c: &Cand, timeout_ms: f64) -> (Event, String) {
     let mut ev = Event::default();
     let mut what = Vec::new();
     let kind = rng.gen_range(0..10);
-    if kind < 4 || kind >= 7 {
+    if !(4..7).contains(&kind) {
         match &c.queue {
             Some(q) if q.servers >= 4 && rng.gen_bool(0.3) => {
                 let left = (q.servers / 4).max(1);
