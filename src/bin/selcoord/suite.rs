@@ -18,7 +18,7 @@ pub(crate) struct SuiteArgs {
     /// Scenarios per family (with --suite).
     #[arg(long, default_value_t = 20, requires = "suite")]
     pub(crate) count: usize,
-    /// Write each generated scenario to DIR/<family>-<index>.toml before running (with --suite).
+    /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
     #[arg(long, value_name = "DIR", requires = "suite")]
     pub(crate) dump: Option<PathBuf>,
 }
