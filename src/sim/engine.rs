@@ -16,6 +16,7 @@ use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{AttemptResult, Truth};
+use crate::core::{FailureClass, Outcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -25,9 +26,11 @@ enum Ev {
     Arrive,
     /// A successful attempt's first byte arrives (index into the attempt slab); always before
     /// its end, which frees the slab entry.
-    FirstByte(u32),
-    /// An attempt ends (index into the attempt slab).
-    End(u32),
+    FirstByte(u32, u32),
+    /// An attempt ends (index into the attempt slab, and the slot's generation).
+    End(u32, u32),
+    /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
+    Deadline(u32, u32),
     /// A timeline event (index).
     Timeline(u32),
     /// The policy asked to be woken (a stalled request).
@@ -50,6 +53,11 @@ struct ReqRec {
     open: bool,
     /// The arm that granted its first attempt, when the policy has arms.
     arm: Option<usize>,
+    /// Its caller gave up (`workload.timeout_ms`) while the policy still held it: the slot is
+    /// reused only once the policy grants or rejects it.
+    expired: bool,
+    /// Its running attempt's slot (`NO_ATT`: none).
+    att: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +71,7 @@ struct Att {
 }
 
 const NO_WORKER: u32 = u32::MAX;
+const NO_ATT: u32 = u32::MAX;
 const TICK_S: f64 = 1.0;
 
 /// Seeds of the independent random streams of one run. The workload stream does not depend on
@@ -101,6 +110,8 @@ pub(crate) struct Engine<'a> {
     /// Finished request slots, reused so every per-request table stays as small as the number
     /// of requests open at once.
     free_reqs: Vec<Req>,
+    /// Per request slot, bumped each time the slot is freed (stale deadlines are ignored).
+    req_gen: Vec<u32>,
     atts: Vec<Att>,
     /// Per attempt slot, bumped each time the slot is freed: events about an attempt that
     /// ended meanwhile are recognised as stale.
@@ -138,6 +149,11 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|name| RunStats::new(name, &ids, Vec::new(), sc.series_bucket_s))
             .collect();
+        let timeout_s = sc.workload.timeout_ms.map(|t| t / 1000.0);
+        stats.timeout_s = timeout_s;
+        for a in &mut stats.arms {
+            a.timeout_s = timeout_s;
+        }
         let n = ids.len();
         Ok(Engine {
             sc,
@@ -153,6 +169,7 @@ impl<'a> Engine<'a> {
             seq: 0,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
+            req_gen: Vec::new(),
             atts: Vec::new(),
             att_gen: Vec::new(),
             free_atts: Vec::new(),
@@ -215,11 +232,18 @@ impl<'a> Engine<'a> {
                         self.arrivals_done = true;
                     }
                 }
-                Ev::FirstByte(a) => {
-                    let att = self.atts[a as usize];
-                    self.policy.first_byte(att.req, att.cand, now);
+                Ev::FirstByte(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        let att = self.atts[a as usize];
+                        self.policy.first_byte(att.req, att.cand, now);
+                    }
                 }
-                Ev::End(a) => self.end_attempt(a, now),
+                Ev::End(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        self.end_attempt(a, now);
+                    }
+                }
+                Ev::Deadline(r, g) => self.deadline(r, g, now),
                 Ev::Timeline(i) => self.timeline(i as usize, now),
                 Ev::ServiceDone(c, a, g) => self.service_done(c as usize, a, g, now),
                 Ev::Expire(a, g) => {
@@ -315,6 +339,8 @@ impl<'a> Engine<'a> {
             attempts: 0,
             open: true,
             arm: None,
+            expired: false,
+            att: NO_ATT,
         };
         let req = match self.free_reqs.pop() {
             Some(r) => {
@@ -323,10 +349,17 @@ impl<'a> Engine<'a> {
             }
             None => {
                 self.reqs.push(rec);
+                self.req_gen.push(0);
                 self.reqs.len() as Req - 1
             }
         };
         self.open_requests += 1;
+        if let Some(t) = self.sc.workload.timeout_ms {
+            self.at(
+                now + t / 1000.0,
+                Ev::Deadline(req, self.req_gen[req as usize]),
+            );
+        }
         let k = self.sc.workload.subset as usize;
         let subset = if k == 0 || k >= self.live.len() {
             None
@@ -356,6 +389,14 @@ impl<'a> Engine<'a> {
     fn drain(&mut self, now: f64) {
         while let Some(d) = self.policy.poll() {
             match d {
+                Decision::Grant { req, cand } if self.reqs[req as usize].expired => {
+                    // Its caller gave up while the policy held it: hand the slot back.
+                    let world = world!(self, now);
+                    let cancelled = Outcome::failure(FailureClass::Cancelled);
+                    self.policy.outcome(req, cand, &cancelled, now);
+                    self.policy.done(req, cand, false, now, &world);
+                    self.release(req);
+                }
                 Decision::Grant { req, cand } => self.start_attempt(req, cand, now),
                 Decision::Reject { req } => self.finish_request(req, None, now),
                 Decision::Stall { retry_at } => self.at(retry_at, Ev::Wake),
@@ -401,6 +442,7 @@ impl<'a> Engine<'a> {
         }
         r.attempts += 1;
         let arm = r.arm;
+        let r_index = req as usize;
         self.stats.attempt(cand, now, arm);
         let att = Att {
             req,
@@ -420,6 +462,7 @@ impl<'a> Engine<'a> {
                 self.atts.len() as u32 - 1
             }
         };
+        self.reqs[r_index].att = a;
         if queued {
             let gen = self.att_gen[a as usize];
             self.queues.stations[c]
@@ -439,9 +482,9 @@ impl<'a> Engine<'a> {
     fn schedule_end(&mut self, a: u32, from: f64) {
         let result = self.atts[a as usize].result;
         if let Some(t) = result.first_byte_s() {
-            self.at(from + t, Ev::FirstByte(a));
+            self.at(from + t, Ev::FirstByte(a, self.att_gen[a as usize]));
         }
-        self.at(from + result.end_s, Ev::End(a));
+        self.at(from + result.end_s, Ev::End(a, self.att_gen[a as usize]));
     }
 
     /// Starts service for waiting attempts on `c` while it has a free server.
@@ -489,6 +532,7 @@ impl<'a> Engine<'a> {
         self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
         self.load[att.cand as usize] -= 1;
+        self.reqs[att.req as usize].att = NO_ATT;
         let world = world!(self, now);
         self.policy
             .outcome(att.req, att.cand, &att.result.outcome, now);
@@ -509,11 +553,17 @@ impl<'a> Engine<'a> {
     fn finish_request(&mut self, req: Req, first_byte: Option<f64>, now: f64) {
         let r = &mut self.reqs[req as usize];
         if !r.open {
+            if r.expired {
+                self.release(req);
+            }
             return;
         }
         r.open = false;
         let r = *r;
-        self.free_reqs.push(req);
+        if !r.expired {
+            self.free_reqs.push(req);
+            self.req_gen[req as usize] = self.req_gen[req as usize].wrapping_add(1);
+        }
         self.open_requests -= 1;
         self.stats.request(
             now,
@@ -529,6 +579,43 @@ impl<'a> Engine<'a> {
                 self.at(next, Ev::Start(r.worker));
             }
         }
+    }
+
+    /// The slot of an expired request the policy no longer holds can serve a new request.
+    fn release(&mut self, req: Req) {
+        self.reqs[req as usize].expired = false;
+        self.free_reqs.push(req);
+        self.req_gen[req as usize] = self.req_gen[req as usize].wrapping_add(1);
+    }
+
+    /// The caller of request slot `req` (generation `gen`) gives up: the request fails now. Its
+    /// running attempt, if any, ends for the policy as a `timeout` (a server serving it does
+    /// not know and finishes it); a request the policy holds waits for its grant or
+    /// rejection to be handed back.
+    fn deadline(&mut self, req: Req, gen: u32, now: f64) {
+        if self.req_gen[req as usize] != gen || !self.reqs[req as usize].open {
+            return;
+        }
+        let a = self.reqs[req as usize].att;
+        if a == NO_ATT {
+            self.reqs[req as usize].expired = true;
+            self.finish_request(req, None, now);
+            return;
+        }
+        let att = self.atts[a as usize];
+        if !att.queued && att.result.ok && att.granted + att.result.first_byte_s <= now {
+            // Its first byte came in time: the caller has its answer.
+            return;
+        }
+        self.free_atts.push(a);
+        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
+        self.load[att.cand as usize] -= 1;
+        self.reqs[req as usize].att = NO_ATT;
+        let world = world!(self, now);
+        let timeout = Outcome::failure(FailureClass::Timeout);
+        self.policy.outcome(req, att.cand, &timeout, now);
+        self.policy.done(req, att.cand, false, now, &world);
+        self.finish_request(req, None, now);
     }
 
     fn fail_stuck(&mut self, now: f64) {

@@ -332,6 +332,10 @@ pub struct Workload {
     /// An attempt longer than this fails as a timeout at this time, ms.
     #[serde(default, deserialize_with = "opt_positive")]
     pub attempt_timeout_ms: Option<f64>,
+    /// The caller's timeout, ms: a request without a first byte this long after its arrival
+    /// fails as a timeout then (its running attempt is cancelled as a `timeout`).
+    #[serde(default, deserialize_with = "opt_positive")]
+    pub timeout_ms: Option<f64>,
     /// Bytes per successful attempt (sent at the candidate's bandwidth).
     #[serde(default)]
     pub bytes: u64,
