@@ -116,14 +116,7 @@ duration_ms = 300.0
 #[test]
 fn degraded_candidates_are_measured_against_their_own_share() {
     let sc = Scenario::parse(TWO, "two").unwrap();
-    let r = simulate(
-        &sc,
-        &policies(&["oracle", "round-robin"]),
-        &[1, 2],
-        2,
-        None,
-    )
-    .unwrap();
+    let r = simulate(&sc, &policies(&["oracle", "round-robin"]), &[1, 2], 2, None).unwrap();
     let co = &r.policies[0];
     assert_eq!(co.degraded.len(), 1);
     let d = &co.degraded[0];

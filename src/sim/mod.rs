@@ -33,6 +33,7 @@ mod policy;
 mod queue;
 mod report;
 mod scenario;
+pub mod suite;
 mod truth;
 
 use std::collections::BTreeMap;

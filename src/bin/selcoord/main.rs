@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod demo;
 mod explain;
 mod simulate;
+mod suite;
 
 /// Choose which backend gets the next unit of work: simulate policies, explain a draw, or run
 /// the live demo with Prometheus metrics.

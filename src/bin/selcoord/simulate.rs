@@ -17,7 +17,7 @@ pub(crate) struct Args {
     /// A built-in scenario name (mongo-overload, capacity-overload, recovery, lassie-retrieval,
     /// livepeer-selection, pairwise-deadlock, large-fleet, livepeer-discovery) or a scenario
     /// TOML file.
-    #[arg(long, required_unless_present = "list")]
+    #[arg(long, required_unless_present_any = ["list", "suite"])]
     scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
@@ -43,6 +43,8 @@ pub(crate) struct Args {
     /// List the built-in scenarios and exit.
     #[arg(long, conflicts_with_all = ["policies", "json", "plot"])]
     list: bool,
+    #[command(flatten)]
+    suite: crate::suite::SuiteArgs,
 }
 
 /// Checks made before any work, so a bad option fails at once rather than after the run:
@@ -98,6 +100,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         return Ok(());
     }
     check_options(&args)?;
+    if !args.suite.suite.is_empty() {
+        let (seed, threads, json) = (args.seed, args.threads, args.json.as_deref());
+        return crate::suite::run(&args.suite, &args.policies, seed, threads, json, args.seeds);
+    }
     let name = args.scenario.as_deref().unwrap_or_default();
     if let Some(text) = discovery_sim::scenario_text(name) {
         return run_discovery(&text, &args);

@@ -1,0 +1,99 @@
+//! `selcoord simulate --suite`: generate scenarios per family, run every policy on each and
+//! report each policy against the oracle (docs/scenarios.md, docs/simulate-json.md).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use selection_coordinator::sim::suite::{generate_suite, run_suite, Family, DEFAULT_POLICIES};
+use selection_coordinator::sim::PolicySpec;
+
+/// The suite's own flags of `selcoord simulate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SuiteArgs {
+    /// Run generated scenarios instead of one: comma-separated families (degrade-heal, outage,
+    /// drift, flap, churn, population, or all). Default policies: coordinator, oracle,
+    /// p2c-peak-ewma, mongo-error-bias, round-robin, random, p2c-opcount.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["scenario", "plot", "list"])]
+    pub(crate) suite: Vec<String>,
+    /// Scenarios per family (with --suite).
+    #[arg(long, default_value_t = 20, requires = "suite")]
+    pub(crate) count: usize,
+    /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    pub(crate) dump: Option<PathBuf>,
+}
+
+/// Runs a suite: `seed` is the suite seed, `policies` as given (empty: the defaults).
+pub(crate) fn run(
+    args: &SuiteArgs,
+    policies: &[String],
+    seed: u64,
+    threads: Option<usize>,
+    json: Option<&Path>,
+    seeds: u64,
+) -> Result<(), String> {
+    if seeds != 1 {
+        return Err("--suite runs each scenario once, with its own seed: drop --seeds".into());
+    }
+    let threads = threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let families = Family::parse_list(&args.suite)?;
+    if args.count == 0 {
+        return Err("--count must be at least 1".into());
+    }
+    let names: Vec<String> = if policies.is_empty() {
+        DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect()
+    } else {
+        policies.iter().map(|s| s.trim().to_string()).collect()
+    };
+    let specs = names
+        .iter()
+        .map(|n| PolicySpec::parse(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scenarios =
+        generate_suite(&families, args.count, seed, &names).map_err(|e| e.to_string())?;
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for g in &scenarios {
+            let path = dir.join(format!("{}.toml", g.scenario.name));
+            std::fs::write(&path, &g.text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        eprintln!(
+            "wrote {} scenario files to {}",
+            scenarios.len(),
+            dir.display()
+        );
+    }
+    let runs = scenarios.len() * (specs.len() + usize::from(!specs.contains(&PolicySpec::Oracle)));
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(runs as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} suite [{bar:30}] {pos}/{len} runs ({elapsed}, eta {eta})",
+        ) {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b
+    });
+    // Without a terminal, a line every 10% of the runs.
+    let step = (runs / 10).max(1);
+    let progress = |done: usize, all: usize| match &bar {
+        Some(b) => b.set_position(done as u64),
+        None if done % step == 0 || done == all => eprintln!("suite: {done}/{all} runs"),
+        None => {}
+    };
+    let report = run_suite(seed, &scenarios, &specs, threads, Some(&progress))?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    print!("{}", report.table());
+    if let Some(path) = json {
+        std::fs::write(path, report.to_json() + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
