@@ -15,6 +15,7 @@ mod arms;
 mod candidate;
 mod draw;
 mod index;
+mod pool;
 mod request;
 mod select;
 mod snapshot;
@@ -300,6 +301,8 @@ pub struct Core {
     /// Per slot, an attempt of it still running without a report as of the last full refresh,
     /// the oldest then ([`NO_ATTEMPT`] for none); see [`Core::pending_ms`].
     oldest_pending: Vec<u32>,
+    /// Fleet-wide inputs of pooled estimates and the probe schedule.
+    pool: pool::Pool,
 }
 
 impl Core {
@@ -342,6 +345,7 @@ impl Core {
             attempts: Vec::new(),
             free_attempts: Vec::new(),
             global_in_flight: 0,
+            pool: pool::Pool::default(),
             events: VecDeque::new(),
             records: VecDeque::new(),
             record_rate: 0.0,

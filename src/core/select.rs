@@ -58,7 +58,7 @@ impl Slot {
     #[inline]
     pub(crate) fn touch(&self) -> (u32, f64, u64) {
         let (first, last) = self.stats.ends();
-        (self.in_flight, self.learned.last() + first, last)
+        (self.in_flight, self.learned.last() + first, u64::from(last))
     }
 }
 
@@ -154,6 +154,8 @@ impl Core {
             s.in_flight,
             self.limit_of(s),
             &s.stats,
+            self.now_s,
+            self.pool.probe_after_s,
         )
     }
 
@@ -174,6 +176,8 @@ impl Core {
             } else {
                 0.0
             },
+            spread: self.pool.spread,
+            probe_after_s: self.pool.probe_after_s,
         }
     }
 
@@ -415,6 +419,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
+        self.refresh_pool();
         for idx in 0..n {
             self.refresh_leaf_inner(idx, true, true, None);
         }

@@ -48,6 +48,8 @@ impl Core {
                         attempts: st.attempts,
                         successes: st.successes,
                         overload_evidence: st.overload_evidence,
+                        attempt_var: st.attempt_var,
+                        attempt_noise: st.attempt_noise,
                     },
                 }
             })
@@ -90,6 +92,8 @@ impl Core {
                 attempts: s.attempts,
                 successes: s.successes,
                 overload_evidence: s.overload_evidence,
+                attempt_var: s.attempt_var,
+                attempt_noise: s.attempt_noise,
             };
             match self.by_id.get(&self.ids, c.info.id.as_str()) {
                 Some(idx) => {

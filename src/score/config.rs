@@ -107,6 +107,24 @@ pub struct EmaConfig {
     /// the success prior counting as one sample) until that weight falls to `alpha`, so a low
     /// alpha's steadiness costs no slow start. `false`: every sample weighs `alpha`.
     pub warm_up: bool,
+    /// Evidence that ages: how far a candidate's true attempt time may wander, as a share of
+    /// itself per square root of a second. Set, the attempt-time estimate is a Kalman filter
+    /// (a new sample weighs more the older and less certain the estimate is, and a surprise
+    /// makes the next sample weigh nearly everything), and the filter's gain is the least
+    /// weight a sample gets in the candidate's other averages. `None`: fixed-weight EMAs
+    /// (lassie, Livepeer).
+    pub drift: Option<f64>,
+    /// With `drift` set: pool the candidates' time estimates (empirical Bayes). Each
+    /// candidate's relative time is shrunk toward the average by its uncertainty against the
+    /// spread the candidates really show, so candidates whose differences are within noise
+    /// draw alike instead of herding on whichever looked fastest last.
+    pub pooling: bool,
+    /// With `drift` set: a candidate not sampled for this many seconds and idle is drawn as if
+    /// its time were average until a try of it is granted, so a shunned candidate is probed
+    /// about once per period however small its share (a healed one is seen soon). The
+    /// period stretches on large fleets so probes stay within `floor` of the draws. `None`:
+    /// no scheduled probes (the floor still probes).
+    pub probe_s: Option<f64>,
 }
 
 impl Default for EmaConfig {
@@ -359,6 +377,9 @@ impl Default for Config {
                 first_sample_replaces_prior: false,
                 half_life_s: None,
                 warm_up: true,
+                drift: Some(0.3),
+                pooling: true,
+                probe_s: Some(1.0),
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -405,6 +426,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
+                drift: None,
+                pooling: false,
+                probe_s: None,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -445,6 +469,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
+                drift: None,
+                pooling: false,
+                probe_s: None,
             },
             window: WindowConfig::default(),
             price: PriceConfig {
@@ -548,6 +575,12 @@ impl Config {
         if let Some(h) = self.ema.half_life_s {
             num("ema.half_life_s", h);
         }
+        if let Some(d) = self.ema.drift {
+            num("ema.drift", d);
+        }
+        if let Some(p) = self.ema.probe_s {
+            num("ema.probe_s", p);
+        }
         num("window.bucket_s", self.window.bucket_s);
         num("price.exp_factor", self.price.exp_factor);
         if let Some(m) = self.price.max {
@@ -583,6 +616,9 @@ impl Config {
         }
         if self.ema.half_life_s == Some(0.0) {
             problems.push(Problem::new("ema.half_life_s", "must be greater than 0"));
+        }
+        if self.ema.probe_s == Some(0.0) {
+            problems.push(Problem::new("ema.probe_s", "must be greater than 0"));
         }
         if self.window.buckets == 0 || self.window.buckets as usize > WINDOW_RING {
             problems.push(Problem::new(

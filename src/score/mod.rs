@@ -26,6 +26,7 @@
 //! both modes exact O(log n) draws.
 
 mod config;
+mod evidence;
 mod load;
 mod stats;
 #[cfg(test)]
@@ -143,6 +144,15 @@ impl Learned {
     }
 }
 
+/// A candidate's relative time before and after pooling; see
+/// [`ScoreModel::pooled_deviation`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Pooled {
+    pub(crate) raw: f64,
+    pub(crate) var: f64,
+    pub(crate) shrunk: f64,
+}
+
 /// Inputs to a component computation that are not the candidate's own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ScoreContext {
@@ -155,6 +165,13 @@ pub(crate) struct ScoreContext {
     /// How long the candidate's oldest attempt still running has gone without a result,
     /// milliseconds (0 for none): its time to a result is at least that.
     pub(crate) pending_ms: f64,
+    /// With `ema.pooling`: the spread of the candidates' true relative times beyond noise
+    /// (squared natural-log ratios), as of the last coarse refresh; 0 shrinks every time
+    /// estimate to the average.
+    pub(crate) spread: f64,
+    /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
+    /// is drawn as if its time were average (infinite: never).
+    pub(crate) probe_after_s: f64,
 }
 
 /// A validated config turned into the channel layout and scoring rules.
@@ -299,7 +316,8 @@ impl ScoreModel {
             stats.attempts,
             stats.overload_evidence,
         );
-        self.assemble_parts(&learned, fixed, ctx.stake_total, load)
+        let probe = probe_due(ctx.in_flight, stats.last_sample_s, ctx.now_s, ctx.probe_after_s);
+        self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe)
     }
 
     /// The components a candidate's statistics decide (what the core caches per candidate),
@@ -356,9 +374,12 @@ impl ScoreModel {
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
-        let per_success = stats
+        let mut per_success = stats
             .attempt_ms
             .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
+        if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
+            per_success = Some(ps * (d.shrunk - d.raw).exp());
+        }
         let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
@@ -377,6 +398,35 @@ impl ScoreModel {
             overload: unit(overload),
             time_to_success: unit(time_to_success),
         }
+    }
+
+    /// With pooling on: the candidate's relative time `ln(per_success / overall)` as learned
+    /// (`raw`), its uncertainty now (`var`, grown with the time since its last sample), and the
+    /// shrunk value the draw uses: `raw * spread / (spread + var)`. `None` when pooling is off
+    /// or nothing is known yet.
+    pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
+        let ema = &self.config.ema;
+        let drift = ema.drift.filter(|_| ema.pooling)?;
+        let t = stats.attempt_ms?;
+        let o = ctx.overall.attempt_ms?;
+        let o = if o > 0.0 { o } else { 1.0 };
+        let decay = self.decay_factor(stats, ctx.now_s);
+        let prior = ema.success_prior;
+        let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
+        let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
+        let raw = (per_success / o).ln();
+        let age = stats.last_sample_s.map_or(0.0, |l| ctx.now_s - l);
+        let var = evidence::aged_var(stats.attempt_var, drift, age);
+        let keep = if ctx.spread > 0.0 {
+            ctx.spread / (ctx.spread + var)
+        } else {
+            0.0
+        };
+        raw.is_finite().then_some(Pooled {
+            raw,
+            var,
+            shrunk: raw * keep,
+        })
     }
 
     /// The time component an attempt still running without a first byte allows: it is a
@@ -416,6 +466,8 @@ impl ScoreModel {
         in_flight: u32,
         limit: u32,
         stats: &PackedStats,
+        now_s: f64,
+        probe_after_s: f64,
     ) -> Components {
         let load = self.load_component(
             in_flight,
@@ -423,7 +475,8 @@ impl ScoreModel {
             stats.attempts(),
             stats.overload_evidence(),
         );
-        self.assemble_parts(learned, fixed, stake_total, load)
+        let probe = probe_due(in_flight, stats.last_sample_s(), now_s, probe_after_s);
+        self.assemble_parts(learned, fixed, stake_total, load, probe)
     }
 
     fn assemble_parts(
@@ -432,6 +485,7 @@ impl ScoreModel {
         fixed: &Fixed,
         stake_total: f64,
         load: f64,
+        probe: bool,
     ) -> Components {
         let stake = if stake_total > 0.0 {
             fixed.stake / stake_total
@@ -449,7 +503,12 @@ impl ScoreModel {
             price: unit(fixed.price),
             tags: unit(fixed.tags),
             uniform: 1.0,
-            time_to_success: learned.time_to_success,
+            // A probe is due: drawn as if its time were average until a try is granted.
+            time_to_success: if probe {
+                learned.time_to_success.max(AVERAGE_TIME)
+            } else {
+                learned.time_to_success
+            },
         }
     }
 
@@ -564,6 +623,7 @@ impl ScoreModel {
         } else {
             (cfg.ema.alpha, cfg.ema.alpha, cfg.ema.alpha)
         };
+        let (mut a, mut a_ok) = (a, a_ok);
         let oa = cfg.ema.overall_alpha;
         let buckets = cfg.window.buckets as usize;
         let (success_sample, overload) = match outcome {
@@ -593,7 +653,28 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
-            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time));
+            match cfg.ema.drift {
+                Some(drift) => {
+                    let since = stats.last_sample_s.map_or(0.0, |l| now_s - l);
+                    let f = evidence::update(
+                        stats.attempt_ms,
+                        stats.attempt_var,
+                        stats.attempt_noise,
+                        t,
+                        since,
+                        drift,
+                        stats.attempts,
+                    );
+                    stats.attempt_ms = Some(f.mean_ms);
+                    stats.attempt_var = f.var;
+                    stats.attempt_noise = f.noise;
+                    // Evidence of every kind ages alike: a sample the time filter trusts
+                    // moves the other averages as much.
+                    a = a.max(f.gain);
+                    a_ok = a_ok.max(f.gain);
+                }
+                None => stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time)),
+            }
             overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
         }
         let previous = match stats.success {
@@ -651,6 +732,16 @@ impl ScoreModel {
 /// long enough that a candidate that overloads under bursts keeps its load penalty between
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+
+/// The time component of a candidate at the average: `exp(-1)`.
+const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
+
+/// Whether a scheduled probe is due: the candidate is idle and its last sample is older than
+/// `after` seconds (a candidate never sampled is drawn as unknown anyway).
+#[inline]
+fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64) -> bool {
+    in_flight == 0 && last_sample_s.is_some_and(|l| now_s - l > after)
+}
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).

@@ -15,6 +15,8 @@ fn ctx(overall: Overall) -> ScoreContext {
         in_flight: 0,
         limit: u32::MAX,
         pending_ms: 0.0,
+        spread: 0.0,
+        probe_after_s: f64::INFINITY,
     }
 }
 
