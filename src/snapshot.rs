@@ -57,6 +57,9 @@ pub struct StatsSnapshot {
     /// Learned variance of one attempt-time sample (squared log ratio).
     #[serde(default)]
     pub attempt_noise: f32,
+    /// The last attempt time was far outside the estimate.
+    #[serde(default)]
+    pub attempt_surprise: bool,
 }
 
 /// One candidate in a snapshot.

@@ -41,9 +41,9 @@ impl Core {
             self.pool.decisions = self.counters.decisions;
             self.pool.at_s = now_s;
         }
-        self.pool.probe_after_s = match (ema.drift, ema.probe_s) {
-            (Some(_), Some(p)) => {
-                let budget = PROBE_SHARE * self.pool.rate;
+        self.pool.probe_after_s = match (ema.drift > 0.0, ema.probe_s) {
+            (true, p) if p > 0.0 => {
+                let budget = crate::score::xenv("XPS", PROBE_SHARE) * self.pool.rate;
                 let stretched = if budget > 0.0 {
                     self.live_count as f64 / budget
                 } else {
@@ -53,7 +53,7 @@ impl Core {
             }
             _ => f64::INFINITY,
         };
-        if !(ema.pooling && ema.drift.is_some()) {
+        if !(ema.pooling && ema.drift > 0.0) {
             self.pool.spread = 0.0;
             return;
         }

@@ -50,6 +50,7 @@ impl Core {
                         overload_evidence: st.overload_evidence,
                         attempt_var: st.attempt_var,
                         attempt_noise: st.attempt_noise,
+                        attempt_surprise: st.attempt_surprise,
                     },
                 }
             })
@@ -94,6 +95,7 @@ impl Core {
                 overload_evidence: s.overload_evidence,
                 attempt_var: s.attempt_var,
                 attempt_noise: s.attempt_noise,
+                attempt_surprise: s.attempt_surprise,
             };
             match self.by_id.get(&self.ids, c.info.id.as_str()) {
                 Some(idx) => {

@@ -111,9 +111,9 @@ pub struct EmaConfig {
     /// itself per square root of a second. Set, the attempt-time estimate is a Kalman filter
     /// (a new sample weighs more the older and less certain the estimate is, and a surprise
     /// makes the next sample weigh nearly everything), and the filter's gain is the least
-    /// weight a sample gets in the candidate's other averages. `None`: fixed-weight EMAs
+    /// weight a sample gets in the candidate's other averages. 0: fixed-weight EMAs
     /// (lassie, Livepeer).
-    pub drift: Option<f64>,
+    pub drift: f64,
     /// With `drift` set: pool the candidates' time estimates (empirical Bayes). Each
     /// candidate's relative time is shrunk toward the average by its uncertainty against the
     /// spread the candidates really show, so candidates whose differences are within noise
@@ -122,9 +122,9 @@ pub struct EmaConfig {
     /// With `drift` set: a candidate not sampled for this many seconds and idle is drawn as if
     /// its time were average until a try of it is granted, so a shunned candidate is probed
     /// about once per period however small its share (a healed one is seen soon). The
-    /// period stretches on large fleets so probes stay within `floor` of the draws. `None`:
-    /// no scheduled probes (the floor still probes).
-    pub probe_s: Option<f64>,
+    /// period stretches on large fleets so scheduled probes stay within 5 % of the draws.
+    /// 0: no scheduled probes (the floor still probes).
+    pub probe_s: f64,
 }
 
 impl Default for EmaConfig {
@@ -377,9 +377,9 @@ impl Default for Config {
                 first_sample_replaces_prior: false,
                 half_life_s: None,
                 warm_up: true,
-                drift: Some(0.3),
+                drift: 0.3,
                 pooling: true,
-                probe_s: Some(1.0),
+                probe_s: 1.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -426,9 +426,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
-                drift: None,
+                drift: 0.0,
                 pooling: false,
-                probe_s: None,
+                probe_s: 0.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -469,9 +469,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
-                drift: None,
+                drift: 0.0,
                 pooling: false,
-                probe_s: None,
+                probe_s: 0.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig {
@@ -575,12 +575,8 @@ impl Config {
         if let Some(h) = self.ema.half_life_s {
             num("ema.half_life_s", h);
         }
-        if let Some(d) = self.ema.drift {
-            num("ema.drift", d);
-        }
-        if let Some(p) = self.ema.probe_s {
-            num("ema.probe_s", p);
-        }
+        num("ema.drift", self.ema.drift);
+        num("ema.probe_s", self.ema.probe_s);
         num("window.bucket_s", self.window.bucket_s);
         num("price.exp_factor", self.price.exp_factor);
         if let Some(m) = self.price.max {
@@ -616,9 +612,6 @@ impl Config {
         }
         if self.ema.half_life_s == Some(0.0) {
             problems.push(Problem::new("ema.half_life_s", "must be greater than 0"));
-        }
-        if self.ema.probe_s == Some(0.0) {
-            problems.push(Problem::new("ema.probe_s", "must be greater than 0"));
         }
         if self.window.buckets == 0 || self.window.buckets as usize > WINDOW_RING {
             problems.push(Problem::new(

@@ -11,10 +11,10 @@
 //! - a shunned candidate, probed now and then, has a large `P` when the next probe lands: the
 //!   probe weighs nearly as much as everything before it, so a healed candidate is seen as
 //!   healed after one or two probes instead of the dozens a fixed weight needs;
-//! - a sample far outside what the filter expects (a degradation, a heal, or an outlier) moves
-//!   the estimate by its usual weight but raises `P` to the size of the surprise, so the *next*
-//!   sample weighs nearly everything: if it confirms the change, the estimate follows at once;
-//!   if it was an outlier, the next sample undoes it.
+//! - a sample far outside what the filter expects may be an outlier and moves the estimate by
+//!   its usual weight; a second one in a row is a change (a degradation, a heal): the estimate's
+//!   variance is raised to the size of the surprise, so that sample weighs nearly everything
+//!   and the estimate follows at once.
 //!
 //! Variances are relative (squared natural-log ratios), so one `drift` fits candidates of any
 //! speed. The filter's gain also sets how fast the candidate's other averages move (success,
@@ -43,6 +43,9 @@ pub(crate) struct Filtered {
     pub(crate) noise: f32,
     /// The weight the sample got, in (0, 1].
     pub(crate) gain: f64,
+    /// The sample was the second in a row far outside what the filter expected: the
+    /// candidate changed.
+    pub(crate) changed: bool,
 }
 
 /// The estimate's relative variance `dt_s` seconds after its last sample.
@@ -71,32 +74,41 @@ pub(crate) fn update(
             var: PRIOR_NOISE as f32,
             noise: PRIOR_NOISE as f32,
             gain: 1.0,
+            changed: false,
         };
     };
+    let max_noise = xenv("XMAXN", MAX_NOISE);
+    // The sign of the stored noise carries one bit: the previous sample was a surprise.
+    let pending = noise < 0.0;
+    let noise = noise.abs();
     let r = if noise > 0.0 {
-        f64::from(noise).clamp(MIN_NOISE, MAX_NOISE)
+        f64::from(noise).clamp(MIN_NOISE, max_noise)
     } else {
         PRIOR_NOISE
     };
-    let p = aged_var(var, drift, dt_s);
+    let mut p = aged_var(var, drift, dt_s);
     let e = (x / m).ln();
     let e2 = e * e;
+    let cs = xenv("XCS", CHANGE_SIGMAS);
+    let surprise = e2 > cs * cs * (p + r);
+    let changed = surprise && pending;
+    if changed {
+        // A second surprise in a row: the candidate changed. The estimate is as uncertain as
+        // the surprise is large, so this sample weighs nearly everything.
+        p = p.max(e2);
+    }
     let gain = p / (p + r);
     let mean = m + gain * (sample_ms - m);
-    let mut posterior = (1.0 - gain) * p;
-    if e2 > CHANGE_SIGMAS * CHANGE_SIGMAS * (p + r) {
-        // Far outside what the filter expects: either the candidate changed or this was an
-        // outlier. Until the next sample tells which, the estimate is as uncertain as the
-        // surprise is large.
-        posterior = posterior.max(e2);
-    }
     let b = (1.0 / (samples as f64 + 1.0)).max(NOISE_ALPHA);
-    let learned = (r + b * ((e2 - p).max(0.0) - r)).clamp(MIN_NOISE, MAX_NOISE);
+    let learned = (r + b * ((e2 - p).max(0.0) - r)).clamp(MIN_NOISE, max_noise);
+    // A first surprise may be an outlier: it only marks the estimate as in doubt.
+    let flagged = surprise && !changed;
     Filtered {
         mean_ms: if mean.is_finite() { mean.max(0.0) } else { m },
-        var: posterior.min(f64::from(f32::MAX)) as f32,
-        noise: learned as f32,
+        var: ((1.0 - gain) * p).min(f64::from(f32::MAX)) as f32,
+        noise: if flagged { -(learned as f32) } else { learned as f32 },
         gain: if gain.is_finite() { gain.clamp(0.0, 1.0) } else { 1.0 },
+        changed,
     }
 }
 
@@ -144,12 +156,12 @@ mod tests {
         let mut xs = vec![10.0; 200];
         xs.push(40.0);
         let (m, _, _) = run(&xs, 0.005, 0.3);
-        // One 4x sample moves a steady estimate only part of the way, and the next ordinary
-        // sample takes it back.
-        assert!(m.unwrap() < 20.0, "{m:?}");
-        xs.push(10.0);
+        // One 4x sample moves a steady estimate only a little.
+        assert!(m.unwrap() < 12.0, "{m:?}");
+        // A second one in a row is a change: the estimate follows.
+        xs.push(40.0);
         let (m, _, _) = run(&xs, 0.005, 0.3);
-        assert!(m.unwrap() < 11.0, "{m:?}");
+        assert!(m.unwrap() > 35.0, "{m:?}");
     }
 
     #[test]
@@ -160,4 +172,8 @@ mod tests {
             assert!((0.0..=1.0).contains(&f.gain));
         }
     }
+}
+
+pub(crate) fn xenv(k: &str, d: f64) -> f64 {
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }

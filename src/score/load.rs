@@ -14,11 +14,9 @@ use serde_json::{Map, Value};
 use super::config::{Arm, Config, Shadow};
 
 /// Fields that may be absent or `null` (each is an `Option` in [`Config`]).
-const OPTIONAL: [&str; 7] = [
+const OPTIONAL: [&str; 5] = [
     "preset",
     "ema.half_life_s",
-    "ema.drift",
-    "ema.probe_s",
     "price.max",
     "perf.region",
     "perf.min_score",
@@ -154,8 +152,6 @@ impl Config {
             ..Config::default()
         };
         c.ema.half_life_s = Some(1.0);
-        c.ema.drift = Some(1.0);
-        c.ema.probe_s = Some(1.0);
         c.price.max = Some(1.0);
         c.perf.region = Some(String::new());
         c.perf.min_score = Some(1.0);

@@ -27,6 +27,7 @@
 
 mod config;
 mod evidence;
+pub(crate) use evidence::xenv;
 mod load;
 mod stats;
 #[cfg(test)]
@@ -406,7 +407,10 @@ impl ScoreModel {
     /// or nothing is known yet.
     pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
         let ema = &self.config.ema;
-        let drift = ema.drift.filter(|_| ema.pooling)?;
+        let drift = ema.drift;
+        if !(ema.pooling && drift > 0.0) {
+            return None;
+        }
         let t = stats.attempt_ms?;
         let o = ctx.overall.attempt_ms?;
         let o = if o > 0.0 { o } else { 1.0 };
@@ -416,6 +420,7 @@ impl ScoreModel {
         let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
         let raw = (per_success / o).ln();
         let age = stats.last_sample_s.map_or(0.0, |l| ctx.now_s - l);
+        let age = if evidence::xenv("XPAGE", 0.0) > 0.0 { age } else { 0.0 };
         let var = evidence::aged_var(stats.attempt_var, drift, age);
         let keep = if ctx.spread > 0.0 {
             ctx.spread / (ctx.spread + var)
@@ -653,13 +658,17 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
-            match cfg.ema.drift {
+            match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
                     let since = stats.last_sample_s.map_or(0.0, |l| now_s - l);
                     let f = evidence::update(
                         stats.attempt_ms,
                         stats.attempt_var,
-                        stats.attempt_noise,
+                        if stats.attempt_surprise {
+                            -stats.attempt_noise
+                        } else {
+                            stats.attempt_noise
+                        },
                         t,
                         since,
                         drift,
@@ -667,11 +676,15 @@ impl ScoreModel {
                     );
                     stats.attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = f.var;
-                    stats.attempt_noise = f.noise;
+                    stats.attempt_noise = f.noise.abs();
+                    stats.attempt_surprise = f.noise.is_sign_negative();
                     // Evidence of every kind ages alike: a sample the time filter trusts
                     // moves the other averages as much.
-                    a = a.max(f.gain);
-                    a_ok = a_ok.max(f.gain);
+                    let mode = evidence::xenv("XGAIN", 2.0);
+                    if mode == 1.0 || (mode == 2.0 && f.changed) {
+                        a = a.max(f.gain);
+                        a_ok = a_ok.max(f.gain);
+                    }
                 }
                 None => stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time)),
             }

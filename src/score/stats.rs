@@ -169,6 +169,9 @@ pub struct Stats {
     /// With `ema.drift` set: the learned variance of one attempt-time sample around the
     /// estimate, in squared natural-log units (0 until the first sample).
     pub attempt_noise: f32,
+    /// With `ema.drift` set: the last attempt time was far outside the estimate (a second one
+    /// in a row is taken as a change).
+    pub attempt_surprise: bool,
 }
 
 /// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
@@ -190,6 +193,7 @@ pub(crate) struct PackedStats {
     attempts: u32,
     successes: u32,
     attempt_var: f32,
+    /// Negative when the last sample was a surprise ([`Stats::attempt_surprise`]).
     attempt_noise: f32,
 }
 
@@ -245,7 +249,11 @@ impl PackedStats {
             attempts: u32::try_from(s.attempts).unwrap_or(u32::MAX),
             successes: u32::try_from(s.successes).unwrap_or(u32::MAX),
             attempt_var: finite_or_zero(s.attempt_var),
-            attempt_noise: finite_or_zero(s.attempt_noise),
+            attempt_noise: if s.attempt_surprise {
+                -finite_or_zero(s.attempt_noise)
+            } else {
+                finite_or_zero(s.attempt_noise)
+            },
         }
     }
 
@@ -268,7 +276,8 @@ impl PackedStats {
             successes: u64::from(self.successes),
             overload_evidence: self.overload_evidence,
             attempt_var: self.attempt_var,
-            attempt_noise: self.attempt_noise,
+            attempt_noise: self.attempt_noise.abs(),
+            attempt_surprise: self.attempt_noise.is_sign_negative(),
         }
     }
 

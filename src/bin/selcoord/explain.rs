@@ -115,6 +115,7 @@ impl RecordedStats {
             // A candidates file gives averages, not their variances: unknown.
             attempt_var: 0.0,
             attempt_noise: 0.0,
+            attempt_surprise: false,
         }
     }
 
