@@ -32,7 +32,9 @@ pub use request::{AttemptId, Eligible, FailureClass, Next, Outcome, Request, Req
 
 use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};
-use crate::score::{Components, Config, Fixed, Learned, Overall, PackedStats, ScoreModel, Stats};
+use crate::score::{
+    Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
+};
 use draw::SumTree;
 use index::IdIndex;
 use select::{DrawSet, Drawn, Evaluation, Slot};
@@ -232,6 +234,8 @@ struct AttemptSlot {
     answered: bool,
     key: Key,
     request: u32,
+    /// The candidate's attempts in flight when this one was granted, itself included.
+    concurrency: u32,
     granted_s: f64,
 }
 
@@ -303,6 +307,8 @@ pub struct Core {
     oldest_pending: Vec<u32>,
     /// Fleet-wide inputs of pooled estimates and the probe schedule.
     pool: pool::Pool,
+    /// Per slot, whether its candidate slows under concurrency.
+    load_fit: Vec<LoadFit>,
 }
 
 impl Core {
@@ -346,6 +352,7 @@ impl Core {
             free_attempts: Vec::new(),
             global_in_flight: 0,
             pool: pool::Pool::default(),
+            load_fit: Vec::new(),
             events: VecDeque::new(),
             records: VecDeque::new(),
             record_rate: 0.0,
@@ -463,13 +470,16 @@ impl Core {
                 self.infos.reserve_exact(more);
                 self.ids.reserve_exact(more);
                 self.oldest_pending.reserve_exact(more);
+                self.load_fit.reserve_exact(more);
             }
             self.slots.push(slot);
             self.oldest_pending.push(NO_ATTEMPT);
+            self.load_fit.push(LoadFit::default());
             self.ids.push(info.id.clone());
             self.infos.push(info);
         } else {
             self.slots[idx as usize] = slot;
+            self.load_fit[idx as usize] = LoadFit::default();
             self.ids[idx as usize] = info.id.clone();
             self.infos[idx as usize] = info;
         }
@@ -851,6 +861,12 @@ impl Core {
         self.attempts[a].reported = true;
         let k = self.attempts[a].key;
         let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
+        if self.attempts[a].key.gen == self.slots[k.idx as usize].gen {
+            let estimate = self.slots[k.idx as usize].stats.attempt_ms();
+            if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
+                self.load_fit[k.idx as usize].observe(self.attempts[a].concurrency, t, estimate);
+            }
+        }
         self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
         Ok(())
     }
@@ -1140,6 +1156,7 @@ impl Core {
             answered: false,
             key,
             request: idx,
+            concurrency: self.slots[cidx].in_flight,
             granted_s: self.now_s,
         };
         let attempt = AttemptId::new(a, agen);

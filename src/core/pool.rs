@@ -91,6 +91,7 @@ impl Core {
             pending_ms: 0.0,
             spread: self.pool.spread,
             probe_after_s: self.pool.probe_after_s,
+            queueing: 0.0,
         }
     }
 }

@@ -27,6 +27,7 @@
 
 mod config;
 mod evidence;
+mod load_fit;
 pub(crate) use evidence::xenv;
 mod load;
 mod stats;
@@ -40,6 +41,7 @@ pub use config::{
 pub use load::{ConfigError, Problem};
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
+pub use load_fit::LoadFit;
 
 use serde::{Deserialize, Serialize};
 
@@ -173,6 +175,8 @@ pub(crate) struct ScoreContext {
     /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
     /// is drawn as if its time were average (infinite: never).
     pub(crate) probe_after_s: f64,
+    /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
+    pub(crate) queueing: f32,
 }
 
 /// A validated config turned into the channel layout and scoring rules.
@@ -316,6 +320,7 @@ impl ScoreModel {
             ctx.limit,
             stats.attempts,
             stats.overload_evidence,
+            ctx.queueing,
         );
         let probe = probe_due(ctx.in_flight, stats.last_sample_s, ctx.now_s, ctx.probe_after_s);
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe)
@@ -473,12 +478,14 @@ impl ScoreModel {
         stats: &PackedStats,
         now_s: f64,
         probe_after_s: f64,
+        queueing: f32,
     ) -> Components {
         let load = self.load_component(
             in_flight,
             limit,
             stats.attempts(),
             stats.overload_evidence(),
+            queueing,
         );
         let probe = probe_due(in_flight, stats.last_sample_s(), now_s, probe_after_s);
         self.assemble_parts(learned, fixed, stake_total, load, probe)
@@ -528,6 +535,7 @@ impl ScoreModel {
         limit: u32,
         attempts: u64,
         overload_evidence: f32,
+        queueing: f32,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
             1.0 / (1.0 + in_flight as f64)
@@ -541,7 +549,10 @@ impl ScoreModel {
             } else {
                 0.0
             };
-            let evidence = (gate.gate * overload_evidence as f64).max(unknown).min(1.0);
+            let evidence = (gate.gate * overload_evidence as f64)
+                .max(unknown)
+                .max(f64::from(queueing))
+                .min(1.0);
             load = 1.0 - evidence * (1.0 - load);
         }
         if load.is_finite() {
@@ -596,6 +607,17 @@ impl ScoreModel {
         } else {
             0.0
         }
+    }
+
+    /// The attempt time an outcome contributes: a success's first byte when reported, else
+    /// the whole attempt (`elapsed_ms`, timed by the core).
+    pub(crate) fn time_sample(outcome: &Outcome, elapsed_ms: Option<f64>) -> Option<f64> {
+        match outcome {
+            Outcome::Failure(FailureClass::Cancelled) => None,
+            Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
+            Outcome::Failure(_) => elapsed_ms,
+        }
+        .filter(|t| t.is_finite() && *t >= 0.0)
     }
 
     /// Applies an outcome to the statistics. Returns true when the candidate should be ejected
