@@ -12,9 +12,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
+use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{AttemptResult, Truth};
+use crate::core::{FailureClass, Outcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -24,15 +26,22 @@ enum Ev {
     Arrive,
     /// A successful attempt's first byte arrives (index into the attempt slab); always before
     /// its end, which frees the slab entry.
-    FirstByte(u32),
-    /// An attempt ends (index into the attempt slab).
-    End(u32),
+    FirstByte(u32, u32),
+    /// An attempt ends (index into the attempt slab, and the slot's generation).
+    End(u32, u32),
+    /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
+    Deadline(u32, u32),
     /// A timeline event (index).
     Timeline(u32),
     /// The policy asked to be woken (a stalled request).
     Wake,
     /// Periodic tick while work remains.
     Tick,
+    /// A queueing candidate finished serving an attempt: (candidate, attempt slot, the slot's
+    /// generation when it queued).
+    ServiceDone(u32, u32, u32),
+    /// A queued attempt's timeout: (attempt slot, generation).
+    Expire(u32, u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +53,11 @@ struct ReqRec {
     open: bool,
     /// The arm that granted its first attempt, when the policy has arms.
     arm: Option<usize>,
+    /// Its caller gave up (`workload.timeout_ms`) while the policy still held it: the slot is
+    /// reused only once the policy grants or rejects it.
+    expired: bool,
+    /// Its running attempt's slot (`NO_ATT`: none).
+    att: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -52,15 +66,31 @@ struct Att {
     cand: Cand,
     granted: f64,
     result: AttemptResult,
+    /// On a queueing candidate, still waiting for (or in) service: its result is not known.
+    queued: bool,
 }
 
 const NO_WORKER: u32 = u32::MAX;
+const NO_ATT: u32 = u32::MAX;
 const TICK_S: f64 = 1.0;
 
 /// Seeds of the independent random streams of one run. The workload stream does not depend on
 /// the policy, so every policy sees the same arrivals and subsets for a given seed.
 fn stream(seed: u64, salt: u64) -> SmallRng {
     SmallRng::seed_from_u64(seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// The read-only view of the world policies get, from the engine's own fields (a macro so
+/// the borrow stays on those fields and the policy can be borrowed mutably beside it).
+macro_rules! world {
+    ($e:ident, $now:expr) => {
+        World {
+            truth: &$e.truth,
+            retries: $e.sc.workload.retries,
+            queues: &$e.queues,
+            now: $now,
+        }
+    };
 }
 
 /// One run of one policy on one seed.
@@ -80,8 +110,14 @@ pub(crate) struct Engine<'a> {
     /// Finished request slots, reused so every per-request table stays as small as the number
     /// of requests open at once.
     free_reqs: Vec<Req>,
+    /// Per request slot, bumped each time the slot is freed (stale deadlines are ignored).
+    req_gen: Vec<u32>,
     atts: Vec<Att>,
+    /// Per attempt slot, bumped each time the slot is freed: events about an attempt that
+    /// ended meanwhile are recognised as stale.
+    att_gen: Vec<u32>,
     free_atts: Vec<u32>,
+    queues: Queues,
     workers_left: Vec<u32>,
     open_requests: u64,
     arrivals_done: bool,
@@ -113,6 +149,11 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|name| RunStats::new(name, &ids, Vec::new(), sc.series_bucket_s))
             .collect();
+        let timeout_s = sc.workload.timeout_ms.map(|t| t / 1000.0);
+        stats.timeout_s = timeout_s;
+        for a in &mut stats.arms {
+            a.timeout_s = timeout_s;
+        }
         let n = ids.len();
         Ok(Engine {
             sc,
@@ -128,8 +169,11 @@ impl<'a> Engine<'a> {
             seq: 0,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
+            req_gen: Vec::new(),
             atts: Vec::new(),
+            att_gen: Vec::new(),
             free_atts: Vec::new(),
+            queues: Queues::new(n, stream(seed, 4).gen()),
             workers_left: Vec::new(),
             open_requests: 0,
             arrivals_done: false,
@@ -188,24 +232,35 @@ impl<'a> Engine<'a> {
                         self.arrivals_done = true;
                     }
                 }
-                Ev::FirstByte(a) => {
-                    let att = self.atts[a as usize];
-                    self.policy.first_byte(att.req, att.cand, now);
+                Ev::FirstByte(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        let att = self.atts[a as usize];
+                        self.policy.first_byte(att.req, att.cand, now);
+                    }
                 }
-                Ev::End(a) => self.end_attempt(a, now),
+                Ev::End(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        self.end_attempt(a, now);
+                    }
+                }
+                Ev::Deadline(r, g) => self.deadline(r, g, now),
                 Ev::Timeline(i) => self.timeline(i as usize, now),
+                Ev::ServiceDone(c, a, g) => self.service_done(c as usize, a, g, now),
+                Ev::Expire(a, g) => {
+                    if self.att_gen[a as usize] == g && self.atts[a as usize].queued {
+                        if let Some(t) = self.sc.workload.attempt_timeout_ms {
+                            self.atts[a as usize].queued = false;
+                            self.atts[a as usize].result = AttemptResult::timeout(t);
+                            self.end_attempt(a, now);
+                        }
+                    }
+                }
                 Ev::Wake => {
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.tick(now, &world);
                 }
                 Ev::Tick => {
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.tick(now, &world);
                     let idle = self.heap.is_empty();
                     if idle && (self.open_requests > 0 || !self.arrivals_done) {
@@ -251,8 +306,14 @@ impl<'a> Engine<'a> {
             return;
         };
         match ev.action {
-            Action::Degrade => self.truth[c].degrade(ev),
-            Action::Heal => self.truth[c] = self.base_truth[c].clone(),
+            Action::Degrade => {
+                self.truth[c].degrade(ev);
+                self.serve_queue(c, now);
+            }
+            Action::Heal => {
+                self.truth[c] = self.base_truth[c].clone();
+                self.serve_queue(c, now);
+            }
             Action::Join => {
                 let id = self.ids[c].clone();
                 self.join(c as Cand, &id);
@@ -261,10 +322,7 @@ impl<'a> Engine<'a> {
                 if self.present[c] {
                     self.present[c] = false;
                     self.live.retain(|&x| x as usize != c);
-                    let world = World {
-                        truth: &self.truth,
-                        retries: self.sc.workload.retries,
-                    };
+                    let world = world!(self, now);
                     self.policy.remove(c as Cand, now, &world);
                 }
             }
@@ -281,6 +339,8 @@ impl<'a> Engine<'a> {
             attempts: 0,
             open: true,
             arm: None,
+            expired: false,
+            att: NO_ATT,
         };
         let req = match self.free_reqs.pop() {
             Some(r) => {
@@ -289,10 +349,17 @@ impl<'a> Engine<'a> {
             }
             None => {
                 self.reqs.push(rec);
+                self.req_gen.push(0);
                 self.reqs.len() as Req - 1
             }
         };
         self.open_requests += 1;
+        if let Some(t) = self.sc.workload.timeout_ms {
+            self.at(
+                now + t / 1000.0,
+                Ev::Deadline(req, self.req_gen[req as usize]),
+            );
+        }
         let k = self.sc.workload.subset as usize;
         let subset = if k == 0 || k >= self.live.len() {
             None
@@ -312,10 +379,7 @@ impl<'a> Engine<'a> {
             }
             Some(picked)
         };
-        let world = World {
-            truth: &self.truth,
-            retries: self.sc.workload.retries,
-        };
+        let world = world!(self, now);
         self.policy.ready(req, subset.as_deref(), now, &world);
         if let Some(s) = subset {
             self.subset_scratch = s;
@@ -325,6 +389,14 @@ impl<'a> Engine<'a> {
     fn drain(&mut self, now: f64) {
         while let Some(d) = self.policy.poll() {
             match d {
+                Decision::Grant { req, cand } if self.reqs[req as usize].expired => {
+                    // Its caller gave up while the policy held it: hand the slot back.
+                    let world = world!(self, now);
+                    let cancelled = Outcome::failure(FailureClass::Cancelled);
+                    self.policy.outcome(req, cand, &cancelled, now);
+                    self.policy.done(req, cand, false, now, &world);
+                    self.release(req);
+                }
                 Decision::Grant { req, cand } => self.start_attempt(req, cand, now),
                 Decision::Reject { req } => self.finish_request(req, None, now),
                 Decision::Stall { retry_at } => self.at(retry_at, Ev::Wake),
@@ -335,12 +407,34 @@ impl<'a> Engine<'a> {
     fn start_attempt(&mut self, req: Req, cand: Cand, now: f64) {
         let c = cand as usize;
         self.load[c] += 1;
-        let result = self.truth[c].attempt(
-            self.load[c],
-            self.sc.workload.bytes,
-            self.sc.workload.attempt_timeout_ms,
-            &mut self.truth_rng,
-        );
+        let truth = &self.truth[c];
+        let timeout_ms = self.sc.workload.attempt_timeout_ms;
+        // A queueing candidate's result is known only once a server has served the attempt;
+        // it fails fast only when overloaded (past capacity, or its queue is full).
+        let mut queued = false;
+        let result = if truth.is_queue() {
+            let st = &self.queues.stations[c];
+            let full = st.busy >= truth.servers()
+                && truth
+                    .queue_limit()
+                    .is_some_and(|l| st.waiting.len() as u32 >= l);
+            let over = truth.overload_roll(self.load[c], &mut self.truth_rng);
+            if full || over {
+                truth
+                    .overloaded(&mut self.truth_rng)
+                    .with_timeout(timeout_ms)
+            } else {
+                queued = true;
+                AttemptResult::timeout(0.0)
+            }
+        } else {
+            truth.attempt(
+                self.load[c],
+                self.sc.workload.bytes,
+                timeout_ms,
+                &mut self.truth_rng,
+            )
+        };
         let r = &mut self.reqs[req as usize];
         if r.attempts == 0 {
             // The core fixes a request's arm when it arrives; its first grant tells which.
@@ -348,12 +442,14 @@ impl<'a> Engine<'a> {
         }
         r.attempts += 1;
         let arm = r.arm;
+        let r_index = req as usize;
         self.stats.attempt(cand, now, arm);
         let att = Att {
             req,
             cand,
             granted: now,
             result,
+            queued,
         };
         let a = match self.free_atts.pop() {
             Some(a) => {
@@ -362,23 +458,82 @@ impl<'a> Engine<'a> {
             }
             None => {
                 self.atts.push(att);
+                self.att_gen.push(0);
                 self.atts.len() as u32 - 1
             }
         };
-        if let Some(t) = result.first_byte_s() {
-            self.at(now + t, Ev::FirstByte(a));
+        self.reqs[r_index].att = a;
+        if queued {
+            let gen = self.att_gen[a as usize];
+            self.queues.stations[c]
+                .waiting
+                .push_back(Job { att: a, gen });
+            if let Some(t) = timeout_ms {
+                self.at(now + t / 1000.0, Ev::Expire(a, gen));
+            }
+            self.serve_queue(c, now);
+        } else {
+            self.schedule_end(a, now);
         }
-        self.at(now + result.end_s, Ev::End(a));
+    }
+
+    /// Schedules the first byte and the end of attempt `a`, whose result is known, from `from`
+    /// (its grant, or the end of its service).
+    fn schedule_end(&mut self, a: u32, from: f64) {
+        let result = self.atts[a as usize].result;
+        if let Some(t) = result.first_byte_s() {
+            self.at(from + t, Ev::FirstByte(a, self.att_gen[a as usize]));
+        }
+        self.at(from + result.end_s, Ev::End(a, self.att_gen[a as usize]));
+    }
+
+    /// Starts service for waiting attempts on `c` while it has a free server.
+    fn serve_queue(&mut self, c: usize, now: f64) {
+        loop {
+            let truth = &self.truth[c];
+            let st = &mut self.queues.stations[c];
+            if st.busy >= truth.servers() {
+                return;
+            }
+            let Some(job) = st.waiting.pop_front() else {
+                return;
+            };
+            st.busy += 1;
+            let factor = self.queues.factor(c, truth.slowdown(), now);
+            let service_s = truth.sample_service_ms(&mut self.truth_rng) * factor / 1000.0;
+            self.at(now + service_s, Ev::ServiceDone(c as u32, job.att, job.gen));
+        }
+    }
+
+    /// A server of `c` finished attempt slot `a` (if still generation `gen`, the caller is
+    /// still waiting for it): its response follows, and the server takes the next in line.
+    fn service_done(&mut self, c: usize, a: u32, gen: u32, now: f64) {
+        let st = &mut self.queues.stations[c];
+        st.busy = st.busy.saturating_sub(1);
+        let att = self.atts[a as usize];
+        if self.att_gen[a as usize] == gen && att.queued {
+            let timeout_ms = self.sc.workload.attempt_timeout_ms;
+            let result = self.truth[c]
+                .serve(self.sc.workload.bytes, &mut self.truth_rng)
+                .delayed(now - att.granted);
+            // Past its timeout the pending `Expire` ends the attempt.
+            if !result.times_out(timeout_ms) {
+                let x = &mut self.atts[a as usize];
+                x.queued = false;
+                x.result = result;
+                self.schedule_end(a, att.granted);
+            }
+        }
+        self.serve_queue(c, now);
     }
 
     fn end_attempt(&mut self, a: u32, now: f64) {
         self.free_atts.push(a);
+        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
         self.load[att.cand as usize] -= 1;
-        let world = World {
-            truth: &self.truth,
-            retries: self.sc.workload.retries,
-        };
+        self.reqs[att.req as usize].att = NO_ATT;
+        let world = world!(self, now);
         self.policy
             .outcome(att.req, att.cand, &att.result.outcome, now);
         let r = &mut self.reqs[att.req as usize];
@@ -398,11 +553,17 @@ impl<'a> Engine<'a> {
     fn finish_request(&mut self, req: Req, first_byte: Option<f64>, now: f64) {
         let r = &mut self.reqs[req as usize];
         if !r.open {
+            if r.expired {
+                self.release(req);
+            }
             return;
         }
         r.open = false;
         let r = *r;
-        self.free_reqs.push(req);
+        if !r.expired {
+            self.free_reqs.push(req);
+            self.req_gen[req as usize] = self.req_gen[req as usize].wrapping_add(1);
+        }
         self.open_requests -= 1;
         self.stats.request(
             now,
@@ -418,6 +579,43 @@ impl<'a> Engine<'a> {
                 self.at(next, Ev::Start(r.worker));
             }
         }
+    }
+
+    /// The slot of an expired request the policy no longer holds can serve a new request.
+    fn release(&mut self, req: Req) {
+        self.reqs[req as usize].expired = false;
+        self.free_reqs.push(req);
+        self.req_gen[req as usize] = self.req_gen[req as usize].wrapping_add(1);
+    }
+
+    /// The caller of request slot `req` (generation `gen`) gives up: the request fails now. Its
+    /// running attempt, if any, ends for the policy as a `timeout` (a server serving it does
+    /// not know and finishes it); a request the policy holds waits for its grant or
+    /// rejection to be handed back.
+    fn deadline(&mut self, req: Req, gen: u32, now: f64) {
+        if self.req_gen[req as usize] != gen || !self.reqs[req as usize].open {
+            return;
+        }
+        let a = self.reqs[req as usize].att;
+        if a == NO_ATT {
+            self.reqs[req as usize].expired = true;
+            self.finish_request(req, None, now);
+            return;
+        }
+        let att = self.atts[a as usize];
+        if !att.queued && att.result.ok && att.granted + att.result.first_byte_s <= now {
+            // Its first byte came in time: the caller has its answer.
+            return;
+        }
+        self.free_atts.push(a);
+        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
+        self.load[att.cand as usize] -= 1;
+        self.reqs[req as usize].att = NO_ATT;
+        let world = world!(self, now);
+        let timeout = Outcome::failure(FailureClass::Timeout);
+        self.policy.outcome(req, att.cand, &timeout, now);
+        self.policy.done(req, att.cand, false, now, &world);
+        self.finish_request(req, None, now);
     }
 
     fn fail_stuck(&mut self, now: f64) {

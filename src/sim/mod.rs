@@ -24,25 +24,29 @@
 //! assert_eq!(report.policies[0].stalls, 0.0);
 //! ```
 
+mod aggregate;
 mod baselines;
 mod dist;
 mod engine;
 mod plot;
 mod policy;
+mod queue;
 mod report;
 mod scenario;
 mod truth;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
 pub use dist::Dist;
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
-pub use report::{ArmReport, PolicyReport, Report, Summary};
+pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, TimelineEvent,
-    Workload, BUILTIN,
+    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, Slowdown,
+    TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
 
@@ -52,7 +56,7 @@ pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 /// Runs every policy on every seed, `threads` runs at a time, and returns the means.
 ///
 /// Results are identical for any `threads`: each run has its own seeded streams and results
-/// are collected by (policy, seed) position.
+/// are folded in (policy, seed) order.
 pub fn simulate(
     scenario: &Scenario,
     policies: &[PolicySpec],
@@ -60,73 +64,113 @@ pub fn simulate(
     threads: usize,
     progress: Option<Progress<'_>>,
 ) -> Result<Report, String> {
+    simulate_seeds(
+        scenario,
+        policies,
+        Seeds::List(seeds.to_vec()),
+        threads,
+        progress,
+    )
+}
+
+/// [`simulate`] over any [`Seeds`], such as a range of a million seeds.
+///
+/// Memory does not grow with the seed count: each worker reduces its run to a per-seed
+/// summary at once, and summaries are folded into running means in (policy, seed) order.
+/// A summary that finishes ahead of an earlier one waits in a small buffer; workers pause
+/// rather than let that buffer grow past a few runs per thread.
+pub fn simulate_seeds(
+    scenario: &Scenario,
+    policies: &[PolicySpec],
+    seeds: Seeds,
+    threads: usize,
+    progress: Option<Progress<'_>>,
+) -> Result<Report, String> {
     if policies.is_empty() || seeds.is_empty() {
         return Err("nothing to run: no policy or no seed".into());
     }
-    let jobs: Vec<(usize, usize)> = (0..policies.len())
-        .flat_map(|p| (0..seeds.len()).map(move |s| (p, s)))
-        .collect();
+    if threads == 0 {
+        return Err("threads must be at least 1".into());
+    }
+    let first_seed = seeds.get(0).unwrap_or_default();
     // Build every engine first so a bad policy config fails before any work.
     for p in policies {
-        engine::Engine::new(scenario, p, seeds[0])?;
+        engine::Engine::new(scenario, p, first_seed)?;
     }
-    let results: Vec<Mutex<Option<report::RunStats>>> =
-        jobs.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
+    let per_policy = seeds.len();
+    let total = per_policy.saturating_mul(policies.len() as u64);
+    let window = 16 * threads as u64;
+    let state = Mutex::new(Fold {
+        next: 0,
+        pending: BTreeMap::new(),
+        accs: vec![aggregate::Acc::default(); policies.len()],
+        error: None,
+    });
+    let folded = Condvar::new();
+    let next = AtomicU64::new(0);
     let done = AtomicUsize::new(0);
-    let first_error: Mutex<Option<String>> = Mutex::new(None);
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, jobs.len()) {
+        for _ in 0..(threads as u64).clamp(1, total) {
             scope.spawn(|| loop {
                 let j = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(p, s)) = jobs.get(j) else { break };
-                match engine::Engine::new(scenario, &policies[p], seeds[s]) {
-                    Ok(e) => {
-                        let stats = e.run();
-                        if let Ok(mut slot) = results[j].lock() {
-                            *slot = Some(stats);
-                        }
+                if j >= total {
+                    break;
+                }
+                // Keep the reorder buffer small: wait while this run is far ahead.
+                if let Ok(mut st) = state.lock() {
+                    while j >= st.next + window && st.error.is_none() {
+                        st = match folded.wait(st) {
+                            Ok(st) => st,
+                            Err(_) => return,
+                        };
                     }
-                    Err(e) => {
-                        if let Ok(mut f) = first_error.lock() {
-                            f.get_or_insert(e);
+                    if st.error.is_some() {
+                        return;
+                    }
+                }
+                let (p, s) = ((j / per_policy) as usize, j % per_policy);
+                let seed = seeds.get(s).unwrap_or_default();
+                let result =
+                    engine::Engine::new(scenario, &policies[p], seed).map(|e| e.run().summary());
+                if let Ok(mut st) = state.lock() {
+                    match result {
+                        Ok(summary) => {
+                            st.pending.insert(j, summary);
+                            st.fold(per_policy);
+                        }
+                        Err(e) => {
+                            st.error.get_or_insert(e);
                         }
                     }
                 }
+                folded.notify_all();
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(cb) = progress {
-                    cb(d, jobs.len());
+                    cb(d, total as usize);
                 }
             });
         }
     });
-    if let Some(e) = first_error.into_inner().ok().flatten() {
+    let st = state
+        .into_inner()
+        .map_err(|_| "a simulation thread panicked".to_string())?;
+    if let Some(e) = st.error {
         return Err(e);
     }
+    if st.next != total {
+        return Err("a run did not finish".into());
+    }
     let ids: Vec<String> = scenario.expanded().into_iter().map(|(id, _)| id).collect();
-    let mut runs: Vec<Option<report::RunStats>> = results
-        .into_iter()
-        .map(|m| m.into_inner().ok().flatten())
-        .collect();
     let mut reports = Vec::new();
     let mut series = Vec::new();
-    for p in 0..policies.len() {
-        let mut mine: Vec<report::RunStats> = (0..seeds.len())
-            .filter_map(|s| runs[p * seeds.len() + s].take())
-            .collect();
-        if mine.len() != seeds.len() {
-            return Err(format!(
-                "policy {}: a run did not finish",
-                policies[p].label()
-            ));
-        }
-        let (r, s) = report::aggregate(&ids, &mut mine);
+    for acc in st.accs {
+        let (r, s) = acc.finish(&ids);
         reports.push(r);
         series.push(s);
     }
     Ok(Report {
         scenario: scenario.name.clone(),
-        seeds: seeds.to_vec(),
+        seeds,
         policies: reports,
         candidates: ids,
         series,
@@ -135,4 +179,22 @@ pub fn simulate(
             .iter()
             .any(|e| matches!(e.action, Action::Degrade | Action::Heal)),
     })
+}
+
+/// The running means and the runs that finished ahead of their turn.
+struct Fold {
+    /// The next run (policy-major index) to fold in.
+    next: u64,
+    pending: BTreeMap<u64, aggregate::RunSummary>,
+    accs: Vec<aggregate::Acc>,
+    error: Option<String>,
+}
+
+impl Fold {
+    fn fold(&mut self, per_policy: u64) {
+        while let Some(summary) = self.pending.remove(&self.next) {
+            self.accs[(self.next / per_policy) as usize].add(summary);
+            self.next += 1;
+        }
+    }
 }

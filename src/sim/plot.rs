@@ -9,30 +9,6 @@ use super::report::{Report, Series};
 
 const MAX_LINES: usize = 12;
 
-/// Per 1 s bin: (attempts, finished, failed, attempts per tracked candidate).
-fn seconds(s: &Series) -> Vec<(u64, u64, u64, Vec<u64>)> {
-    let per = ((1.0 / s.bucket_s).round() as usize).max(1);
-    let n = s.tracked.len();
-    s.totals
-        .chunks(per)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let mut c = vec![0; n];
-            let (mut a, mut f, mut e) = (0, 0, 0);
-            for (j, t) in chunk.iter().enumerate() {
-                a += t[0];
-                f += t[1];
-                e += t[2];
-                let b = i * per + j;
-                for (k, v) in c.iter_mut().enumerate() {
-                    *v += s.by_cand[b * n + k];
-                }
-            }
-            (a, f, e, c)
-        })
-        .collect()
-}
-
 /// Writes the SVG.
 pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
     let panels = report.policies.len() + 1;
@@ -42,7 +18,7 @@ pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("plot {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let areas = root.split_evenly((rows, cols));
-    let bins: Vec<_> = report.series.iter().map(seconds).collect();
+    let bins: Vec<_> = report.series.iter().map(Series::seconds).collect();
     let x_max = bins.iter().map(Vec::len).max().unwrap_or(1).max(1) as f64;
 
     for (p, policy) in report.policies.iter().enumerate() {

@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::baselines;
+use super::queue::Queues;
 use super::truth::Truth;
 use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
 use crate::core::{Request, RequestId};
@@ -29,11 +30,48 @@ pub(crate) enum Decision {
     Stall { retry_at: f64 },
 }
 
-/// What only the oracle may look at: the hidden truth and the real load.
+/// What only the oracles (`oracle`, `clairvoyant`) may look at: the hidden truth, the real
+/// queues and service rates.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct World<'a> {
     pub(crate) truth: &'a [Truth],
     pub(crate) retries: u32,
+    #[allow(dead_code)]
+    pub(crate) queues: &'a Queues,
+    /// Virtual seconds since the start of the run.
+    #[allow(dead_code)]
+    pub(crate) now: f64,
+}
+
+// The hook for policies that know the queues (the clairvoyant oracle of a queueing world).
+#[allow(dead_code)]
+impl World<'_> {
+    /// Attempts on `c` waiting for a server plus those in service (0 without a queue).
+    pub(crate) fn queue_len(&self, c: Cand) -> u32 {
+        self.queues.queue_len(c as usize)
+    }
+
+    /// Attempts on `c` waiting for a server (not in service).
+    pub(crate) fn waiting(&self, c: Cand) -> u32 {
+        self.queues.waiting(c as usize)
+    }
+
+    /// Attempts on `c` in service.
+    pub(crate) fn in_service(&self, c: Cand) -> u32 {
+        self.queues.in_service(c as usize)
+    }
+
+    /// Parallel servers of `c` now (`u32::MAX` without a queue).
+    pub(crate) fn servers(&self, c: Cand) -> u32 {
+        self.truth[c as usize].servers()
+    }
+
+    /// Completions per second of one server of `c` at this moment: the inverse of its mean
+    /// service time at the current slowdown level (infinite without a queue).
+    pub(crate) fn service_rate(&self, c: Cand) -> f64 {
+        self.queues
+            .service_rate(c as usize, &self.truth[c as usize], self.now)
+    }
 }
 
 /// A selection policy driven in virtual time (seconds since the start of the run).

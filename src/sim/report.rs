@@ -25,7 +25,11 @@ pub(crate) struct RunStats {
     pub(crate) wall_s: f64,
     pub(crate) end_s: f64,
     pub(crate) series: Series,
-    marks: Vec<(Action, usize, usize, f64)>,
+    /// Successful requests whose first byte came within the caller timeout.
+    pub(crate) in_time: u64,
+    /// The caller timeout, seconds (`None`: every success counts as in time).
+    pub(crate) timeout_s: Option<f64>,
+    pub(crate) marks: Vec<(Action, usize, usize, f64)>,
     /// The same counts restricted to each arm's requests, when the policy has arms.
     pub(crate) arms: Vec<RunStats>,
 }
@@ -53,7 +57,7 @@ impl Series {
     }
 
     /// Adds another run's counts (for means over seeds).
-    fn add(&mut self, other: &Series) {
+    pub(crate) fn add(&mut self, other: &Series) {
         if self.totals.len() < other.totals.len() {
             self.totals.resize(other.totals.len(), [0; 3]);
             self.by_cand
@@ -70,7 +74,7 @@ impl Series {
     }
 
     /// Attempts and attempts on tracked candidate `k` in buckets `[from, to)`.
-    fn window(&self, k: usize, from: usize, to: usize) -> (u64, u64) {
+    pub(crate) fn window(&self, k: usize, from: usize, to: usize) -> (u64, u64) {
         let n = self.tracked.len();
         let (mut all, mut mine) = (0, 0);
         for b in from..to.min(self.totals.len()) {
@@ -101,6 +105,8 @@ impl RunStats {
                 tracked,
                 ..Default::default()
             },
+            in_time: 0,
+            timeout_s: None,
             marks: Vec::new(),
             arms: Vec::new(),
         }
@@ -137,7 +143,12 @@ impl RunStats {
         let b = self.series.bucket(now);
         self.series.totals[b][1] += 1;
         match ttfb_s {
-            Some(t) => self.ttfb_ms.push(t * 1000.0),
+            Some(t) => {
+                self.ttfb_ms.push(t * 1000.0);
+                if self.timeout_s.is_none_or(|limit| t <= limit + 1e-12) {
+                    self.in_time += 1;
+                }
+            }
             None => {
                 self.errors += 1;
                 self.series.totals[b][2] += 1;
@@ -152,7 +163,12 @@ impl RunStats {
     /// Seconds from the first `action` on a tracked candidate until its 1 s traffic share first
     /// passes the threshold (a fraction of the fair share): below it for a degrade, at or above
     /// it for a heal. `None` if there is no such event or it never happens.
-    fn time_to_share(&self, action: Action, fraction: f64, below: bool) -> Option<Option<f64>> {
+    pub(crate) fn time_to_share(
+        &self,
+        action: Action,
+        fraction: f64,
+        below: bool,
+    ) -> Option<Option<f64>> {
         let &(_, cand, live, t0) = self.marks.iter().find(|m| {
             m.0 == action
                 && (action != Action::Heal
@@ -188,7 +204,7 @@ impl RunStats {
     }
 }
 
-/// Mean, median and 99th percentile, ms.
+/// Mean, median, 99th and 99.9th percentiles, ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
     /// Mean.
@@ -197,9 +213,11 @@ pub struct Summary {
     pub p50: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
 }
 
-fn summarize(values: &mut [f64]) -> Summary {
+pub(crate) fn summarize(values: &mut [f64]) -> Summary {
     if values.is_empty() {
         return Summary::default();
     }
@@ -209,6 +227,7 @@ fn summarize(values: &mut [f64]) -> Summary {
         mean: values.iter().sum::<f64>() / values.len() as f64,
         p50: q(0.5),
         p99: q(0.99),
+        p999: q(0.999),
     }
 }
 
@@ -241,6 +260,13 @@ pub struct PolicyReport {
     pub detection_s: Option<f64>,
     /// Heal -> its 1 s share first reaches 80% of its fair share.
     pub recovery_s: Option<f64>,
+    /// Requests that succeeded with their first byte within the caller timeout
+    /// (`workload.timeout_ms`; timeouts count as failures) over all requests.
+    pub success_within_timeout: f64,
+    /// Every degraded candidate: detection and recovery against its own share before.
+    pub degraded: Vec<Degraded>,
+    /// Per 1 s bucket: each tracked candidate's share of attempts and the error rate.
+    pub series: SeriesReport,
     /// Decisions per wall-clock second of the run (engine included), one core per run.
     pub decisions_per_s: f64,
     /// Requests a policy left waiting forever (counted in errors).
@@ -250,6 +276,42 @@ pub struct PolicyReport {
     /// Per live A/B arm of the coordinator's config, in config order; empty without arms.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub arms: Vec<ArmReport>,
+}
+
+/// Detection and recovery of one degraded candidate, means over seeds (`None`: not in
+/// every seed).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Degraded {
+    /// The candidate id.
+    pub candidate: String,
+    /// Its first `degrade`, virtual seconds.
+    pub degraded_at_s: f64,
+    /// Its 1 s share over the 5 s before that (its own normal share).
+    pub share_before: Option<f64>,
+    /// Degrade -> its 1 s share first falls below 20% of `share_before`.
+    pub detection_s: Option<f64>,
+    /// Its first `heal` after the degrade, virtual seconds.
+    pub healed_at_s: Option<f64>,
+    /// Heal -> its 1 s share first reaches 80% of `share_before`.
+    pub recovery_s: Option<f64>,
+}
+
+/// What `--plot` draws, per policy: 1 s buckets summed over seeds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SeriesReport {
+    /// Bucket width, seconds.
+    pub bucket_s: f64,
+    /// Start of each bucket, virtual seconds.
+    pub t_s: Vec<f64>,
+    /// Attempts started in each bucket (all seeds).
+    pub attempts: Vec<u64>,
+    /// Requests finished in each bucket (all seeds).
+    pub requests: Vec<u64>,
+    /// Failed over finished requests per bucket (`null`: none finished).
+    pub error_rate: Vec<Option<f64>>,
+    /// Candidate id -> its share of each bucket's attempts (`null`: no attempt). Every
+    /// candidate in scenarios of up to 32, else the ones the timeline names.
+    pub share: BTreeMap<String, Vec<Option<f64>>>,
 }
 
 /// One arm's figures: the policy's figures over the requests whose first attempt that arm
@@ -293,13 +355,62 @@ impl From<&PolicyReport> for ArmReport {
     }
 }
 
+/// The seeds of a run: a list, or `count` consecutive seeds from `first` (kept as a range so
+/// that a million seeds take no memory). Serialised as the list either way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seeds {
+    /// These seeds, in order.
+    List(Vec<u64>),
+    /// `first`, `first + 1`, ... (`count` seeds, wrapping at `u64::MAX`).
+    Range {
+        /// The first seed.
+        first: u64,
+        /// How many.
+        count: u64,
+    },
+}
+
+impl Seeds {
+    /// How many seeds.
+    pub fn len(&self) -> u64 {
+        match self {
+            Seeds::List(v) => v.len() as u64,
+            Seeds::Range { count, .. } => *count,
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th seed (`i < len()`).
+    pub fn get(&self, i: u64) -> Option<u64> {
+        match self {
+            Seeds::List(v) => usize::try_from(i).ok().and_then(|i| v.get(i).copied()),
+            Seeds::Range { first, count } => (i < *count).then(|| first.wrapping_add(i)),
+        }
+    }
+
+    /// The seeds in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+impl Serialize for Seeds {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_seq(self.iter())
+    }
+}
+
 /// The whole report of `selcoord simulate`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// Scenario name.
     pub scenario: String,
     /// The seeds run (each policy ran once per seed).
-    pub seeds: Vec<u64>,
+    pub seeds: Seeds,
     /// One entry per policy, in the order asked.
     pub policies: Vec<PolicyReport>,
     /// Candidate ids in scenario order.
@@ -312,109 +423,13 @@ pub struct Report {
     pub timeline: bool,
 }
 
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (mut s, mut n) = (0.0, 0usize);
-    for x in xs {
-        s += x;
-        n += 1;
-    }
-    if n == 0 {
-        0.0
-    } else {
-        s / n as f64
-    }
-}
-
-/// Mean of per-seed values; `None` if the event is absent or never happened in some seed.
-fn mean_opt(xs: &[Option<Option<f64>>]) -> Option<f64> {
-    let mut v = Vec::new();
-    for x in xs {
-        v.push((*x)??);
-    }
-    Some(mean(v.into_iter()))
-}
-
-pub(crate) fn aggregate(ids: &[String], runs: &mut [RunStats]) -> (PolicyReport, Series) {
-    let n = runs.len().max(1) as f64;
-    // Each arm's counts go through this same aggregation, one arm at a time.
-    let mut by_arm: Vec<Vec<RunStats>> = Vec::new();
-    for r in runs.iter_mut() {
-        for (k, a) in std::mem::take(&mut r.arms).into_iter().enumerate() {
-            if by_arm.len() <= k {
-                by_arm.push(Vec::new());
-            }
-            by_arm[k].push(a);
-        }
-    }
-    let arms = by_arm
-        .iter_mut()
-        .map(|a| ArmReport::from(&aggregate(ids, a).0))
-        .collect();
-    let mut share = BTreeMap::new();
-    for (c, id) in ids.iter().enumerate() {
-        let s = mean(
-            runs.iter()
-                .map(|r| r.per_cand[c] as f64 / r.attempts.max(1) as f64),
-        );
-        share.insert(id.clone(), s);
-    }
-    let lat: Vec<Summary> = runs
-        .iter_mut()
-        .map(|r| summarize(&mut r.latency_ms))
-        .collect();
-    let ttfb: Vec<Summary> = runs.iter_mut().map(|r| summarize(&mut r.ttfb_ms)).collect();
-    let avg = |v: &[Summary]| Summary {
-        mean: mean(v.iter().map(|s| s.mean)),
-        p50: mean(v.iter().map(|s| s.p50)),
-        p99: mean(v.iter().map(|s| s.p99)),
-    };
-    let det: Vec<_> = runs
-        .iter()
-        .map(|r| r.time_to_share(Action::Degrade, 0.2, true))
-        .collect();
-    let rec: Vec<_> = runs
-        .iter()
-        .map(|r| r.time_to_share(Action::Heal, 0.8, false))
-        .collect();
-    let error_rate = mean(
-        runs.iter()
-            .map(|r| r.errors as f64 / r.requests.max(1) as f64),
-    );
-    let mut series = runs[0].series.clone();
-    for r in &runs[1..] {
-        series.add(&r.series);
-    }
-    let report = PolicyReport {
-        policy: runs[0].policy.clone(),
-        requests: runs.iter().map(|r| r.requests as f64).sum::<f64>() / n,
-        errors: runs.iter().map(|r| r.errors as f64).sum::<f64>() / n,
-        error_rate,
-        success_rate: 1.0 - error_rate,
-        stalls: runs.iter().map(|r| r.stalls as f64).sum::<f64>() / n,
-        decisions: runs.iter().map(|r| r.decisions as f64).sum::<f64>() / n,
-        share,
-        latency_ms: avg(&lat),
-        ttfb_ms: avg(&ttfb),
-        attempts_per_request: mean(
-            runs.iter()
-                .map(|r| r.attempts as f64 / r.requests.max(1) as f64),
-        ),
-        detection_s: mean_opt(&det),
-        recovery_s: mean_opt(&rec),
-        decisions_per_s: mean(runs.iter().map(|r| r.decisions as f64 / r.wall_s.max(1e-9))),
-        stuck: runs.iter().map(|r| r.stuck as f64).sum::<f64>() / n,
-        virtual_s: mean(runs.iter().map(|r| r.end_s)),
-        arms,
-    };
-    (report, series)
-}
-
 impl Report {
     /// The side-by-side table.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        let seeds = match (self.seeds.first(), self.seeds.last()) {
-            (Some(a), Some(b)) if a != b => format!("{} seeds ({a}..={b})", self.seeds.len()),
+        let n = self.seeds.len();
+        let seeds = match (self.seeds.get(0), self.seeds.get(n.saturating_sub(1))) {
+            (Some(a), Some(b)) if a != b => format!("{n} seeds ({a}..={b})"),
             (Some(a), _) => format!("seed {a}"),
             _ => String::new(),
         };
@@ -469,6 +484,12 @@ impl Report {
     /// The JSON contract (`docs/simulate-json.md`).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// Writes the JSON (`to_json`'s text) to `w` as it is produced, without building it in
+    /// memory first.
+    pub fn write_json<W: std::io::Write>(&self, w: W) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(w, self).map_err(std::io::Error::other)
     }
 }
 

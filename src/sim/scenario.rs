@@ -99,6 +99,14 @@ fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     }
 }
 
+fn opt_at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    at_least_one(d).map(Some)
+}
+
+fn opt_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    non_neg(d).map(Some)
+}
+
 fn zero() -> Dist {
     Dist::Const(0.0)
 }
@@ -167,6 +175,41 @@ pub struct CandidateSpec {
     /// This candidate's own in-flight limit (seen by every policy).
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// Queueing: attempts served in parallel (needs `service_ms`; default 1 when it is set).
+    #[serde(default, deserialize_with = "opt_at_least_one")]
+    pub servers: Option<u32>,
+    /// Queueing: how long one attempt holds a server, ms. Present: the candidate is a FIFO
+    /// queue in front of `servers` servers (M/G/c), and an attempt's latency includes its wait.
+    #[serde(default)]
+    pub service_ms: Option<Dist>,
+    /// Queueing: attempts that may wait (not counting those in service); an attempt finding
+    /// the queue full fails fast with `overload` (after `failure_ms`). Absent: unbounded.
+    #[serde(default)]
+    pub queue_limit: Option<u32>,
+    /// Queueing: the service rate switches at random between its base and a slower level.
+    #[serde(default)]
+    pub slowdown: Option<Slowdown>,
+}
+
+/// A service rate that changes over time: every `period_ms`, independently of every other
+/// candidate and of the past, the candidate serves `factor` times slower with probability
+/// `probability` (else at its base rate).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slowdown {
+    /// How long one level lasts, ms.
+    #[serde(deserialize_with = "positive")]
+    pub period_ms: f64,
+    /// Service times are multiplied by this in a slow period (C3's `k`).
+    #[serde(deserialize_with = "positive")]
+    pub factor: f64,
+    /// The chance that a period is slow.
+    #[serde(default = "half", deserialize_with = "probability")]
+    pub probability: f64,
+}
+
+fn half() -> f64 {
+    0.5
 }
 
 impl CandidateSpec {
@@ -222,6 +265,30 @@ pub struct TimelineEvent {
     /// Degrade: new capacity.
     #[serde(default)]
     pub capacity: Option<u32>,
+    /// Degrade: new connect time.
+    #[serde(default)]
+    pub connect_ms: Option<Dist>,
+    /// Degrade: new duration.
+    #[serde(default)]
+    pub duration_ms: Option<Dist>,
+    /// Degrade: new bandwidth.
+    #[serde(default, deserialize_with = "opt_positive")]
+    pub bandwidth_mbps: Option<f64>,
+    /// Degrade: new overload probability per attempt past capacity.
+    #[serde(default, deserialize_with = "opt_non_neg")]
+    pub overload_per_extra: Option<f64>,
+    /// Degrade: new number of servers (queueing).
+    #[serde(default, deserialize_with = "opt_at_least_one")]
+    pub servers: Option<u32>,
+    /// Degrade: new service time (queueing; makes a candidate without one a queue).
+    #[serde(default)]
+    pub service_ms: Option<Dist>,
+    /// Degrade: new queue limit.
+    #[serde(default)]
+    pub queue_limit: Option<u32>,
+    /// Degrade: new time-varying service.
+    #[serde(default)]
+    pub slowdown: Option<Slowdown>,
 }
 
 /// How requests arrive.
@@ -265,6 +332,10 @@ pub struct Workload {
     /// An attempt longer than this fails as a timeout at this time, ms.
     #[serde(default, deserialize_with = "opt_positive")]
     pub attempt_timeout_ms: Option<f64>,
+    /// The caller's timeout, ms: a request without a first byte this long after its arrival
+    /// fails as a timeout then (its running attempt is cancelled as a `timeout`).
+    #[serde(default, deserialize_with = "opt_positive")]
+    pub timeout_ms: Option<f64>,
     /// Bytes per successful attempt (sent at the candidate's bandwidth).
     #[serde(default)]
     pub bytes: u64,
@@ -447,6 +518,22 @@ impl Scenario {
                 whole_key("count"),
                 format!("{total} candidates in all; a scenario may have at most {MAX_CANDIDATES}"),
             ));
+        }
+        for (i, c) in self.candidates.iter().enumerate() {
+            let queue_field = [
+                ("servers", c.servers.is_some()),
+                ("queue_limit", c.queue_limit.is_some()),
+                ("slowdown", c.slowdown.is_some()),
+            ]
+            .into_iter()
+            .find(|f| f.1);
+            if let (Some((field, _)), None) = (queue_field, &c.service_ms) {
+                return Err(err(
+                    &format!("candidates[{i}].{field}"),
+                    whole_key(field),
+                    format!("`{field}` describes a queue: give the candidate a `service_ms` too"),
+                ));
+            }
         }
         let ids = self.expanded();
         let mut seen = std::collections::HashSet::new();

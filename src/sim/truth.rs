@@ -6,7 +6,7 @@
 use rand::Rng;
 
 use super::dist::{sample, Dist};
-use super::scenario::{CandidateSpec, TimelineEvent};
+use super::scenario::{CandidateSpec, Slowdown, TimelineEvent};
 use crate::core::{FailureClass, Outcome};
 
 /// One candidate's hidden truth: how its attempts succeed or fail and how long they take,
@@ -40,6 +40,10 @@ pub struct Truth {
     bandwidth_mbps: Option<f64>,
     capacity: Option<u32>,
     overload_per_extra: f64,
+    servers: u32,
+    service_ms: Option<Dist>,
+    queue_limit: Option<u32>,
+    slowdown: Option<Slowdown>,
 }
 
 /// What one attempt did: its outcome for the policy, when it ends and when its first byte came.
@@ -55,6 +59,51 @@ pub struct AttemptResult {
 }
 
 impl AttemptResult {
+    /// The same attempt started `by_s` seconds later than its grant (its wait for a server
+    /// and its service): every time from the grant grows by `by_s`.
+    pub(crate) fn delayed(mut self, by_s: f64) -> Self {
+        self.end_s += by_s;
+        if self.ok {
+            self.first_byte_s += by_s;
+            if let Outcome::Success(s) = &mut self.outcome {
+                let ms = by_s * 1000.0;
+                s.duration_ms = s.duration_ms.map(|d| d + ms);
+                s.ttfb_ms = s.ttfb_ms.map(|t| t + ms);
+            }
+        }
+        self
+    }
+
+    /// Whether the attempt runs into a timeout of `timeout_ms`: its first byte (or its
+    /// failure) would come later.
+    pub(crate) fn times_out(&self, timeout_ms: Option<f64>) -> bool {
+        match timeout_ms {
+            Some(t) => {
+                let t_s = t / 1000.0;
+                (self.ok && self.first_byte_s > t_s) || (!self.ok && self.end_s > t_s)
+            }
+            None => false,
+        }
+    }
+
+    /// A `timeout` failure at `timeout_ms` after the grant.
+    pub(crate) fn timeout(timeout_ms: f64) -> Self {
+        AttemptResult {
+            outcome: Outcome::failure(FailureClass::Timeout),
+            ok: false,
+            end_s: timeout_ms / 1000.0,
+            first_byte_s: f64::INFINITY,
+        }
+    }
+
+    /// This attempt, or a timeout at `timeout_ms` if it runs into it.
+    pub(crate) fn with_timeout(self, timeout_ms: Option<f64>) -> Self {
+        match timeout_ms {
+            Some(t) if self.times_out(timeout_ms) => Self::timeout(t),
+            _ => self,
+        }
+    }
+
     /// The outcome to report to the coordinator (for a success, its client-side timings).
     pub fn outcome(&self) -> Outcome {
         self.outcome
@@ -90,6 +139,10 @@ impl Truth {
             bandwidth_mbps: s.bandwidth_mbps,
             capacity: s.capacity,
             overload_per_extra: s.overload_per_extra,
+            servers: s.servers.unwrap_or(1),
+            service_ms: s.service_ms.clone(),
+            queue_limit: s.queue_limit,
+            slowdown: s.slowdown,
         }
     }
 
@@ -110,6 +163,84 @@ impl Truth {
         if let Some(c) = ev.capacity {
             self.capacity = Some(c);
         }
+        if let Some(d) = &ev.connect_ms {
+            self.connect_ms = d.clone();
+        }
+        if let Some(d) = &ev.duration_ms {
+            self.duration_ms = d.clone();
+        }
+        if let Some(b) = ev.bandwidth_mbps {
+            self.bandwidth_mbps = Some(b);
+        }
+        if let Some(o) = ev.overload_per_extra {
+            self.overload_per_extra = o;
+        }
+        if let Some(n) = ev.servers {
+            self.servers = n;
+        }
+        if let Some(d) = &ev.service_ms {
+            self.service_ms = Some(d.clone());
+        }
+        if let Some(l) = ev.queue_limit {
+            self.queue_limit = Some(l);
+        }
+        if let Some(v) = ev.slowdown {
+            self.slowdown = Some(v);
+        }
+    }
+
+    /// Whether attempts queue for a server (the candidate has a `service_ms`).
+    pub fn is_queue(&self) -> bool {
+        self.service_ms.is_some()
+    }
+
+    /// Parallel servers of a queueing candidate (`u32::MAX` without a queue: no attempt waits).
+    pub fn servers(&self) -> u32 {
+        if self.is_queue() {
+            self.servers
+        } else {
+            u32::MAX
+        }
+    }
+
+    /// How many attempts may wait for a server before new ones fail with `overload`.
+    pub fn queue_limit(&self) -> Option<u32> {
+        self.queue_limit
+    }
+
+    /// The time-varying service, if any.
+    pub fn slowdown(&self) -> Option<Slowdown> {
+        self.slowdown
+    }
+
+    /// The mean base service time, ms (0 without a queue).
+    pub fn mean_service_ms(&self) -> f64 {
+        self.service_ms.as_ref().map_or(0.0, Dist::mean)
+    }
+
+    /// One service time at base rate, ms (0 without a queue).
+    pub(crate) fn sample_service_ms<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        self.service_ms.as_ref().map_or(0.0, |d| sample(d, rng))
+    }
+
+    /// Whether an attempt landing on `load` in flight (itself included) fails with `overload`
+    /// because of the load alone; draws one number from `rng`.
+    pub(crate) fn overload_roll<R: Rng + ?Sized>(&self, load: u32, rng: &mut R) -> bool {
+        let over = self.overload_probability(load);
+        let roll: f64 = rng.gen();
+        roll < over
+    }
+
+    /// What an attempt that was not overloaded does: the `success` roll, then its timings
+    /// from the moment it is served (no timeout applied).
+    pub(crate) fn serve<R: Rng + ?Sized>(&self, bytes: u64, rng: &mut R) -> AttemptResult {
+        let fail = (rng.gen::<f64>() >= self.success).then_some(self.failure);
+        self.respond(fail, bytes, rng)
+    }
+
+    /// An overload failure: fast, after `failure_ms`.
+    pub(crate) fn overloaded<R: Rng + ?Sized>(&self, rng: &mut R) -> AttemptResult {
+        self.respond(Some(FailureClass::Overload), 0, rng)
     }
 
     /// The probability of an overload failure caused by load alone, with `load` attempts in
@@ -127,11 +258,13 @@ impl Truth {
     }
 
     /// Expected time from grant to first byte of a success, ms.
+    /// For a queue, service at the base rate included (the wait is not).
     pub(crate) fn mean_first_byte_ms(&self) -> f64 {
-        match &self.ttfb_ms {
-            Some(t) => self.connect_ms.mean() + t.mean(),
-            None => self.connect_ms.mean() + self.duration_ms.mean(),
-        }
+        self.mean_service_ms()
+            + match &self.ttfb_ms {
+                Some(t) => self.connect_ms.mean() + t.mean(),
+                None => self.connect_ms.mean() + self.duration_ms.mean(),
+            }
     }
 
     /// Runs one attempt that lands on `load` attempts in flight (itself included), transfers
@@ -152,16 +285,30 @@ impl Truth {
         timeout_ms: Option<f64>,
         rng: &mut R,
     ) -> AttemptResult {
-        let over = self.overload_probability(load);
-        let roll: f64 = rng.gen();
-        let fail_class = if roll < over {
+        let fail_class = if self.overload_roll(load, rng) {
             Some(FailureClass::Overload)
         } else if rng.gen::<f64>() >= self.success {
             Some(self.failure)
         } else {
             None
         };
-        let mut r = match fail_class {
+        let mut r = self.respond(fail_class, bytes, rng);
+        if self.is_queue() {
+            // Without an engine around it there is no queue to wait in: service alone.
+            r = r.delayed(self.sample_service_ms(rng) / 1000.0);
+        }
+        r.with_timeout(timeout_ms)
+    }
+
+    /// Timings of an attempt that fails with `fail_class` or (`None`) succeeds, from the
+    /// moment it is served; no timeout applied.
+    fn respond<R: Rng + ?Sized>(
+        &self,
+        fail_class: Option<FailureClass>,
+        bytes: u64,
+        rng: &mut R,
+    ) -> AttemptResult {
+        match fail_class {
             Some(class) => AttemptResult {
                 outcome: Outcome::failure(class),
                 ok: false,
@@ -202,19 +349,7 @@ impl Truth {
                     first_byte_s: first_byte / 1000.0,
                 }
             }
-        };
-        if let Some(t) = timeout_ms {
-            let t_s = t / 1000.0;
-            if (r.ok && r.first_byte_s > t_s) || (!r.ok && r.end_s > t_s) {
-                r = AttemptResult {
-                    outcome: Outcome::failure(FailureClass::Timeout),
-                    ok: false,
-                    end_s: t_s,
-                    first_byte_s: f64::INFINITY,
-                };
-            }
         }
-        r
     }
 }
 
@@ -282,6 +417,36 @@ mod tests {
         let r = t.attempt(1, 0, None, &mut SmallRng::seed_from_u64(7));
         assert_eq!(r.outcome(), Outcome::failure(FailureClass::Refused));
         assert_eq!(r.end_s(), 0.003);
+    }
+
+    #[test]
+    fn degrade_changes_every_timing_and_load_field() {
+        let base = spec(
+            "id = 'a'\nsuccess = 1.0\nconnect_ms = 1.0\nttfb_ms = 2.0\nduration_ms = 3.0\n\
+             bandwidth_mbps = 8.0\ncapacity = 1\noverload_per_extra = 0.0",
+        );
+        let mut t = Truth::from_spec(&base);
+        let before = t.attempt(1, 1000, None, &mut SmallRng::seed_from_u64(1));
+        // 1 + 2 + 1 (1000 bytes at 8 Mbit/s) + 3 ms.
+        assert!((before.end_s() - 0.007).abs() < 1e-12, "{}", before.end_s());
+        let ev: TimelineEvent = toml::from_str(
+            "at_s = 1.0\naction = 'degrade'\ncandidate = 'a'\nconnect_ms = 10.0\n\
+             duration_ms = 30.0\nbandwidth_mbps = 0.8\noverload_per_extra = 1.0\n\
+             servers = 3\nservice_ms = 5.0\nqueue_limit = 7\n\
+             slowdown = { period_ms = 100.0, factor = 2.0 }",
+        )
+        .expect("a valid event");
+        t.degrade(&ev);
+        // Service 5 ms, connect 10, ttfb 2, transfer 10, duration 30.
+        let after = t.attempt(1, 1000, None, &mut SmallRng::seed_from_u64(1));
+        assert!((after.end_s() - 0.057).abs() < 1e-12, "{}", after.end_s());
+        assert_eq!(t.success_probability(2), 0.0);
+        assert_eq!((t.servers(), t.queue_limit()), (3, Some(7)));
+        assert_eq!(t.slowdown().map(|s| s.factor), Some(2.0));
+        assert_eq!(t.mean_service_ms(), 5.0);
+        // Heal: the file's values.
+        let healed = Truth::from_spec(&base);
+        assert!(!healed.is_queue() && healed.servers() == u32::MAX);
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! `selcoord simulate`: run a scenario in virtual time with several policies side by side.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use selection_coordinator::discovery::sim::{self as discovery_sim, DiscoveryScenario};
-use selection_coordinator::sim::{plot_svg, simulate, PolicySpec, Scenario, BUILTIN};
+use selection_coordinator::sim::{plot_svg, simulate_seeds, PolicySpec, Scenario, Seeds, BUILTIN};
+
+/// How often a line of progress goes to stderr when it is not a terminal.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Arguments of `selcoord simulate`.
 #[derive(Debug, clap::Args)]
@@ -26,7 +31,7 @@ pub(crate) struct Args {
     /// The first seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Runs at a time (default: the number of cores).
+    /// Runs at a time, at least 1 (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
     /// Write the report as JSON (see docs/simulate-json.md).
@@ -73,14 +78,21 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if args.seeds == 0 {
         return Err("--seeds must be at least 1".into());
     }
-    let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1 (leave it out to use every core)".into());
+    }
+    let seeds = Seeds::Range {
+        first: args.seed,
+        count: args.seeds,
+    };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let runs = (policies.len() as u64).saturating_mul(args.seeds);
     let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new((policies.len() * seeds.len()) as u64);
+        let b = indicatif::ProgressBar::new(runs);
         if let Ok(style) = indicatif::ProgressStyle::with_template(
             "{spinner} {msg} [{bar:30}] {pos}/{len} runs ({elapsed})",
         ) {
@@ -89,19 +101,37 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         b.set_message(scenario.name.clone());
         b
     });
-    let progress = |done: usize, _all: usize| {
+    // Without a terminal: a line on stderr every few seconds.
+    let started = Instant::now();
+    let last_line = Mutex::new(started);
+    let progress = |done: usize, all: usize| {
         if let Some(b) = &bar {
             b.set_position(done as u64);
+        } else if let Ok(mut last) = last_line.try_lock() {
+            if last.elapsed() >= PROGRESS_EVERY {
+                *last = Instant::now();
+                eprintln!(
+                    "simulate {}: {done}/{all} runs ({:.1}%), {:.0} s",
+                    scenario.name,
+                    done as f64 * 100.0 / all.max(1) as f64,
+                    started.elapsed().as_secs_f64()
+                );
+            }
         }
     };
-    let report = simulate(&scenario, &policies, &seeds, threads, Some(&progress))?;
+    let report = simulate_seeds(&scenario, &policies, seeds, threads, Some(&progress))?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     print!("{}", report.table());
     if let Some(path) = &args.json {
-        std::fs::write(path, report.to_json() + "\n")
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let write = || -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+            report.write_json(&mut w)?;
+            writeln!(w)?;
+            w.flush()
+        };
+        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if let Some(path) = &args.plot {
         plot_svg(&report, path)?;

@@ -1,0 +1,389 @@
+//! From one run's raw counts to its per-seed summary, and the running means over seeds.
+//!
+//! A run's raw counts (every latency it measured) live only as long as the run: the worker
+//! that ran it reduces them to a [`RunSummary`] (percentiles, shares, detection), and the
+//! summaries are folded into an [`Acc`] in seed order, so memory does not grow with the seed
+//! count and the sums are the same whatever thread finished first.
+
+use std::collections::BTreeMap;
+
+use super::report::{
+    summarize, ArmReport, Degraded, PolicyReport, RunStats, Series, SeriesReport, Summary,
+};
+use super::scenario::Action;
+
+/// Seconds of share before a degrade that make a candidate's normal share.
+const BEFORE_S: f64 = 5.0;
+
+/// One degraded candidate in one run.
+#[derive(Clone, Debug)]
+pub(crate) struct DegRun {
+    cand: usize,
+    at: f64,
+    before: Option<f64>,
+    det: Option<f64>,
+    healed: Option<f64>,
+    rec: Option<f64>,
+}
+
+/// One run reduced to what the means over seeds need.
+#[derive(Clone, Debug)]
+pub(crate) struct RunSummary {
+    policy: String,
+    requests: u64,
+    errors: u64,
+    stuck: u64,
+    attempts: u64,
+    decisions: u64,
+    stalls: u64,
+    in_time: u64,
+    per_cand: Vec<u64>,
+    lat: Summary,
+    ttfb: Summary,
+    det: Option<Option<f64>>,
+    rec: Option<Option<f64>>,
+    degraded: Vec<DegRun>,
+    wall_s: f64,
+    end_s: f64,
+    series: Series,
+    arms: Vec<RunSummary>,
+}
+
+impl Series {
+    /// Attempts, and attempts on tracked candidate `k`, over the 1 s window ending at bucket
+    /// `end` (exclusive), if it had any attempt.
+    fn share_in(&self, k: usize, from: usize, to: usize) -> Option<f64> {
+        let (all, mine) = self.window(k, from, to);
+        (all > 0).then(|| mine as f64 / all as f64)
+    }
+
+    /// Seconds from `t0` until the first 1 s window (sliding by one bucket) after it whose
+    /// share of tracked candidate `k` satisfies `hit`.
+    fn first_window(&self, k: usize, t0: f64, hit: impl Fn(f64) -> bool) -> Option<f64> {
+        let bs = self.bucket_s;
+        let per_window = ((1.0 / bs).round() as usize).max(1);
+        let start = (t0 / bs - 1e-9).ceil().max(0.0) as usize;
+        let mut end = start + per_window;
+        while end <= self.totals.len() {
+            if let Some(share) = self.share_in(k, end - per_window, end) {
+                if hit(share) {
+                    return Some(end as f64 * bs - t0);
+                }
+            }
+            end += 1;
+        }
+        None
+    }
+
+    /// Per 1 s bin: (attempts, finished, failed, attempts per tracked candidate).
+    pub(crate) fn seconds(&self) -> Vec<(u64, u64, u64, Vec<u64>)> {
+        let per = ((1.0 / self.bucket_s).round() as usize).max(1);
+        let n = self.tracked.len();
+        self.totals
+            .chunks(per)
+            .enumerate()
+            .map(|(i, chunk)| {
+                let mut c = vec![0; n];
+                let (mut a, mut f, mut e) = (0, 0, 0);
+                for (j, t) in chunk.iter().enumerate() {
+                    a += t[0];
+                    f += t[1];
+                    e += t[2];
+                    let b = i * per + j;
+                    for (k, v) in c.iter_mut().enumerate() {
+                        *v += self.by_cand[b * n + k];
+                    }
+                }
+                (a, f, e, c)
+            })
+            .collect()
+    }
+
+    /// The JSON form: 1 s bins, shares and error rates.
+    pub(crate) fn report(&self, ids: &[String]) -> SeriesReport {
+        let bins = self.seconds();
+        let width = ((1.0 / self.bucket_s).round()).max(1.0) * self.bucket_s;
+        let mut share = BTreeMap::new();
+        for (k, &c) in self.tracked.iter().enumerate() {
+            let v = bins
+                .iter()
+                .map(|b| (b.0 > 0).then(|| b.3[k] as f64 / b.0 as f64))
+                .collect();
+            share.insert(ids[c].clone(), v);
+        }
+        SeriesReport {
+            bucket_s: width,
+            t_s: (0..bins.len()).map(|i| i as f64 * width).collect(),
+            attempts: bins.iter().map(|b| b.0).collect(),
+            requests: bins.iter().map(|b| b.1).collect(),
+            error_rate: bins
+                .iter()
+                .map(|b| (b.1 > 0).then(|| b.2 as f64 / b.1 as f64))
+                .collect(),
+            share,
+        }
+    }
+}
+
+impl RunStats {
+    /// Every degraded candidate (its first degrade), measured against its own share before.
+    fn degradations(&self) -> Vec<DegRun> {
+        let mut out: Vec<DegRun> = Vec::new();
+        let s = &self.series;
+        for &(action, cand, _, at) in &self.marks {
+            if action != Action::Degrade || out.iter().any(|d| d.cand == cand) {
+                continue;
+            }
+            let healed = self
+                .marks
+                .iter()
+                .find(|m| m.0 == Action::Heal && m.1 == cand && m.3 >= at)
+                .map(|m| m.3);
+            let mut d = DegRun {
+                cand,
+                at,
+                before: None,
+                det: None,
+                healed,
+                rec: None,
+            };
+            if let Some(k) = s.tracked.iter().position(|&c| c == cand) {
+                let end = ((at / s.bucket_s) + 1e-9).floor().max(0.0) as usize;
+                let from = end.saturating_sub((BEFORE_S / s.bucket_s).round() as usize);
+                d.before = s.share_in(k, from, end);
+                if let Some(before) = d.before {
+                    d.det = s.first_window(k, at, |x| x < 0.2 * before);
+                    d.rec = healed.and_then(|h| s.first_window(k, h, |x| x >= 0.8 * before));
+                }
+            }
+            out.push(d);
+        }
+        out
+    }
+
+    /// Reduces the run to its summary (sorts and drops the latencies).
+    pub(crate) fn summary(mut self) -> RunSummary {
+        let arms = std::mem::take(&mut self.arms)
+            .into_iter()
+            .map(RunStats::summary)
+            .collect();
+        RunSummary {
+            lat: summarize(&mut self.latency_ms),
+            ttfb: summarize(&mut self.ttfb_ms),
+            det: self.time_to_share(Action::Degrade, 0.2, true),
+            rec: self.time_to_share(Action::Heal, 0.8, false),
+            degraded: self.degradations(),
+            policy: self.policy,
+            requests: self.requests,
+            errors: self.errors,
+            stuck: self.stuck,
+            attempts: self.attempts,
+            decisions: self.decisions,
+            stalls: self.stalls,
+            in_time: self.in_time,
+            per_cand: self.per_cand,
+            wall_s: self.wall_s,
+            end_s: self.end_s,
+            series: self.series,
+            arms,
+        }
+    }
+}
+
+/// A running mean of optional per-seed values: `None` once any seed had none.
+#[derive(Clone, Debug, Default)]
+struct OptMean {
+    sum: f64,
+    n: u64,
+    missing: bool,
+}
+
+impl OptMean {
+    fn add(&mut self, x: Option<f64>) {
+        match x {
+            Some(v) => {
+                self.sum += v;
+                self.n += 1;
+            }
+            None => self.missing = true,
+        }
+    }
+
+    fn get(&self) -> Option<f64> {
+        (!self.missing && self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct DegAcc {
+    cand: usize,
+    at: f64,
+    before: OptMean,
+    det: OptMean,
+    healed: OptMean,
+    rec: OptMean,
+}
+
+/// Running sums over seeds of one policy (or one arm), folded in seed order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Acc {
+    n: u64,
+    policy: String,
+    requests: f64,
+    errors: f64,
+    stalls: f64,
+    decisions: f64,
+    stuck: f64,
+    error_rate: f64,
+    in_time_rate: f64,
+    attempts_per_request: f64,
+    decisions_per_s: f64,
+    virtual_s: f64,
+    share: Vec<f64>,
+    lat: [f64; 4],
+    ttfb: [f64; 4],
+    det: OptMean,
+    rec: OptMean,
+    /// Whether the scalar detection/recovery apply (the event exists in the runs).
+    det_applies: bool,
+    rec_applies: bool,
+    degraded: Vec<DegAcc>,
+    series: Option<Series>,
+    arms: Vec<Acc>,
+}
+
+fn add4(acc: &mut [f64; 4], s: &Summary) {
+    acc[0] += s.mean;
+    acc[1] += s.p50;
+    acc[2] += s.p99;
+    acc[3] += s.p999;
+}
+
+impl Acc {
+    /// Folds in the next seed's summary.
+    pub(crate) fn add(&mut self, r: RunSummary) {
+        self.n += 1;
+        if self.n == 1 {
+            self.policy = r.policy.clone();
+            self.share = vec![0.0; r.per_cand.len()];
+            self.det_applies = r.det.is_some();
+            self.rec_applies = r.rec.is_some();
+        }
+        self.requests += r.requests as f64;
+        self.errors += r.errors as f64;
+        self.stalls += r.stalls as f64;
+        self.decisions += r.decisions as f64;
+        self.stuck += r.stuck as f64;
+        self.error_rate += r.errors as f64 / r.requests.max(1) as f64;
+        self.in_time_rate += r.in_time as f64 / r.requests.max(1) as f64;
+        self.attempts_per_request += r.attempts as f64 / r.requests.max(1) as f64;
+        self.decisions_per_s += r.decisions as f64 / r.wall_s.max(1e-9);
+        self.virtual_s += r.end_s;
+        for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
+            *s += c as f64 / r.attempts.max(1) as f64;
+        }
+        add4(&mut self.lat, &r.lat);
+        add4(&mut self.ttfb, &r.ttfb);
+        if let Some(d) = r.det {
+            self.det.add(d);
+        }
+        if let Some(d) = r.rec {
+            self.rec.add(d);
+        }
+        for d in &r.degraded {
+            let i = match self.degraded.iter().position(|x| x.cand == d.cand) {
+                Some(i) => i,
+                None => {
+                    self.degraded.push(DegAcc {
+                        cand: d.cand,
+                        at: d.at,
+                        before: OptMean::default(),
+                        det: OptMean::default(),
+                        healed: OptMean::default(),
+                        rec: OptMean::default(),
+                    });
+                    self.degraded.len() - 1
+                }
+            };
+            let x = &mut self.degraded[i];
+            x.before.add(d.before);
+            x.det.add(d.det);
+            x.healed.add(d.healed);
+            x.rec.add(d.rec);
+        }
+        match &mut self.series {
+            Some(s) => s.add(&r.series),
+            None => self.series = Some(r.series),
+        }
+        for (k, a) in r.arms.into_iter().enumerate() {
+            if self.arms.len() <= k {
+                self.arms.push(Acc::default());
+            }
+            self.arms[k].add(a);
+        }
+    }
+
+    /// The means over the seeds folded in, and the summed series.
+    pub(crate) fn finish(self, ids: &[String]) -> (PolicyReport, Series) {
+        let n = self.n.max(1) as f64;
+        let arms = self
+            .arms
+            .into_iter()
+            .map(|a| ArmReport::from(&a.finish(ids).0))
+            .collect();
+        let mut share = BTreeMap::new();
+        for (c, id) in ids.iter().enumerate() {
+            share.insert(id.clone(), self.share.get(c).copied().unwrap_or(0.0) / n);
+        }
+        let avg = |a: [f64; 4]| Summary {
+            mean: a[0] / n,
+            p50: a[1] / n,
+            p99: a[2] / n,
+            p999: a[3] / n,
+        };
+        let series = self.series.unwrap_or_default();
+        let error_rate = self.error_rate / n;
+        let report = PolicyReport {
+            policy: self.policy,
+            requests: self.requests / n,
+            errors: self.errors / n,
+            error_rate,
+            success_rate: 1.0 - error_rate,
+            stalls: self.stalls / n,
+            decisions: self.decisions / n,
+            share,
+            latency_ms: avg(self.lat),
+            ttfb_ms: avg(self.ttfb),
+            attempts_per_request: self.attempts_per_request / n,
+            detection_s: if self.det_applies {
+                self.det.get()
+            } else {
+                None
+            },
+            recovery_s: if self.rec_applies {
+                self.rec.get()
+            } else {
+                None
+            },
+            success_within_timeout: self.in_time_rate / n,
+            degraded: self
+                .degraded
+                .iter()
+                .map(|d| Degraded {
+                    candidate: ids.get(d.cand).cloned().unwrap_or_default(),
+                    degraded_at_s: d.at,
+                    share_before: d.before.get(),
+                    detection_s: d.det.get(),
+                    healed_at_s: d.healed.get(),
+                    recovery_s: d.rec.get(),
+                })
+                .collect(),
+            series: series.report(ids),
+            decisions_per_s: self.decisions_per_s / n,
+            stuck: self.stuck / n,
+            virtual_s: self.virtual_s / n,
+            arms,
+        };
+        (report, series)
+    }
+}

@@ -1,0 +1,243 @@
+//! Queueing candidates against closed forms: M/M/1 and M/M/c mean waits (Erlang C), the
+//! blocking of a full queue (Erlang B), timeouts of queued attempts, time-varying service and
+//! degrading the queue fields. Every run is seeded.
+
+use selection_coordinator::sim::{simulate, PolicyReport, PolicySpec, Scenario};
+
+fn run(toml: &str, seeds: &[u64]) -> PolicyReport {
+    let sc = Scenario::parse(toml, "test").unwrap();
+    let policies = [PolicySpec::parse("random").unwrap()];
+    simulate(&sc, &policies, seeds, 2, None)
+        .unwrap()
+        .policies
+        .remove(0)
+}
+
+/// One exponential-service station with `servers` servers (mean 10 ms each) fed by Poisson
+/// arrivals at `rate` per second for `duration_s`.
+fn station(servers: u32, rate: f64, duration_s: f64, extra: &str) -> String {
+    format!(
+        r#"
+name = "q"
+[workload]
+loop = "open"
+rate_per_s = {rate}
+duration_s = {duration_s}
+
+[[candidates]]
+id = "s"
+success = 1.0
+servers = {servers}
+service_ms = {{ kind = "exp", mean = 10.0 }}
+{extra}
+"#
+    )
+}
+
+/// Erlang C: the probability that an arrival waits in an M/M/c queue with offered load `a`
+/// (arrival rate over one server's service rate).
+fn erlang_c(c: u32, a: f64) -> f64 {
+    let mut term = 1.0; // a^k / k!
+    let mut sum = 0.0;
+    for k in 0..c {
+        if k > 0 {
+            term *= a / k as f64;
+        }
+        sum += term;
+    }
+    let top = term * a / c as f64 * (c as f64 / (c as f64 - a));
+    top / (sum + top)
+}
+
+/// The mean wait in queue of M/M/c, ms: C(c, a) / (c mu - lambda).
+fn mmc_wait_ms(c: u32, rate: f64, service_ms: f64) -> f64 {
+    let mu = 1000.0 / service_ms;
+    erlang_c(c, rate / mu) / (c as f64 * mu - rate) * 1000.0
+}
+
+#[test]
+fn closed_forms_check_out() {
+    // M/M/1 at rho = 0.7: Wq = rho / (mu - lambda) = 0.7 / 30 s.
+    assert!((mmc_wait_ms(1, 70.0, 10.0) - 700.0 / 30.0).abs() < 1e-9);
+    // Erlang C with one server is rho.
+    assert!((erlang_c(1, 0.7) - 0.7).abs() < 1e-12);
+}
+
+#[test]
+fn mm1_mean_wait_matches_the_closed_form() {
+    let p = run(&station(1, 70.0, 8000.0, ""), &[1, 2]);
+    let wait = p.latency_ms.mean - 10.0;
+    let want = mmc_wait_ms(1, 70.0, 10.0);
+    let err = (wait - want).abs() / want;
+    println!(
+        "M/M/1 rho 0.7: mean wait {wait:.3} ms, closed form {want:.3} ms ({:.2}% off)",
+        err * 100.0
+    );
+    assert!(err < 0.03, "mean wait {wait} ms, M/M/1 says {want} ms");
+    assert_eq!(p.error_rate, 0.0);
+}
+
+#[test]
+fn mmc_mean_wait_matches_erlang_c() {
+    let p = run(&station(4, 320.0, 2000.0, ""), &[1, 2]);
+    let wait = p.latency_ms.mean - 10.0;
+    let want = mmc_wait_ms(4, 320.0, 10.0);
+    let err = (wait - want).abs() / want;
+    println!(
+        "M/M/4 rho 0.8: mean wait {wait:.3} ms, Erlang C {want:.3} ms ({:.2}% off)",
+        err * 100.0
+    );
+    assert!(err < 0.03, "mean wait {wait} ms, Erlang C says {want} ms");
+}
+
+#[test]
+fn a_full_queue_answers_overload_at_the_erlang_b_rate() {
+    // No waiting room: M/M/1/1 blocks a / (1 + a) of arrivals; a = 50 / 100.
+    let p = run(&station(1, 50.0, 2000.0, "queue_limit = 0"), &[1]);
+    let blocked = 0.5 / 1.5;
+    assert!(
+        (p.error_rate - blocked).abs() < 0.01,
+        "error rate {} against Erlang B {blocked}",
+        p.error_rate
+    );
+    // Nobody waits: the slowest requests are the slowest services, not services plus waits.
+    let q = run(&station(1, 50.0, 2000.0, ""), &[1]);
+    assert!(
+        p.latency_ms.p99 < 0.75 * q.latency_ms.p99,
+        "{} {}",
+        p.latency_ms.p99,
+        q.latency_ms.p99
+    );
+}
+
+#[test]
+fn a_queued_attempt_times_out_at_its_timeout() {
+    // Arrivals at twice the service rate: the queue grows without bound.
+    let toml = station(1, 200.0, 20.0, "").replace(
+        "duration_s = 20",
+        "duration_s = 20\nattempt_timeout_ms = 150.0",
+    );
+    let p = run(&toml, &[1]);
+    assert!(p.latency_ms.p99 <= 150.0 + 1e-6, "{}", p.latency_ms.p99);
+    assert!(p.error_rate > 0.4, "{}", p.error_rate);
+}
+
+fn closed(extra_candidate: &str, timeline: &str) -> String {
+    format!(
+        r#"
+name = "c"
+[workload]
+loop = "closed"
+workers = 1
+operations = 4000
+
+[[candidates]]
+id = "s"
+success = 1.0
+service_ms = 10.0
+{extra_candidate}
+{timeline}
+"#
+    )
+}
+
+#[test]
+fn slow_periods_multiply_service_times() {
+    // One worker never waits: latency is the service time at the level of the moment.
+    let always = run(
+        &closed(
+            "slowdown = { period_ms = 500.0, factor = 3.0, probability = 1.0 }",
+            "",
+        ),
+        &[1],
+    );
+    assert!(
+        (always.latency_ms.mean - 30.0).abs() < 1e-9,
+        "{}",
+        always.latency_ms.mean
+    );
+    let never = run(
+        &closed(
+            "slowdown = { period_ms = 500.0, factor = 3.0, probability = 0.0 }",
+            "",
+        ),
+        &[1],
+    );
+    assert!((never.latency_ms.mean - 10.0).abs() < 1e-9);
+    // Half the periods slow: services of 10 and 30 ms; the time share of slow periods is
+    // a half, so a worker spends 3/4 of its requests in fast periods: mean 1/(3/40 + 1/120).
+    let half = run(
+        &closed("slowdown = { period_ms = 500.0, factor = 3.0 }", ""),
+        &[1, 2, 3],
+    );
+    assert!(
+        (half.latency_ms.mean - 15.0).abs() < 1.0,
+        "{}",
+        half.latency_ms.mean
+    );
+}
+
+#[test]
+fn degrade_and_heal_change_every_queue_field() {
+    let tl = |fields: &str| {
+        format!(
+            "[[timeline]]\nat_s = 10.0\naction = 'degrade'\ncandidate = 's'\n{fields}\n\
+             [[timeline]]\nat_s = 20.0\naction = 'heal'\ncandidate = 's'\n"
+        )
+    };
+    let four = "[workload]\nloop = \"closed\"\nworkers = 4";
+    let base =
+        closed("servers = 4", "").replace("[workload]\nloop = \"closed\"\nworkers = 1", four);
+    let plain = run(&base, &[1]);
+    assert!((plain.latency_ms.mean - 10.0).abs() < 1e-9);
+    // One server instead of four for 10 s: four workers queue behind each other.
+    let fewer = run(
+        &closed("servers = 4", &tl("servers = 1"))
+            .replace("[workload]\nloop = \"closed\"\nworkers = 1", four),
+        &[1],
+    );
+    // 250 requests per worker at 40 ms during those 10 s, the rest at 10 ms.
+    let want = (15_000.0 * 10.0 + 1_000.0 * 40.0) / 16_000.0;
+    assert!(
+        (fewer.latency_ms.mean - want).abs() < 0.05,
+        "{}",
+        fewer.latency_ms.mean
+    );
+    // A slower service, then healed.
+    let slower = run(&closed("", &tl("service_ms = 20.0")), &[1]);
+    assert!(
+        slower.latency_ms.mean > 10.5 && (slower.latency_ms.p99 - 20.0).abs() < 1e-6,
+        "{:?}",
+        slower.latency_ms
+    );
+    // Slow periods switched on by a degrade.
+    let varying = run(
+        &closed(
+            "",
+            &tl("slowdown = { period_ms = 100.0, factor = 5.0, probability = 1.0 }"),
+        ),
+        &[1],
+    );
+    assert!(
+        (varying.latency_ms.p99 - 50.0).abs() < 1e-6,
+        "{:?}",
+        varying.latency_ms
+    );
+    // A queue limit switched on: with four workers on one server three must wait, so a
+    // limit of 0 turns most of them away while it lasts.
+    let limited = run(
+        &closed("", &tl("queue_limit = 0"))
+            .replace("[workload]\nloop = \"closed\"\nworkers = 1", four),
+        &[1],
+    );
+    assert!(limited.error_rate > 0.1, "{}", limited.error_rate);
+    assert!(run(&base.replace("servers = 4", ""), &[1]).error_rate == 0.0);
+}
+
+#[test]
+fn queue_fields_without_a_service_time_are_an_error() {
+    let toml = closed("servers = 2", "").replace("service_ms = 10.0\n", "");
+    let e = Scenario::parse(&toml, "t.toml").unwrap_err();
+    assert_eq!(e.field, "candidates[0].servers");
+    assert!(e.message.contains("service_ms"), "{e}");
+}
