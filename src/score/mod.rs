@@ -386,6 +386,18 @@ impl ScoreModel {
         if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
             per_success = Some(ps * (d.shrunk - d.raw).exp());
         }
+        // A candidate that queues is slower now because of the work it holds, which the load
+        // component counts as it changes; its time, learned from attempts that finished, lags
+        // behind its queue and would only make the draw chase it. Its deviation from the
+        // average counts for less, down to a third for a plain queue.
+        if let (Some(ps), Some(o)) = (per_success, ctx.overall.attempt_ms) {
+            let q = f64::from(ctx.queueing).clamp(0.0, 1.0);
+            if q > 0.0 {
+                let o = if o > 0.0 { o } else { 1.0 };
+                let damp = 1.0 - evidence::xenv("XQD", QUEUE_DAMPING) * q;
+                per_success = Some(o * (1.0 + (ps / o - 1.0) * damp).max(0.0));
+            }
+        }
         let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
@@ -767,6 +779,9 @@ impl ScoreModel {
 /// long enough that a candidate that overloads under bursts keeps its load penalty between
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+
+/// How much of a fully queueing candidate's time deviation the draw ignores.
+const QUEUE_DAMPING: f64 = 2.0 / 3.0;
 
 /// The time component of a candidate at the average: `exp(-1)`.
 const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;

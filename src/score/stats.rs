@@ -283,6 +283,7 @@ impl PackedStats {
 
     /// The attempt-time estimate, ms, if any.
     #[inline]
+    #[allow(dead_code)]
     pub(crate) fn attempt_ms(&self) -> Option<f64> {
         unpack_opt(self.values[4])
     }
