@@ -129,12 +129,24 @@ pub enum PolicySpec {
     LassiePairwise,
     /// Power of two choices by peak EWMA of latency times load (tower, Finagle).
     P2cPeakEwma,
+    /// Linkerd's "least loaded": two random choices, fewer in flight wins.
+    LeastLoaded,
+    /// Fewest outstanding requests among the allowed candidates.
+    LeastPending,
+    /// Cassandra's dynamic snitch (latency scores recomputed every 100 ms).
+    DynamicSnitch,
+    /// C3's replica ranking with its cubic queue-size term.
+    C3,
+    /// C3's ranking with its cubic rate control and backpressure (made for many clients).
+    C3Rate,
+    /// Knows true queue lengths and service rates: least expected completion time.
+    Clairvoyant,
     /// Knows the truth.
     Oracle,
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 10] = [
+pub const POLICY_NAMES: [&str; 16] = [
     "coordinator",
     "random",
     "round-robin",
@@ -144,6 +156,12 @@ pub const POLICY_NAMES: [&str; 10] = [
     "lassie",
     "livepeer",
     "p2c-peak-ewma",
+    "least-loaded",
+    "least-pending",
+    "dynamic-snitch",
+    "c3",
+    "c3-rate",
+    "clairvoyant",
     "oracle",
 ];
 
@@ -164,6 +182,12 @@ impl PolicySpec {
             "mongo-error-bias" => PolicySpec::MongoErrorBias,
             "lassie-pairwise" => PolicySpec::LassiePairwise,
             "p2c-peak-ewma" => PolicySpec::P2cPeakEwma,
+            "least-loaded" => PolicySpec::LeastLoaded,
+            "least-pending" => PolicySpec::LeastPending,
+            "dynamic-snitch" => PolicySpec::DynamicSnitch,
+            "c3" => PolicySpec::C3,
+            "c3-rate" => PolicySpec::C3Rate,
+            "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
@@ -191,6 +215,12 @@ impl PolicySpec {
             PolicySpec::MongoErrorBias => "mongo-error-bias",
             PolicySpec::LassiePairwise => "lassie-pairwise",
             PolicySpec::P2cPeakEwma => "p2c-peak-ewma",
+            PolicySpec::LeastLoaded => "least-loaded",
+            PolicySpec::LeastPending => "least-pending",
+            PolicySpec::DynamicSnitch => "dynamic-snitch",
+            PolicySpec::C3 => "c3",
+            PolicySpec::C3Rate => "c3-rate",
+            PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
         }
     }
@@ -230,6 +260,16 @@ impl PolicySpec {
             PolicySpec::P2cPeakEwma => {
                 baselines::queued(baselines::P2cPeakEwma::default(), limits, rng)
             }
+            // Linkerd's least loaded is the same rule as MongoDB's operation count.
+            PolicySpec::LeastLoaded => baselines::queued(baselines::P2cOpcount, limits, rng),
+            PolicySpec::LeastPending => baselines::queued(baselines::LeastPending, limits, rng),
+            PolicySpec::DynamicSnitch => {
+                let own = SmallRng::seed_from_u64(seed ^ 0x5eed_d5);
+                baselines::queued(baselines::DynamicSnitch::new(own), limits, rng)
+            }
+            PolicySpec::C3 => baselines::queued(baselines::C3::new(false), limits, rng),
+            PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
+            PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
         })
     }

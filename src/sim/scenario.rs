@@ -16,7 +16,7 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 7] = [
+pub const BUILTIN: [(&str, &str); 10] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -42,6 +42,12 @@ pub const BUILTIN: [(&str, &str); 7] = [
         "large-fleet",
         include_str!("../../scenarios/large-fleet.toml"),
     ),
+    (
+        "linkerd-spike",
+        include_str!("../../scenarios/linkerd-spike.toml"),
+    ),
+    ("c3-clop", include_str!("../../scenarios/c3-clop.toml")),
+    ("herd", include_str!("../../scenarios/herd.toml")),
 ];
 
 /// A scenario file that cannot be used.

@@ -5,10 +5,15 @@
 //! a [`Picker`] chooses among the candidates the request may use that have a free slot. So
 //! the only difference between them and the coordinator is the choice itself.
 
+mod c3;
+mod c3_rate;
+mod clairvoyant;
+mod least;
 mod mongo;
 mod oracle;
 mod p2c;
 mod pairwise;
+mod snitch;
 
 use std::collections::VecDeque;
 
@@ -18,10 +23,14 @@ use rand::Rng;
 use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
 
+pub(crate) use c3::C3;
+pub(crate) use clairvoyant::Clairvoyant;
+pub(crate) use least::LeastPending;
 pub(crate) use mongo::MongoErrorBias;
 pub(crate) use oracle::Oracle;
 pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
 pub(crate) use pairwise::LassiePairwise;
+pub(crate) use snitch::DynamicSnitch;
 
 /// What a picker may look at besides the servable set.
 #[derive(Debug)]
@@ -41,8 +50,22 @@ pub(crate) trait Picker: Send + std::fmt::Debug {
         world: &World<'_>,
         rng: &mut SmallRng,
     ) -> Cand;
+    /// Like [`Picker::pick`], but it may hold the request back (rate control): `Err(at)`
+    /// means no candidate of `servable` may be sent to before `at` seconds.
+    fn pick_or_wait(
+        &mut self,
+        servable: &[Cand],
+        st: &PickState<'_>,
+        world: &World<'_>,
+        rng: &mut SmallRng,
+    ) -> Result<Cand, f64> {
+        Ok(self.pick(servable, st, world, rng))
+    }
     /// An attempt started.
     fn granted(&mut self, _cand: Cand, _now: f64) {}
+    /// An attempt's slot is free (right after its outcome); `world` is what a server tells its
+    /// client with a response (its queue length, its service time).
+    fn finished(&mut self, _cand: Cand, _world: &World<'_>, _now: f64) {}
     /// An attempt's outcome; `elapsed_s` since its grant.
     fn outcome(&mut self, _cand: Cand, _outcome: &Outcome, _elapsed_s: f64, _now: f64) {}
 }
@@ -71,6 +94,8 @@ pub(crate) struct Queued<P> {
     out: VecDeque<Decision>,
     decisions: u64,
     scratch: Vec<Cand>,
+    /// The wake-up already asked of the engine for requests the picker held back.
+    wake_at: Option<f64>,
 }
 
 /// Boxes a picker into a queued policy.
@@ -93,6 +118,7 @@ pub(crate) fn queued<P: Picker + 'static>(
         out: VecDeque::new(),
         decisions: 0,
         scratch: Vec::new(),
+        wake_at: None,
     })
 }
 
@@ -103,6 +129,10 @@ impl<P: Picker> Queued<P> {
 
     /// Grants what it can, oldest request first, skipping those that must wait.
     fn pump(&mut self, now: f64, world: &World<'_>) {
+        if self.wake_at.is_some_and(|t| t <= now) {
+            self.wake_at = None;
+        }
+        let mut wake: Option<f64> = None;
         let mut i = 0;
         while i < self.queue.len() && self.global < self.limits.global {
             let req = self.queue[i];
@@ -130,7 +160,18 @@ impl<P: Picker> Queued<P> {
                     in_flight: &self.in_flight,
                     now,
                 };
-                let cand = self.picker.pick(&servable, &st, world, &mut self.rng);
+                let cand = match self
+                    .picker
+                    .pick_or_wait(&servable, &st, world, &mut self.rng)
+                {
+                    Ok(c) => c,
+                    Err(at) => {
+                        wake = Some(wake.map_or(at, |w: f64| w.min(at)));
+                        self.scratch = servable;
+                        i += 1;
+                        continue;
+                    }
+                };
                 self.queue.remove(i);
                 let r = &mut self.reqs[req as usize];
                 r.waiting = false;
@@ -143,6 +184,12 @@ impl<P: Picker> Queued<P> {
                 self.out.push_back(Decision::Grant { req, cand });
             }
             self.scratch = servable;
+        }
+        if let Some(at) = wake {
+            if self.wake_at.map_or(true, |w| at < w) {
+                self.wake_at = Some(at);
+                self.out.push_back(Decision::Stall { retry_at: at });
+            }
         }
     }
 
@@ -192,6 +239,7 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
+        self.picker.finished(cand, world, now);
         self.in_flight[cand as usize] -= 1;
         self.global -= 1;
         if retry {
@@ -247,6 +295,27 @@ impl Picker for RoundRobin {
     fn granted(&mut self, cand: Cand, _now: f64) {
         self.last = Some(cand);
     }
+}
+
+/// The candidate of `s` with the lowest `score`; equal scores are broken by starting the scan
+/// at a random place, so equal candidates share the traffic.
+pub(crate) fn min_by_score(
+    s: &[Cand],
+    rng: &mut SmallRng,
+    mut score: impl FnMut(Cand) -> f64,
+) -> Cand {
+    let start = rng.gen_range(0..s.len());
+    let mut best = s[start];
+    let mut best_score = score(best);
+    for i in 1..s.len() {
+        let c = s[(start + i) % s.len()];
+        let v = score(c);
+        if v < best_score {
+            best = c;
+            best_score = v;
+        }
+    }
+    best
 }
 
 /// Two distinct random picks from `s` (the same one twice if `s` has one element).
