@@ -19,6 +19,10 @@ pub(crate) struct Pool {
     pub(crate) spread: f64,
     /// A candidate idle and unsampled for longer than this is due a probe, seconds.
     pub(crate) probe_after_s: f64,
+    /// How much the fleet queues: the mean over live candidates of their evidence that they
+    /// slow under concurrency. It gates the load component for every candidate alike, so
+    /// one whose fit was misled by a passing degradation is not held apart from the rest.
+    pub(crate) queueing: f32,
     decisions: u64,
     at_s: f64,
     rate: f64,
@@ -53,6 +57,14 @@ impl Core {
             }
             _ => f64::INFINITY,
         };
+        let (mut live, mut q) = (0usize, 0.0f64);
+        for (idx, fit) in self.load_fit.iter().enumerate() {
+            if self.slots[idx].live {
+                live += 1;
+                q += f64::from(fit.evidence());
+            }
+        }
+        self.pool.queueing = if live > 0 { (q / live as f64) as f32 } else { 0.0 };
         if !(ema.pooling && ema.drift > 0.0) {
             self.pool.spread = 0.0;
             return;

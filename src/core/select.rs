@@ -6,7 +6,7 @@ use rand::Rng;
 use super::draw::{argmax_by_order, pick_linear, SumTree};
 use super::{Core, Key, NO_ATTEMPT};
 use crate::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
-use crate::score::{LoadFit, 
+use crate::score::{
     ChannelKind, Components, Fixed, Learned, PackedStats, ScoreContext, ScoreModel, Stats,
 };
 
@@ -156,7 +156,7 @@ impl Core {
             &s.stats,
             self.now_s,
             self.pool.probe_after_s,
-            self.load_fit.get(idx).map_or(0.0, LoadFit::evidence),
+            self.pool.queueing,
         )
     }
 
@@ -179,7 +179,7 @@ impl Core {
             },
             spread: self.pool.spread,
             probe_after_s: self.pool.probe_after_s,
-            queueing: self.load_fit.get(idx).map_or(0.0, LoadFit::evidence),
+            queueing: self.pool.queueing,
         }
     }
 

@@ -46,6 +46,8 @@ pub(crate) struct Filtered {
     /// The sample was the second in a row far outside what the filter expected: the
     /// candidate changed.
     pub(crate) changed: bool,
+    /// The sample was far outside what the filter expected (first or second in a row).
+    pub(crate) surprise: bool,
 }
 
 /// The estimate's relative variance `dt_s` seconds after its last sample.
@@ -75,6 +77,7 @@ pub(crate) fn update(
             noise: PRIOR_NOISE as f32,
             gain: 1.0,
             changed: false,
+            surprise: false,
         };
     };
     let max_noise = xenv("XMAXN", MAX_NOISE);
@@ -113,6 +116,7 @@ pub(crate) fn update(
         noise: if flagged { -(learned as f32) } else { learned as f32 },
         gain: if gain.is_finite() { gain.clamp(0.0, 1.0) } else { 1.0 },
         changed,
+        surprise,
     }
 }
 

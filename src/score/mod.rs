@@ -715,7 +715,7 @@ impl ScoreModel {
                     // Evidence of every kind ages alike: a sample the time filter trusts
                     // moves the other averages as much.
                     let mode = evidence::xenv("XGAIN", 2.0);
-                    if mode == 1.0 || (mode == 2.0 && f.changed) {
+                    if mode == 1.0 || (mode == 2.0 && f.changed) || (mode == 3.0 && f.surprise) {
                         a = a.max(f.gain);
                         a_ok = a_ok.max(f.gain);
                     }
