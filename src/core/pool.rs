@@ -6,7 +6,7 @@ use crate::score::{ScoreContext, Stats};
 
 /// Scheduled probes take at most this share of the draws: on a large fleet the probe period
 /// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
-const PROBE_SHARE: f64 = 0.05;
+const PROBE_SHARE: f64 = 0.01;
 /// How far above the noise the candidates' spread of relative times must be before any of it
 /// counts: `1 + NOISE_MARGIN * sqrt(2 / k)` times the mean estimate variance over `k`
 /// candidates (a spread that noise alone exceeds about one time in forty).
@@ -47,7 +47,7 @@ impl Core {
         }
         self.pool.probe_after_s = match (ema.drift > 0.0, ema.probe_s) {
             (true, p) if p > 0.0 => {
-                let budget = crate::score::xenv("XPS", PROBE_SHARE) * self.pool.rate;
+                let budget = PROBE_SHARE * self.pool.rate;
                 let stretched = if budget > 0.0 {
                     self.live_count as f64 / budget
                 } else {

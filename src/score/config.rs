@@ -122,7 +122,7 @@ pub struct EmaConfig {
     /// With `drift` set: a candidate not sampled for this many seconds and idle is drawn as if
     /// its time were average until a try of it is granted, so a shunned candidate is probed
     /// about once per period however small its share (a healed one is seen soon). The
-    /// period stretches on large fleets so scheduled probes stay within 5 % of the draws.
+    /// period stretches on large fleets so scheduled probes stay within 1 % of the draws.
     /// 0: no scheduled probes (the floor still probes).
     pub probe_s: f64,
 }
@@ -377,7 +377,7 @@ impl Default for Config {
                 first_sample_replaces_prior: false,
                 half_life_s: None,
                 warm_up: true,
-                drift: 0.3,
+                drift: 0.1,
                 pooling: true,
                 probe_s: 1.0,
             },

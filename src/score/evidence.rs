@@ -80,7 +80,7 @@ pub(crate) fn update(
             surprise: false,
         };
     };
-    let max_noise = xenv("XMAXN", MAX_NOISE);
+    let max_noise = MAX_NOISE;
     // The sign of the stored noise carries one bit: the previous sample was a surprise.
     let pending = noise < 0.0;
     let noise = noise.abs();
@@ -92,7 +92,7 @@ pub(crate) fn update(
     let mut p = aged_var(var, drift, dt_s);
     let e = (x / m).ln();
     let e2 = e * e;
-    let cs = xenv("XCS", CHANGE_SIGMAS);
+    let cs = CHANGE_SIGMAS;
     let surprise = e2 > cs * cs * (p + r);
     let changed = surprise && pending;
     if changed {
@@ -180,8 +180,4 @@ mod tests {
             assert!((0.0..=1.0).contains(&f.gain));
         }
     }
-}
-
-pub(crate) fn xenv(k: &str, d: f64) -> f64 {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }

@@ -28,7 +28,6 @@
 mod config;
 mod evidence;
 mod load_fit;
-pub(crate) use evidence::xenv;
 mod load;
 mod stats;
 #[cfg(test)]
@@ -394,7 +393,7 @@ impl ScoreModel {
             let q = f64::from(ctx.queueing).clamp(0.0, 1.0);
             if q > 0.0 {
                 let o = if o > 0.0 { o } else { 1.0 };
-                let damp = 1.0 - evidence::xenv("XQD", QUEUE_DAMPING) * q;
+                let damp = 1.0 - QUEUE_DAMPING * q;
                 per_success = Some(o * (1.0 + (ps / o - 1.0) * damp).max(0.0));
             }
         }
@@ -436,9 +435,9 @@ impl ScoreModel {
         let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
         let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
         let raw = (per_success / o).ln();
-        let age = stats.last_sample_s.map_or(0.0, |l| ctx.now_s - l);
-        let age = if evidence::xenv("XPAGE", 0.0) > 0.0 { age } else { 0.0 };
-        let var = evidence::aged_var(stats.attempt_var, drift, age);
+        // The variance as of the last sample: staleness is the probe schedule's business, and
+        // pooling a stale candidate toward the average would spend draws exploring it.
+        let var = f64::from(stats.attempt_var);
         let keep = if ctx.spread > 0.0 {
             ctx.spread / (ctx.spread + var)
         } else {
@@ -712,10 +711,10 @@ impl ScoreModel {
                     stats.attempt_var = f.var;
                     stats.attempt_noise = f.noise.abs();
                     stats.attempt_surprise = f.noise.is_sign_negative();
-                    // Evidence of every kind ages alike: a sample the time filter trusts
-                    // moves the other averages as much.
-                    let mode = evidence::xenv("XGAIN", 2.0);
-                    if mode == 1.0 || (mode == 2.0 && f.changed) || (mode == 3.0 && f.surprise) {
+                    // A surprising time says the candidate may have changed: the sample
+                    // moves its other averages (success, first byte, ...) as much as the
+                    // filter trusts it. Otherwise they keep their own steady weights.
+                    if f.surprise {
                         a = a.max(f.gain);
                         a_ok = a_ok.max(f.gain);
                     }
