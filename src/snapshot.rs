@@ -51,6 +51,15 @@ pub struct StatsSnapshot {
     /// Share of recent outcomes that were overload failures (0 to 1).
     #[serde(default)]
     pub overload_evidence: f32,
+    /// Variance of the attempt-time estimate (squared log ratio; 0 without `ema.drift`).
+    #[serde(default)]
+    pub attempt_var: f32,
+    /// Learned variance of one attempt-time sample (squared log ratio).
+    #[serde(default)]
+    pub attempt_noise: f32,
+    /// The last attempt time was far outside the estimate.
+    #[serde(default)]
+    pub attempt_surprise: bool,
 }
 
 /// One candidate in a snapshot.
@@ -111,6 +120,13 @@ impl Snapshot {
             check(format!("{id}.attempt_ms"), s.attempt_ms)?;
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
+            for (name, v) in [("attempt_var", s.attempt_var), ("attempt_noise", s.attempt_noise)] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(Error::InvalidSnapshot(format!(
+                        "{id}.{name} = {v}: must be a finite number at least 0"
+                    )));
+                }
+            }
             if !(0.0..=1.0).contains(&s.overload_evidence) {
                 return Err(Error::InvalidSnapshot(format!(
                     "{id}.overload_evidence = {}: must be between 0 and 1",

@@ -23,6 +23,11 @@ impl Core {
         self.attempts[a].reported = true;
         let k = self.attempts[a].key;
         let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
+        if self.attempts[a].key.gen == self.slots[k.idx as usize].gen {
+            if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
+                self.load_fit[k.idx as usize].observe(self.attempts[a].concurrency, t);
+            }
+        }
         self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
         Ok(())
     }

@@ -61,13 +61,16 @@ impl Core {
                 self.infos.reserve_exact(more);
                 self.ids.reserve_exact(more);
                 self.oldest_pending.reserve_exact(more);
+                self.load_fit.reserve_exact(more);
             }
             self.slots.push(slot);
             self.oldest_pending.push(NO_ATTEMPT);
+            self.load_fit.push(LoadFit::default());
             self.ids.push(info.id.clone());
             self.infos.push(info);
         } else {
             self.slots[idx as usize] = slot;
+            self.load_fit[idx as usize] = LoadFit::default();
             self.ids[idx as usize] = info.id.clone();
             self.infos[idx as usize] = info;
         }

@@ -70,7 +70,7 @@ impl Slot {
     #[inline]
     pub(crate) fn touch(&self) -> (u32, f64, u64) {
         let (first, last) = self.stats.ends();
-        (self.in_flight, self.learned.last() + first, last)
+        (self.in_flight, self.learned.last() + first, u64::from(last))
     }
 }
 
@@ -115,6 +115,9 @@ impl Core {
             s.in_flight,
             self.limit_of(s),
             &s.stats,
+            self.now_s,
+            self.pool.probe_after_s,
+            self.pool.queueing,
         )
     }
 
@@ -135,6 +138,9 @@ impl Core {
             } else {
                 0.0
             },
+            spread: self.pool.spread,
+            probe_after_s: self.pool.probe_after_s,
+            queueing: self.pool.queueing,
         }
     }
 
@@ -377,6 +383,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
+        self.refresh_pool();
         for idx in 0..n {
             self.refresh_slot(idx, Refresh::Coarse);
         }

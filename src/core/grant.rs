@@ -132,6 +132,7 @@ impl Core {
             answered: false,
             key,
             request: idx,
+            concurrency: self.slots[cidx].in_flight,
             granted_s: self.now_s,
         };
         let attempt = AttemptId::new(a, agen);

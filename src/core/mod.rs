@@ -19,6 +19,7 @@ mod evaluate;
 mod fleet;
 mod grant;
 mod index;
+mod pool;
 mod preference;
 mod queries;
 mod requests;
@@ -39,7 +40,9 @@ pub use arms::ShadowStats;
 
 use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};
-use crate::score::{Components, Config, Fixed, Learned, Overall, PackedStats, ScoreModel, Stats};
+use crate::score::{
+    Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
+};
 use draw::SumTree;
 use evaluate::Evaluation;
 use fleet::Slot;
@@ -257,6 +260,8 @@ struct AttemptSlot {
     answered: bool,
     key: Key,
     request: u32,
+    /// The candidate's attempts in flight when this one was granted, itself included.
+    concurrency: u32,
     granted_s: f64,
 }
 
@@ -326,6 +331,10 @@ pub struct Core {
     /// Per slot, an attempt of it still running without a report as of the last full refresh,
     /// the oldest then ([`NO_ATTEMPT`] for none); see [`Core::pending_ms`].
     oldest_pending: Vec<u32>,
+    /// Fleet-wide inputs of pooled estimates and the probe schedule.
+    pool: pool::Pool,
+    /// Per slot, whether its candidate slows under concurrency.
+    load_fit: Vec<LoadFit>,
 }
 
 impl Core {
@@ -368,6 +377,8 @@ impl Core {
             attempts: Vec::new(),
             free_attempts: Vec::new(),
             global_in_flight: 0,
+            pool: pool::Pool::default(),
+            load_fit: Vec::new(),
             events: VecDeque::new(),
             records: VecDeque::new(),
             record_rate: 0.0,

@@ -48,6 +48,9 @@ impl Core {
                         attempts: st.attempts,
                         successes: st.successes,
                         overload_evidence: st.overload_evidence,
+                        attempt_var: st.attempt_var,
+                        attempt_noise: st.attempt_noise,
+                        attempt_surprise: st.attempt_surprise,
                     },
                 }
             })
@@ -90,6 +93,9 @@ impl Core {
                 attempts: s.attempts,
                 successes: s.successes,
                 overload_evidence: s.overload_evidence,
+                attempt_var: s.attempt_var,
+                attempt_noise: s.attempt_noise,
+                attempt_surprise: s.attempt_surprise,
             };
             match self.by_id.get(&self.ids, c.info.id.as_str()) {
                 Some(idx) => {

@@ -49,6 +49,24 @@ pub struct EmaConfig {
     /// the success prior counting as one sample) until that weight falls to `alpha`, so a low
     /// alpha's steadiness costs no slow start. `false`: every sample weighs `alpha`.
     pub warm_up: bool,
+    /// Evidence that ages: how far a candidate's true attempt time may wander, as a share of
+    /// itself per square root of a second. Set, the attempt-time estimate is a Kalman filter
+    /// (a new sample weighs more the older and less certain the estimate is, and a surprise
+    /// makes the next sample weigh nearly everything), and the filter's gain is the least
+    /// weight a sample gets in the candidate's other averages. 0: fixed-weight EMAs
+    /// (lassie, Livepeer).
+    pub drift: f64,
+    /// With `drift` set: pool the candidates' time estimates (empirical Bayes). Each
+    /// candidate's relative time is shrunk toward the average by its uncertainty against the
+    /// spread the candidates really show, so candidates whose differences are within noise
+    /// draw alike instead of herding on whichever looked fastest last.
+    pub pooling: bool,
+    /// With `drift` set: a candidate not sampled for this many seconds and idle is drawn as if
+    /// its time were average until a try of it is granted, so a shunned candidate is probed
+    /// about once per period however small its share (a healed one is seen soon). The
+    /// period stretches on large fleets so scheduled probes stay within 1 % of the draws.
+    /// 0: no scheduled probes (the floor still probes).
+    pub probe_s: f64,
 }
 
 impl Default for EmaConfig {
@@ -301,6 +319,9 @@ impl Default for Config {
                 first_sample_replaces_prior: false,
                 half_life_s: None,
                 warm_up: true,
+                drift: 0.1,
+                pooling: true,
+                probe_s: 1.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -347,6 +368,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
+                drift: 0.0,
+                pooling: false,
+                probe_s: 0.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -387,6 +411,9 @@ impl Config {
                 first_sample_replaces_prior: true,
                 half_life_s: None,
                 warm_up: false,
+                drift: 0.0,
+                pooling: false,
+                probe_s: 0.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig {
@@ -471,6 +498,8 @@ impl Config {
         if let Some(h) = self.ema.half_life_s {
             num("ema.half_life_s", h);
         }
+        num("ema.drift", self.ema.drift);
+        num("ema.probe_s", self.ema.probe_s);
         num("window.bucket_s", self.window.bucket_s);
         num("price.exp_factor", self.price.exp_factor);
         if let Some(m) = self.price.max {

@@ -27,6 +27,8 @@
 
 mod components;
 mod config;
+mod evidence;
+mod load_fit;
 mod load;
 mod stats;
 #[cfg(test)]
@@ -40,6 +42,7 @@ pub use config::{
 };
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
+pub use load_fit::LoadFit;
 
 use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
@@ -97,6 +100,15 @@ impl Learned {
     }
 }
 
+/// A candidate's relative time before and after pooling; see
+/// [`ScoreModel::pooled_deviation`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Pooled {
+    pub(crate) raw: f64,
+    pub(crate) var: f64,
+    pub(crate) shrunk: f64,
+}
+
 /// Inputs to a component computation that are not the candidate's own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ScoreContext {
@@ -109,6 +121,15 @@ pub(crate) struct ScoreContext {
     /// How long the candidate's oldest attempt still running has gone without a result,
     /// milliseconds (0 for none): its time to a result is at least that.
     pub(crate) pending_ms: f64,
+    /// With `ema.pooling`: the spread of the candidates' true relative times beyond noise
+    /// (squared natural-log ratios), as of the last coarse refresh; 0 shrinks every time
+    /// estimate to the average.
+    pub(crate) spread: f64,
+    /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
+    /// is drawn as if its time were average (infinite: never).
+    pub(crate) probe_after_s: f64,
+    /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
+    pub(crate) queueing: f32,
 }
 
 /// A validated config turned into the channel layout and scoring rules.
@@ -250,8 +271,10 @@ impl ScoreModel {
             ctx.limit,
             stats.attempts,
             stats.overload_evidence,
+            ctx.queueing,
         );
-        self.assemble_parts(&learned, fixed, ctx.stake_total, load)
+        let probe = probe_due(ctx.in_flight, stats.last_sample_s, ctx.now_s, ctx.probe_after_s);
+        self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe)
     }
 
     /// The components a candidate's statistics decide (what the core caches per candidate),
@@ -308,9 +331,24 @@ impl ScoreModel {
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
-        let per_success = stats
+        let mut per_success = stats
             .attempt_ms
             .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
+        if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
+            per_success = Some(ps * (d.shrunk - d.raw).exp());
+        }
+        // A candidate that queues is slower now because of the work it holds, which the load
+        // component counts as it changes; its time, learned from attempts that finished, lags
+        // behind its queue and would only make the draw chase it. Its deviation from the
+        // average counts for less, down to a third for a plain queue.
+        if let (Some(ps), Some(o)) = (per_success, ctx.overall.attempt_ms) {
+            let q = f64::from(ctx.queueing).clamp(0.0, 1.0);
+            if q > 0.0 {
+                let o = if o > 0.0 { o } else { 1.0 };
+                let damp = 1.0 - QUEUE_DAMPING * q;
+                per_success = Some(o * (1.0 + (ps / o - 1.0) * damp).max(0.0));
+            }
+        }
         let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
@@ -329,6 +367,39 @@ impl ScoreModel {
             overload: unit(overload),
             time_to_success: unit(time_to_success),
         }
+    }
+
+    /// With pooling on: the candidate's relative time `ln(per_success / overall)` as learned
+    /// (`raw`), its uncertainty now (`var`, grown with the time since its last sample), and the
+    /// shrunk value the draw uses: `raw * spread / (spread + var)`. `None` when pooling is off
+    /// or nothing is known yet.
+    pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
+        let ema = &self.config.ema;
+        let drift = ema.drift;
+        if !(ema.pooling && drift > 0.0) {
+            return None;
+        }
+        let t = stats.attempt_ms?;
+        let o = ctx.overall.attempt_ms?;
+        let o = if o > 0.0 { o } else { 1.0 };
+        let decay = self.decay_factor(stats, ctx.now_s);
+        let prior = ema.success_prior;
+        let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
+        let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
+        let raw = (per_success / o).ln();
+        // The variance as of the last sample: staleness is the probe schedule's business, and
+        // pooling a stale candidate toward the average would spend draws exploring it.
+        let var = f64::from(stats.attempt_var);
+        let keep = if ctx.spread > 0.0 {
+            ctx.spread / (ctx.spread + var)
+        } else {
+            0.0
+        };
+        raw.is_finite().then_some(Pooled {
+            raw,
+            var,
+            shrunk: raw * keep,
+        })
     }
 
     /// The time component an attempt still running without a first byte allows: it is a
@@ -368,14 +439,19 @@ impl ScoreModel {
         in_flight: u32,
         limit: u32,
         stats: &PackedStats,
+        now_s: f64,
+        probe_after_s: f64,
+        queueing: f32,
     ) -> Components {
         let load = self.load_component(
             in_flight,
             limit,
             stats.attempts(),
             stats.overload_evidence(),
+            queueing,
         );
-        self.assemble_parts(learned, fixed, stake_total, load)
+        let probe = probe_due(in_flight, stats.last_sample_s(), now_s, probe_after_s);
+        self.assemble_parts(learned, fixed, stake_total, load, probe)
     }
 
     fn assemble_parts(
@@ -384,6 +460,7 @@ impl ScoreModel {
         fixed: &Fixed,
         stake_total: f64,
         load: f64,
+        probe: bool,
     ) -> Components {
         let stake = if stake_total > 0.0 {
             fixed.stake / stake_total
@@ -401,7 +478,12 @@ impl ScoreModel {
             price: unit(fixed.price),
             tags: unit(fixed.tags),
             uniform: 1.0,
-            time_to_success: learned.time_to_success,
+            // A probe is due: drawn as if its time were average until a try is granted.
+            time_to_success: if probe {
+                learned.time_to_success.max(AVERAGE_TIME)
+            } else {
+                learned.time_to_success
+            },
         }
     }
 
@@ -416,6 +498,7 @@ impl ScoreModel {
         limit: u32,
         attempts: u64,
         overload_evidence: f32,
+        queueing: f32,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
             1.0 / (1.0 + in_flight as f64)
@@ -429,7 +512,10 @@ impl ScoreModel {
             } else {
                 0.0
             };
-            let evidence = (gate.gate * overload_evidence as f64).max(unknown).min(1.0);
+            let evidence = (gate.gate * overload_evidence as f64)
+                .max(unknown)
+                .max(f64::from(queueing))
+                .min(1.0);
             load = 1.0 - evidence * (1.0 - load);
         }
         if load.is_finite() {
@@ -479,6 +565,17 @@ impl ScoreModel {
         }
     }
 
+    /// The attempt time an outcome contributes: a success's first byte when reported, else
+    /// the whole attempt (`elapsed_ms`, timed by the core).
+    pub(crate) fn time_sample(outcome: &Outcome, elapsed_ms: Option<f64>) -> Option<f64> {
+        match outcome {
+            Outcome::Failure(FailureClass::Cancelled) => None,
+            Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
+            Outcome::Failure(_) => elapsed_ms,
+        }
+        .filter(|t| t.is_finite() && *t >= 0.0)
+    }
+
     /// Applies an outcome to the statistics. Returns true when the candidate should be ejected
     /// now (the caller checks the ejected share).
     pub(crate) fn observe(
@@ -509,6 +606,7 @@ impl ScoreModel {
         } else {
             (cfg.ema.alpha, cfg.ema.alpha, cfg.ema.alpha)
         };
+        let (mut a, mut a_ok) = (a, a_ok);
         let oa = cfg.ema.overall_alpha;
         let buckets = cfg.window.buckets as usize;
         let (success_sample, overload) = match outcome {
@@ -538,7 +636,36 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
-            stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time));
+            match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
+                Some(drift) => {
+                    let since = stats.last_sample_s.map_or(0.0, |l| now_s - l);
+                    let f = evidence::update(
+                        stats.attempt_ms,
+                        stats.attempt_var,
+                        if stats.attempt_surprise {
+                            -stats.attempt_noise
+                        } else {
+                            stats.attempt_noise
+                        },
+                        t,
+                        since,
+                        drift,
+                        stats.attempts,
+                    );
+                    stats.attempt_ms = Some(f.mean_ms);
+                    stats.attempt_var = f.var;
+                    stats.attempt_noise = f.noise.abs();
+                    stats.attempt_surprise = f.noise.is_sign_negative();
+                    // A surprising time says the candidate may have changed: the sample
+                    // moves its other averages (success, first byte, ...) as much as the
+                    // filter trusts it. Otherwise they keep their own steady weights.
+                    if f.surprise {
+                        a = a.max(f.gain);
+                        a_ok = a_ok.max(f.gain);
+                    }
+                }
+                None => stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time)),
+            }
             overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
         }
         let previous = match stats.success {
@@ -596,6 +723,19 @@ impl ScoreModel {
 /// long enough that a candidate that overloads under bursts keeps its load penalty between
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+
+/// How much of a fully queueing candidate's time deviation the draw ignores.
+const QUEUE_DAMPING: f64 = 2.0 / 3.0;
+
+/// The time component of a candidate at the average: `exp(-1)`.
+const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
+
+/// Whether a scheduled probe is due: the candidate is idle and its last sample is older than
+/// `after` seconds (a candidate never sampled is drawn as unknown anyway).
+#[inline]
+fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64) -> bool {
+    in_flight == 0 && last_sample_s.is_some_and(|l| now_s - l > after)
+}
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).

@@ -163,6 +163,15 @@ pub struct Stats {
     /// outcome: whether this candidate degrades under load. Gates the load component
     /// (`Config::load_gate`).
     pub overload_evidence: f32,
+    /// With `ema.drift` set: the variance of the attempt-time estimate, in squared natural-log
+    /// units (0 until the first sample).
+    pub attempt_var: f32,
+    /// With `ema.drift` set: the learned variance of one attempt-time sample around the
+    /// estimate, in squared natural-log units (0 until the first sample).
+    pub attempt_noise: f32,
+    /// With `ema.drift` set: the last attempt time was far outside the estimate (a second one
+    /// in a row is taken as a change).
+    pub attempt_surprise: bool,
 }
 
 /// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
@@ -179,8 +188,13 @@ pub(crate) struct PackedStats {
     consecutive_failures: u16,
     ejections: u16,
     overload_evidence: f32,
-    attempts: u64,
-    successes: u64,
+    /// Saturating at `u32::MAX` (they only steer the warm-up and the unknown-candidate gate,
+    /// both long over by then), which leaves room for the attempt-time filter's two variances.
+    attempts: u32,
+    successes: u32,
+    attempt_var: f32,
+    /// Negative when the last sample was a surprise ([`Stats::attempt_surprise`]).
+    attempt_noise: f32,
 }
 
 impl Default for PackedStats {
@@ -197,6 +211,16 @@ fn pack_opt(x: Option<f64>) -> f64 {
 #[inline]
 fn saturate_u16(x: u32) -> u16 {
     u16::try_from(x).unwrap_or(u16::MAX)
+}
+
+/// A variance as stored: hostile or overflowed values read as "nothing known" (0).
+#[inline]
+fn finite_or_zero(x: f32) -> f32 {
+    if x.is_finite() && x > 0.0 {
+        x
+    } else {
+        0.0
+    }
 }
 
 #[inline]
@@ -222,8 +246,14 @@ impl PackedStats {
             consecutive_failures: saturate_u16(s.consecutive_failures),
             ejections: saturate_u16(s.ejections),
             overload_evidence: s.overload_evidence,
-            attempts: s.attempts,
-            successes: s.successes,
+            attempts: u32::try_from(s.attempts).unwrap_or(u32::MAX),
+            successes: u32::try_from(s.successes).unwrap_or(u32::MAX),
+            attempt_var: finite_or_zero(s.attempt_var),
+            attempt_noise: if s.attempt_surprise {
+                -finite_or_zero(s.attempt_noise)
+            } else {
+                finite_or_zero(s.attempt_noise)
+            },
         }
     }
 
@@ -242,16 +272,33 @@ impl PackedStats {
             consecutive_failures: u32::from(self.consecutive_failures),
             ejections: u32::from(self.ejections),
             ejected_until_s: unpack_opt(v[6]),
-            attempts: self.attempts,
-            successes: self.successes,
+            attempts: u64::from(self.attempts),
+            successes: u64::from(self.successes),
             overload_evidence: self.overload_evidence,
+            attempt_var: self.attempt_var,
+            attempt_noise: self.attempt_noise.abs(),
+            attempt_surprise: self.attempt_noise.is_sign_negative(),
         }
+    }
+
+    /// The attempt-time estimate, ms, if any.
+    #[inline]
+    #[allow(dead_code)]
+    pub(crate) fn attempt_ms(&self) -> Option<f64> {
+        unpack_opt(self.values[4])
     }
 
     /// Counted attempts (the load gate reads it without unpacking).
     #[inline]
     pub(crate) fn attempts(&self) -> u64 {
-        self.attempts
+        u64::from(self.attempts)
+    }
+
+    /// Seconds (since the core's epoch) of the last sample, if any (the probe schedule reads
+    /// it without unpacking).
+    #[inline]
+    pub(crate) fn last_sample_s(&self) -> Option<f64> {
+        unpack_opt(self.values[5])
     }
 
     /// [`Stats::overload_evidence`] (the load gate reads it without unpacking).
@@ -263,7 +310,7 @@ impl PackedStats {
     /// A value from its start and one from its end (the core reads them to bring the lines in
     /// early).
     #[inline]
-    pub(crate) fn ends(&self) -> (f64, u64) {
+    pub(crate) fn ends(&self) -> (f64, u32) {
         (self.values[4], self.successes)
     }
 

@@ -15,6 +15,9 @@ fn ctx(overall: Overall) -> ScoreContext {
         in_flight: 0,
         limit: u32::MAX,
         pending_ms: 0.0,
+        spread: 0.0,
+        probe_after_s: f64::INFINITY,
+        queueing: 0.0,
     }
 }
 
@@ -275,6 +278,7 @@ fn time_exponent_multiplies_the_weight_by_a_time_factor() {
         exponent: 24.0,
         ..Config::default()
     };
+    c.ema.pooling = false;
     let (score_a, wa) = weight(c.clone(), &fast_but_flaky);
     let (score_b, wb) = weight(c.clone(), &slow_but_sure);
     let expected = (score_a / score_b).powi(24) * (-12.0f64 * (1.0 - 1.5)).exp();
@@ -300,7 +304,7 @@ fn load_counts_only_with_evidence_of_overload() {
     };
     // Never overloaded: three attempts in flight cost nothing.
     assert_eq!(
-        m.load_component(3, u32::MAX, known.attempts, known.overload_evidence),
+        m.load_component(3, u32::MAX, known.attempts, known.overload_evidence, 0.0),
         1.0
     );
     // One overload failure in a thousand outcomes turns the component fully on...
@@ -314,11 +318,11 @@ fn load_counts_only_with_evidence_of_overload() {
             u32::MAX,
             overloaded.attempts,
             overloaded.overload_evidence
-        ),
+        , 0.0),
         0.25
     );
     assert_eq!(
-        m.load_component(3, 4, overloaded.attempts, overloaded.overload_evidence),
+        m.load_component(3, 4, overloaded.attempts, overloaded.overload_evidence, 0.0),
         0.25
     );
     // ...and half as much evidence half on.
@@ -327,7 +331,7 @@ fn load_counts_only_with_evidence_of_overload() {
         ..known
     };
     assert!(
-        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence) - 0.625).abs() < 1e-6
+        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence, 0.0) - 0.625).abs() < 1e-6
     );
     // A candidate with 2 of 5 outcomes is 60% unknown.
     let young = Stats {
@@ -335,7 +339,7 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Stats::default()
     };
     assert!(
-        (m.load_component(3, u32::MAX, young.attempts, young.overload_evidence) - 0.55).abs()
+        (m.load_component(3, u32::MAX, young.attempts, young.overload_evidence, 0.0) - 0.55).abs()
             < 1e-12
     );
     // lassie counts load for everyone.
@@ -343,7 +347,7 @@ fn load_counts_only_with_evidence_of_overload() {
         load: LoadConfig::ALWAYS,
         ..Config::default()
     };
-    assert_eq!(model(c).load_component(3, u32::MAX, 0, 0.0), 0.25);
+    assert_eq!(model(c).load_component(3, u32::MAX, 0, 0.0, 0.0), 0.25);
 }
 
 #[test]
@@ -370,6 +374,8 @@ fn overload_evidence_follows_overload_failures_only() {
 fn warm_up_averages_the_first_samples_then_settles_on_alpha() {
     let mut c = Config::default();
     c.ema.alpha = 0.1;
+    // The fixed-weight averages (no drift filter).
+    c.ema.drift = 0.0;
     let m = model(c.clone());
     let mut stats = Stats::default();
     let mut overall = Overall::default();

@@ -113,6 +113,10 @@ impl RecordedStats {
             } else {
                 0.0
             },
+            // A candidates file gives averages, not their variances: unknown.
+            attempt_var: 0.0,
+            attempt_noise: 0.0,
+            attempt_surprise: false,
         }
     }
 

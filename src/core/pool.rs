@@ -1,0 +1,109 @@
+//! What the coarse refresh learns about the fleet as a whole for pooled estimates and the
+//! probe schedule (see `ema.pooling` and `ema.probe_s`).
+
+use super::Core;
+use crate::score::{ScoreContext, Stats};
+
+/// Scheduled probes take at most this share of the draws: on a large fleet the probe period
+/// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
+const PROBE_SHARE: f64 = 0.01;
+/// How far above the noise the candidates' spread of relative times must be before any of it
+/// counts: `1 + NOISE_MARGIN * sqrt(2 / k)` times the mean estimate variance over `k`
+/// candidates (a spread that noise alone exceeds about one time in forty).
+const NOISE_MARGIN: f64 = 2.0;
+
+/// The fleet-wide inputs of pooling and probing, recomputed by each coarse refresh.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pool {
+    /// Spread of the candidates' true relative times beyond noise (squared log ratios).
+    pub(crate) spread: f64,
+    /// A candidate idle and unsampled for longer than this is due a probe, seconds.
+    pub(crate) probe_after_s: f64,
+    /// How much the fleet queues: the mean over live candidates of their evidence that they
+    /// slow under concurrency. It gates the load component for every candidate alike, so
+    /// one whose fit was misled by a passing degradation is not held apart from the rest.
+    pub(crate) queueing: f32,
+    decisions: u64,
+    at_s: f64,
+    rate: f64,
+}
+
+impl Core {
+    /// Recomputes the pool after a coarse refresh. O(n).
+    pub(crate) fn refresh_pool(&mut self) {
+        let ema = &self.model.config().ema;
+        let now_s = self.now_s;
+        // Decisions per second, smoothed over a few refreshes.
+        let dt = now_s - self.pool.at_s;
+        if dt > 0.0 {
+            let r = (self.counters.decisions - self.pool.decisions) as f64 / dt;
+            self.pool.rate = if self.pool.rate > 0.0 {
+                self.pool.rate + 0.3 * (r - self.pool.rate)
+            } else {
+                r
+            };
+            self.pool.decisions = self.counters.decisions;
+            self.pool.at_s = now_s;
+        }
+        self.pool.probe_after_s = match (ema.drift > 0.0, ema.probe_s) {
+            (true, p) if p > 0.0 => {
+                let budget = PROBE_SHARE * self.pool.rate;
+                let stretched = if budget > 0.0 {
+                    self.live_count as f64 / budget
+                } else {
+                    f64::INFINITY
+                };
+                p.max(stretched)
+            }
+            _ => f64::INFINITY,
+        };
+        let (mut live, mut q) = (0usize, 0.0f64);
+        for (idx, fit) in self.load_fit.iter().enumerate() {
+            if self.slots[idx].live {
+                live += 1;
+                q += f64::from(fit.evidence());
+            }
+        }
+        self.pool.queueing = if live > 0 { (q / live as f64) as f32 } else { 0.0 };
+        if !(ema.pooling && ema.drift > 0.0) {
+            self.pool.spread = 0.0;
+            return;
+        }
+        let (mut k, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0);
+        for idx in 0..self.slots.len() {
+            if !self.slots[idx].live {
+                continue;
+            }
+            let stats: Stats = self.slots[idx].stats.unpack();
+            let ctx: ScoreContext = self.pool_context();
+            if let Some(d) = self.model.pooled_deviation(&stats, &ctx) {
+                k += 1;
+                sum_d2 += d.raw * d.raw;
+                sum_var += d.var;
+            }
+        }
+        self.pool.spread = if k >= 2 {
+            let k = k as f64;
+            let noise = (1.0 + NOISE_MARGIN * (2.0 / k).sqrt()) * sum_var / k;
+            (sum_d2 / k - noise).max(0.0)
+        } else {
+            0.0
+        };
+    }
+
+    /// A context with what [`crate::score::ScoreModel::pooled_deviation`] reads.
+    fn pool_context(&self) -> ScoreContext {
+        ScoreContext {
+            overall: self.overall,
+            now_s: self.now_s,
+            bucket: self.bucket,
+            stake_total: self.stake_total,
+            in_flight: 0,
+            limit: u32::MAX,
+            pending_ms: 0.0,
+            spread: self.pool.spread,
+            probe_after_s: self.pool.probe_after_s,
+            queueing: 0.0,
+        }
+    }
+}

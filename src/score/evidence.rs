@@ -1,0 +1,183 @@
+//! Evidence that ages: the attempt-time estimate as a local-level Kalman filter.
+//!
+//! With `ema.drift` set, a candidate's expected attempt time is not an EMA with a fixed weight
+//! per sample but the mean of a one-dimensional Kalman filter whose state is allowed to wander
+//! by `drift` (a share of itself) per square root of a second. The weight of a new sample is
+//! the filter's gain `K = P / (P + R)`: `P` the estimate's variance, which grows with the time
+//! since the last sample, `R` a sample's own variance around the estimate, learned. So:
+//!
+//! - a busy candidate, sampled many times a second, keeps a small `P`: its estimate averages
+//!   many samples and is steady;
+//! - a shunned candidate, probed now and then, has a large `P` when the next probe lands: the
+//!   probe weighs nearly as much as everything before it, so a healed candidate is seen as
+//!   healed after one or two probes instead of the dozens a fixed weight needs;
+//! - a sample far outside what the filter expects may be an outlier and moves the estimate by
+//!   its usual weight; a second one in a row is a change (a degradation, a heal): the estimate's
+//!   variance is raised to the size of the surprise, so that sample weighs nearly everything
+//!   and the estimate follows at once.
+//!
+//! Variances are relative (squared natural-log ratios), so one `drift` fits candidates of any
+//! speed. The filter's gain also sets how fast the candidate's other averages move (success,
+//! connect, first byte, bandwidth): evidence of any kind ages alike.
+
+/// A sample's relative variance is learned within these bounds: at least ~10 % spread, and at
+/// most a spread of about one natural-log unit (a factor e), so a noisy past never makes a
+/// candidate deaf to a change.
+const MIN_NOISE: f64 = 0.01;
+const MAX_NOISE: f64 = 0.5;
+/// What a sample's variance is taken to be before any is learned (about 50 % spread).
+const PRIOR_NOISE: f64 = 0.25;
+/// Weight of the newest squared surprise in the learned sample variance, after the warm-up.
+const NOISE_ALPHA: f64 = 0.05;
+/// A sample further than this many standard deviations from the estimate is a regime change.
+const CHANGE_SIGMAS: f64 = 3.0;
+
+/// The filter's state after a sample, and the sample's weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Filtered {
+    /// The new estimate, ms.
+    pub(crate) mean_ms: f64,
+    /// The estimate's relative variance.
+    pub(crate) var: f32,
+    /// A sample's learned relative variance.
+    pub(crate) noise: f32,
+    /// The weight the sample got, in (0, 1].
+    pub(crate) gain: f64,
+    /// The sample was the second in a row far outside what the filter expected: the
+    /// candidate changed.
+    pub(crate) changed: bool,
+    /// The sample was far outside what the filter expected (first or second in a row).
+    pub(crate) surprise: bool,
+}
+
+/// The estimate's relative variance `dt_s` seconds after its last sample.
+#[inline]
+pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
+    f64::from(var) + drift * drift * dt_s.max(0.0)
+}
+
+/// One filter step: the estimate `mean_ms` (with `var`, `noise`), `dt_s` seconds after its last
+/// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
+/// the sample variance is learned).
+pub(crate) fn update(
+    mean_ms: Option<f64>,
+    var: f32,
+    noise: f32,
+    sample_ms: f64,
+    dt_s: f64,
+    drift: f64,
+    samples: u64,
+) -> Filtered {
+    // Times are compared as ratios: at least a microsecond, like the averages' 1 ms floor.
+    let x = sample_ms.max(1e-3);
+    let Some(m) = mean_ms.filter(|m| m.is_finite() && *m > 0.0) else {
+        return Filtered {
+            mean_ms: sample_ms,
+            var: PRIOR_NOISE as f32,
+            noise: PRIOR_NOISE as f32,
+            gain: 1.0,
+            changed: false,
+            surprise: false,
+        };
+    };
+    let max_noise = MAX_NOISE;
+    // The sign of the stored noise carries one bit: the previous sample was a surprise.
+    let pending = noise < 0.0;
+    let noise = noise.abs();
+    let r = if noise > 0.0 {
+        f64::from(noise).clamp(MIN_NOISE, max_noise)
+    } else {
+        PRIOR_NOISE
+    };
+    let mut p = aged_var(var, drift, dt_s);
+    let e = (x / m).ln();
+    let e2 = e * e;
+    let cs = CHANGE_SIGMAS;
+    let surprise = e2 > cs * cs * (p + r);
+    let changed = surprise && pending;
+    if changed {
+        // A second surprise in a row: the candidate changed. The estimate is as uncertain as
+        // the surprise is large, so this sample weighs nearly everything.
+        p = p.max(e2);
+    }
+    let gain = p / (p + r);
+    let mean = m + gain * (sample_ms - m);
+    // The sample variance is learned from surprises clipped at the threshold, so one outlier
+    // (or the first sample of a change) does not make the filter deaf to the next; a candidate
+    // that is really that variable raises it over a few dozen samples.
+    let b = (1.0 / (samples as f64 + 1.0)).max(NOISE_ALPHA);
+    let seen = e2.min(cs * cs * (p + r));
+    let learned = (r + b * ((seen - p).max(0.0) - r)).clamp(MIN_NOISE, max_noise);
+    // A first surprise may be an outlier: it only marks the estimate as in doubt.
+    let flagged = surprise && !changed;
+    Filtered {
+        mean_ms: if mean.is_finite() { mean.max(0.0) } else { m },
+        var: ((1.0 - gain) * p).min(f64::from(f32::MAX)) as f32,
+        noise: if flagged { -(learned as f32) } else { learned as f32 },
+        gain: if gain.is_finite() { gain.clamp(0.0, 1.0) } else { 1.0 },
+        changed,
+        surprise,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
+        let (mut m, mut v, mut r) = (None, 0.0f32, 0.0f32);
+        for (n, &x) in samples.iter().enumerate() {
+            let f = update(m, v, r, x, dt, drift, n as u64);
+            m = Some(f.mean_ms);
+            v = f.var;
+            r = f.noise;
+        }
+        (m, v, r)
+    }
+
+    #[test]
+    fn first_samples_average_evenly() {
+        let (m, _, _) = run(&[10.0, 20.0], 0.0, 0.0);
+        assert!((m.unwrap() - 15.0).abs() < 1e-9, "{m:?}");
+    }
+
+    #[test]
+    fn a_busy_steady_candidate_converges_and_its_variance_shrinks() {
+        let xs: Vec<f64> = (0..400).map(|i| 10.0 + (i % 5) as f64).collect();
+        let (m, v, _) = run(&xs, 0.01, 0.3);
+        let m = m.unwrap();
+        assert!((11.0..13.0).contains(&m), "{m}");
+        assert!(v < 0.01, "{v}");
+    }
+
+    #[test]
+    fn a_stale_estimate_follows_a_changed_candidate_within_a_few_samples() {
+        // Shunned while slow: one sample a second. Then it heals.
+        let mut xs = vec![300.0; 20];
+        xs.extend([10.0, 10.0, 10.0]);
+        let (m, _, _) = run(&xs, 1.0, 0.3);
+        assert!(m.unwrap() < 20.0, "{m:?}");
+    }
+
+    #[test]
+    fn a_busy_estimate_is_not_thrown_by_one_outlier() {
+        let mut xs = vec![10.0; 200];
+        xs.push(40.0);
+        let (m, _, _) = run(&xs, 0.005, 0.3);
+        // One 4x sample moves a steady estimate only part of the way.
+        assert!(m.unwrap() < 20.0, "{m:?}");
+        // A second one in a row is a change: the estimate follows.
+        xs.push(40.0);
+        let (m, _, _) = run(&xs, 0.005, 0.3);
+        assert!(m.unwrap() > 35.0, "{m:?}");
+    }
+
+    #[test]
+    fn hostile_inputs_stay_finite() {
+        for x in [0.0, 1e300, f64::MIN_POSITIVE] {
+            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5);
+            assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
+            assert!((0.0..=1.0).contains(&f.gain));
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Whether a candidate slows down under concurrency, learned from its own attempts.
+//!
+//! Each timed attempt carries how many attempts the candidate had in flight when it was granted
+//! (`k`, itself included) and how its time compared with the candidate's estimate then
+//! (`x = ln(time / estimate)`). A queueing server answers slower the more it holds: `x` grows
+//! with `k`. A provider whose latency is its own (a retrieval from a remote peer) shows no such
+//! slope. The fit is a least-squares slope of `x` on `k` over moving averages; the evidence is
+//! how far that slope stands above its own noise, so a candidate that merely varies is not
+//! mistaken for one that queues.
+//!
+//! The evidence gates the load component ([`crate::score::Config`]'s `load`), alongside the
+//! evidence of overload errors: work piled on a candidate that copes with it costs nothing,
+//! while one whose answers slow as its queue grows is spread like any load-aware balancer would.
+
+use serde::{Deserialize, Serialize};
+
+/// Weight of the newest attempt in the fit's averages (after a warm-up): about 1,000 attempts of
+/// memory.
+const FIT_ALPHA: f32 = 0.002;
+/// An elasticity of this much above its noise (twice the attempts in flight, 40 % slower)
+/// counts as full evidence.
+const FULL_SLOPE: f32 = 0.5;
+/// Standard errors the slope must clear before any of it counts.
+const SIGNIFICANCE: f32 = 2.0;
+/// Per attempt, the share of the evidence kept when the fit shows less.
+const EVIDENCE_KEEP: f32 = 0.99995;
+/// Below this variance of `ln(n)` the slope is not estimated (nothing varied).
+const MIN_K_VAR: f32 = 0.01;
+
+/// The moving averages of the fit, per candidate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadFit {
+    /// Mean concurrency at grant.
+    k: f32,
+    /// Mean relative time (log ratio to the estimate).
+    x: f32,
+    /// Covariance of the two.
+    kx: f32,
+    /// Variance of the concurrency.
+    kk: f32,
+    /// Variance of the relative time.
+    xx: f32,
+    /// Attempts seen (saturating), for the warm-up.
+    n: u32,
+    /// The evidence as of the last attempt, in `[0, 1]`.
+    evidence: f32,
+}
+
+impl LoadFit {
+    /// Adds an attempt granted at concurrency `k` that took `time_ms`, against the candidate's
+    /// estimate `estimate_ms` before it.
+    pub(crate) fn observe(&mut self, k: u32, time_ms: f64) {
+        let x = time_ms.max(1e-3).ln() as f32;
+        if !x.is_finite() {
+            return;
+        }
+        let k = (k.max(1) as f32).ln();
+        self.n = self.n.saturating_add(1);
+        let a = FIT_ALPHA.max(1.0 / self.n as f32);
+        let dk = k - self.k;
+        let dx = x - self.x;
+        self.k += a * dk;
+        self.x += a * dx;
+        // West's weighted update: the new means times the old deviations.
+        self.kk = (1.0 - a) * (self.kk + a * dk * dk);
+        self.xx = (1.0 - a) * (self.xx + a * dx * dx);
+        self.kx = (1.0 - a) * (self.kx + a * dk * dx);
+        // Queueing is what a server is, not a passing mood: once seen, the evidence fades
+        // only over many thousands of attempts, so balancing it away does not switch it off.
+        self.evidence = self.compute().max(self.evidence * EVIDENCE_KEEP);
+    }
+
+    fn compute(&self) -> f32 {
+        if self.kk < MIN_K_VAR || self.n < 10 {
+            return 0.0;
+        }
+        let slope = self.kx / self.kk;
+        let resid = (self.xx - slope * self.kx).max(0.0);
+        // Effective samples of the moving averages: about 2 / alpha once warm.
+        let n_eff = (self.n as f32).min(2.0 / FIT_ALPHA - 1.0);
+        let se = (resid / (n_eff * self.kk)).sqrt();
+        let e = (slope - SIGNIFICANCE * se) / FULL_SLOPE;
+        if e.is_finite() {
+            e.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// How strongly the candidate's time grows with its concurrency, in `[0, 1]`.
+    #[inline]
+    pub(crate) fn evidence(&self) -> f32 {
+        self.evidence
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn a_queueing_candidate_shows_evidence_and_a_steady_one_does_not() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let (mut queue, mut steady) = (LoadFit::default(), LoadFit::default());
+        for _ in 0..2000 {
+            let k: u32 = rng.gen_range(1..16);
+            let noise = rng.gen_range(0.7..1.3);
+            // 4 servers: past 4 in flight the time grows with the queue.
+            let q = 10.0 * (k as f64 / 4.0).max(1.0) * noise;
+            queue.observe(k, q);
+            steady.observe(k, 10.0 * noise * rng.gen_range(0.5..2.0));
+        }
+        assert!(queue.evidence() > 0.5, "{queue:?}");
+        assert!(steady.evidence() < 0.05, "{steady:?}");
+    }
+
+    #[test]
+    fn nothing_varied_means_no_evidence() {
+        let mut f = LoadFit::default();
+        for i in 0..100 {
+            f.observe(1, 10.0 + i as f64);
+        }
+        assert_eq!(f.evidence(), 0.0);
+        f.observe(3, f64::NAN);
+        f.observe(3, f64::INFINITY);
+        assert!(f.evidence().is_finite());
+    }
+}
