@@ -4,7 +4,7 @@
 use super::draw::SumTree;
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::{Components, Learned, ScoreContext, Stats};
+use crate::score::{Components, FleetState, Learned, ScoreContext, Stats};
 
 /// How often the coarse refresh also recomputes the components no channel reads (they are
 /// only displayed), in seconds of core time.
@@ -108,17 +108,14 @@ impl Core {
         if !s.live {
             return Components::default();
         }
-        self.model.assemble(
-            &s.learned,
-            &s.fixed,
-            self.stake_total,
-            s.in_flight,
-            self.limit_of(s),
-            &s.stats,
-            self.now_s,
-            self.pool.probe_after_s,
-            self.pool.queueing,
-        )
+        let fleet = FleetState {
+            stake_total: self.stake_total,
+            now_s: self.now_s,
+            probe_after_s: self.pool.probe_after_s,
+            queueing: self.pool.queueing,
+        };
+        self.model
+            .assemble(&s.learned, &s.fixed, s.in_flight, self.limit_of(s), &s.stats, &fleet)
     }
 
     /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still

@@ -110,6 +110,12 @@ pub struct LoadConfig {
     /// With `gate` on, a candidate with fewer outcomes than this counts its load in proportion
     /// to the outcomes it lacks: work does not pile on a candidate before anything is known.
     pub unknown_samples: u32,
+    /// With `gate` on, the load component also counts, for every candidate alike, as far as
+    /// the fleet shows queueing: the mean over candidates of how far each one's time grows
+    /// with its attempts in flight, beyond noise ([`super::LoadFit`]). A fleet of queueing
+    /// servers is then spread by load like any load-aware balancer would; one whose latency
+    /// is its own is not. `false`: overload evidence alone.
+    pub queueing: bool,
 }
 
 impl Default for LoadConfig {
@@ -123,6 +129,7 @@ impl LoadConfig {
     pub const ALWAYS: LoadConfig = LoadConfig {
         gate: 0.0,
         unknown_samples: 0,
+        queueing: false,
     };
 }
 
@@ -309,6 +316,7 @@ impl Default for Config {
             load: LoadConfig {
                 gate: 1000.0,
                 unknown_samples: 5,
+                queueing: true,
             },
             floor: 0.01,
             deterministic: false,

@@ -264,7 +264,7 @@ impl PolicySpec {
             PolicySpec::LeastLoaded => baselines::queued(baselines::P2cOpcount, limits, rng),
             PolicySpec::LeastPending => baselines::queued(baselines::LeastPending, limits, rng),
             PolicySpec::DynamicSnitch => {
-                let own = SmallRng::seed_from_u64(seed ^ 0x5eed_d5);
+                let own = SmallRng::seed_from_u64(seed ^ 0x005e_edd5);
                 baselines::queued(baselines::DynamicSnitch::new(own), limits, rng)
             }
             PolicySpec::C3 => baselines::queued(baselines::C3::new(false), limits, rng),

@@ -41,7 +41,7 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::FailureClass;
+    use crate::vocab::FailureClass;
 
     #[test]
     fn named_setters_fill_the_fields_they_name() {

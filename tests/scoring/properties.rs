@@ -107,6 +107,9 @@ impl Cand {
                 attempts: 0,
                 successes: 0,
                 overload_evidence: 0.0,
+                attempt_var: 0.0,
+                attempt_noise: 0.0,
+                attempt_surprise: false,
             },
         }
     }

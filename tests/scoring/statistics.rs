@@ -16,6 +16,8 @@ fn window_config() -> Config {
     c.ema.success_prior = 1.0;
     c.ema.first_sample_replaces_prior = false;
     c.ema.half_life_s = None;
+    // The fixed-weight averages these tests compute by hand (no drift filter).
+    c.ema.drift = 0.0;
     c.window.buckets = 10;
     c.window.bucket_s = 1.0;
     c.window.min_samples = 10;

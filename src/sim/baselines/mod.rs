@@ -186,7 +186,7 @@ impl<P: Picker> Queued<P> {
             self.scratch = servable;
         }
         if let Some(at) = wake {
-            if self.wake_at.map_or(true, |w| at < w) {
+            if self.wake_at.is_none_or(|w| at < w) {
                 self.wake_at = Some(at);
                 self.out.push_back(Decision::Stall { retry_at: at });
             }
