@@ -245,17 +245,18 @@ fn coordinator_beats_lassie_on_retrieval() {
     assert!(ours <= 0.85 * lassie, "{ours} vs {lassie}");
 }
 
-/// Measured 1.09 x the oracle (406 against 373 ms over these 8 seeds; 403 against 370 over
-/// 20). The coordinator learns each provider's odds while the oracle reads them; what closes
-/// most of the gap is charging a provider for its attempts still running without an answer,
-/// before their timeouts show (docs/tuning.md). Eight seeds, not four, so the check does not
-/// hang on one seed's luck.
+/// Measured 1.14 x the oracle over 20 seeds (420 against 370 ms). The coordinator learns each
+/// provider's odds while the oracle reads them. The default's estimates follow changes within
+/// seconds (evidence that ages, docs/tuning.md), which this static world does not reward: with
+/// fixed-weight averages it measured 1.09 x, at the price of a healed server winning its
+/// traffic back only after a minute. The bound guards the current level, not the 1.10 target.
+/// Eight seeds, not four, so the check does not hang on one seed's luck.
 #[test]
 fn coordinator_is_near_the_oracle_on_retrieval() {
     let r = run("lassie-retrieval", &["coordinator", "oracle"], 8);
     let ours = get(&r, "coordinator").ttfb_ms.mean;
     let oracle = get(&r, "oracle").ttfb_ms.mean;
-    assert!(ours <= 1.10 * oracle, "{ours} vs {oracle}");
+    assert!(ours <= 1.16 * oracle, "{ours} vs {oracle}");
 }
 
 #[test]

@@ -34,6 +34,8 @@ fn spread(config: Config, seed: u64) -> f64 {
     max / min
 }
 
+/// Fails with fixed-weight averages and no pooling (`ema.drift = 0`, `ema.pooling = false`):
+/// the largest probability was up to 200 x the smallest on these seeds.
 #[test]
 fn identical_candidates_get_steady_probabilities() {
     let mut worst: f64 = 0.0;
@@ -45,3 +47,4 @@ fn identical_candidates_get_steady_probabilities() {
     eprintln!("worst {worst:.3}");
     assert!(worst <= 1.5, "largest / smallest probability {worst:.3}");
 }
+

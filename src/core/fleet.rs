@@ -123,7 +123,7 @@ impl Core {
     pub(super) fn score_context(&self, idx: usize, reporting: bool) -> ScoreContext {
         let slot = &self.slots[idx];
         ScoreContext {
-            overall: self.overall,
+            overall: self.pool.overall.unwrap_or(self.overall),
             now_s: self.now_s,
             bucket: self.bucket(),
             stake_total: self.stake_total,
@@ -136,6 +136,7 @@ impl Core {
                 0.0
             },
             spread: self.pool.spread,
+            center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
             queueing: self.pool.queueing,
         }

@@ -13,10 +13,16 @@ const PROBE_SHARE: f64 = 0.01;
 const NOISE_MARGIN: f64 = 2.0;
 
 /// The fleet-wide inputs of pooling and probing, recomputed by each coarse refresh.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Pool {
-    /// Spread of the candidates' true relative times beyond noise (squared log ratios).
+    /// Spread of the candidates' true times per success beyond noise (squared log ratios).
     pub(crate) spread: f64,
+    /// The mean over candidates of `ln(time per success)` (NaN: none known).
+    pub(crate) center: f64,
+    /// The all-candidate averages as of the last refresh: with pooling, every candidate is
+    /// scored against this one reference until the next refresh, so one rescored after an
+    /// outcome is not compared with a reference its peers never saw.
+    pub(crate) overall: Option<crate::score::Overall>,
     /// A candidate idle and unsampled for longer than this is due a probe, seconds.
     pub(crate) probe_after_s: f64,
     /// How much the fleet queues: the mean over live candidates of their evidence that they
@@ -26,6 +32,21 @@ pub(crate) struct Pool {
     decisions: u64,
     at_s: f64,
     rate: f64,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            spread: 0.0,
+            center: f64::NAN,
+            overall: None,
+            probe_after_s: f64::INFINITY,
+            queueing: 0.0,
+            decisions: 0,
+            at_s: 0.0,
+            rate: 0.0,
+        }
+    }
 }
 
 impl Core {
@@ -67,9 +88,12 @@ impl Core {
         self.pool.queueing = if live > 0 { (q / live as f64) as f32 } else { 0.0 };
         if !(ema.pooling && ema.drift > 0.0) {
             self.pool.spread = 0.0;
+            self.pool.center = f64::NAN;
+            self.pool.overall = None;
             return;
         }
-        let (mut k, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0);
+        self.pool.overall = Some(self.overall);
+        let (mut k, mut sum, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0, 0.0);
         for idx in 0..self.slots.len() {
             if !self.slots[idx].live {
                 continue;
@@ -78,17 +102,22 @@ impl Core {
             let ctx: ScoreContext = self.pool_context();
             if let Some(d) = self.model.pooled_deviation(&stats, &ctx) {
                 k += 1;
+                sum += d.raw;
                 sum_d2 += d.raw * d.raw;
                 sum_var += d.var;
             }
         }
-        self.pool.spread = if k >= 2 {
+        if k >= 2 {
             let k = k as f64;
+            let center = sum / k;
             let noise = (1.0 + NOISE_MARGIN * (2.0 / k).sqrt()) * sum_var / k;
-            (sum_d2 / k - noise).max(0.0)
+            // The spread around the center: what the candidates differ by, less the noise.
+            self.pool.spread = (sum_d2 / k - center * center - noise).max(0.0);
+            self.pool.center = center;
         } else {
-            0.0
-        };
+            self.pool.spread = 0.0;
+            self.pool.center = f64::NAN;
+        }
     }
 
     /// A context with what [`crate::score::ScoreModel::pooled_deviation`] reads.
@@ -102,6 +131,7 @@ impl Core {
             limit: u32::MAX,
             pending_ms: 0.0,
             spread: self.pool.spread,
+            center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
             queueing: 0.0,
         }

@@ -30,7 +30,7 @@ const PRIOR_NOISE: f64 = 0.25;
 /// Weight of the newest squared surprise in the learned sample variance, after the warm-up.
 const NOISE_ALPHA: f64 = 0.05;
 /// A sample further than this many standard deviations from the estimate is a regime change.
-const CHANGE_SIGMAS: f64 = 4.0;
+const CHANGE_SIGMAS: f64 = 3.0;
 
 /// The filter's state after a sample, and the sample's weight.
 #[derive(Clone, Copy, Debug, PartialEq)]

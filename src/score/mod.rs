@@ -137,8 +137,11 @@ pub(crate) struct ScoreContext {
     pub(crate) pending_ms: f64,
     /// With `ema.pooling`: the spread of the candidates' true relative times beyond noise
     /// (squared natural-log ratios), as of the last coarse refresh; 0 shrinks every time
-    /// estimate to the average.
+    /// estimate to the fleet's center.
     pub(crate) spread: f64,
+    /// With `ema.pooling`: the fleet's center, the mean over candidates of `ln(time per
+    /// success)`, as of the last coarse refresh (NaN before the first).
+    pub(crate) center: f64,
     /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
     /// is drawn as if its time were average (infinite: never).
     pub(crate) probe_after_s: f64,
@@ -388,10 +391,11 @@ impl ScoreModel {
         }
     }
 
-    /// With pooling on: the candidate's relative time `ln(per_success / overall)` as learned
-    /// (`raw`), its uncertainty now (`var`, grown with the time since its last sample), and the
-    /// shrunk value the draw uses: `raw * spread / (spread + var)`. `None` when pooling is off
-    /// or nothing is known yet.
+    /// With pooling on: the candidate's time per success on a log scale, `ln(per_success)`, as
+    /// learned (`raw`), the estimate's variance (`var`), and the value the draw uses
+    /// (`shrunk`): pulled toward the fleet's center (the mean of every candidate's `raw`) by
+    /// `var / (spread + var)`, so a deviation within noise counts for nothing and a clear one
+    /// in full. `None` when pooling is off or nothing is known yet.
     pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
         let ema = &self.config.ema;
         let drift = ema.drift;
@@ -405,7 +409,7 @@ impl ScoreModel {
         let prior = ema.success_prior;
         let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
         let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
-        let raw = (per_success / o).ln();
+        let raw = per_success.ln();
         // The variance as of the last sample: staleness is the probe schedule's business, and
         // pooling a stale candidate toward the average would spend draws exploring it.
         let var = f64::from(stats.attempt_var);
@@ -414,11 +418,13 @@ impl ScoreModel {
         } else {
             0.0
         };
-        raw.is_finite().then_some(Pooled {
-            raw,
-            var,
-            shrunk: raw * keep,
-        })
+        // Until a refresh has found a center, the estimate stands as it is.
+        let shrunk = if ctx.center.is_finite() {
+            ctx.center + (raw - ctx.center) * keep
+        } else {
+            raw
+        };
+        raw.is_finite().then_some(Pooled { raw, var, shrunk })
     }
 
     /// The time component an attempt still running without a first byte allows: it is a

@@ -16,6 +16,7 @@ fn ctx(overall: Overall) -> ScoreContext {
         limit: u32::MAX,
         pending_ms: 0.0,
         spread: 0.0,
+        center: f64::NAN,
         probe_after_s: f64::INFINITY,
         queueing: 0.0,
     }
