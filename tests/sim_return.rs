@@ -1,0 +1,68 @@
+//! A server that slows down and fails, then heals, gets its traffic back within seconds of the
+//! oracle: the coordinator's evidence ages (docs/tuning.md). The fast server (10 ms first byte)
+//! among five at 30–50 ms slows to 300 ms with half its attempts failing from 30 s to 50 s.
+
+use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
+
+const SCENARIO: &str = r#"
+name = "slow-then-heal"
+description = "the fast server slows and fails for 20 s, then heals"
+
+[workload]
+loop = "open"
+rate_per_s = 200.0
+duration_s = 70.0
+retries = 1
+attempt_timeout_ms = 2000.0
+
+[[candidates]]
+id = "fast"
+success = 0.999
+failure = "transport"
+failure_ms = { kind = "uniform", min = 1.0, max = 5.0 }
+ttfb_ms = { kind = "lognormal", mean = 10.0, sd = 3.0 }
+duration_ms = { kind = "lognormal", mean = 12.0, sd = 3.0 }
+
+[[candidates]]
+id = "s"
+count = 5
+success = 0.999
+failure = "transport"
+failure_ms = { kind = "uniform", min = 1.0, max = 5.0 }
+ttfb_ms = { kind = "uniform", min = 30.0, max = 50.0 }
+duration_ms = { kind = "lognormal", mean = 42.0, sd = 8.0 }
+
+[[timeline]]
+at_s = 30.0
+action = "degrade"
+candidate = "fast"
+success = 0.5
+ttfb_ms = { kind = "lognormal", mean = 300.0, sd = 60.0 }
+
+[[timeline]]
+at_s = 50.0
+action = "heal"
+candidate = "fast"
+"#;
+
+#[test]
+fn a_healed_server_returns_within_five_seconds_of_the_oracle() {
+    let sc = Scenario::parse(SCENARIO, "slow-then-heal").unwrap();
+    let policies: Vec<PolicySpec> = ["coordinator", "oracle"]
+        .iter()
+        .map(|n| PolicySpec::parse(n).unwrap())
+        .collect();
+    for seed in 1..=4u64 {
+        let r = simulate(&sc, &policies, &[seed], 1, None).unwrap();
+        let recovery = |policy: &str| {
+            let p = r.policies.iter().find(|p| p.policy == policy).unwrap();
+            let d = p.degraded.iter().find(|d| d.candidate == "fast").unwrap();
+            d.recovery_s
+        };
+        let oracle = recovery("oracle").expect("the oracle returns");
+        let ours = recovery("coordinator")
+            .unwrap_or_else(|| panic!("seed {seed}: the coordinator never returned"));
+        eprintln!("seed {seed}: coordinator {ours:.1} s, oracle {oracle:.1} s");
+        assert!(ours <= oracle + 5.0, "seed {seed}: {ours} s vs {oracle} s");
+    }
+}
