@@ -108,6 +108,10 @@ impl ScoreModel {
                     if f.surprise {
                         a = a.max(f.gain);
                         a_ok = a_ok.max(f.gain);
+                    } else {
+                        // The success average ages with the time estimate, at half its pace:
+                        // a stale candidate's success moves with its probes too.
+                        a = a.max(0.5 * f.gain);
                     }
                 }
                 None => stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time)),
