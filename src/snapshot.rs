@@ -120,7 +120,10 @@ impl Snapshot {
             check(format!("{id}.attempt_ms"), s.attempt_ms)?;
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
-            for (name, v) in [("attempt_var", s.attempt_var), ("attempt_noise", s.attempt_noise)] {
+            for (name, v) in [
+                ("attempt_var", s.attempt_var),
+                ("attempt_noise", s.attempt_noise),
+            ] {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(Error::InvalidSnapshot(format!(
                         "{id}.{name} = {v}: must be a finite number at least 0"

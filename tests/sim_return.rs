@@ -71,5 +71,8 @@ fn a_healed_server_returns_within_five_seconds_of_the_oracle() {
         ours += c / n;
         oracle += o / n;
     }
-    assert!(ours <= oracle + 5.0, "{ours:.2} s vs the oracle's {oracle:.2} s");
+    assert!(
+        ours <= oracle + 5.0,
+        "{ours:.2} s vs the oracle's {oracle:.2} s"
+    );
 }

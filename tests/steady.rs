@@ -24,8 +24,12 @@ fn spread(config: Config, seed: u64) -> f64 {
         };
         let ttfb = world.gen_range(5.0..20.0);
         now += Duration::from_secs_f64(ttfb / 1000.0);
-        core.outcome(g.attempt, Outcome::success_with(1.0, ttfb, 1000, ttfb + 1.0), now)
-            .unwrap();
+        core.outcome(
+            g.attempt,
+            Outcome::success_with(1.0, ttfb, 1000, ttfb + 1.0),
+            now,
+        )
+        .unwrap();
         core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
     }
     let p = core.probabilities(&Request::any(), now).unwrap();
@@ -47,4 +51,3 @@ fn identical_candidates_get_steady_probabilities() {
     eprintln!("worst {worst:.3}");
     assert!(worst <= 1.5, "largest / smallest probability {worst:.3}");
 }
-

@@ -114,8 +114,14 @@ impl Core {
             probe_after_s: self.pool.probe_after_s,
             queueing: self.pool.queueing,
         };
-        self.model
-            .assemble(&s.learned, &s.fixed, s.in_flight, self.limit_of(s), &s.stats, &fleet)
+        self.model.assemble(
+            &s.learned,
+            &s.fixed,
+            s.in_flight,
+            self.limit_of(s),
+            &s.stats,
+            &fleet,
+        )
     }
 
     /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still

@@ -2,7 +2,7 @@
 //! probe schedule (see `ema.pooling` and `ema.probe_s`).
 
 use super::Core;
-use crate::score::{ScoreContext, Stats};
+use crate::score::ScoreContext;
 
 /// Scheduled probes take at most this share of the draws: on a large fleet the probe period
 /// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
@@ -85,7 +85,11 @@ impl Core {
                 q += f64::from(fit.evidence());
             }
         }
-        self.pool.queueing = if live > 0 { (q / live as f64) as f32 } else { 0.0 };
+        self.pool.queueing = if live > 0 {
+            (q / live as f64) as f32
+        } else {
+            0.0
+        };
         if !(ema.pooling && ema.drift > 0.0) {
             self.pool.spread = 0.0;
             self.pool.center = f64::NAN;
@@ -94,17 +98,16 @@ impl Core {
         }
         self.pool.overall = Some(self.overall);
         let (mut k, mut sum, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0, 0.0);
-        for idx in 0..self.slots.len() {
-            if !self.slots[idx].live {
+        let ctx: ScoreContext = self.pool_context();
+        for slot in &self.slots {
+            if !slot.live {
                 continue;
             }
-            let stats: Stats = self.slots[idx].stats.unpack();
-            let ctx: ScoreContext = self.pool_context();
-            if let Some(d) = self.model.pooled_deviation(&stats, &ctx) {
+            if let Some((raw, var)) = self.model.pooled_terms(&slot.stats, &ctx) {
                 k += 1;
-                sum += d.raw;
-                sum_d2 += d.raw * d.raw;
-                sum_var += d.var;
+                sum += raw;
+                sum_d2 += raw * raw;
+                sum_var += var;
             }
         }
         if k >= 2 {

@@ -113,8 +113,16 @@ pub(crate) fn update(
     Filtered {
         mean_ms: if mean.is_finite() { mean.max(0.0) } else { m },
         var: ((1.0 - gain) * p).min(f64::from(f32::MAX)) as f32,
-        noise: if flagged { -(learned as f32) } else { learned as f32 },
-        gain: if gain.is_finite() { gain.clamp(0.0, 1.0) } else { 1.0 },
+        noise: if flagged {
+            -(learned as f32)
+        } else {
+            learned as f32
+        },
+        gain: if gain.is_finite() {
+            gain.clamp(0.0, 1.0)
+        } else {
+            1.0
+        },
         changed,
         surprise,
     }

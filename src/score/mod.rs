@@ -28,9 +28,9 @@
 mod components;
 mod config;
 mod evidence;
+mod load;
 mod load_fit;
 mod observe;
-mod load;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -41,9 +41,9 @@ pub use config::{
     Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
     WindowConfig, PRESETS,
 };
+pub use load_fit::LoadFit;
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
-pub use load_fit::LoadFit;
 
 use crate::vocab::CandidateInfo;
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
@@ -290,7 +290,12 @@ impl ScoreModel {
             stats.overload_evidence,
             ctx.queueing,
         );
-        let probe = probe_due(ctx.in_flight, stats.last_sample_s, ctx.now_s, ctx.probe_after_s);
+        let probe = probe_due(
+            ctx.in_flight,
+            stats.last_sample_s,
+            ctx.now_s,
+            ctx.probe_after_s,
+        );
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe)
     }
 
@@ -425,6 +430,31 @@ impl ScoreModel {
             raw
         };
         raw.is_finite().then_some(Pooled { raw, var, shrunk })
+    }
+
+    /// What the coarse refresh pools of one candidate: `ln(time per success)` and the
+    /// estimate's variance, as [`ScoreModel::pooled_deviation`] reads them, from the packed
+    /// statistics. With a half-life set, decay needs the whole statistics: unpacked then.
+    pub(crate) fn pooled_terms(
+        &self,
+        packed: &PackedStats,
+        ctx: &ScoreContext,
+    ) -> Option<(f64, f64)> {
+        if self.config.ema.half_life_s.is_some() {
+            return self
+                .pooled_deviation(&packed.unpack(), ctx)
+                .map(|d| (d.raw, d.var));
+        }
+        let ema = &self.config.ema;
+        if !(ema.pooling && ema.drift > 0.0) {
+            return None;
+        }
+        let (success, t, var) = packed.time_terms();
+        let t = t?;
+        ctx.overall.attempt_ms?;
+        let success = success.unwrap_or(ema.success_prior);
+        let raw = (t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME)).ln();
+        raw.is_finite().then_some((raw, f64::from(var)))
     }
 
     /// The time component an attempt still running without a first byte allows: it is a
@@ -596,7 +626,6 @@ impl ScoreModel {
             0.0
         }
     }
-
 }
 
 /// How much of a fully queueing candidate's time deviation the draw ignores.

@@ -281,6 +281,17 @@ impl PackedStats {
         }
     }
 
+    /// The success average, its time estimate (ms) and that estimate's variance, read without
+    /// unpacking (the coarse refresh reads them for every candidate).
+    #[inline]
+    pub(crate) fn time_terms(&self) -> (Option<f64>, Option<f64>, f32) {
+        (
+            unpack_opt(self.values[0]),
+            unpack_opt(self.values[4]),
+            self.attempt_var,
+        )
+    }
+
     /// The attempt-time estimate, ms, if any.
     #[inline]
     #[allow(dead_code)]

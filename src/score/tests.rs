@@ -318,8 +318,9 @@ fn load_counts_only_with_evidence_of_overload() {
             3,
             u32::MAX,
             overloaded.attempts,
-            overloaded.overload_evidence
-        , 0.0),
+            overloaded.overload_evidence,
+            0.0
+        ),
         0.25
     );
     assert_eq!(
@@ -332,7 +333,8 @@ fn load_counts_only_with_evidence_of_overload() {
         ..known
     };
     assert!(
-        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence, 0.0) - 0.625).abs() < 1e-6
+        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence, 0.0) - 0.625).abs()
+            < 1e-6
     );
     // A candidate with 2 of 5 outcomes is 60% unknown.
     let young = Stats {
