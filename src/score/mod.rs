@@ -31,6 +31,7 @@ mod evidence;
 mod load;
 mod load_fit;
 mod observe;
+mod pooling;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -98,15 +99,6 @@ impl Learned {
     pub(crate) fn last(&self) -> f64 {
         self.time_to_success
     }
-}
-
-/// A candidate's relative time before and after pooling; see
-/// [`ScoreModel::pooled_deviation`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Pooled {
-    pub(crate) raw: f64,
-    pub(crate) var: f64,
-    pub(crate) shrunk: f64,
 }
 
 /// What the core knows of the fleet and the clock when it rebuilds a candidate's components
@@ -396,67 +388,6 @@ impl ScoreModel {
         }
     }
 
-    /// With pooling on: the candidate's time per success on a log scale, `ln(per_success)`, as
-    /// learned (`raw`), the estimate's variance (`var`), and the value the draw uses
-    /// (`shrunk`): pulled toward the fleet's center (the mean of every candidate's `raw`) by
-    /// `var / (spread + var)`, so a deviation within noise counts for nothing and a clear one
-    /// in full. `None` when pooling is off or nothing is known yet.
-    pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
-        let ema = &self.config.ema;
-        let drift = ema.drift;
-        if !(ema.pooling && drift > 0.0) {
-            return None;
-        }
-        let t = stats.attempt_ms?;
-        let o = ctx.overall.attempt_ms?;
-        let o = if o > 0.0 { o } else { 1.0 };
-        let decay = self.decay_factor(stats, ctx.now_s);
-        let prior = ema.success_prior;
-        let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
-        let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
-        let raw = per_success.ln();
-        // The variance as of the last sample: staleness is the probe schedule's business, and
-        // pooling a stale candidate toward the average would spend draws exploring it.
-        let var = f64::from(stats.attempt_var);
-        let keep = if ctx.spread > 0.0 {
-            ctx.spread / (ctx.spread + var)
-        } else {
-            0.0
-        };
-        // Until a refresh has found a center, the estimate stands as it is.
-        let shrunk = if ctx.center.is_finite() {
-            ctx.center + (raw - ctx.center) * keep
-        } else {
-            raw
-        };
-        raw.is_finite().then_some(Pooled { raw, var, shrunk })
-    }
-
-    /// What the coarse refresh pools of one candidate: `ln(time per success)` and the
-    /// estimate's variance, as [`ScoreModel::pooled_deviation`] reads them, from the packed
-    /// statistics. With a half-life set, decay needs the whole statistics: unpacked then.
-    pub(crate) fn pooled_terms(
-        &self,
-        packed: &PackedStats,
-        ctx: &ScoreContext,
-    ) -> Option<(f64, f64)> {
-        if self.config.ema.half_life_s.is_some() {
-            return self
-                .pooled_deviation(&packed.unpack(), ctx)
-                .map(|d| (d.raw, d.var));
-        }
-        let ema = &self.config.ema;
-        if !(ema.pooling && ema.drift > 0.0) {
-            return None;
-        }
-        let (success, t, var) = packed.time_terms();
-        let t = t?;
-        ctx.overall.attempt_ms?;
-        let success = success.unwrap_or(ema.success_prior);
-        let raw = (t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME)).ln();
-        raw.is_finite().then_some((raw, f64::from(var)))
-    }
-
     /// The time component an attempt still running without a first byte allows: it is a
     /// censored sample, its time to a result at least its age. Once that age passes what a try
     /// is expected to take, the candidate is charged as if a try took that long, seconds before
@@ -643,7 +574,7 @@ fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64)
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).
-const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
+pub(crate) const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 
 /// The sharpening exponent, sorted into the cheapest way to apply it.
 #[derive(Clone, Copy, Debug, PartialEq)]
