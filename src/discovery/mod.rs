@@ -96,6 +96,7 @@ pub use events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport
 
 use crate::vocab::{CandidateId, CandidateInfo};
 
+#[cfg(feature = "actor")]
 pub use crate::metrics::names::{
     DISCOVERY_CACHE_AGE as METRIC_CACHE_AGE, DISCOVERY_CACHE_SIZE as METRIC_CACHE_SIZE,
     DISCOVERY_IN_FLIGHT as METRIC_IN_FLIGHT, DISCOVERY_REFRESH_DURATION as METRIC_REFRESH_DURATION,
