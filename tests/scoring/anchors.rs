@@ -328,8 +328,10 @@ fn lassie_first_failure_replaces_the_prior() {
         core.candidate(&"a".into()).unwrap().stats.success,
         Some(0.0)
     );
-    // Without warm-up, the optimistic prior is the previous value and the failure weighs alpha.
+    // Without warm-up, the optimistic prior is the previous value and the failure weighs alpha
+    // (fixed-weight averages: no drift filter).
     let mut c = Config::default();
+    c.ema.drift = 0.0;
     c.ema.alpha = 0.25;
     c.ema.success_prior = 1.0;
     c.ema.first_sample_replaces_prior = false;
