@@ -90,7 +90,7 @@ impl Core {
         } else {
             0.0
         };
-        if !(ema.pooling && ema.drift > 0.0) {
+        if !self.model.pooling() {
             self.pool.spread = 0.0;
             self.pool.center = f64::NAN;
             self.pool.overall = None;

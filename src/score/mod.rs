@@ -345,9 +345,7 @@ impl ScoreModel {
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
-        let mut per_success = stats
-            .attempt_ms
-            .map(|t| t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME));
+        let mut per_success = stats.attempt_ms.map(|t| per_success(t.max(1.0), success));
         if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
             per_success = Some(ps * (d.shrunk - d.raw).exp());
         }
@@ -408,7 +406,7 @@ impl ScoreModel {
         let o = if o > 0.0 { o } else { 1.0 };
         let expected = attempt_ms.map_or(o, |t| o + (t - o) * decay);
         if pending_ms > expected {
-            (-(pending_ms / success.max(MIN_SUCCESS_FOR_TIME)) / o).exp()
+            (-per_success(pending_ms, success) / o).exp()
         } else {
             1.0
         }
@@ -574,7 +572,14 @@ fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64)
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).
-pub(crate) const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
+const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
+
+/// Expected time spent per success: a try's time over the success rate (floored, see
+/// [`MIN_SUCCESS_FOR_TIME`]).
+#[inline]
+pub(crate) fn per_success(time_ms: f64, success: f64) -> f64 {
+    time_ms / success.max(MIN_SUCCESS_FOR_TIME)
+}
 
 /// The sharpening exponent, sorted into the cheapest way to apply it.
 #[derive(Clone, Copy, Debug, PartialEq)]

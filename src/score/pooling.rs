@@ -2,7 +2,7 @@
 //! shrunk toward the fleet's center by its uncertainty against the spread the candidates really
 //! show (empirical Bayes). The core computes the center and the spread at each coarse refresh.
 
-use super::{PackedStats, ScoreContext, ScoreModel, Stats, MIN_SUCCESS_FOR_TIME};
+use super::{per_success, PackedStats, ScoreContext, ScoreModel, Stats};
 
 /// A candidate's time per success (log scale) before and after pooling; see
 /// [`ScoreModel::pooled_deviation`].
@@ -14,25 +14,30 @@ pub(crate) struct Pooled {
 }
 
 impl ScoreModel {
+    /// Whether time estimates are pooled: `ema.pooling` with the drift filter on (pooling
+    /// weighs each estimate by the filter's variance).
+    #[inline]
+    pub(crate) fn pooling(&self) -> bool {
+        self.config.ema.pooling && self.config.ema.drift > 0.0
+    }
+
     /// With pooling on: the candidate's time per success on a log scale, `ln(per_success)`, as
     /// learned (`raw`), the estimate's variance (`var`), and the value the draw uses
     /// (`shrunk`): pulled toward the fleet's center (the mean of every candidate's `raw`) by
     /// `var / (spread + var)`, so a deviation within noise counts for nothing and a clear one
     /// in full. `None` when pooling is off or nothing is known yet.
     pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
-        let ema = &self.config.ema;
-        let drift = ema.drift;
-        if !(ema.pooling && drift > 0.0) {
+        if !self.pooling() {
             return None;
         }
+        let ema = &self.config.ema;
         let t = stats.attempt_ms?;
         let o = ctx.overall.attempt_ms?;
         let o = if o > 0.0 { o } else { 1.0 };
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = ema.success_prior;
         let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
-        let per_success = (o + (t.max(1.0) - o) * decay) / success.max(MIN_SUCCESS_FOR_TIME);
-        let raw = per_success.ln();
+        let raw = per_success(o + (t.max(1.0) - o) * decay, success).ln();
         // The variance as of the last sample: staleness is the probe schedule's business, and
         // pooling a stale candidate toward the average would spend draws exploring it.
         let var = f64::from(stats.attempt_var);
@@ -63,15 +68,14 @@ impl ScoreModel {
                 .pooled_deviation(&packed.unpack(), ctx)
                 .map(|d| (d.raw, d.var));
         }
-        let ema = &self.config.ema;
-        if !(ema.pooling && ema.drift > 0.0) {
+        if !self.pooling() {
             return None;
         }
         let (success, t, var) = packed.time_terms();
         let t = t?;
         ctx.overall.attempt_ms?;
-        let success = success.unwrap_or(ema.success_prior);
-        let raw = (t.max(1.0) / success.max(MIN_SUCCESS_FOR_TIME)).ln();
+        let success = success.unwrap_or(self.config.ema.success_prior);
+        let raw = per_success(t.max(1.0), success).ln();
         raw.is_finite().then_some((raw, f64::from(var)))
     }
 }

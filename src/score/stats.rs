@@ -292,13 +292,6 @@ impl PackedStats {
         )
     }
 
-    /// The attempt-time estimate, ms, if any.
-    #[inline]
-    #[allow(dead_code)]
-    pub(crate) fn attempt_ms(&self) -> Option<f64> {
-        unpack_opt(self.values[4])
-    }
-
     /// Counted attempts (the load gate reads it without unpacking).
     #[inline]
     pub(crate) fn attempts(&self) -> u64 {
