@@ -90,8 +90,8 @@ mod vocab;
 #[cfg(feature = "actor")]
 pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
-    AttemptId, CandidateId, CandidateInfo, Core, Eligible, Event, FailureClass, Grant, Limits,
-    Next, Outcome, Request, RequestId, Success,
+    AttemptId, CandidateId, CandidateInfo, CloseReason, Core, Eligible, Event, FailureClass, Grant,
+    Limits, Next, Outcome, Reported, Request, RequestId, Success,
 };
 pub use crate::decision::{DecisionReason, DecisionRecord};
 pub use crate::error::{Error, Rejection};

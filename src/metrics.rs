@@ -16,9 +16,11 @@
 //! **Arms**: decisions, winner probability, wait time and outcomes carry an `arm` label, the
 //! name of the live A/B arm that drew the grant, or [`names::DEFAULT_ARM`] when the config has
 //! no arms. The arm names are read from the core by [`CoordinatorMetrics::sync_arms`] (call it
-//! after a config change; [`CoordinatorMetrics::on_gauges`] does too). An attempt's arm is
-//! remembered from its grant until its outcome, [`CoordinatorMetrics::on_released`] or its
-//! reclaim, so the memory is bounded by the attempts in flight.
+//! after a config change; [`CoordinatorMetrics::on_gauges`] does too). An outcome's arm is the
+//! one the core says the attempt belonged to ([`Reported`], returned by
+//! [`Core::outcome`](crate::core::Core::outcome)): the recorder keeps nothing per attempt.
+//! (Before, it remembered each attempt's arm from its grant, and `on_outcome` took the attempt
+//! and candidate; `tracked_attempts`, `forget_attempts` and `on_released` went with that map.)
 //!
 //! **Candidate labels are capped**: the first `cap` candidates seen get their own `candidate`
 //! label, every later one is counted as `other`, so 10,000 candidates cannot explode the
@@ -36,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics::{SharedString, Unit};
 
-use crate::core::{AttemptId, CandidateId, Core, Counters, Event, Outcome, UNLIMITED};
+use crate::core::{CandidateId, Core, Counters, Event, Outcome, Reported, UNLIMITED};
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
 
@@ -402,8 +404,6 @@ pub struct CoordinatorMetrics {
     shown: HashSet<SharedString>,
     /// The `arm` label of each arm index (empty: no arms).
     arms: Vec<SharedString>,
-    /// The arm of each attempt in flight, from its grant to its outcome or release.
-    attempt_arms: HashMap<AttemptId, SharedString>,
     /// Each shadow's `sampled` count at the last tick (a config change restarts them).
     shadow_sampled: HashMap<String, u64>,
 }
@@ -423,7 +423,6 @@ impl CoordinatorMetrics {
             primed: false,
             shown: HashSet::new(),
             arms: Vec::new(),
-            attempt_arms: HashMap::new(),
             shadow_sampled: HashMap::new(),
         }
     }
@@ -451,21 +450,6 @@ impl CoordinatorMetrics {
         }
     }
 
-    /// Attempts whose arm is remembered (those granted and not yet reported or released).
-    pub fn tracked_attempts(&self) -> usize {
-        self.attempt_arms.len()
-    }
-
-    /// Forgets every attempt's arm (the coordinator restarted; old attempts are stale).
-    pub fn forget_attempts(&mut self) {
-        self.attempt_arms.clear();
-    }
-
-    /// Forgets an attempt's arm: its slot was released without an outcome being recorded.
-    pub fn on_released(&mut self, attempt: AttemptId) {
-        self.attempt_arms.remove(&attempt);
-    }
-
     /// How many candidates have a label of their own (at most the cap).
     pub fn labelled_candidates(&self) -> usize {
         self.labels.labels.len()
@@ -476,7 +460,7 @@ impl CoordinatorMetrics {
         self.labels.get(id)
     }
 
-    /// Records a grant, rejection or reclaim.
+    /// Records a grant, rejection or reclaim (a request's end records nothing).
     pub fn on_event(&mut self, event: &Event) {
         match event {
             Event::Granted(g) => {
@@ -486,8 +470,7 @@ impl CoordinatorMetrics {
                     .increment(1);
                 histogram!(names::WINNER_PROBABILITY, "arm" => arm.clone(), "reason" => g.reason.as_str())
                     .record(g.probability);
-                histogram!(names::WAIT_SECONDS, "arm" => arm.clone()).record(g.waited_s);
-                self.attempt_arms.insert(g.attempt, arm);
+                histogram!(names::WAIT_SECONDS, "arm" => arm).record(g.waited_s);
                 if g.reason == DecisionReason::Fallback {
                     counter!(names::FILTER_FALLBACKS).increment(1);
                 }
@@ -495,20 +478,15 @@ impl CoordinatorMetrics {
             Event::Rejected { reason, .. } => {
                 counter!(names::REJECTIONS, "reason" => reason.as_str()).increment(1);
             }
-            Event::Reclaimed { attempt, .. } => {
-                self.attempt_arms.remove(attempt);
-                counter!(names::RECLAIMED).increment(1)
-            }
+            Event::Reclaimed { .. } => counter!(names::RECLAIMED).increment(1),
+            Event::Closed { .. } => {}
         }
     }
 
-    /// Records an attempt's outcome, under the arm its grant was drawn by.
-    pub fn on_outcome(&mut self, attempt: AttemptId, candidate: &CandidateId, outcome: &Outcome) {
-        let candidate = self.labels.get(candidate);
-        let arm = self
-            .attempt_arms
-            .remove(&attempt)
-            .unwrap_or(SharedString::const_str(names::DEFAULT_ARM));
+    /// Records an attempt's outcome, under the candidate and arm the core says it belonged to.
+    pub fn on_outcome(&mut self, reported: &Reported, outcome: &Outcome) {
+        let candidate = self.labels.get(&reported.candidate);
+        let arm = self.arm_label(reported.arm);
         counter!(names::OUTCOMES, "arm" => arm, "candidate" => candidate, "outcome" => outcome.label())
             .increment(1);
     }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use selection_coordinator::core::Reported;
 use selection_coordinator::metrics::{names, sanitize_label, CoordinatorMetrics, MAX_LABEL_LEN};
 use selection_coordinator::{
-    AttemptId, CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next,
-    Outcome, Request,
+    CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome, Request,
 };
 
 /// Every recorded value, keyed by (name, sorted labels).
@@ -72,9 +72,13 @@ fn drain(core: &mut Core, m: &mut CoordinatorMetrics) -> Vec<Event> {
     events
 }
 
-/// An attempt id the recorder has not seen granted (its arm is then `default`).
-fn attempt(n: u64) -> AttemptId {
-    serde_json::from_value(n.into()).unwrap()
+/// An outcome's attribution without arms, on candidate `id`.
+fn reported(id: &str) -> Reported {
+    Reported {
+        request: serde_json::from_value(0u64.into()).unwrap(),
+        candidate: CandidateId::new(id),
+        arm: None,
+    }
 }
 
 fn granted(events: &[Event]) -> Vec<selection_coordinator::Grant> {
@@ -129,34 +133,30 @@ fn a_known_sequence_produces_the_expected_counters() {
         // 5. Half a second later `a` fails twice in a row (overload): the waiter gets a's slot
         //    after the first, and `a` is ejected after the second.
         let t1 = t0 + Duration::from_millis(500);
-        core.outcome(g1[0].attempt, Outcome::failure(FailureClass::Overload), t1)
+        let reported = core
+            .outcome(g1[0].attempt, Outcome::failure(FailureClass::Overload), t1)
             .unwrap();
-        m.on_outcome(
-            g1[0].attempt,
-            &g1[0].candidate,
-            &Outcome::failure(FailureClass::Overload),
-        );
+        assert_eq!(reported.candidate, g1[0].candidate);
+        assert_eq!(reported.request, g1[0].request);
+        m.on_outcome(&reported, &Outcome::failure(FailureClass::Overload));
         core.done(g1[0].attempt, Next::Finish, t1, &mut rng)
             .unwrap();
         let g3 = granted(&drain(&mut core, &mut m));
         assert_eq!(g3.len(), 1, "the waiter is served when a slot frees");
         assert_eq!(g3[0].request, waiting);
         assert!((g3[0].waited_s - 0.5).abs() < 1e-9);
-        core.outcome(g2[0].attempt, Outcome::success(), t1).unwrap();
-        m.on_outcome(g2[0].attempt, &g2[0].candidate, &Outcome::success());
+        let reported = core.outcome(g2[0].attempt, Outcome::success(), t1).unwrap();
+        m.on_outcome(&reported, &Outcome::success());
         core.ready(Request::only(["a"]), t1, &mut rng).unwrap();
         // Freeing b or c's slot may serve the request that only accepts `a`.
         core.done(g2[0].attempt, Next::Finish, t1, &mut rng)
             .unwrap();
         let more = granted(&drain(&mut core, &mut m));
         for g in &more {
-            core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), t1)
+            let reported = core
+                .outcome(g.attempt, Outcome::failure(FailureClass::Timeout), t1)
                 .unwrap();
-            m.on_outcome(
-                g.attempt,
-                &g.candidate,
-                &Outcome::failure(FailureClass::Timeout),
-            );
+            m.on_outcome(&reported, &Outcome::failure(FailureClass::Timeout));
         }
         m.on_decision_cost(2e-6);
         m.on_decision_cost(f64::NAN); // ignored
@@ -377,13 +377,9 @@ fn candidate_labels_are_capped_and_the_rest_is_other() {
     metrics::with_local_recorder(&recorder, || {
         let mut m = CoordinatorMetrics::new(3);
         for i in 0..10 {
-            m.on_outcome(
-                attempt(i),
-                &CandidateId::new(format!("c{i}")),
-                &Outcome::success(),
-            );
+            m.on_outcome(&reported(&format!("c{i}")), &Outcome::success());
         }
-        m.on_outcome(attempt(10), &CandidateId::new("c0"), &Outcome::success());
+        m.on_outcome(&reported("c0"), &Outcome::success());
         assert_eq!(m.labelled_candidates(), 3);
         let v = values(&snapshotter);
         let seen: BTreeSet<String> = v
@@ -469,8 +465,8 @@ fn ten_thousand_candidates_stay_within_the_label_cap() {
         for _ in 0..2_000 {
             core.ready(Request::any(), t0, &mut rng).unwrap();
             for g in granted(&drain(&mut core, &mut m)) {
-                core.outcome(g.attempt, Outcome::success(), t0).unwrap();
-                m.on_outcome(g.attempt, &g.candidate, &Outcome::success());
+                let reported = core.outcome(g.attempt, Outcome::success(), t0).unwrap();
+                m.on_outcome(&reported, &Outcome::success());
                 core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
             }
         }
@@ -735,14 +731,17 @@ fn arms_label_decisions_and_outcomes_and_shadows_have_gauges() {
             } else {
                 Outcome::success()
             };
-            core.outcome(g[0].attempt, outcome, t0).unwrap();
-            m.on_outcome(g[0].attempt, &g[0].candidate, &outcome);
+            let reported = core.outcome(g[0].attempt, outcome, t0).unwrap();
+            assert_eq!(
+                reported.arm, g[0].arm,
+                "the outcome belongs to its grant's arm"
+            );
+            m.on_outcome(&reported, &outcome);
             core.done(g[0].attempt, Next::Finish, t0, &mut rng).unwrap();
             let e = per_arm.entry(arm).or_default();
             e.0 += 1;
             e.1 += u64::from(matches!(outcome, Outcome::Failure(_)));
         }
-        assert_eq!(m.tracked_attempts(), 0, "every attempt's arm is forgotten");
         assert_eq!(
             per_arm.keys().collect::<Vec<_>>(),
             ["lassie", "tuned"],
@@ -844,7 +843,6 @@ fn a_config_change_relabels_arms_and_keeps_shadow_counts() {
                 core.ready(Request::any(), t0, rng).unwrap();
                 for g in granted(&drain(core, m)) {
                     core.done(g.attempt, Next::Finish, t0, rng).unwrap();
-                    m.on_released(g.attempt);
                 }
             }
         };
@@ -857,7 +855,6 @@ fn a_config_change_relabels_arms_and_keeps_shadow_counts() {
         run(&mut core, &mut m, &mut rng, 3);
         let after = core.shadow_stats()[0].sampled;
         m.on_gauges(&core);
-        assert_eq!(m.tracked_attempts(), 0);
         let v = values(&snapshotter);
         let decisions = |arm: &str| -> u64 {
             v.iter()

@@ -11,7 +11,6 @@ use super::messages::{
     SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
-use super::timer::now;
 use super::Coordinator;
 use crate::core::{AttemptId, Next, RequestId};
 use crate::decision::DecisionRecord;
@@ -32,11 +31,10 @@ impl Handler<Ready> for Coordinator {
             ));
             return self.counted(Err(e));
         }
-        let parallelism = request.parallelism;
         let result = self.timed(|core, rng, now| core.ready(request, now, rng));
         let result = self.counted(result);
         if let Ok(id) = result {
-            self.ledger.open(id, parallelism, reply);
+            self.ledger.open(id, reply);
         }
         self.settle(ctx);
         result
@@ -50,13 +48,11 @@ impl Handler<Report> for Coordinator {
         if self.is_stale(msg.incarnation) {
             return;
         }
-        let candidate = self.core.attempt_candidate(msg.attempt).cloned();
-        let result = self.core.outcome(msg.attempt, msg.outcome, now());
-        if let (Ok(()), Some(candidate)) = (&result, candidate) {
-            self.metrics
-                .on_outcome(msg.attempt, &candidate, &msg.outcome);
+        let result = self.call(|core, _, now| core.outcome(msg.attempt, msg.outcome, now));
+        match result {
+            Ok(reported) => self.metrics.on_outcome(&reported, &msg.outcome),
+            Err(e) => self.ignore(Err(e)),
         }
-        self.ignore(result);
     }
 }
 
@@ -84,16 +80,14 @@ impl Coordinator {
 
     fn release(&mut self, attempt: AttemptId, next: Next, ctx: &mut Context<Self>) -> bool {
         // An `acquire` caller has nowhere to receive a second grant.
-        let next = match self.ledger.request_of(attempt) {
-            Some((_, entry)) if entry.reply.is_single() => Next::Finish,
-            _ => next,
-        };
+        let single = self
+            .core
+            .attempt_request(attempt)
+            .and_then(|request| self.ledger.reply(request))
+            .is_some_and(|reply| reply.is_single());
+        let next = if single { Next::Finish } else { next };
         let result = self.timed(|core, rng, now| core.done(attempt, next, now, rng));
         let ok = result.is_ok();
-        if ok {
-            self.metrics.on_released(attempt);
-            self.ledger.released(attempt, Some(next));
-        }
         self.ignore(result);
         self.settle(ctx);
         ok
@@ -128,11 +122,8 @@ impl Handler<Cancel> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.core.cancel(msg.request, now());
+        let result = self.call(|core, _, now| core.cancel(msg.request, now));
         let result = self.counted(result);
-        if result.is_ok() {
-            self.ledger.closed(msg.request, true);
-        }
         self.settle(ctx);
         result
     }
@@ -144,9 +135,6 @@ impl Handler<Reask> for Coordinator {
     fn handle(&mut self, msg: Reask, ctx: &mut Context<Self>) -> Self::Result {
         let result = self.timed(|core, rng, now| core.reask(msg.request, now, rng));
         let result = self.counted(result);
-        if result.is_ok() {
-            self.ledger.reasked(msg.request);
-        }
         self.settle(ctx);
         result
     }
@@ -155,12 +143,11 @@ impl Handler<Reask> for Coordinator {
 impl Handler<Finish> for Coordinator {
     type Result = Result<(), Error>;
 
-    fn handle(&mut self, msg: Finish, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Finish, ctx: &mut Context<Self>) -> Self::Result {
         let result = self.core.finish(msg.request);
         let result = self.counted(result);
-        if result.is_ok() {
-            self.ledger.closed(msg.request, false);
-        }
+        // Tells the ledger if the request ended.
+        self.settle(ctx);
         result
     }
 }
@@ -278,7 +265,7 @@ impl Handler<Explain> for Coordinator {
     type Result = Result<DecisionRecord, Error>;
 
     fn handle(&mut self, msg: Explain, _: &mut Context<Self>) -> Self::Result {
-        let result = self.core.explain(&msg.0, now());
+        let result = self.call(|core, _, now| core.explain(&msg.0, now));
         self.counted(result)
     }
 }

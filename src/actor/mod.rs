@@ -158,7 +158,9 @@ impl Coordinator {
     }
 
     fn with_rng(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, Error> {
-        let core = Core::new(config, now())?.with_limits(limits)?;
+        let mut core = Core::new(config, now())?.with_limits(limits)?;
+        // The ledger forgets a request when the core says it ended.
+        core.set_close_events(true);
         Ok(Coordinator {
             core,
             rng,
@@ -214,11 +216,17 @@ impl Coordinator {
         CoordinatorHandle::new(self.start_supervised())
     }
 
-    /// Runs one core call that may draw at the actor's [`now`](timer::now), timing it in real
-    /// time for the decision-cost metric.
+    /// Runs one core call at the actor's [`now`](timer::now): the one path through which every
+    /// handler gives the core the time.
+    fn call<T>(&mut self, f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> T) -> T {
+        f(&mut self.core, &mut self.rng, now())
+    }
+
+    /// [`Coordinator::call`] for a call that may draw, timing it in real time for the
+    /// decision-cost metric.
     fn timed<T>(&mut self, f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> T) -> T {
         let started = Instant::now();
-        let out = f(&mut self.core, &mut self.rng, now());
+        let out = self.call(f);
         self.metrics
             .on_decision_cost(started.elapsed().as_secs_f64());
         out
@@ -247,11 +255,10 @@ impl Coordinator {
             match event {
                 Event::Granted(grant) => {
                     let request = grant.request;
-                    self.ledger.granted(request, grant.attempt);
                     let answer =
                         Answer::Granted(Permit::new(grant, self.incarnation, ctx.address()));
-                    let undelivered = match self.ledger.entry_mut(request) {
-                        Some(entry) => entry.reply.deliver(answer).err(),
+                    let undelivered = match self.ledger.reply_mut(request) {
+                        Some(reply) => reply.deliver(answer).err(),
                         None => Some(answer),
                     };
                     if let Some(Answer::Granted(permit)) = undelivered {
@@ -259,13 +266,14 @@ impl Coordinator {
                     }
                 }
                 Event::Rejected { request, reason } => {
-                    if let Some(entry) = self.ledger.entry_mut(request) {
+                    if let Some(reply) = self.ledger.reply_mut(request) {
                         // A rejection nobody hears needs no follow-up.
-                        let _ = entry.reply.deliver(Answer::Rejected { request, reason });
+                        let _ = reply.deliver(Answer::Rejected { request, reason });
                     }
-                    self.ledger.rejected(request);
                 }
-                Event::Reclaimed { attempt, .. } => self.ledger.released(attempt, None),
+                // The permit's own `done` or drop finds the attempt gone and is counted.
+                Event::Reclaimed { .. } => {}
+                Event::Closed { request, .. } => self.ledger.closed(request),
             }
         }
         self.publish_records();
@@ -278,12 +286,8 @@ impl Coordinator {
         let attempt = permit.disarm();
         self.shell.taken_back += 1;
         let result = self.timed(|core, rng, now| core.done(attempt, Next::Finish, now, rng));
-        match result {
-            Ok(()) => {
-                self.metrics.on_released(attempt);
-                self.ledger.released(attempt, Some(Next::Finish))
-            }
-            Err(e) => self.shell.count(&e),
+        if let Err(e) = result {
+            self.shell.count(&e);
         }
     }
 
@@ -324,7 +328,6 @@ impl Actor for Coordinator {
 impl Supervised for Coordinator {
     fn restarting(&mut self, _: &mut Context<Self>) {
         // Attempts from before the restart are stale: their reports are ignored.
-        self.metrics.forget_attempts();
         self.rebuild();
     }
 }

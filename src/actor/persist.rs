@@ -100,7 +100,7 @@ impl Coordinator {
                 LoadOutcome::Quarantined { moved_to, problem }
             }
             Loaded::Snapshot(snapshot) => {
-                match self.core.restore(&snapshot, now(), &mut self.rng) {
+                match self.call(|core, rng, now| core.restore(&snapshot, now, rng)) {
                     Ok(()) => LoadOutcome::Restored {
                         candidates: snapshot.candidates.len(),
                     },
@@ -138,9 +138,14 @@ impl Coordinator {
 
     /// Answers every waiting request: the coordinator is going away (or restarting).
     pub(crate) fn answer_waiting(&mut self) {
-        for (request, entry) in self.ledger.waiting_mut() {
+        let core = &self.core;
+        let waiting = self
+            .ledger
+            .iter_mut()
+            .filter(|(request, _)| core.waiting_asks(*request).is_some_and(|n| n > 0));
+        for (request, reply) in waiting {
             // A worker that is gone needs no answer.
-            let _ = entry.reply.deliver(Answer::Rejected {
+            let _ = reply.deliver(Answer::Rejected {
                 request,
                 reason: Rejection::CoordinatorRestarted,
             });
@@ -175,6 +180,7 @@ impl Coordinator {
                 tracing::warn!("restart: candidate not re-added: {e}");
             }
         }
+        core.set_close_events(true);
         self.core = core;
         self.ledger = Ledger::default();
         self.incarnation += 1;

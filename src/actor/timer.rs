@@ -91,7 +91,17 @@ impl Coordinator {
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
         if housekeeping {
             self.timer.housekeeping_due = Some(now + self.housekeeping_every());
-            for request in self.ledger.abandoned() {
+            // Waiting requests whose worker is gone.
+            let core = &self.core;
+            let abandoned: Vec<_> = self
+                .ledger
+                .iter_mut()
+                .filter(|(request, reply)| {
+                    reply.is_closed() && core.waiting_asks(*request).is_some_and(|n| n > 0)
+                })
+                .map(|(request, _)| request)
+                .collect();
+            for request in abandoned {
                 if self.core.cancel(request, now).is_ok() {
                     self.shell.abandoned += 1;
                 }

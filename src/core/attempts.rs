@@ -13,7 +13,15 @@ impl Core {
 
     /// Reports what happened in an attempt; updates the statistics. Only the first report of
     /// an attempt counts ([`Error::DuplicateOutcome`] for the rest).
-    pub fn outcome(&mut self, id: AttemptId, outcome: Outcome, now: Instant) -> Result<(), Error> {
+    ///
+    /// Returns what the attempt belonged to (request, candidate, arm), for a driver's metrics
+    /// or logs. (Before, this returned `()`; code that only checks the result is unchanged.)
+    pub fn outcome(
+        &mut self,
+        id: AttemptId,
+        outcome: Outcome,
+        now: Instant,
+    ) -> Result<Reported, Error> {
         outcome.validate()?;
         let a = self.attempt_index(id)?;
         if self.attempts[a].reported {
@@ -29,7 +37,12 @@ impl Core {
             }
         }
         self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
-        Ok(())
+        let ridx = self.attempts[a].request as usize;
+        Ok(Reported {
+            request: RequestId::new(ridx as u32, self.requests[ridx].gen),
+            candidate: self.ids[k.idx as usize].clone(),
+            arm: (!self.arms.is_empty()).then_some(self.requests[ridx].arm as usize),
+        })
     }
 
     /// Says an attempt has its first byte (the outcome may follow much later, at the end of
@@ -79,7 +92,7 @@ impl Core {
         let att = self.attempts[a];
         self.release_attempt(a);
         let ridx = att.request;
-        let next = if self.requests[ridx as usize].closed {
+        let next = if self.requests[ridx as usize].closed.is_some() {
             Next::Finish
         } else {
             next
@@ -115,7 +128,7 @@ impl Core {
                 }
             }
         }
-        self.maybe_retire(ridx);
+        self.maybe_retire(ridx, CloseReason::Finished);
         self.pump(rng);
         Ok(())
     }
@@ -169,7 +182,7 @@ impl Core {
                         attempt: AttemptId::new(a as u32, att.gen),
                         candidate,
                     });
-                    self.maybe_retire(att.request);
+                    self.maybe_retire(att.request, CloseReason::Reclaimed);
                 }
             }
         }

@@ -137,6 +137,11 @@ pub struct Grant {
 }
 
 /// What the core tells its driver.
+///
+/// A driver that keeps something per request (where to deliver its answers) learns here when
+/// the request ends: with [`Core::set_close_events`] on, every request the core accepted ends
+/// with exactly one [`Event::Closed`], after its last grant, rejection or reclaim. Off (the
+/// default, so a driver that drains only grants collects nothing) the core never emits it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// A request got a slot.
@@ -158,6 +163,43 @@ pub enum Event {
         /// Its candidate.
         candidate: CandidateId,
     },
+    /// A request ended: nothing of it waits or runs any more and its id is no longer valid.
+    /// Emitted only with [`Core::set_close_events`] on.
+    Closed {
+        /// The request.
+        request: RequestId,
+        /// Why it ended.
+        reason: CloseReason,
+    },
+}
+
+/// Why a request ended ([`Event::Closed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// Its work is done: [`Core::finish`], or its last attempt released with
+    /// [`Next::Finish`] (or with `Retry` when no further ask fitted).
+    Finished,
+    /// [`Core::cancel`]led (its waiting asks, if any, were rejected with
+    /// [`Rejection::Cancelled`]), once its running attempts ended.
+    Cancelled,
+    /// Its waiting asks were rejected for this reason, once its running attempts ended.
+    Rejected(Rejection),
+    /// Its last running attempt outlived the lease ([`Limits::max_attempt_s`]) and was
+    /// reclaimed ([`Event::Reclaimed`]).
+    Reclaimed,
+}
+
+/// What a reported outcome belonged to: [`Core::outcome`] returns it, so a driver keeps no
+/// map of its own from attempts to candidates or arms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reported {
+    /// The request the attempt served.
+    pub request: RequestId,
+    /// The candidate it ran on.
+    pub candidate: CandidateId,
+    /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured.
+    pub arm: Option<usize>,
 }
 
 /// Counts of things the core ignored or took back; the actor exports them.
@@ -218,8 +260,8 @@ struct ReqSlot {
     in_fast: bool,
     in_general: bool,
     keep_open: bool,
-    /// Cancelled or rejected: it asks for nothing more (a later `Retry` finishes it).
-    closed: bool,
+    /// Cancelled or rejected, and why: it asks for nothing more (a later `Retry` finishes it).
+    closed: Option<CloseReason>,
     pending: u32,
     in_flight: u32,
     parallelism: u32,
@@ -318,6 +360,8 @@ pub struct Core {
     global_in_flight: u32,
 
     events: VecDeque<Event>,
+    /// Whether a request's end is told as [`Event::Closed`].
+    close_events: bool,
     records: VecDeque<DecisionRecord>,
     record_rate: f64,
     record_acc: f64,
@@ -380,6 +424,7 @@ impl Core {
             pool: pool::Pool::default(),
             load_fit: Vec::new(),
             events: VecDeque::new(),
+            close_events: false,
             records: VecDeque::new(),
             record_rate: 0.0,
             record_acc: 0.0,

@@ -9,6 +9,13 @@ impl Core {
         self.events.pop_front()
     }
 
+    /// Whether a request's end is told as [`Event::Closed`] (off by default). A driver that
+    /// keeps something per request turns it on and forgets the request at that event, instead
+    /// of following the request's transitions itself.
+    pub fn set_close_events(&mut self, on: bool) {
+        self.close_events = on;
+    }
+
     /// Records a share of decisions (0 = none, the default; 1 = every decision). Sampling is
     /// a deterministic accumulator, so recording never changes which candidates win. Without
     /// the `decision-records` feature (on by default) nothing is ever recorded.
@@ -199,6 +206,20 @@ impl Core {
     /// The core's epoch (its `now` at construction).
     pub fn epoch(&self) -> Instant {
         self.epoch
+    }
+
+    /// The request an attempt serves (`None` once the attempt is released or reclaimed).
+    pub fn attempt_request(&self, id: AttemptId) -> Option<RequestId> {
+        let a = self.attempt_index(id).ok()?;
+        let r = self.attempts[a].request;
+        Some(RequestId::new(r, self.requests[r as usize].gen))
+    }
+
+    /// How many asks of an open request wait for a slot (`None` for a request that ended or
+    /// never was).
+    pub fn waiting_asks(&self, id: RequestId) -> Option<u32> {
+        let idx = self.request_index(id).ok()?;
+        Some(self.requests[idx as usize].pending)
     }
 
     /// The candidate an attempt runs on.

@@ -70,7 +70,7 @@ impl Core {
             in_fast: false,
             in_general: false,
             keep_open: false,
-            closed: false,
+            closed: None,
             pending: 0,
             in_flight: 0,
             parallelism: request.parallelism,
@@ -116,7 +116,7 @@ impl Core {
         let idx = self.request_index(id)?;
         self.advance(now);
         let r = &self.requests[idx as usize];
-        if r.closed {
+        if r.closed.is_some() {
             return Err(Error::InvalidRequest(format!(
                 "request {id} was cancelled or rejected; make a new one"
             )));
@@ -144,7 +144,7 @@ impl Core {
         let idx = self.request_index(id)?;
         self.drop_pending(idx);
         self.requests[idx as usize].keep_open = false;
-        self.maybe_retire(idx);
+        self.maybe_retire(idx, CloseReason::Finished);
         Ok(())
     }
 
@@ -156,12 +156,12 @@ impl Core {
         self.advance(now);
         let r = &mut self.requests[idx as usize];
         r.keep_open = false;
+        r.closed.get_or_insert(CloseReason::Cancelled);
         if r.pending > 0 {
             // Someone waits for an answer: tell them.
             self.reject(idx, Rejection::Cancelled);
         } else {
-            r.closed = true;
-            self.maybe_retire(idx);
+            self.maybe_retire(idx, CloseReason::Cancelled);
         }
         Ok(())
     }
@@ -206,7 +206,8 @@ impl Core {
         self.drop_pending(idx);
         let r = &mut self.requests[idx as usize];
         r.keep_open = false;
-        r.closed = true;
+        // The first reason sticks: a request cancelled or rejected once stays so.
+        r.closed.get_or_insert(CloseReason::Rejected(reason));
         let id = RequestId::new(idx, r.gen);
         self.counters.rejections[Rejection::ALL
             .iter()
@@ -216,15 +217,22 @@ impl Core {
             request: id,
             reason,
         });
-        self.maybe_retire(idx);
+        self.maybe_retire(idx, CloseReason::Finished);
     }
 
-    pub(super) fn maybe_retire(&mut self, idx: u32) {
+    /// Retires the request if nothing of it waits, runs or is kept open; `ended` says why
+    /// when it was neither cancelled nor rejected (told as [`Event::Closed`] when asked for).
+    pub(super) fn maybe_retire(&mut self, idx: u32, ended: CloseReason) {
         let r = &mut self.requests[idx as usize];
         if r.active && r.pending == 0 && r.in_flight == 0 && !r.keep_open {
             r.active = false;
             r.extras = None;
             self.free_requests.push(idx);
+            if self.close_events {
+                let request = RequestId::new(idx, r.gen);
+                let reason = r.closed.unwrap_or(ended);
+                self.events.push_back(Event::Closed { request, reason });
+            }
         }
     }
 

@@ -397,6 +397,8 @@ impl CoordinatorPolicy {
                 // The engine ends attempts itself; a lease reclaim is only possible with
                 // `limits.max_attempt_s` shorter than the attempt timeout.
                 Event::Reclaimed { .. } => continue,
+                // Only with `set_close_events`, which the policy leaves off.
+                Event::Closed { .. } => continue,
             };
             let req = match current {
                 Some((id, req)) if id == request => {
