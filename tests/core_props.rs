@@ -156,6 +156,8 @@ struct Harness {
     requests: Vec<RequestId>,
     stale_attempts: Vec<AttemptId>,
     rejected: HashSet<RequestId>,
+    /// Requests the core said ended (`Event::Closed`).
+    closed: HashSet<RequestId>,
 }
 
 impl Harness {
@@ -163,6 +165,7 @@ impl Harness {
         let base = Instant::now();
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut core = Core::new(config, base).unwrap();
+        core.set_close_events(true);
         let mut live = HashSet::new();
         for i in 0..4 {
             core.add_candidate(CandidateInfo::new(name(i)), base, &mut rng)
@@ -182,6 +185,7 @@ impl Harness {
             requests: Vec::new(),
             stale_attempts: Vec::new(),
             rejected: HashSet::new(),
+            closed: HashSet::new(),
         }
     }
 
@@ -215,9 +219,14 @@ impl Harness {
             }
             Op::Outcome { pick, kind } => {
                 if !self.outstanding.is_empty() {
-                    let (a, _, _) = self.outstanding[pick % self.outstanding.len()];
+                    let (a, request, ref candidate) =
+                        self.outstanding[pick % self.outstanding.len()];
                     // A second report is refused, never a panic.
-                    let _ = self.core.outcome(a, outcome_of(*kind), self.now);
+                    if let Ok(reported) = self.core.outcome(a, outcome_of(*kind), self.now) {
+                        // The core says what the attempt belonged to.
+                        prop_assert_eq!(reported.request, request);
+                        prop_assert_eq!(&reported.candidate, candidate);
+                    }
                 }
             }
             Op::Done { pick, retry } => {
@@ -403,8 +412,25 @@ impl Harness {
                     self.answered.insert(request);
                 }
                 Event::Reclaimed { .. } => {}
+                Event::Closed { request, .. } => {
+                    prop_assert!(self.requests.contains(&request), "closed unknown {request}");
+                    prop_assert!(self.closed.insert(request), "{request} closed twice");
+                    prop_assert!(
+                        self.outstanding.iter().all(|(_, r, _)| *r != request),
+                        "{request} closed with an attempt running"
+                    );
+                }
             }
         }
+        // A closed request gets nothing after its end.
+        for (_, r, _) in &self.outstanding {
+            prop_assert!(!self.closed.contains(r), "{r} granted after it closed");
+        }
+        // The core's open requests are exactly those accepted and not yet closed.
+        prop_assert_eq!(
+            self.core.open_requests(),
+            self.requests.len() - self.closed.len()
+        );
         // Grants never push anything past a limit.
         if any_grant {
             prop_assert!(self.core.in_flight() <= self.limits.global);
