@@ -113,12 +113,8 @@ impl Core {
                 } else if r.pending + r.in_flight < r.parallelism {
                     r.pending += 1;
                     // It has exclusions now: it moves from the fast queue to the general one.
-                    if r.in_fast {
-                        r.in_fast = false;
-                        self.waiting -= 1;
-                        if r.deadline_ns != NO_DEADLINE {
-                            self.deadlines.remove(&(r.deadline_ns, r.seq, ridx));
-                        }
+                    if r.queued == Queued::Fast {
+                        self.queue.remove(r, ridx);
                     }
                     if self.has_eligible(self.requests[ridx as usize].set()) {
                         self.enqueue(ridx);
@@ -154,11 +150,8 @@ impl Core {
     pub fn tick<R: Rng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
         self.advance(now);
         let now_ns = self.now_ns();
-        while let Some(&(d, seq, idx)) = self.deadlines.first() {
-            if d > now_ns {
-                break;
-            }
-            self.deadlines.remove(&(d, seq, idx));
+        // A rejection takes the request, and its deadline, out of the queue.
+        while let Some(idx) = self.queue.due(now_ns) {
             self.reject(idx, Rejection::DeadlinePassed);
         }
         if let Some(lease) = self.limits.max_attempt_s {
@@ -194,9 +187,9 @@ impl Core {
 
     /// The earliest deadline among waiting requests (for the driver's timer).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines
-            .first()
-            .map(|&(d, _, _)| self.epoch + std::time::Duration::from_nanos(d))
+        self.queue
+            .first_deadline()
+            .map(|d| self.epoch + std::time::Duration::from_nanos(d))
     }
 
     /// When the core next needs [`Core::tick`]: the earliest waiting deadline or the next
@@ -210,8 +203,8 @@ impl Core {
         // whatever the rounding between seconds and nanoseconds.
         const MARGIN_NS: u64 = 1_000;
         let refresh_ns = (self.next_refresh_s * 1e9).ceil() as u64;
-        let due_ns = match self.deadlines.first() {
-            Some(&(d, _, _)) => d.min(refresh_ns),
+        let due_ns = match self.queue.first_deadline() {
+            Some(d) => d.min(refresh_ns),
             None => refresh_ns,
         };
         let after = std::time::Duration::from_nanos(due_ns.saturating_add(MARGIN_NS));

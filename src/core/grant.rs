@@ -5,17 +5,6 @@ use super::*;
 use select::DrawMode;
 
 impl Core {
-    pub(super) fn fast_head(&mut self) -> Option<(u64, u32)> {
-        while let Some(&(seq, idx)) = self.fast.front() {
-            let r = &self.requests[idx as usize];
-            if r.active && r.in_fast && r.seq == seq && r.pending > 0 {
-                return Some((seq, idx));
-            }
-            self.fast.pop_front();
-        }
-        None
-    }
-
     /// Grants until nothing more can be granted.
     pub(super) fn pump<R: Rng + ?Sized>(&mut self, rng: &mut R) {
         if self.dirty || self.now_s >= self.next_refresh_s {
@@ -25,20 +14,20 @@ impl Core {
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;
         loop {
-            if self.waiting == 0 {
+            if self.queue.len() == 0 {
                 // Nothing waits: the fast queue holds only entries already served (they are
                 // removed lazily), so it empties at once.
-                self.fast.clear();
+                self.queue.clear_stale();
                 break;
             }
             if self.global_in_flight >= self.limits.global || self.avail == 0 {
                 break;
             }
-            let fast = self.fast_head();
+            let fast = self.queue.fast_head(&self.requests);
             let bound = fast.map(|(s, _)| s).unwrap_or(u64::MAX);
             let start = cursor.map(|c| c + 1).unwrap_or(0);
             let mut chosen = None;
-            for (&seq, &idx) in self.general.range(start..bound) {
+            for (seq, idx) in self.queue.general(start, bound) {
                 if self.servable(self.requests[idx as usize].set()) {
                     chosen = Some(idx);
                     break;
@@ -147,11 +136,7 @@ impl Core {
             // Parallel attempts go to different candidates.
             let x = r.extras.get_or_insert_with(Default::default);
             x.exclude.push(key);
-            if r.in_fast {
-                r.in_fast = false;
-                r.in_general = true;
-                self.general.insert(r.seq, idx);
-            }
+            self.queue.to_general(r, idx);
         }
         self.counters.decisions += 1;
         if !evaluated {

@@ -22,11 +22,12 @@ mod index;
 mod pool;
 mod preference;
 mod queries;
+mod queue;
 mod requests;
 mod select;
 mod snapshot;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use rand::Rng;
@@ -47,6 +48,7 @@ use draw::SumTree;
 use evaluate::Evaluation;
 use fleet::Slot;
 use index::IdIndex;
+use queue::{Queued, WaitQueue};
 use select::{DrawSet, Drawn};
 
 /// "No limit" for the `u32` limits.
@@ -257,8 +259,8 @@ struct Extras {
 struct ReqSlot {
     gen: u32,
     active: bool,
-    in_fast: bool,
-    in_general: bool,
+    /// Where it waits, if it does.
+    queued: Queued,
     keep_open: bool,
     /// Cancelled or rejected, and why: it asks for nothing more (a later `Retry` finishes it).
     closed: Option<CloseReason>,
@@ -349,11 +351,7 @@ pub struct Core {
 
     requests: Vec<ReqSlot>,
     free_requests: Vec<u32>,
-    fast: VecDeque<(u64, u32)>,
-    general: BTreeMap<u64, u32>,
-    deadlines: BTreeSet<(u64, u64, u32)>,
-    waiting: usize,
-    next_seq: u64,
+    queue: WaitQueue,
 
     attempts: Vec<AttemptSlot>,
     free_attempts: Vec<u32>,
@@ -413,11 +411,7 @@ impl Core {
             next_added: 0,
             requests: Vec::new(),
             free_requests: Vec::new(),
-            fast: VecDeque::new(),
-            general: BTreeMap::new(),
-            deadlines: BTreeSet::new(),
-            waiting: 0,
-            next_seq: 0,
+            queue: WaitQueue::default(),
             attempts: Vec::new(),
             free_attempts: Vec::new(),
             global_in_flight: 0,

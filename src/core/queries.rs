@@ -165,7 +165,7 @@ impl Core {
 
     /// Requests waiting for a slot.
     pub fn waiting(&self) -> usize {
-        self.waiting
+        self.queue.len()
     }
 
     /// Attempts in flight.
@@ -235,15 +235,12 @@ impl Core {
         if self.global_in_flight >= self.limits.global {
             return false;
         }
-        let fast_waiting = self.fast.iter().any(|&(seq, idx)| {
-            let r = &self.requests[idx as usize];
-            r.active && r.in_fast && r.seq == seq && r.pending > 0
-        });
+        let fast_waiting = self.queue.fast(&self.requests).next().is_some();
         (fast_waiting && self.servable(DrawSet::ALL))
             || self
-                .general
-                .values()
-                .any(|&idx| self.servable(self.requests[idx as usize].set()))
+                .queue
+                .general(0, u64::MAX)
+                .any(|(_, idx)| self.servable(self.requests[idx as usize].set()))
     }
 
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
@@ -285,10 +282,10 @@ impl Core {
         let waiting = self
             .requests
             .iter()
-            .filter(|r| r.active && (r.in_fast || r.in_general))
+            .filter(|r| r.active && r.queued != Queued::No)
             .count();
-        if waiting != self.waiting {
-            return Err(format!("waiting {} != queued {waiting}", self.waiting));
+        if waiting != self.queue.len() {
+            return Err(format!("waiting {} != queued {waiting}", self.queue.len()));
         }
         for r in self.requests.iter().filter(|r| r.active) {
             if r.pending + r.in_flight > r.parallelism {

@@ -61,14 +61,12 @@ impl Core {
                 (self.requests.len() as u32 - 1, 0)
             }
         };
-        let seq = self.next_seq;
-        self.next_seq += 1;
+        let seq = self.queue.next_seq();
         let arm = self.assign_arm(request.key.as_deref(), rng);
         self.requests[idx as usize] = ReqSlot {
             gen,
             active: true,
-            in_fast: false,
-            in_general: false,
+            queued: Queued::No,
             keep_open: false,
             closed: None,
             pending: 0,
@@ -81,7 +79,7 @@ impl Core {
             extras,
         };
         let id = RequestId::new(idx, gen);
-        if self.waiting >= self.limits.max_waiting {
+        if self.queue.len() >= self.limits.max_waiting {
             self.reject(idx, Rejection::QueueFull);
             return Ok(id);
         }
@@ -167,38 +165,13 @@ impl Core {
     }
 
     pub(super) fn enqueue(&mut self, idx: u32) {
-        let r = &mut self.requests[idx as usize];
-        if r.pending == 0 || r.in_fast || r.in_general {
-            return;
-        }
-        self.waiting += 1;
-        if r.extras.is_none() {
-            r.in_fast = true;
-            self.fast.push_back((r.seq, idx));
-        } else {
-            r.in_general = true;
-            self.general.insert(r.seq, idx);
-        }
-        if r.deadline_ns != NO_DEADLINE {
-            self.deadlines.insert((r.deadline_ns, r.seq, idx));
-        }
+        self.queue.push(&mut self.requests[idx as usize], idx);
     }
 
     /// Takes a request out of the queue and drops its pending asks.
     pub(super) fn drop_pending(&mut self, idx: u32) {
         let r = &mut self.requests[idx as usize];
-        if r.in_fast || r.in_general {
-            self.waiting -= 1;
-        }
-        if r.in_general {
-            self.general.remove(&r.seq);
-        }
-        // Fast entries are removed lazily (the head check skips inactive ones).
-        r.in_fast = false;
-        r.in_general = false;
-        if r.deadline_ns != NO_DEADLINE {
-            self.deadlines.remove(&(r.deadline_ns, r.seq, idx));
-        }
+        self.queue.remove(r, idx);
         r.pending = 0;
     }
 
@@ -238,19 +211,14 @@ impl Core {
 
     /// Rejects waiting requests that no longer have any candidate they may use.
     pub(super) fn reject_ineligible(&mut self) {
-        let mut doomed = Vec::new();
-        for (&_, &idx) in &self.general {
-            if !self.has_eligible(self.requests[idx as usize].set()) {
-                doomed.push(idx);
-            }
-        }
+        let mut doomed: Vec<u32> = self
+            .queue
+            .general(0, u64::MAX)
+            .map(|(_, idx)| idx)
+            .filter(|&idx| !self.has_eligible(self.requests[idx as usize].set()))
+            .collect();
         if !self.has_eligible(DrawSet::ALL) {
-            for &(seq, idx) in &self.fast {
-                let r = &self.requests[idx as usize];
-                if r.active && r.in_fast && r.seq == seq {
-                    doomed.push(idx);
-                }
-            }
+            doomed.extend(self.queue.fast(&self.requests));
         }
         for idx in doomed {
             self.reject(idx, Rejection::NoEligibleCandidate);

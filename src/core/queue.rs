@@ -1,0 +1,227 @@
+//! The wait queue: requests waiting for a slot, in arrival order, and their deadlines.
+//!
+//! Plain requests (eligible = all, nothing excluded, no capabilities) stand in a FIFO whose
+//! stale entries are skipped lazily at the head; the rest stand in an ordered map the pump
+//! scans for the oldest servable one. Both are ordered by the request's arrival sequence, so
+//! the oldest servable request is always served first.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::{ReqSlot, NO_DEADLINE};
+
+/// Where a request stands in the [`WaitQueue`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Queued {
+    /// Not waiting (granted all it asked for, or never asked).
+    #[default]
+    No,
+    /// In the FIFO of plain requests.
+    Fast,
+    /// In the ordered map of requests with a subset, exclusions or capabilities.
+    General,
+}
+
+/// The requests waiting for a slot; see the [module docs](self).
+#[derive(Debug, Default)]
+pub(super) struct WaitQueue {
+    /// Plain requests as (sequence, request index), oldest first; entries of requests that
+    /// left are removed lazily.
+    fast: VecDeque<(u64, u32)>,
+    /// The other waiting requests by sequence.
+    general: BTreeMap<u64, u32>,
+    /// (deadline ns, sequence, request index) of waiting requests with a deadline.
+    deadlines: BTreeSet<(u64, u64, u32)>,
+    /// Requests waiting (in `fast` or `general`).
+    waiting: usize,
+    next_seq: u64,
+}
+
+impl WaitQueue {
+    /// The arrival sequence for a new request.
+    pub(super) fn next_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Requests waiting.
+    pub(super) fn len(&self) -> usize {
+        self.waiting
+    }
+
+    /// Queues request `idx` if it asks for something and is not queued yet.
+    pub(super) fn push(&mut self, r: &mut ReqSlot, idx: u32) {
+        if r.pending == 0 || r.queued != Queued::No {
+            return;
+        }
+        self.waiting += 1;
+        if r.extras.is_none() {
+            r.queued = Queued::Fast;
+            self.fast.push_back((r.seq, idx));
+        } else {
+            r.queued = Queued::General;
+            self.general.insert(r.seq, idx);
+        }
+        if r.deadline_ns != NO_DEADLINE {
+            self.deadlines.insert((r.deadline_ns, r.seq, idx));
+        }
+    }
+
+    /// Takes request `idx` out of the queue (its asks are the caller's).
+    pub(super) fn remove(&mut self, r: &mut ReqSlot, idx: u32) {
+        match r.queued {
+            Queued::No => {}
+            // Its FIFO entry goes lazily (the head check skips it).
+            Queued::Fast => self.waiting -= 1,
+            Queued::General => {
+                self.waiting -= 1;
+                self.general.remove(&r.seq);
+            }
+        }
+        r.queued = Queued::No;
+        if r.deadline_ns != NO_DEADLINE {
+            self.deadlines.remove(&(r.deadline_ns, r.seq, idx));
+        }
+    }
+
+    /// A plain request that now excludes something moves to the general map, keeping its
+    /// place in arrival order.
+    pub(super) fn to_general(&mut self, r: &mut ReqSlot, idx: u32) {
+        if r.queued == Queued::Fast {
+            r.queued = Queued::General;
+            self.general.insert(r.seq, idx);
+        }
+    }
+
+    /// Whether a FIFO entry still stands for its request.
+    fn current(requests: &[ReqSlot], seq: u64, idx: u32) -> bool {
+        let r = &requests[idx as usize];
+        r.active && r.queued == Queued::Fast && r.seq == seq && r.pending > 0
+    }
+
+    /// The oldest plain request still waiting, dropping stale entries before it.
+    pub(super) fn fast_head(&mut self, requests: &[ReqSlot]) -> Option<(u64, u32)> {
+        while let Some(&(seq, idx)) = self.fast.front() {
+            if Self::current(requests, seq, idx) {
+                return Some((seq, idx));
+            }
+            self.fast.pop_front();
+        }
+        None
+    }
+
+    /// Nothing waits: drops the FIFO's stale entries at once.
+    pub(super) fn clear_stale(&mut self) {
+        if self.waiting == 0 {
+            self.fast.clear();
+        }
+    }
+
+    /// The plain requests still waiting, oldest first.
+    pub(super) fn fast<'a>(&'a self, requests: &'a [ReqSlot]) -> impl Iterator<Item = u32> + 'a {
+        self.fast
+            .iter()
+            .filter(|&&(seq, idx)| Self::current(requests, seq, idx))
+            .map(|&(_, idx)| idx)
+    }
+
+    /// The other waiting requests with a sequence in `from..before`, oldest first, as
+    /// (sequence, request index).
+    pub(super) fn general(&self, from: u64, before: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.general.range(from..before).map(|(&s, &i)| (s, i))
+    }
+
+    /// The earliest deadline of a waiting request, nanoseconds since the epoch.
+    pub(super) fn first_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|&(d, _, _)| d)
+    }
+
+    /// The waiting request whose deadline is earliest, if it is at or before `now_ns`.
+    pub(super) fn due(&self, now_ns: u64) -> Option<u32> {
+        match self.deadlines.first() {
+            Some(&(d, _, idx)) if d <= now_ns => Some(idx),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(seq: u64, deadline_ns: u64, plain: bool) -> ReqSlot {
+        ReqSlot {
+            active: true,
+            pending: 1,
+            seq,
+            deadline_ns,
+            extras: (!plain).then(Default::default),
+            ..ReqSlot::default()
+        }
+    }
+
+    #[test]
+    fn keeps_arrival_order_and_counts() {
+        let mut q = WaitQueue::default();
+        let mut rs: Vec<ReqSlot> = Vec::new();
+        for i in 0..4u32 {
+            let seq = q.next_seq();
+            rs.push(slot(seq, NO_DEADLINE, i % 2 == 0));
+        }
+        for (i, r) in rs.iter_mut().enumerate() {
+            q.push(r, i as u32);
+            // A second push of a queued request changes nothing.
+            q.push(r, i as u32);
+        }
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.fast_head(&rs), Some((0, 0)));
+        assert_eq!(q.fast(&rs).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(q.general(0, u64::MAX).collect::<Vec<_>>(), [(1, 1), (3, 3)]);
+        assert_eq!(q.general(2, u64::MAX).collect::<Vec<_>>(), [(3, 3)]);
+
+        // The head leaves: its entry is dropped lazily, the next plain one is the head.
+        q.remove(&mut rs[0], 0);
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.fast_head(&rs), Some((2, 2)));
+
+        // A plain request that starts excluding moves to the general map in its place.
+        q.to_general(&mut rs[2], 2);
+        assert_eq!(rs[2].queued, Queued::General);
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.fast_head(&rs), None);
+        assert_eq!(
+            q.general(0, u64::MAX).collect::<Vec<_>>(),
+            [(1, 1), (2, 2), (3, 3)]
+        );
+        for i in 1..4 {
+            q.remove(&mut rs[i], i as u32);
+        }
+        assert_eq!(q.len(), 0);
+        q.clear_stale();
+        assert_eq!(q.fast.len(), 0);
+    }
+
+    #[test]
+    fn deadlines_come_due_in_order_and_leave_with_their_request() {
+        let mut q = WaitQueue::default();
+        let mut rs = vec![slot(0, 300, true), slot(1, 100, false), slot(2, 200, true)];
+        for (i, r) in rs.iter_mut().enumerate() {
+            q.push(r, i as u32);
+        }
+        assert_eq!(q.first_deadline(), Some(100));
+        assert_eq!(q.due(99), None);
+        assert_eq!(q.due(100), Some(1));
+        q.remove(&mut rs[1], 1);
+        assert_eq!(q.due(250), Some(2));
+        q.remove(&mut rs[2], 2);
+        assert_eq!(q.first_deadline(), Some(300));
+        // Nothing asked for: never queued.
+        let mut idle = ReqSlot {
+            pending: 0,
+            ..slot(3, 50, true)
+        };
+        q.push(&mut idle, 3);
+        assert_eq!(idle.queued, Queued::No);
+        assert_eq!(q.first_deadline(), Some(300));
+    }
+}
