@@ -136,7 +136,7 @@ impl Core {
             // Parallel attempts go to different candidates.
             let x = r.extras.get_or_insert_with(Default::default);
             x.exclude.push(key);
-            self.queue.to_general(r, idx);
+            self.queue.move_to_general(r, idx);
         }
         self.counters.decisions += 1;
         if !evaluated {

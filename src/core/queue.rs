@@ -86,7 +86,7 @@ impl WaitQueue {
 
     /// A plain request that now excludes something moves to the general map, keeping its
     /// place in arrival order.
-    pub(super) fn to_general(&mut self, r: &mut ReqSlot, idx: u32) {
+    pub(super) fn move_to_general(&mut self, r: &mut ReqSlot, idx: u32) {
         if r.queued == Queued::Fast {
             r.queued = Queued::General;
             self.general.insert(r.seq, idx);
@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(q.fast_head(&rs), Some((2, 2)));
 
         // A plain request that starts excluding moves to the general map in its place.
-        q.to_general(&mut rs[2], 2);
+        q.move_to_general(&mut rs[2], 2);
         assert_eq!(rs[2].queued, Queued::General);
         assert_eq!(q.len(), 3);
         assert_eq!(q.fast_head(&rs), None);
@@ -193,8 +193,8 @@ mod tests {
             q.general(0, u64::MAX).collect::<Vec<_>>(),
             [(1, 1), (2, 2), (3, 3)]
         );
-        for i in 1..4 {
-            q.remove(&mut rs[i], i as u32);
+        for (i, r) in rs.iter_mut().enumerate().skip(1) {
+            q.remove(r, i as u32);
         }
         assert_eq!(q.len(), 0);
         q.clear_stale();
@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn deadlines_come_due_in_order_and_leave_with_their_request() {
         let mut q = WaitQueue::default();
-        let mut rs = vec![slot(0, 300, true), slot(1, 100, false), slot(2, 200, true)];
+        let mut rs = [slot(0, 300, true), slot(1, 100, false), slot(2, 200, true)];
         for (i, r) in rs.iter_mut().enumerate() {
             q.push(r, i as u32);
         }
