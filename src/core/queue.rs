@@ -38,6 +38,7 @@ pub(super) struct WaitQueue {
 
 impl WaitQueue {
     /// The arrival sequence for a new request.
+    #[inline]
     pub(super) fn next_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -45,11 +46,13 @@ impl WaitQueue {
     }
 
     /// Requests waiting.
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.waiting
     }
 
     /// Queues request `idx` if it asks for something and is not queued yet.
+    #[inline]
     pub(super) fn push(&mut self, r: &mut ReqSlot, idx: u32) {
         if r.pending == 0 || r.queued != Queued::No {
             return;
@@ -68,6 +71,7 @@ impl WaitQueue {
     }
 
     /// Takes request `idx` out of the queue (its asks are the caller's).
+    #[inline]
     pub(super) fn remove(&mut self, r: &mut ReqSlot, idx: u32) {
         match r.queued {
             Queued::No => {}
@@ -86,6 +90,7 @@ impl WaitQueue {
 
     /// A plain request that now excludes something moves to the general map, keeping its
     /// place in arrival order.
+    #[inline]
     pub(super) fn move_to_general(&mut self, r: &mut ReqSlot, idx: u32) {
         if r.queued == Queued::Fast {
             r.queued = Queued::General;
@@ -94,12 +99,14 @@ impl WaitQueue {
     }
 
     /// Whether a FIFO entry still stands for its request.
+    #[inline]
     fn current(requests: &[ReqSlot], seq: u64, idx: u32) -> bool {
         let r = &requests[idx as usize];
         r.active && r.queued == Queued::Fast && r.seq == seq && r.pending > 0
     }
 
     /// The oldest plain request still waiting, dropping stale entries before it.
+    #[inline]
     pub(super) fn fast_head(&mut self, requests: &[ReqSlot]) -> Option<(u64, u32)> {
         while let Some(&(seq, idx)) = self.fast.front() {
             if Self::current(requests, seq, idx) {
@@ -111,6 +118,7 @@ impl WaitQueue {
     }
 
     /// Nothing waits: drops the FIFO's stale entries at once.
+    #[inline]
     pub(super) fn clear_stale(&mut self) {
         if self.waiting == 0 {
             self.fast.clear();
@@ -127,16 +135,22 @@ impl WaitQueue {
 
     /// The other waiting requests with a sequence in `from..before`, oldest first, as
     /// (sequence, request index).
+    #[inline]
     pub(super) fn general(&self, from: u64, before: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.general.range(from..before).map(|(&s, &i)| (s, i))
+        // Most requests are plain: an empty map is skipped without a range search.
+        let range =
+            (!self.general.is_empty() && from < before).then(|| self.general.range(from..before));
+        range.into_iter().flatten().map(|(&s, &i)| (s, i))
     }
 
     /// The earliest deadline of a waiting request, nanoseconds since the epoch.
+    #[inline]
     pub(super) fn first_deadline(&self) -> Option<u64> {
         self.deadlines.first().map(|&(d, _, _)| d)
     }
 
     /// The waiting request whose deadline is earliest, if it is at or before `now_ns`.
+    #[inline]
     pub(super) fn due(&self, now_ns: u64) -> Option<u32> {
         match self.deadlines.first() {
             Some(&(d, _, idx)) if d <= now_ns => Some(idx),
