@@ -46,7 +46,7 @@ pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, Slowdown,
+    Action, CandidateSpec, CoordinatorSpec, Knee, LoopKind, Scenario, ScenarioError, Slowdown,
     TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
