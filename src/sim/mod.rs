@@ -28,6 +28,7 @@ mod aggregate;
 mod baselines;
 mod dist;
 mod engine;
+mod limit_stats;
 mod plot;
 mod policy;
 mod queue;
@@ -42,6 +43,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub use dist::Dist;
+pub use limit_stats::{limit_settling, LimitSettle};
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};

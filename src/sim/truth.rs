@@ -211,6 +211,17 @@ impl Truth {
         }
     }
 
+    /// The attempts in flight it serves at its best: the servers of a queue, its `capacity`,
+    /// the start of its `knee` (the smallest of those it has, at least 1); `None` without any.
+    pub fn concurrency_capacity(&self) -> Option<u32> {
+        let servers = self.is_queue().then_some(self.servers);
+        [servers, self.capacity, self.knee.map(|k| k.start)]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|c| c.max(1))
+    }
+
     /// Whether attempts queue for a server (the candidate has a `service_ms`).
     pub fn is_queue(&self) -> bool {
         self.service_ms.is_some()

@@ -9,6 +9,8 @@ mod c3;
 mod c3_rate;
 mod clairvoyant;
 mod least;
+mod limited;
+pub(crate) mod limiters;
 mod mongo;
 mod oracle;
 mod p2c;
@@ -26,6 +28,7 @@ use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
 pub(crate) use c3::C3;
 pub(crate) use clairvoyant::Clairvoyant;
 pub(crate) use least::LeastPending;
+pub(crate) use limited::{Limited, OracleLimits};
 pub(crate) use mongo::MongoErrorBias;
 pub(crate) use oracle::Oracle;
 pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
@@ -68,6 +71,24 @@ pub(crate) trait Picker: Send + std::fmt::Debug {
     fn finished(&mut self, _cand: Cand, _world: &World<'_>, _now: f64) {}
     /// An attempt's outcome; `elapsed_s` since its grant.
     fn outcome(&mut self, _cand: Cand, _outcome: &Outcome, _elapsed_s: f64, _now: f64) {}
+    /// Before each round of grants: what the world is now (oracles read the truth).
+    fn refresh(&mut self, _world: &World<'_>) {}
+    /// The concurrency limit the picker keeps for `cand` now, if any: the queue grants it an
+    /// attempt only while fewer than its integer part are in flight.
+    fn limit(&self, _cand: Cand) -> Option<f64> {
+        None
+    }
+    /// An attempt's outcome for a limit algorithm: `elapsed_s` since its grant, `inflight`
+    /// the attempts in flight on `cand` when it was granted (itself included).
+    fn limit_sample(
+        &mut self,
+        _cand: Cand,
+        _outcome: &Outcome,
+        _elapsed_s: f64,
+        _inflight: u32,
+        _now: f64,
+    ) {
+    }
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +97,8 @@ struct ReqState {
     tried: Vec<Cand>,
     waiting: bool,
     granted_at: f64,
+    /// Attempts in flight on the candidate of its latest grant, itself included.
+    inflight_at_grant: u32,
 }
 
 /// A FIFO queue with skip, per-candidate and global limits, and a picker.
@@ -132,6 +155,7 @@ impl<P: Picker> Queued<P> {
         if self.wake_at.is_some_and(|t| t <= now) {
             self.wake_at = None;
         }
+        self.picker.refresh(world);
         let mut wake: Option<f64> = None;
         let mut i = 0;
         while i < self.queue.len() && self.global < self.limits.global {
@@ -144,7 +168,10 @@ impl<P: Picker> Queued<P> {
             for &c in candidates {
                 if self.remaining(r, c) {
                     any_left = true;
-                    if self.in_flight[c as usize] < self.limit[c as usize] {
+                    let n = self.in_flight[c as usize];
+                    if n < self.limit[c as usize]
+                        && self.picker.limit(c).is_none_or(|l| (n as f64) < l.floor())
+                    {
                         servable.push(c);
                     }
                 }
@@ -178,6 +205,7 @@ impl<P: Picker> Queued<P> {
                 r.tried.push(cand);
                 r.granted_at = now;
                 self.in_flight[cand as usize] += 1;
+                r.inflight_at_grant = self.in_flight[cand as usize];
                 self.global += 1;
                 self.decisions += 1;
                 self.picker.granted(cand, now);
@@ -234,8 +262,15 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
-        let elapsed = now - self.reqs[req as usize].granted_at;
+        let r = &self.reqs[req as usize];
+        let (elapsed, inflight) = (now - r.granted_at, r.inflight_at_grant);
         self.picker.outcome(cand, outcome, elapsed, now);
+        self.picker
+            .limit_sample(cand, outcome, elapsed, inflight, now);
+    }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        self.picker.limit(cand)
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
