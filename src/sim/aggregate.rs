@@ -33,6 +33,7 @@ pub(crate) struct RunSummary {
     policy: String,
     requests: u64,
     errors: u64,
+    overloads: u64,
     stuck: u64,
     attempts: u64,
     decisions: u64,
@@ -180,6 +181,7 @@ impl RunStats {
             policy: self.policy,
             requests: self.requests,
             errors: self.errors,
+            overloads: self.overloads,
             stuck: self.stuck,
             attempts: self.attempts,
             decisions: self.decisions,
@@ -256,6 +258,7 @@ pub(crate) struct Acc {
     degraded: Vec<DegAcc>,
     series: Option<Series>,
     goodput_per_s: f64,
+    overload_rate: f64,
     limits: LimitAcc,
     arms: Vec<Acc>,
 }
@@ -289,6 +292,7 @@ impl Acc {
         self.virtual_s += r.end_s;
         self.goodput_per_s += (r.requests - r.errors) as f64 / r.last_request_s.max(1e-9);
         self.limits.add(&r.limits);
+        self.overload_rate += r.overloads as f64 / r.requests.max(1) as f64;
         for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
             *s += c as f64 / r.attempts.max(1) as f64;
         }
@@ -381,6 +385,7 @@ impl Acc {
             },
             success_within_timeout: self.in_time_rate / n,
             goodput_per_s: self.goodput_per_s / n,
+            overload_rate: self.overload_rate / n,
             limit_mean: self.limits.means(ids),
             degraded: self
                 .degraded

@@ -558,6 +558,11 @@ impl<'a> Engine<'a> {
             self.policy.done(att.req, att.cand, true, now, &world);
         } else {
             self.policy.done(att.req, att.cand, false, now, &world);
+            if att.result.outcome == Outcome::failure(FailureClass::Overload)
+                && self.reqs[att.req as usize].open
+            {
+                self.stats.overloads += 1;
+            }
             self.finish_request(att.req, None, now);
         }
         self.sample_limit(att.cand as usize, now);

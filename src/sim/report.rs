@@ -16,6 +16,8 @@ pub(crate) struct RunStats {
     pub(crate) policy: String,
     pub(crate) requests: u64,
     pub(crate) errors: u64,
+    /// Requests whose last attempt failed with `overload`.
+    pub(crate) overloads: u64,
     pub(crate) stuck: u64,
     pub(crate) attempts: u64,
     pub(crate) decisions: u64,
@@ -96,6 +98,7 @@ impl RunStats {
             policy: policy.to_string(),
             requests: 0,
             errors: 0,
+            overloads: 0,
             stuck: 0,
             attempts: 0,
             decisions: 0,
@@ -271,6 +274,9 @@ pub struct PolicyReport {
     /// Requests that succeeded with their first byte within the caller timeout
     /// (`workload.timeout_ms`; timeouts count as failures) over all requests.
     pub success_within_timeout: f64,
+    /// Requests that ended with an `overload` failure (their last attempt refused) over all
+    /// requests.
+    pub overload_rate: f64,
     /// Successful requests per virtual second, from the start of the run to the end of its
     /// last request.
     pub goodput_per_s: f64,

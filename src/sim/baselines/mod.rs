@@ -150,6 +150,12 @@ impl<P: Picker> Queued<P> {
         self.present.get(c as usize).copied().unwrap_or(false) && !r.tried.contains(&c)
     }
 
+    /// Whether `c` is under its static limit and the picker's own.
+    fn open(&self, c: Cand) -> bool {
+        let n = self.in_flight[c as usize];
+        n < self.limit[c as usize] && self.picker.limit(c).is_none_or(|l| (n as f64) < l.floor())
+    }
+
     /// Grants what it can, oldest request first, skipping those that must wait.
     fn pump(&mut self, now: f64, world: &World<'_>) {
         if self.wake_at.is_some_and(|t| t <= now) {
@@ -158,9 +164,20 @@ impl<P: Picker> Queued<P> {
         self.picker.refresh(world);
         let mut wake: Option<f64> = None;
         let mut i = 0;
+        // Whether some live candidate is under its limits (`None`: not known since the last
+        // grant). When none is, a first attempt that may use any candidate must wait: skip it
+        // without looking at each candidate (the same outcome, for long queues).
+        let mut any_open: Option<bool> = None;
         while i < self.queue.len() && self.global < self.limits.global {
             let req = self.queue[i];
             let r = &self.reqs[req as usize];
+            if r.eligible.is_none() && r.tried.is_empty() && !self.live.is_empty() {
+                let open = *any_open.get_or_insert_with(|| self.live.iter().any(|&c| self.open(c)));
+                if !open {
+                    i += 1;
+                    continue;
+                }
+            }
             let mut servable = std::mem::take(&mut self.scratch);
             servable.clear();
             let mut any_left = false;
@@ -168,10 +185,7 @@ impl<P: Picker> Queued<P> {
             for &c in candidates {
                 if self.remaining(r, c) {
                     any_left = true;
-                    let n = self.in_flight[c as usize];
-                    if n < self.limit[c as usize]
-                        && self.picker.limit(c).is_none_or(|l| (n as f64) < l.floor())
-                    {
+                    if self.open(c) {
                         servable.push(c);
                     }
                 }
@@ -210,6 +224,7 @@ impl<P: Picker> Queued<P> {
                 self.decisions += 1;
                 self.picker.granted(cand, now);
                 self.out.push_back(Decision::Grant { req, cand });
+                any_open = None;
             }
             self.scratch = servable;
         }
