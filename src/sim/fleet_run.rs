@@ -433,31 +433,3 @@ impl FleetReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 }
-
-#[cfg(test)]
-mod debug_tests {
-    use super::*;
-
-    #[test]
-    fn debug_watch() {
-        let sc = Scenario::load("scenarios/fleet-degrade.toml").unwrap();
-        let mut spec = sc.fleet.clone().unwrap();
-        spec.clients = 10;
-        let deg = first_degrade(&sc).unwrap();
-        let (stats, counts, watch) =
-            run_fleet(&sc, &spec, 101, Some((deg.0, deg.2, 45.0))).unwrap();
-        let w = watch.unwrap();
-        eprintln!("{:?} req {}", counts, stats.requests);
-        for (t, p) in w.times.iter().zip(&w.probability) {
-            if *t > 29.5 && *t < 33.0 {
-                eprintln!(
-                    "{t:.2} {:?}",
-                    p.iter()
-                        .take(14)
-                        .map(|x| (x * 100.0).round() / 100.0)
-                        .collect::<Vec<_>>()
-                );
-            }
-        }
-    }
-}
