@@ -17,7 +17,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::policy::{Cand, CoordinatorPolicy, Decision, Policy, Req, World};
@@ -154,6 +154,9 @@ pub(crate) struct Watch {
     until_s: f64,
 }
 
+/// Where a fleet run's counts and samples are handed back when the engine drops the policy.
+pub(crate) type FleetResults = Arc<Mutex<Option<(FleetCounts, Option<Watch>)>>>;
+
 /// A digest copy on its way: (arrival in ns, order, receiver, digest).
 type InFlight = Reverse<(u64, u64, u32, usize)>;
 
@@ -179,7 +182,7 @@ pub(crate) struct FleetPolicy {
     counts: FleetCounts,
     watch: Option<Watch>,
     /// Where the counts and the samples go when the run ends (the engine owns the policy).
-    results: Arc<Mutex<Option<(FleetCounts, Option<Watch>)>>>,
+    results: FleetResults,
 }
 
 impl Drop for FleetPolicy {
@@ -208,7 +211,7 @@ impl FleetPolicy {
         spec: &FleetSpec,
         seed: u64,
         watch: Option<(Cand, f64, f64)>,
-        results: Arc<Mutex<Option<(FleetCounts, Option<Watch>)>>>,
+        results: FleetResults,
     ) -> Result<Self, String> {
         spec.check()?;
         let mut clients = Vec::new();
@@ -321,12 +324,12 @@ impl FleetPolicy {
                 if to == k {
                     continue;
                 }
-                if self.spec.loss > 0.0 && self.rng.gen_bool(self.spec.loss) {
+                if self.spec.loss > 0.0 && self.rng.random_bool(self.spec.loss) {
                     self.counts.lost += 1;
                     continue;
                 }
                 let jitter = if self.spec.jitter_ms > 0.0 {
-                    self.rng.gen_range(0.0..=self.spec.jitter_ms)
+                    self.rng.random_range(0.0..=self.spec.jitter_ms)
                 } else {
                     0.0
                 };
@@ -425,7 +428,7 @@ impl Policy for FleetPolicy {
         let n = self.spec.clients;
         let k = match worker {
             Some(w) => w % n,
-            None => self.rng.gen_range(0..n),
+            None => self.rng.random_range(0..n),
         };
         if self.client_of.len() <= req as usize {
             self.client_of.resize(req as usize + 1, 0);

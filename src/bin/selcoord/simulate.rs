@@ -90,7 +90,7 @@ impl FleetArgs {
     /// The scenario's `[fleet]` table with these overrides (`None`: not fleet mode).
     fn spec(&self, scenario: &Scenario) -> Result<Option<FleetSpec>, String> {
         let Some(mut spec) = scenario.fleet.clone().or_else(|| {
-            self.any().then(|| FleetSpec {
+            self.any().then_some(FleetSpec {
                 clients: 1,
                 share: FleetShare::Digest,
                 period_s: 1.0,
