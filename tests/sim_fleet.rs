@@ -106,8 +106,6 @@ fn digests_spread_a_degrade_to_clients_that_never_hit_it() {
         s.detection_s,
         n.detection_s
     );
-    assert!(s.within_2_periods >= n.within_2_periods);
-    assert!(s.herding_ratio > 0.0 && s.single_busiest_share > 0.0);
 }
 
 #[test]
