@@ -30,6 +30,7 @@ mod dist;
 mod engine;
 mod fleet;
 mod fleet_run;
+mod limit_stats;
 mod plot;
 mod policy;
 mod queue;
@@ -46,11 +47,12 @@ use std::sync::{Condvar, Mutex};
 pub use dist::Dist;
 pub use fleet::{FleetShare, FleetSpec, MAX_CLIENTS};
 pub use fleet_run::{simulate_fleet, FleetDegrade, FleetReport, RECOVERY_TARGET_S};
+pub use limit_stats::{limit_settling, LimitSettle};
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, Slowdown,
+    Action, CandidateSpec, CoordinatorSpec, Knee, LoopKind, Scenario, ScenarioError, Slowdown,
     TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
