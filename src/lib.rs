@@ -77,6 +77,7 @@
 pub mod actor;
 pub mod core;
 pub mod decision;
+pub mod digest;
 pub mod discovery;
 mod error;
 #[cfg(feature = "actor")]

@@ -16,7 +16,7 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 13] = [
+pub const BUILTIN: [(&str, &str); 15] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -56,6 +56,14 @@ pub const BUILTIN: [(&str, &str); 13] = [
     (
         "capacity-shift",
         include_str!("../../scenarios/capacity-shift.toml"),
+    ),
+    (
+        "fleet-lassie",
+        include_str!("../../scenarios/fleet-lassie.toml"),
+    ),
+    (
+        "fleet-degrade",
+        include_str!("../../scenarios/fleet-degrade.toml"),
     ),
 ];
 
@@ -455,6 +463,9 @@ pub struct Scenario {
     /// Changes over time.
     #[serde(default)]
     pub timeline: Vec<TimelineEvent>,
+    /// Fleet mode: several coordinators over these candidates (`docs/fleet.md`).
+    #[serde(default)]
+    pub fleet: Option<super::fleet::FleetSpec>,
 }
 
 /// The most candidates a scenario may expand to (replicas included).
