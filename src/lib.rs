@@ -78,6 +78,8 @@ pub mod actor;
 pub mod core;
 pub mod decision;
 pub mod discovery;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 mod error;
 #[cfg(feature = "actor")]
 pub mod metrics;
