@@ -303,3 +303,117 @@ async fn a_missing_credentials_file_is_a_typed_error() {
     }
     let _ = GetState;
 }
+
+/// Base64url without padding (JWT segments).
+fn b64url(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A NATS JWT (`ed25519-nkey`) with `claims`, signed by `issuer`.
+fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: serde_json::Value) -> String {
+    static JTI: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let claims = serde_json::json!({
+        "jti": format!("SELCOORDTEST{}", JTI.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        "iat": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let head = b64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let body = b64url(claims.to_string().as_bytes());
+    let signed = format!("{head}.{body}");
+    let sig = issuer.sign(signed.as_bytes()).unwrap();
+    format!("{signed}.{}", b64url(&sig))
+}
+
+/// An operator-mode server config with one account, and a credentials file for a user of it
+/// allowed to publish on its own digest subject only.
+fn operator_setup(dir: &Path, sender: &str) -> (String, PathBuf) {
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let op_jwt = jwt(
+        &operator,
+        &operator.public_key(),
+        "selcoord-test",
+        serde_json::json!({"type": "operator", "version": 2}),
+    );
+    let limits = serde_json::json!({
+        "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1
+    });
+    let account_jwt = jwt(
+        &operator,
+        &account.public_key(),
+        "fleet",
+        serde_json::json!({"type": "account", "version": 2, "limits": limits}),
+    );
+    let user_jwt = jwt(
+        &account,
+        &user.public_key(),
+        sender,
+        serde_json::json!({
+            "type": "user", "version": 2, "subs": -1, "data": -1, "payload": -1,
+            "pub": {"allow": [format!("selcoord.digest.test.{sender}")]},
+            "sub": {"allow": ["selcoord.digest.test.*"]},
+        }),
+    );
+    let config = format!(
+        "operator: \"{op_jwt}\"\nresolver: MEMORY\nresolver_preload: {{\n  {}: \"{account_jwt}\"\n}}\n",
+        account.public_key()
+    );
+    let creds = dir.join(format!("{sender}.creds"));
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().unwrap()
+        ),
+    )
+    .unwrap();
+    (config, creds)
+}
+
+#[actix::test]
+async fn credentials_file_is_accepted_and_a_foreign_one_refused() {
+    if !nats_present("credentials_file_is_accepted_and_a_foreign_one_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server_config, creds) = operator_setup(dir.path(), "a");
+    let server = NatsServer::start(dir.path(), Some(&server_config));
+    let a = coordinator(5);
+
+    let mut right = config(&server.url(), "a");
+    right.auth = Auth::CredentialsFile(creds);
+    let fleet = Fleet::start(right, a.addr().clone())
+        .await
+        .expect("the credentials file must be accepted");
+    eventually("the connection", Duration::from_secs(10), || fleet.connected()).await;
+
+    // A well-formed credentials file of another operator's user: refused by the server.
+    let other = tempfile::tempdir().unwrap();
+    let (_, foreign) = operator_setup(other.path(), "a");
+    let mut wrong = config(&server.url(), "a");
+    wrong.auth = Auth::CredentialsFile(foreign);
+    match Fleet::start(wrong, a.addr().clone()).await {
+        Err(FleetError::Auth { .. }) => {}
+        other => panic!("a foreign credentials file must be FleetError::Auth, got {other:?}"),
+    }
+}
