@@ -77,6 +77,7 @@
 pub mod actor;
 pub mod core;
 pub mod decision;
+pub mod digest;
 pub mod discovery;
 #[cfg(feature = "fleet")]
 pub mod fleet;

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Modules at the bottom: the vocabulary, the errors, the scoring model and decision records.
-const BELOW_CORE: [&str; 4] = ["vocab", "error", "score", "decision"];
+/// Modules at the bottom: the vocabulary, the errors, the scoring model, decision records and
+/// the digests coordinators share.
+const BELOW_CORE: [&str; 5] = ["vocab", "error", "score", "decision", "digest"];
 /// The pure layers: none of them may name the drivers above.
-const PURE: [&str; 5] = ["vocab", "error", "score", "decision", "core"];
+const PURE: [&str; 6] = ["vocab", "error", "score", "decision", "digest", "core"];
 /// The drivers and their helpers.
 const DRIVERS: [&str; 4] = ["actor", "metrics", "sim", "discovery"];
 

@@ -285,6 +285,15 @@ impl Core {
                     &unpacked
                 }
             };
+            // Remote evidence, when this core shares, is scored as a prior on top.
+            let blended;
+            let stats = match self.share.is_some().then(|| self.blended(idx, stats)) {
+                Some(Some(b)) => {
+                    blended = b;
+                    &blended
+                }
+                _ => stats,
+            };
             // Components no channel reads cannot move a draw: an outcome keeps them, and the
             // coarse refresh recomputes them at most once a second (`next_unused_s`), for
             // display.

@@ -14,6 +14,7 @@
 mod arms;
 mod attempts;
 mod candidates;
+mod digest;
 mod draw;
 mod evaluate;
 mod fleet;
@@ -335,6 +336,8 @@ pub struct Core {
     pool: pool::Pool,
     /// Per slot, whether its candidate slows under concurrency.
     load_fit: Vec<LoadFit>,
+    /// Evidence from other coordinators, when this one shares (`None` until it does).
+    share: Option<Box<digest::ShareState>>,
 }
 
 impl Core {
@@ -390,6 +393,7 @@ impl Core {
             shadows: Vec::new(),
             stale: Vec::new(),
             oldest_pending: Vec::new(),
+            share: None,
         };
         core.time_changed();
         core.build_variants()?;

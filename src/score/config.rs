@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::components::Weights;
+use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
 
@@ -258,6 +259,9 @@ pub struct Config {
     /// Shadow policies: they never grant; on a sampled share of decisions they compute what they
     /// would have chosen, and the coordinator records their agreement with the live choice.
     pub shadows: Vec<Shadow>,
+    /// How evidence from other coordinators (digests) is merged as a prior; see
+    /// [`ShareConfig`].
+    pub share: ShareConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -338,6 +342,7 @@ impl Default for Config {
             refresh_ms: 250,
             arms: Vec::new(),
             shadows: Vec::new(),
+            share: ShareConfig::default(),
         }
     }
 }
@@ -390,6 +395,7 @@ impl Config {
             refresh_ms: 1000,
             arms: Vec::new(),
             shadows: Vec::new(),
+            share: ShareConfig::default(),
         }
     }
 
@@ -437,6 +443,7 @@ impl Config {
             refresh_ms: 1000,
             arms: Vec::new(),
             shadows: Vec::new(),
+            share: ShareConfig::default(),
         }
     }
 
@@ -600,6 +607,7 @@ impl Config {
                  set weights.uniform = 1 for a plain uniform draw",
             ));
         }
+        self.share.check(&mut problems);
         self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())

@@ -32,6 +32,8 @@ mod load;
 mod load_fit;
 mod observe;
 mod pooling;
+mod prior;
+mod share;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -43,6 +45,8 @@ pub use config::{
     WindowConfig, PRESETS,
 };
 pub use load_fit::LoadFit;
+pub(crate) use prior::RemoteEvidence;
+pub use share::ShareConfig;
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
 

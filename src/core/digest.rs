@@ -1,0 +1,314 @@
+//! Sharing with other coordinators: the digest this core publishes and the remote evidence it
+//! merges as a prior (see [`crate::digest`] and [`ShareConfig`](crate::score::ShareConfig)).
+//!
+//! The state lives apart from the slots (boxed, `None` until a digest is applied or an
+//! identity set), so a core that does not share pays one pointer test per full refresh.
+
+use std::collections::BTreeMap;
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use crate::digest::{Applied, CandidateDigest, Digest, DigestError};
+use crate::score::RemoteEvidence;
+
+/// What the core remembers of one sender.
+#[derive(Debug, Clone)]
+struct Sender {
+    /// Its index in the evidence lists.
+    index: u32,
+    /// The last sequence number applied.
+    last_seq: u64,
+    /// When its last digest was applied, seconds on this core's clock.
+    last_applied_s: f64,
+    /// When it was first heard (its blackout ends `share.blackout_s` later).
+    first_heard_s: f64,
+}
+
+/// One sender's last report on a slot's candidate.
+#[derive(Debug, Clone)]
+struct Report {
+    sender: u32,
+    evidence: RemoteEvidence,
+}
+
+/// The reports on one slot, for the candidate of generation `gen`.
+#[derive(Debug, Clone, Default)]
+struct SlotReports {
+    gen: u32,
+    reports: Vec<Report>,
+}
+
+/// The sharing state of a core.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShareState {
+    /// This core's name in its digests.
+    name: String,
+    /// Added to the milliseconds since the epoch to make a digest's sequence number.
+    seq_base: u64,
+    senders: BTreeMap<String, Sender>,
+    /// Per sender index, when its blackout ends (infinite: forgotten).
+    usable_from_s: Vec<f64>,
+    free_indices: Vec<u32>,
+    by_slot: Vec<SlotReports>,
+}
+
+impl ShareState {
+    /// The reports on slot `idx` (generation `gen`) usable at `now_s`: past their sender's
+    /// blackout and not expired.
+    fn usable(
+        &self,
+        idx: usize,
+        gen: u32,
+        now_s: f64,
+        expiry_s: f64,
+    ) -> impl Iterator<Item = &RemoteEvidence> + '_ {
+        let reports = match self.by_slot.get(idx) {
+            Some(r) if r.gen == gen => r.reports.as_slice(),
+            _ => &[],
+        };
+        reports
+            .iter()
+            .filter(move |r| {
+                self.usable_from_s
+                    .get(r.sender as usize)
+                    .is_some_and(|&from| now_s >= from)
+                    && now_s - r.evidence.sample_s <= expiry_s
+            })
+            .map(|r| &r.evidence)
+    }
+}
+
+impl Core {
+    /// Names this core in its digests. `seq_base` is added to the milliseconds since the
+    /// core's epoch to number them; a driver that restarts passes something that grows across
+    /// restarts (such as the wall-clock time in milliseconds), so the others do not take its
+    /// new digests for replays.
+    pub fn set_share_identity(&mut self, name: impl Into<String>, seq_base: u64) {
+        let share = self.share.get_or_insert_with(Box::default);
+        share.name = name.into();
+        share.seq_base = seq_base;
+    }
+
+    /// The digest of what this core has learned: one entry per live candidate whose newest
+    /// local sample is at most `share.expiry_s` old (remote evidence is never passed on). Its
+    /// sender is the name set with [`Core::set_share_identity`] (empty until then, which
+    /// receivers turn away).
+    pub fn digest(&self, now: Instant) -> Digest {
+        let now_s = self
+            .now_s
+            .max(now.saturating_duration_since(self.epoch).as_secs_f64());
+        let cfg = self.model.config();
+        let buckets = cfg.window.buckets as usize;
+        let bucket = fleet::BUCKET_BASE + (now_s / cfg.window.bucket_s) as u64;
+        let mut entries = Vec::new();
+        for (idx, slot) in self.slots.iter().enumerate() {
+            if !slot.live {
+                continue;
+            }
+            let Some(last) = slot.stats.last_sample_s() else {
+                continue;
+            };
+            let age_s = (now_s - last).max(0.0);
+            if age_s > cfg.share.expiry_s {
+                continue;
+            }
+            let s = slot.stats.unpack();
+            let (errors, total) = s.window.counts(bucket, buckets);
+            let finite = |x: Option<f64>| x.filter(|v| v.is_finite() && *v >= 0.0);
+            entries.push(CandidateDigest {
+                id: self.ids[idx].clone(),
+                success: s.success.unwrap_or(cfg.ema.success_prior).clamp(0.0, 1.0),
+                attempt_ms: finite(s.attempt_ms).map(|t| t.min(crate::digest::MAX_TIME_MS)),
+                attempt_var: f64::from(s.attempt_var).clamp(0.0, crate::digest::MAX_VARIANCE),
+                ttfb_ms: finite(s.ttfb_ms).map(|t| t.min(crate::digest::MAX_TIME_MS)),
+                connect_ms: finite(s.connect_ms).map(|t| t.min(crate::digest::MAX_TIME_MS)),
+                bandwidth_bps: finite(s.bandwidth_bps)
+                    .map(|b| b.min(crate::digest::MAX_BANDWIDTH_BPS)),
+                overload_errors: errors.min(total),
+                overload_total: total,
+                samples: s.attempts,
+                age_s,
+            });
+        }
+        let (name, base) = self
+            .share
+            .as_deref()
+            .map_or((String::new(), 0), |s| (s.name.clone(), s.seq_base));
+        Digest {
+            sender: name,
+            seq: base.saturating_add((now_s * 1000.0) as u64),
+            entries,
+        }
+    }
+
+    /// [`Core::apply_digest`] after checking that the digest names `from`, the sender the
+    /// transport vouches for.
+    pub fn apply_digest_from(
+        &mut self,
+        now: Instant,
+        from: &str,
+        digest: &Digest,
+    ) -> Result<Applied, DigestError> {
+        digest.check_sender(from)?;
+        self.apply_digest(now, digest)
+    }
+
+    /// Merges another coordinator's digest as a prior. The whole digest is turned away (with
+    /// the reason) when sharing is off, its sender is empty or this core's own name, it has too
+    /// many entries, it is not newer than the last one applied from its sender, it comes sooner
+    /// than `share.min_interval_s` after that one, or one sender too many would be remembered.
+    /// Otherwise each entry is checked on its own; entries turned away are counted in the
+    /// answer, the others replace the sender's last report on their candidate.
+    pub fn apply_digest(&mut self, now: Instant, digest: &Digest) -> Result<Applied, DigestError> {
+        let cfg = self.model.config().share.clone();
+        if cfg.remote_weight <= 0.0 {
+            return Err(DigestError::SharingOff);
+        }
+        digest.check(&cfg)?;
+        self.advance(now);
+        let now_s = self.now_s;
+        let share = self.share.get_or_insert_with(Box::default);
+        if digest.sender == share.name {
+            return Err(DigestError::OwnSender(digest.sender.clone()));
+        }
+        forget_silent(share, now_s, cfg.expiry_s);
+        let index = match share.senders.get(&digest.sender) {
+            Some(s) if digest.seq <= s.last_seq => {
+                return Err(DigestError::Replayed {
+                    sender: digest.sender.clone(),
+                    seq: digest.seq,
+                    last: s.last_seq,
+                });
+            }
+            Some(s) if now_s - s.last_applied_s < cfg.min_interval_s => {
+                return Err(DigestError::TooSoon {
+                    sender: digest.sender.clone(),
+                    since_s: now_s - s.last_applied_s,
+                    min_s: cfg.min_interval_s,
+                });
+            }
+            Some(s) => s.index,
+            None if share.senders.len() >= cfg.max_senders => {
+                return Err(DigestError::TooManySenders(digest.sender.clone()));
+            }
+            None => {
+                let index = share.free_indices.pop().unwrap_or_else(|| {
+                    share.usable_from_s.push(f64::INFINITY);
+                    share.usable_from_s.len() as u32 - 1
+                });
+                share.usable_from_s[index as usize] = now_s + cfg.blackout_s;
+                share.senders.insert(
+                    digest.sender.clone(),
+                    Sender {
+                        index,
+                        last_seq: 0,
+                        last_applied_s: f64::NEG_INFINITY,
+                        first_heard_s: now_s,
+                    },
+                );
+                index
+            }
+        };
+        if let Some(s) = share.senders.get_mut(&digest.sender) {
+            s.last_seq = digest.seq;
+            s.last_applied_s = now_s;
+        }
+        if share.by_slot.len() < self.slots.len() {
+            share
+                .by_slot
+                .resize_with(self.slots.len(), SlotReports::default);
+        }
+        let mut applied = Applied::default();
+        let mut seen = hashbrown::HashSet::with_capacity(digest.entries.len());
+        let mut touched = Vec::with_capacity(digest.entries.len());
+        for e in &digest.entries {
+            if let Err(err) = e.check(&cfg) {
+                applied.reject(err);
+                continue;
+            }
+            let Some(idx) = self.by_id.get(&self.ids, e.id.as_str()) else {
+                applied.reject(DigestError::UnknownCandidate(e.id.clone()));
+                continue;
+            };
+            let idx = idx as usize;
+            if !seen.insert(idx) {
+                applied.reject(DigestError::DuplicateEntry(e.id.clone()));
+                continue;
+            }
+            let gen = self.slots[idx].gen;
+            let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            let evidence = RemoteEvidence {
+                success: e.success,
+                attempt_ms: nan(e.attempt_ms),
+                attempt_var: e.attempt_var,
+                ttfb_ms: nan(e.ttfb_ms),
+                connect_ms: nan(e.connect_ms),
+                bandwidth_bps: nan(e.bandwidth_bps),
+                overload: (e.overload_errors, e.overload_total),
+                samples: e.samples,
+                sample_s: now_s - e.age_s,
+            };
+            let slot = &mut share.by_slot[idx];
+            if slot.gen != gen {
+                slot.gen = gen;
+                slot.reports.clear();
+            }
+            match slot.reports.iter_mut().find(|r| r.sender == index) {
+                Some(r) => r.evidence = evidence,
+                None => slot.reports.push(Report {
+                    sender: index,
+                    evidence,
+                }),
+            }
+            applied.applied += 1;
+            touched.push(idx);
+        }
+        for idx in touched {
+            self.refresh_leaf(idx);
+        }
+        Ok(applied)
+    }
+
+    /// Senders heard from (digests applied), with the time each was first heard, seconds on
+    /// this core's clock.
+    pub fn share_senders(&self) -> Vec<(String, f64)> {
+        self.share.as_deref().map_or_else(Vec::new, |s| {
+            s.senders
+                .iter()
+                .map(|(name, s)| (name.clone(), s.first_heard_s))
+                .collect()
+        })
+    }
+
+    /// Slot `idx`'s statistics with the remote evidence on it blended in, if there is any
+    /// usable (the refresh scores these instead of the local statistics alone).
+    pub(super) fn blended(&self, idx: usize, local: &Stats) -> Option<Stats> {
+        let share = self.share.as_deref()?;
+        let cfg = self.model.config();
+        let evidence = share.usable(idx, self.slots[idx].gen, self.now_s, cfg.share.expiry_s);
+        self.model.blend(local, evidence, self.now_s, self.bucket())
+    }
+}
+
+/// Forgets the senders not heard for `expiry_s` (their reports can no longer be used) and
+/// drops reports past their expiry, so memory stays bounded by the live senders.
+fn forget_silent(share: &mut ShareState, now_s: f64, expiry_s: f64) {
+    let gone: Vec<(String, u32)> = share
+        .senders
+        .iter()
+        .filter(|(_, s)| now_s - s.last_applied_s > expiry_s)
+        .map(|(n, s)| (n.clone(), s.index))
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    for (name, index) in &gone {
+        share.senders.remove(name);
+        share.usable_from_s[*index as usize] = f64::INFINITY;
+        share.free_indices.push(*index);
+    }
+    for slot in &mut share.by_slot {
+        slot.reports
+            .retain(|r| !gone.iter().any(|(_, i)| *i == r.sender));
+    }
+}

@@ -1,0 +1,189 @@
+//! Remote evidence merged as a prior: the pooled averages other coordinators reported on a
+//! candidate, blended with the local statistics before the components are computed.
+//!
+//! The blend only ever produces statistics a stream of local outcomes could have produced:
+//! every averaged value is a convex combination of the local value and remote values that were
+//! checked to lie in the range a local outcome can report (success in `[0, 1]`, times and
+//! bandwidth finite and non-negative, error counts at most the totals). The prior's weight is
+//! at most [`ShareConfig::max_prior_samples`](super::ShareConfig) local samples.
+
+use super::stats::ErrorWindow;
+use super::{ScoreModel, Stats};
+
+/// One sender's last report on one candidate, as the core keeps it (values already checked).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RemoteEvidence {
+    /// Success average in `[0, 1]`.
+    pub(crate) success: f64,
+    /// Time to a result, ms (NaN: none).
+    pub(crate) attempt_ms: f64,
+    /// That estimate's variance, squared natural-log units.
+    pub(crate) attempt_var: f64,
+    /// First byte, ms (NaN: none).
+    pub(crate) ttfb_ms: f64,
+    /// Connect, ms (NaN: none).
+    pub(crate) connect_ms: f64,
+    /// Bandwidth, bytes per second (NaN: none).
+    pub(crate) bandwidth_bps: f64,
+    /// Overload errors and outcomes over the sender's window.
+    pub(crate) overload: (u32, u32),
+    /// Samples behind the averages.
+    pub(crate) samples: u64,
+    /// When its newest sample was taken, seconds on the receiving core's clock.
+    pub(crate) sample_s: f64,
+}
+
+/// Weighted sums of one value over the senders that reported it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    sum: f64,
+    weight: f64,
+}
+
+impl Acc {
+    fn add(&mut self, x: f64, w: f64) {
+        if x.is_finite() {
+            self.sum += w * x;
+            self.weight += w;
+        }
+    }
+
+    fn mean(&self) -> Option<f64> {
+        (self.weight > 0.0).then(|| self.sum / self.weight)
+    }
+}
+
+/// The convex blend of a local value (weight `wl`) and a remote one (weight `wr`).
+fn mix(local: Option<f64>, wl: f64, remote: Option<f64>, wr: f64) -> Option<f64> {
+    match (local, remote) {
+        (Some(l), Some(r)) if wl + wr > 0.0 => Some((wl * l + wr * r) / (wl + wr)),
+        (Some(l), Some(_)) => Some(l),
+        (l, None) => l,
+        (None, r) => r,
+    }
+}
+
+impl ScoreModel {
+    /// How many samples an exponential average of the config's `alpha` remembers.
+    fn memory(&self) -> f64 {
+        (1.0 / self.config.ema.alpha).ceil()
+    }
+
+    /// The weight of local evidence: its samples up to the average's memory, halving every
+    /// `share.local_half_life_s` since the last one.
+    pub(crate) fn local_weight(&self, local: &Stats, now_s: f64) -> f64 {
+        let Some(last) = local.last_sample_s else {
+            return 0.0;
+        };
+        let n = (local.attempts as f64).min(self.memory());
+        let age = (now_s - last).max(0.0);
+        n * (-age / self.config.share.local_half_life_s).exp2()
+    }
+
+    /// The local statistics with the remote evidence blended in (`None`: no usable evidence,
+    /// use the local statistics as they are). `evidence` holds the senders' reports that are
+    /// neither expired nor in their blackout.
+    pub(crate) fn blend<'a>(
+        &self,
+        local: &Stats,
+        evidence: impl Iterator<Item = &'a RemoteEvidence>,
+        now_s: f64,
+        bucket: u64,
+    ) -> Option<Stats> {
+        let share = &self.config.share;
+        let memory = self.memory();
+        let (mut success, mut ttfb, mut connect, mut bandwidth) = (
+            Acc::default(),
+            Acc::default(),
+            Acc::default(),
+            Acc::default(),
+        );
+        let mut log_time = Acc::default();
+        let (mut var_sum, mut time_weight) = (0.0f64, 0.0f64);
+        let (mut errors, mut total) = (0.0f64, 0.0f64);
+        let mut samples = 0.0;
+        let mut newest = f64::NEG_INFINITY;
+        for e in evidence {
+            let n = (e.samples as f64).min(memory);
+            if n <= 0.0 {
+                continue;
+            }
+            samples += n;
+            newest = newest.max(e.sample_s);
+            success.add(e.success, n);
+            ttfb.add(e.ttfb_ms, n);
+            connect.add(e.connect_ms, n);
+            bandwidth.add(e.bandwidth_bps, n);
+            if e.attempt_ms.is_finite() {
+                log_time.add(e.attempt_ms.max(1e-3).ln(), n);
+                var_sum += n * n * e.attempt_var;
+                time_weight += n;
+            }
+            errors += f64::from(e.overload.0);
+            total += f64::from(e.overload.1);
+        }
+        let remote_weight = (share.remote_weight * samples).min(share.max_prior_samples);
+        if remote_weight <= 0.0 {
+            return None;
+        }
+        let local_weight = self.local_weight(local, now_s);
+        let mut out = local.clone();
+        // Success: a candidate never sampled here keeps the optimistic prior as one sample,
+        // as a first local outcome would (unless the first sample replaces it).
+        let ema = &self.config.ema;
+        let (own, own_weight) = match local.success {
+            Some(s) => (s, local_weight),
+            None if ema.first_sample_replaces_prior => (ema.success_prior, 0.0),
+            None => (ema.success_prior, 1.0),
+        };
+        out.success = mix(Some(own), own_weight, success.mean(), remote_weight);
+        out.ttfb_ms = mix(local.ttfb_ms, local_weight, ttfb.mean(), remote_weight);
+        out.connect_ms = mix(
+            local.connect_ms,
+            local_weight,
+            connect.mean(),
+            remote_weight,
+        );
+        out.bandwidth_bps = mix(
+            local.bandwidth_bps,
+            local_weight,
+            bandwidth.mean(),
+            remote_weight,
+        );
+        // Times blend in log space (they are compared as ratios), and so does the estimate's
+        // variance: independent estimates weighted by their samples, the remote one inflated
+        // by what a remote sample is worth.
+        if let Some(lt) = log_time.mean() {
+            let var_remote = var_sum / (time_weight * time_weight) / share.remote_weight;
+            let local_log = local.attempt_ms.map(|t| t.max(1e-3).ln());
+            out.attempt_ms = mix(local_log, local_weight, Some(lt), remote_weight).map(f64::exp);
+            let var = match local.attempt_ms {
+                Some(_) if local_weight + remote_weight > 0.0 => {
+                    let (a, b) = (local_weight, remote_weight);
+                    (a * a * f64::from(local.attempt_var) + b * b * var_remote)
+                        / ((a + b) * (a + b))
+                }
+                Some(_) => f64::from(local.attempt_var),
+                None => var_remote,
+            };
+            out.attempt_var = if var.is_finite() { var as f32 } else { 0.0 };
+        }
+        // The overload window: the remote counts, scaled to weigh at most the prior's samples,
+        // are added to the local ones in the current bucket.
+        if total > 0.0 {
+            let buckets = self.config.window.buckets as usize;
+            let (e, t) = local.window.counts(bucket, buckets);
+            let scale = (remote_weight / total).min(1.0);
+            let (re, rt) = ((errors * scale).round(), (total * scale).round());
+            if rt > 0.0 {
+                let merged = (e + re as u32, t + rt as u32);
+                out.window = ErrorWindow::from_relative(&[merged], bucket, buckets);
+            }
+        }
+        // Decay (with `ema.half_life_s`) counts from the freshest evidence.
+        if newest.is_finite() {
+            out.last_sample_s = Some(local.last_sample_s.map_or(newest, |l| l.max(newest)));
+        }
+        Some(out)
+    }
+}
