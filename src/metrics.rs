@@ -130,7 +130,8 @@ pub mod names {
     /// connection is down), `publish_error`, `queue_full` (received while the queue to the
     /// coordinator was full).
     pub const FLEET_DIGESTS_DROPPED: &str = "selcoord_fleet_digests_dropped_total";
-    /// Counter: entries of applied digests refused one by one.
+    /// Counter: entries of applied digests refused one by one, label `reason` (the
+    /// coordinator's reasons, as for whole digests).
     pub const FLEET_DIGEST_ENTRIES_REJECTED: &str = "selcoord_fleet_digest_entries_rejected_total";
     /// Gauge: 1 while connected to the NATS server, 0 while running alone.
     pub const FLEET_CONNECTED: &str = "selcoord_fleet_connected";

@@ -115,7 +115,7 @@ pub use messages::{
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};
-pub use share::{ApplyDigest, TakeDigest};
+pub use share::{ApplyDigest, SetShareIdentity, TakeDigest};
 pub use state::{CandidateState, ShellCounters, State};
 
 use crate::core::{CandidateInfo, Core, Event, Limits, Next};

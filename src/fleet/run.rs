@@ -11,8 +11,8 @@ use metrics::{counter, gauge};
 use tokio::sync::mpsc;
 
 use super::{wire, Auth, Counters, Fleet, FleetConfig, FleetError};
-use crate::actor::{ApplyDigest, Coordinator, TakeDigest};
-use crate::digest::Digest;
+use crate::actor::{ApplyDigest, Coordinator, SetShareIdentity, TakeDigest};
+use crate::digest::{Digest, DigestError};
 use crate::metrics::names;
 
 /// `reason` labels of the dropped-digest counter.
@@ -104,6 +104,7 @@ pub(super) async fn start(
         .subscribe(wire::fleet_wildcard(&config.fleet))
         .await
         .map_err(|e| FleetError::Subscribe(e.to_string()))?;
+    identify(&coordinator, &config.sender).await;
     let (tx, rx) = mpsc::channel(config.queue);
     let tasks = vec![
         tokio::spawn(publish(
@@ -120,6 +121,20 @@ pub(super) async fn start(
         counters,
         tasks,
     })
+}
+
+/// Names the coordinator in its digests; the sequence numbers start from the wall clock so
+/// the others do not take a restarted coordinator's digests for replays.
+async fn identify(coordinator: &Addr<Coordinator>, sender: &str) {
+    let seq_base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let _ = coordinator
+        .send(SetShareIdentity {
+            name: sender.to_string(),
+            seq_base,
+        })
+        .await;
 }
 
 /// The server could not be reached now: a client that keeps trying in the background.
@@ -149,12 +164,14 @@ async fn background(
 fn register_metrics() {
     counter!(names::FLEET_DIGESTS_SENT).increment(0);
     counter!(names::FLEET_DIGESTS_APPLIED).increment(0);
-    counter!(names::FLEET_DIGEST_ENTRIES_REJECTED).increment(0);
     for reason in wire::WireError::REASONS
         .iter()
-        .chain(crate::digest::DigestError::REASONS.iter())
+        .chain(DigestError::REASONS.iter())
     {
         counter!(names::FLEET_DIGESTS_REJECTED, "reason" => *reason).increment(0);
+    }
+    for reason in DigestError::REASONS {
+        counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => reason).increment(0);
     }
     for reason in DROP_REASONS {
         counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(0);
@@ -184,9 +201,17 @@ async fn publish(
     every.tick().await; // immediate: nothing learned yet
     loop {
         every.tick().await;
-        let Ok(digest) = coordinator.send(TakeDigest).await else {
+        let Ok(mut digest) = coordinator.send(TakeDigest).await else {
             return; // the coordinator is gone
         };
+        if digest.sender != config.sender {
+            // A supervised coordinator restarted from a snapshot without its name.
+            identify(&coordinator, &config.sender).await;
+            let Ok(again) = coordinator.send(TakeDigest).await else {
+                return;
+            };
+            digest = again;
+        }
         if digest.entries.is_empty() {
             continue;
         }
@@ -227,7 +252,7 @@ async fn publish(
 async fn receive(
     mut subscriber: async_nats::Subscriber,
     config: FleetConfig,
-    queue: mpsc::Sender<Digest>,
+    queue: mpsc::Sender<(String, Digest)>,
     counters: Arc<Counters>,
 ) {
     while let Some(message) = subscriber.next().await {
@@ -237,7 +262,7 @@ async fn receive(
             continue;
         }
         match wire::decode(subject, &config.fleet, &message.payload) {
-            Ok(digest) => match queue.try_send(digest) {
+            Ok(digest) => match queue.try_send((digest.sender.clone(), digest)) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => dropped(&counters, DROP_QUEUE_FULL),
                 Err(mpsc::error::TrySendError::Closed(_)) => return,
@@ -251,18 +276,24 @@ async fn receive(
 }
 
 /// Hands queued digests to the actor one at a time.
-async fn apply(mut queue: mpsc::Receiver<Digest>, coordinator: Addr<Coordinator>, counters: Arc<Counters>) {
-    while let Some(digest) = queue.recv().await {
-        match coordinator.send(ApplyDigest(digest)).await {
+async fn apply(
+    mut queue: mpsc::Receiver<(String, Digest)>,
+    coordinator: Addr<Coordinator>,
+    counters: Arc<Counters>,
+) {
+    while let Some((from, digest)) = queue.recv().await {
+        match coordinator.send(ApplyDigest { from, digest }).await {
             Ok(Ok(applied)) => {
                 counters.applied.fetch_add(1, Ordering::Relaxed);
                 counter!(names::FLEET_DIGESTS_APPLIED).increment(1);
-                let refused = applied.rejected_entries();
-                if refused > 0 {
-                    counters
-                        .entries_rejected
-                        .fetch_add(refused, Ordering::Relaxed);
-                    counter!(names::FLEET_DIGEST_ENTRIES_REJECTED).increment(refused);
+                for (reason, n) in DigestError::REASONS.iter().zip(applied.rejected) {
+                    if n > 0 {
+                        counters
+                            .entries_rejected
+                            .fetch_add(n as u64, Ordering::Relaxed);
+                        counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => *reason)
+                            .increment(n as u64);
+                    }
                 }
             }
             Ok(Err(e)) => {

@@ -165,3 +165,92 @@ fn truncate(s: &str) -> String {
     }
     s[..end].to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::CandidateDigest;
+    use crate::CandidateId;
+
+    fn digest(sender: &str) -> Digest {
+        Digest {
+            sender: sender.into(),
+            seq: 7,
+            entries: vec![CandidateDigest {
+                id: CandidateId::new("c1"),
+                success: 0.25,
+                attempt_ms: Some(120.0),
+                attempt_var: 0.1,
+                ttfb_ms: None,
+                connect_ms: None,
+                bandwidth_bps: None,
+                overload_errors: 1,
+                overload_total: 4,
+                samples: 9,
+                age_s: 0.5,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_digest_round_trips_on_its_own_subject() {
+        let d = digest("a");
+        let bytes = encode(&d).unwrap();
+        assert_eq!(decode(&subject("f", "a"), "f", &bytes), Ok(d));
+    }
+
+    #[test]
+    fn each_bad_message_is_rejected_with_its_reason() {
+        let good = encode(&digest("a")).unwrap();
+        let reason = |subject: &str, payload: &[u8]| {
+            decode(subject, "f", payload).map(|_| ()).unwrap_err().reason()
+        };
+        // Another sender's subject: a sender claiming another's name.
+        assert_eq!(reason("selcoord.digest.f.b", &good), "sender_mismatch");
+        assert_eq!(reason("selcoord.digest.g.a", &good), "subject");
+        assert_eq!(reason("selcoord.digest.f", &good), "subject");
+        assert_eq!(reason("selcoord.digest.f.a.b", &good), "subject");
+        assert_eq!(reason("selcoord.digest.f.a", b"not json"), "malformed");
+        assert_eq!(reason("selcoord.digest.f.a", br#"{"v":1,"digest":{}}"#), "malformed");
+        let v2 = String::from_utf8(good.clone())
+            .unwrap()
+            .replacen("\"v\":1", "\"v\":2", 1);
+        assert_eq!(reason("selcoord.digest.f.a", v2.as_bytes()), "version");
+        let huge = vec![b' '; MAX_PAYLOAD + 1];
+        assert_eq!(reason("selcoord.digest.f.a", &huge), "too_large");
+        // Unknown fields are refused (the digest denies them), NaN cannot be written in JSON.
+        let extra = String::from_utf8(good)
+            .unwrap()
+            .replacen("\"seq\":7", "\"seq\":7,\"boost\":9", 1);
+        assert_eq!(reason("selcoord.digest.f.a", extra.as_bytes()), "malformed");
+        assert_eq!(
+            reason(
+                "selcoord.digest.f.a",
+                br#"{"v":1,"digest":{"sender":"a","seq":1,"entries":[{"id":"c","success":NaN}]}}"#
+            ),
+            "malformed"
+        );
+        for r in [
+            WireError::TooLarge(0),
+            WireError::Malformed(String::new()),
+            WireError::Version(0),
+            WireError::Subject(String::new()),
+        ] {
+            assert!(WireError::REASONS.contains(&r.reason()));
+        }
+    }
+
+    #[test]
+    fn names_are_single_subject_tokens() {
+        for ok in ["a", "node-7", "EU_west_1", &"x".repeat(MAX_NAME_LEN)] {
+            assert_eq!(check_name("sender", ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "a.b", "a*", ">", "a b", "é", &"x".repeat(MAX_NAME_LEN + 1)] {
+            assert!(check_name("sender", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(fleet_wildcard("f"), "selcoord.digest.f.*");
+        assert_eq!(sender_of("selcoord.digest.f.node-1", "f"), Ok("node-1"));
+        // A fleet name that is a prefix of another's does not match it.
+        assert!(sender_of("selcoord.digest.fx.a", "f").is_err());
+    }
+}
