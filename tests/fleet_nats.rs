@@ -162,20 +162,29 @@ fn candidates() -> Vec<&'static str> {
     vec!["c0", "c1", "c2", "c3"]
 }
 
+/// The scoring config of these tests: digests from a sender are applied at most every 0.1 s
+/// (well under [`PERIOD`], so network jitter does not reject one as too soon).
+fn scoring() -> Config {
+    let mut config = Config::default();
+    config.share.min_interval_s = 0.1;
+    config
+}
+
 fn coordinator(seed: u64) -> CoordinatorHandle {
-    let mut c = Coordinator::with_seed(Config::default(), Limits::default(), seed).unwrap();
+    let mut c = Coordinator::with_seed(scoring(), Limits::default(), seed).unwrap();
     for id in candidates() {
         c = c.with_candidate(CandidateInfo::new(id)).unwrap();
     }
     c.start_handle()
 }
 
-/// Runs one attempt on `candidate` (or any, when `None`) with `outcome`; fails the test on
-/// an error or when the grant takes longer than 5 s (a stall).
+/// Runs one attempt on `candidate` (or any but c1, when `None`: the coordinator that learns
+/// of c1 must do it from the other's digests alone) with `outcome`; fails the test on an
+/// error or when the grant takes longer than 5 s (a stall).
 async fn attempt(h: &CoordinatorHandle, candidate: Option<&str>, outcome: Outcome) {
     let request = match candidate {
         Some(c) => Request::only([c]),
-        None => Request::any(),
+        None => Request::any().excluding("c1"),
     };
     let mut permit = tokio::time::timeout(Duration::from_secs(5), h.acquire(request))
         .await
@@ -200,6 +209,173 @@ async fn warm_up(h: &CoordinatorHandle) {
             attempt(h, Some(c), ok()).await;
         }
     }
+}
+
+/// `n` attempts on `candidate` at `h`, all with `outcome`.
+async fn stream(h: &CoordinatorHandle, candidate: &str, n: usize, outcome: Outcome) {
+    for _ in 0..n {
+        attempt(h, Some(candidate), outcome).await;
+    }
+}
+
+/// The success component a coordinator gives `candidate` now.
+async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
+    let state = h.addr().send(GetState).await.unwrap();
+    state
+        .candidates
+        .iter()
+        .find(|c| c.info.id.as_str() == candidate)
+        .unwrap()
+        .components
+        .success
+}
+
+/// Input the coordinator ignored as an error (none is expected in these tests).
+async fn errors(h: &CoordinatorHandle) -> u64 {
+    h.addr().send(GetState).await.unwrap().shell.errors()
+}
+
+/// Waits until `b`'s success component of `candidate` crosses `threshold` (downwards when
+/// `falling`), and returns how many digests `a_fleet` published from `sent_before` until then:
+/// the delay in digest periods.
+async fn periods_until(
+    b: &CoordinatorHandle,
+    candidate: &str,
+    falling: bool,
+    threshold: f64,
+    a_fleet: &Fleet,
+    sent_before: u64,
+) -> u64 {
+    let start = Instant::now();
+    loop {
+        let s = success(b, candidate).await;
+        if (falling && s < threshold) || (!falling && s > threshold) {
+            return a_fleet.counts().sent - sent_before;
+        }
+        // A bound against a hang only; the assertion is on the periods counted.
+        assert!(
+            start.elapsed() < PERIOD * 50,
+            "b never crossed {threshold} on {candidate} (now {s}); a's fleet: {:?}",
+            a_fleet.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts sharing at `a` and `b`, builds good evidence at `a` only, and waits until `b` has
+/// applied enough of `a`'s digests to be past the sender blackout.
+async fn pair(url: &str) -> (CoordinatorHandle, Fleet, CoordinatorHandle, Fleet) {
+    let a = coordinator(11);
+    let b = coordinator(12);
+    // Started before sharing, so a test never ends with an actor still starting.
+    a.addr().send(GetState).await.unwrap();
+    b.addr().send(GetState).await.unwrap();
+    let fa = Fleet::start(config(url, "a"), a.addr().clone()).await.unwrap();
+    let fb = Fleet::start(config(url, "b"), b.addr().clone()).await.unwrap();
+    eventually("both connections", Duration::from_secs(10), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    warm_up(&a).await;
+    // The blackout of a new sender is 1 s: wait for digests covering twice that.
+    let periods = (2.0 / PERIOD.as_secs_f64()).ceil() as u64 + 1;
+    eventually("b to apply a's digests", PERIOD * 100, || {
+        fb.counts().applied >= periods
+    })
+    .await;
+    (a, fa, b, fb)
+}
+
+#[actix::test]
+async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_two_periods() {
+    if !nats_present(
+        "a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_two_periods",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let (a, fa, b, fb) = pair(&server.url()).await;
+    let before = success(&b, "c1").await;
+
+    // c1 degrades at a; b never sends to it.
+    let sent = fa.counts().sent;
+    stream(&a, "c1", 20, failed()).await;
+    let at_a = success(&a, "c1").await;
+    assert!(at_a < before - 0.3, "a itself must see c1 degraded: {before} -> {at_a}");
+    let halfway = (before + at_a) / 2.0;
+    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    let after = success(&b, "c1").await;
+    println!("b learned of c1's degradation within {periods} digest period(s): {before:.3} -> {after:.3} (a: {at_a:.3})");
+    assert!(periods <= 2, "b took {periods} digest periods to learn of c1");
+    // The others are untouched.
+    assert!(success(&b, "c0").await > halfway);
+    let (ca, cb) = (fa.counts(), fb.counts());
+    assert_eq!((ca.rejected, cb.rejected, ca.dropped, cb.dropped), (0, 0, 0, 0), "{ca:?} {cb:?}");
+    assert!(cb.applied > 0 && ca.sent > 0);
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+}
+
+#[actix::test]
+async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart() {
+    if !nats_present(
+        "killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = NatsServer::start(dir.path(), None);
+    let (a, fa, b, fb) = pair(&server.url()).await;
+    let before = success(&b, "c1").await;
+
+    server.kill();
+    eventually("both to notice the server is gone", Duration::from_secs(10), || {
+        !fa.connected() && !fb.connected()
+    })
+    .await;
+    // Alone: every attempt is granted at once (a stall fails `attempt`), nothing errs, and
+    // a's digests are dropped, not queued.
+    let dropped = fa.counts().dropped;
+    for round in 0..30 {
+        attempt(&a, None, ok()).await;
+        attempt(&b, None, ok()).await;
+        if round % 10 == 0 {
+            tokio::time::sleep(PERIOD).await;
+        }
+    }
+    stream(&a, "c1", 20, failed()).await;
+    eventually("a to drop digests while alone", PERIOD * 20, || {
+        fa.counts().dropped >= dropped + 2
+    })
+    .await;
+    let while_down = success(&b, "c1").await;
+    assert!(
+        (while_down - before).abs() < 0.05,
+        "b cannot learn anything while the server is down: {before} -> {while_down}"
+    );
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+
+    server.restart();
+    eventually("both to reconnect", Duration::from_secs(20), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    // Sharing resumes: b learns of the degradation a saw while they were apart.
+    let at_a = success(&a, "c1").await;
+    let halfway = (before + at_a) / 2.0;
+    let sent = fa.counts().sent;
+    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    println!("after the restart b learned of c1 within {periods} digest period(s) of a's first digest");
+    assert!(periods <= 2, "b took {periods} digest periods after the reconnection");
+    // And keeps learning: c1 heals at a.
+    let low = success(&b, "c1").await;
+    let sent = fa.counts().sent;
+    stream(&a, "c1", 40, ok()).await;
+    let healed = success(&a, "c1").await;
+    let periods = periods_until(&b, "c1", false, (low + healed) / 2.0, &fa, sent).await;
+    assert!(periods <= 2, "b took {periods} digest periods to learn of the heal");
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+    assert_eq!(fb.counts().rejected, 0, "{:?}", fb.counts());
 }
 
 #[actix::test]
@@ -271,6 +447,7 @@ async fn unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes
 #[actix::test]
 async fn invalid_names_are_refused_before_connecting() {
     let a = coordinator(3);
+    a.addr().send(GetState).await.unwrap();
     for (fleet, sender) in [("test", "a.b"), ("te*st", "a"), ("test", ""), ("test", "a b")] {
         let c = FleetConfig::new("nats://127.0.0.1:1", fleet, sender);
         assert!(
@@ -293,6 +470,7 @@ async fn invalid_names_are_refused_before_connecting() {
 #[actix::test]
 async fn a_missing_credentials_file_is_a_typed_error() {
     let a = coordinator(4);
+    a.addr().send(GetState).await.unwrap();
     let mut c = FleetConfig::new("nats://127.0.0.1:1", "test", "a");
     c.auth = Auth::CredentialsFile(PathBuf::from("/nonexistent/selcoord.creds"));
     match Fleet::start(c, a.addr().clone()).await {
@@ -301,7 +479,6 @@ async fn a_missing_credentials_file_is_a_typed_error() {
         }
         other => panic!("expected FleetError::Credentials, got {other:?}"),
     }
-    let _ = GetState;
 }
 
 /// Base64url without padding (JWT segments).
