@@ -27,9 +27,20 @@ use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, O
 /// short enough to keep the tests quick.
 const PERIOD: Duration = Duration::from_millis(300);
 
+/// The server binary: on PATH, or where the Debian package puts it (`/usr/sbin`, which a
+/// non-root PATH may lack).
+fn nats_server() -> &'static str {
+    const DEBIAN: &str = "/usr/sbin/nats-server";
+    if Path::new(DEBIAN).exists() {
+        DEBIAN
+    } else {
+        "nats-server"
+    }
+}
+
 /// Whether the server is there; `false` after a loud skip (outside CI only).
 fn nats_present(test: &str) -> bool {
-    let present = Command::new("nats-server")
+    let present = Command::new(nats_server())
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -98,7 +109,7 @@ impl NatsServer {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let mut cmd = Command::new("nats-server");
+        let mut cmd = Command::new(nats_server());
         if let Some(c) = &self.config {
             cmd.arg("-c").arg(c);
         }
