@@ -431,6 +431,82 @@ async fn wrong_password_is_a_typed_error_and_the_right_one_connects() {
     eventually("the connection", Duration::from_secs(10), || fleet.connected()).await;
 }
 
+/// The server config of `docs/fleet.md`: each user may publish only on its own digest
+/// subject and read the whole fleet's.
+const PERMISSIONS: &str = "authorization {
+  users = [
+    { user: a, password: pa, permissions: {
+        publish: { allow: [\"selcoord.digest.test.a\"] }
+        subscribe: { allow: [\"selcoord.digest.test.*\"] } } }
+    { user: b, password: pb, permissions: {
+        publish: { allow: [\"selcoord.digest.test.b\"] }
+        subscribe: { allow: [\"selcoord.digest.test.*\"] } } }
+  ]
+}
+";
+
+#[actix::test]
+async fn publish_permissions_keep_a_user_from_speaking_for_another() {
+    if !nats_present("publish_permissions_keep_a_user_from_speaking_for_another") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), Some(PERMISSIONS));
+    let b = coordinator(21);
+    b.addr().send(GetState).await.unwrap();
+    let mut cb = config(&server.url(), "b");
+    cb.auth = Auth::UserPassword {
+        user: "b".into(),
+        password: "pb".into(),
+    };
+    let fb = Fleet::start(cb, b.addr().clone()).await.unwrap();
+    eventually("b's connection", Duration::from_secs(10), || fb.connected()).await;
+
+    // User a, misbehaving: a digest under a's own subject that claims to be c's, and one on
+    // c's subject (which the server refuses to route).
+    let rogue = async_nats::ConnectOptions::with_user_and_password("a".into(), "pa".into())
+        .connect(server.url())
+        .await
+        .unwrap();
+    let claims_c = br#"{"v":1,"digest":{"sender":"c","seq":1,"entries":[]}}"#;
+    let honest = br#"{"v":1,"digest":{"sender":"a","seq":1,"entries":[]}}"#;
+    rogue
+        .publish("selcoord.digest.test.a", claims_c.as_slice().into())
+        .await
+        .unwrap();
+    rogue
+        .publish("selcoord.digest.test.c", honest.as_slice().into())
+        .await
+        .unwrap();
+    rogue
+        .publish("selcoord.digest.test.c", claims_c.as_slice().into())
+        .await
+        .unwrap();
+    rogue.flush().await.unwrap();
+    eventually("b to reject the false claim", Duration::from_secs(10), || {
+        fb.counts().rejected >= 1
+    })
+    .await;
+    // The honest digest under a's own name still arrives: it is the last one a sends, so once
+    // it is applied or refused everything before it has been seen.
+    rogue
+        .publish("selcoord.digest.test.a", honest.as_slice().into())
+        .await
+        .unwrap();
+    rogue.flush().await.unwrap();
+    eventually("b to take a's own digest", Duration::from_secs(10), || {
+        let c = fb.counts();
+        c.applied + c.rejected >= 2
+    })
+    .await;
+    let c = fb.counts();
+    assert_eq!(
+        (c.applied, c.rejected),
+        (1, 1),
+        "only the claim under a's subject reached b (and was rejected), then a's own: {c:?}"
+    );
+}
+
 #[actix::test]
 async fn unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes() {
     if !nats_present("unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes") {
