@@ -79,9 +79,9 @@ pub mod core;
 pub mod decision;
 pub mod digest;
 pub mod discovery;
+mod error;
 #[cfg(feature = "fleet")]
 pub mod fleet;
-mod error;
 #[cfg(feature = "actor")]
 pub mod metrics;
 pub mod score;

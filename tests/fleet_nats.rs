@@ -281,8 +281,12 @@ async fn pair(url: &str) -> (CoordinatorHandle, Fleet, CoordinatorHandle, Fleet)
     // Started before sharing, so a test never ends with an actor still starting.
     a.addr().send(GetState).await.unwrap();
     b.addr().send(GetState).await.unwrap();
-    let fa = Fleet::start(config(url, "a"), a.addr().clone()).await.unwrap();
-    let fb = Fleet::start(config(url, "b"), b.addr().clone()).await.unwrap();
+    let fa = Fleet::start(config(url, "a"), a.addr().clone())
+        .await
+        .unwrap();
+    let fb = Fleet::start(config(url, "b"), b.addr().clone())
+        .await
+        .unwrap();
     eventually("both connections", Duration::from_secs(10), || {
         fa.connected() && fb.connected()
     })
@@ -313,25 +317,34 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
     let sent = fa.counts().sent;
     stream(&a, "c1", 20, failed()).await;
     let at_a = success(&a, "c1").await;
-    assert!(at_a < before - 0.3, "a itself must see c1 degraded: {before} -> {at_a}");
+    assert!(
+        at_a < before - 0.3,
+        "a itself must see c1 degraded: {before} -> {at_a}"
+    );
     let halfway = (before + at_a) / 2.0;
     let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
     let after = success(&b, "c1").await;
     println!("b learned of c1's degradation within {periods} digest period(s): {before:.3} -> {after:.3} (a: {at_a:.3})");
-    assert!(periods <= 2, "b took {periods} digest periods to learn of c1");
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods to learn of c1"
+    );
     // The others are untouched.
     assert!(success(&b, "c0").await > halfway);
     let (ca, cb) = (fa.counts(), fb.counts());
-    assert_eq!((ca.rejected, cb.rejected, ca.dropped, cb.dropped), (0, 0, 0, 0), "{ca:?} {cb:?}");
+    assert_eq!(
+        (ca.rejected, cb.rejected, ca.dropped, cb.dropped),
+        (0, 0, 0, 0),
+        "{ca:?} {cb:?}"
+    );
     assert!(cb.applied > 0 && ca.sent > 0);
     assert_eq!(errors(&a).await + errors(&b).await, 0);
 }
 
 #[actix::test]
 async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart() {
-    if !nats_present(
-        "killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart",
-    ) {
+    if !nats_present("killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -340,9 +353,11 @@ async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_res
     let before = success(&b, "c1").await;
 
     server.kill();
-    eventually("both to notice the server is gone", Duration::from_secs(10), || {
-        !fa.connected() && !fb.connected()
-    })
+    eventually(
+        "both to notice the server is gone",
+        Duration::from_secs(10),
+        || !fa.connected() && !fb.connected(),
+    )
     .await;
     // Alone: every attempt is granted at once (a stall fails `attempt`), nothing errs, and
     // a's digests are dropped, not queued.
@@ -376,15 +391,23 @@ async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_res
     let halfway = (before + at_a) / 2.0;
     let sent = fa.counts().sent;
     let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
-    println!("after the restart b learned of c1 within {periods} digest period(s) of a's first digest");
-    assert!(periods <= 2, "b took {periods} digest periods after the reconnection");
+    println!(
+        "after the restart b learned of c1 within {periods} digest period(s) of a's first digest"
+    );
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods after the reconnection"
+    );
     // And keeps learning: c1 heals at a.
     let low = success(&b, "c1").await;
     let sent = fa.counts().sent;
     stream(&a, "c1", 40, ok()).await;
     let healed = success(&a, "c1").await;
     let periods = periods_until(&b, "c1", false, (low + healed) / 2.0, &fa, sent).await;
-    assert!(periods <= 2, "b took {periods} digest periods to learn of the heal");
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods to learn of the heal"
+    );
     assert_eq!(errors(&a).await + errors(&b).await, 0);
     assert_eq!(fb.counts().rejected, 0, "{:?}", fb.counts());
 }
@@ -397,9 +420,7 @@ async fn wrong_password_is_a_typed_error_and_the_right_one_connects() {
     let dir = tempfile::tempdir().unwrap();
     let server = NatsServer::start(
         dir.path(),
-        Some(
-            "authorization {\n  users = [\n    {user: alice, password: \"s3cret-a\"}\n  ]\n}\n",
-        ),
+        Some("authorization {\n  users = [\n    {user: alice, password: \"s3cret-a\"}\n  ]\n}\n"),
     );
     let a = coordinator(1);
 
@@ -428,7 +449,10 @@ async fn wrong_password_is_a_typed_error_and_the_right_one_connects() {
         password: "s3cret-a".into(),
     };
     let fleet = Fleet::start(right, a.addr().clone()).await.unwrap();
-    eventually("the connection", Duration::from_secs(10), || fleet.connected()).await;
+    eventually("the connection", Duration::from_secs(10), || {
+        fleet.connected()
+    })
+    .await;
 }
 
 /// The server config of `docs/fleet.md`: each user may publish only on its own digest
@@ -483,9 +507,11 @@ async fn publish_permissions_keep_a_user_from_speaking_for_another() {
         .await
         .unwrap();
     rogue.flush().await.unwrap();
-    eventually("b to reject the false claim", Duration::from_secs(10), || {
-        fb.counts().rejected >= 1
-    })
+    eventually(
+        "b to reject the false claim",
+        Duration::from_secs(10),
+        || fb.counts().rejected >= 1,
+    )
     .await;
     // The honest digest under a's own name still arrives: it is the last one a sends, so once
     // it is applied or refused everything before it has been seen.
@@ -535,7 +561,12 @@ async fn unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes
 async fn invalid_names_are_refused_before_connecting() {
     let a = coordinator(3);
     a.addr().send(GetState).await.unwrap();
-    for (fleet, sender) in [("test", "a.b"), ("te*st", "a"), ("test", ""), ("test", "a b")] {
+    for (fleet, sender) in [
+        ("test", "a.b"),
+        ("te*st", "a"),
+        ("test", ""),
+        ("test", "a b"),
+    ] {
         let c = FleetConfig::new("nats://127.0.0.1:1", fleet, sender);
         assert!(
             matches!(
@@ -669,7 +700,10 @@ async fn credentials_file_is_accepted_and_a_foreign_one_refused() {
     let fleet = Fleet::start(right, a.addr().clone())
         .await
         .expect("the credentials file must be accepted");
-    eventually("the connection", Duration::from_secs(10), || fleet.connected()).await;
+    eventually("the connection", Duration::from_secs(10), || {
+        fleet.connected()
+    })
+    .await;
 
     // A well-formed credentials file of another operator's user: refused by the server.
     let other = tempfile::tempdir().unwrap();

@@ -93,7 +93,11 @@ pub struct FleetConfig {
 impl FleetConfig {
     /// A config with the defaults: a 1 s period, no credentials, a queue of 64 digests, a 2 s
     /// first connection attempt, reconnection at most every 2 s, a ping every 5 s.
-    pub fn new(url: impl Into<String>, fleet: impl Into<String>, sender: impl Into<String>) -> Self {
+    pub fn new(
+        url: impl Into<String>,
+        fleet: impl Into<String>,
+        sender: impl Into<String>,
+    ) -> Self {
         FleetConfig {
             url: url.into(),
             fleet: fleet.into(),
@@ -222,7 +226,10 @@ impl Fleet {
     /// A server that refuses the credentials is [`FleetError::Auth`]; a server that cannot be
     /// reached within [`FleetConfig::connect_timeout`] is not an error: the coordinator runs
     /// alone and the client keeps trying in the background.
-    pub async fn start(config: FleetConfig, coordinator: Addr<Coordinator>) -> Result<Fleet, FleetError> {
+    pub async fn start(
+        config: FleetConfig,
+        coordinator: Addr<Coordinator>,
+    ) -> Result<Fleet, FleetError> {
         config.validate()?;
         run::start(config, coordinator).await
     }

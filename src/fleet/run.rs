@@ -22,18 +22,19 @@ pub(super) const DROP_QUEUE_FULL: &str = "queue_full";
 pub(super) const DROP_REASONS: [&str; 3] = [DROP_DISCONNECTED, DROP_PUBLISH_ERROR, DROP_QUEUE_FULL];
 
 async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
-    let options = match &config.auth {
-        Auth::None => ConnectOptions::new(),
-        Auth::UserPassword { user, password } => {
-            ConnectOptions::with_user_and_password(user.clone(), password.clone())
-        }
-        Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
-            .await
-            .map_err(|e| FleetError::Credentials {
-                path: path.clone(),
-                message: e.to_string(),
-            })?,
-    };
+    let options =
+        match &config.auth {
+            Auth::None => ConnectOptions::new(),
+            Auth::UserPassword { user, password } => {
+                ConnectOptions::with_user_and_password(user.clone(), password.clone())
+            }
+            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(|e| FleetError::Credentials {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?,
+        };
     let max_delay = config.max_reconnect_delay;
     let sender = config.sender.clone();
     Ok(options
@@ -231,8 +232,11 @@ async fn publish(
             }
         };
         // Bounded: a stuck connection costs this task one period, never the coordinator.
-        match tokio::time::timeout(config.period, client.publish(subject.clone(), payload.into()))
-            .await
+        match tokio::time::timeout(
+            config.period,
+            client.publish(subject.clone(), payload.into()),
+        )
+        .await
         {
             Ok(Ok(())) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);

@@ -60,8 +60,13 @@ impl WireError {
     }
 
     /// Every value [`WireError::reason`] returns.
-    pub const REASONS: [&'static str; 5] =
-        ["too_large", "malformed", "version", "subject", "sender_mismatch"];
+    pub const REASONS: [&'static str; 5] = [
+        "too_large",
+        "malformed",
+        "version",
+        "subject",
+        "sender_mismatch",
+    ];
 }
 
 /// Checks a fleet or sender name: 1 to [`MAX_NAME_LEN`] ASCII letters, digits, `-` or `_`, so
@@ -127,11 +132,8 @@ struct EnvelopeIn {
 
 /// Encodes a digest in the current envelope.
 pub fn encode(digest: &Digest) -> Result<Vec<u8>, WireError> {
-    serde_json::to_vec(&EnvelopeOut {
-        v: VERSION,
-        digest,
-    })
-    .map_err(|e| WireError::Malformed(e.to_string()))
+    serde_json::to_vec(&EnvelopeOut { v: VERSION, digest })
+        .map_err(|e| WireError::Malformed(e.to_string()))
 }
 
 /// Decodes a payload received on `subject`, checking size, version, shape and sender.
@@ -203,7 +205,10 @@ mod tests {
     fn each_bad_message_is_rejected_with_its_reason() {
         let good = encode(&digest("a")).unwrap();
         let reason = |subject: &str, payload: &[u8]| {
-            decode(subject, "f", payload).map(|_| ()).unwrap_err().reason()
+            decode(subject, "f", payload)
+                .map(|_| ())
+                .unwrap_err()
+                .reason()
         };
         // Another sender's subject: a sender claiming another's name.
         assert_eq!(reason("selcoord.digest.f.b", &good), "sender_mismatch");
@@ -211,7 +216,10 @@ mod tests {
         assert_eq!(reason("selcoord.digest.f", &good), "subject");
         assert_eq!(reason("selcoord.digest.f.a.b", &good), "subject");
         assert_eq!(reason("selcoord.digest.f.a", b"not json"), "malformed");
-        assert_eq!(reason("selcoord.digest.f.a", br#"{"v":1,"digest":{}}"#), "malformed");
+        assert_eq!(
+            reason("selcoord.digest.f.a", br#"{"v":1,"digest":{}}"#),
+            "malformed"
+        );
         let v2 = String::from_utf8(good.clone())
             .unwrap()
             .replacen("\"v\":1", "\"v\":2", 1);
@@ -219,9 +227,10 @@ mod tests {
         let huge = vec![b' '; MAX_PAYLOAD + 1];
         assert_eq!(reason("selcoord.digest.f.a", &huge), "too_large");
         // Unknown fields are refused (the digest denies them), NaN cannot be written in JSON.
-        let extra = String::from_utf8(good)
-            .unwrap()
-            .replacen("\"seq\":7", "\"seq\":7,\"boost\":9", 1);
+        let extra =
+            String::from_utf8(good)
+                .unwrap()
+                .replacen("\"seq\":7", "\"seq\":7,\"boost\":9", 1);
         assert_eq!(reason("selcoord.digest.f.a", extra.as_bytes()), "malformed");
         assert_eq!(
             reason(
@@ -245,7 +254,15 @@ mod tests {
         for ok in ["a", "node-7", "EU_west_1", &"x".repeat(MAX_NAME_LEN)] {
             assert_eq!(check_name("sender", ok), Ok(()), "{ok}");
         }
-        for bad in ["", "a.b", "a*", ">", "a b", "é", &"x".repeat(MAX_NAME_LEN + 1)] {
+        for bad in [
+            "",
+            "a.b",
+            "a*",
+            ">",
+            "a b",
+            "é",
+            &"x".repeat(MAX_NAME_LEN + 1),
+        ] {
             assert!(check_name("sender", bad).is_err(), "{bad:?}");
         }
         assert_eq!(fleet_wildcard("f"), "selcoord.digest.f.*");

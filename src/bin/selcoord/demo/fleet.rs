@@ -46,9 +46,7 @@ pub(crate) struct Sharing {
 impl FleetArgs {
     /// Checks the flags before anything starts.
     pub(crate) fn check(&self) -> Result<(), String> {
-        if self.fleet.is_some()
-            && !(self.digest_period.is_finite() && self.digest_period > 0.0)
-        {
+        if self.fleet.is_some() && !(self.digest_period.is_finite() && self.digest_period > 0.0) {
             return Err(format!(
                 "--digest-period must be a positive number of seconds, got {}",
                 self.digest_period
