@@ -69,6 +69,7 @@ fn a_digest_carries_what_one_learned_to_another() {
         .iter()
         .any(|e| e.id.as_str() == "c" && e.success < 0.5));
     b.apply_digest(t, &d).unwrap();
+    b.tick(t, &mut SmallRng::seed_from_u64(3));
     assert!((probability(&b, "c") - before).abs() < 1e-12, "blackout");
     t += Duration::from_secs(2);
     let applied = b.apply_digest(t, &a.digest(t)).unwrap();
@@ -76,6 +77,7 @@ fn a_digest_carries_what_one_learned_to_another() {
         applied.applied, 1,
         "only the fresh entry is sent: {applied:?}"
     );
+    b.tick(t, &mut SmallRng::seed_from_u64(3));
     let after = probability(&b, "c");
     assert!(after < 0.2 * before, "before {before}, after {after}");
     // A replay and a flood are turned away, and so is a digest under another's name.

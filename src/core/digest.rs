@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::digest::{Applied, CandidateDigest, Digest, DigestError};
-use crate::score::RemoteEvidence;
+use crate::score::{Pooled, RemoteEvidence};
 
 /// What the core remembers of one sender.
 #[derive(Debug, Clone)]
@@ -31,11 +31,16 @@ struct Report {
     evidence: RemoteEvidence,
 }
 
-/// The reports on one slot, for the candidate of generation `gen`.
+/// The reports on one slot, for the candidate of generation `gen`, and their pooled form as of
+/// the last refresh.
 #[derive(Debug, Clone, Default)]
 struct SlotReports {
     gen: u32,
     reports: Vec<Report>,
+    pooled: Option<Pooled>,
+    /// The pooled form is out of date from this time on (a report expires, a blackout ends)
+    /// or at once (a report came): the next refresh pools again.
+    pooled_until_s: f64,
 }
 
 /// The sharing state of a core.
@@ -78,7 +83,52 @@ impl ShareState {
     }
 }
 
+impl ShareState {
+    /// When the pooled form of `reports` goes out of date: the first expiry or blackout end
+    /// after `now_s`.
+    fn pooled_until(&self, reports: &[Report], now_s: f64, expiry_s: f64) -> f64 {
+        let mut until = f64::INFINITY;
+        for r in reports {
+            let from = self
+                .usable_from_s
+                .get(r.sender as usize)
+                .copied()
+                .unwrap_or(f64::INFINITY);
+            if from > now_s {
+                until = until.min(from);
+            }
+            let ends = r.evidence.sample_s + expiry_s;
+            if ends >= now_s {
+                until = until.min(ends);
+            }
+        }
+        until
+    }
+}
+
 impl Core {
+    /// Pools again the reports of every slot whose pooled form is out of date (the full
+    /// refresh calls it first).
+    pub(super) fn refresh_share(&mut self) {
+        let Some(share) = self.share.as_deref_mut() else {
+            return;
+        };
+        let now_s = self.now_s;
+        let expiry_s = self.model.config().share.expiry_s;
+        for idx in 0..share.by_slot.len() {
+            let slot = &share.by_slot[idx];
+            if slot.pooled_until_s > now_s || slot.reports.is_empty() && slot.pooled.is_none() {
+                continue;
+            }
+            let gen = self.slots.get(idx).map_or(u32::MAX, |s| s.gen);
+            let pooled = self.model.pool(share.usable(idx, gen, now_s, expiry_s));
+            let until = share.pooled_until(&share.by_slot[idx].reports, now_s, expiry_s);
+            let slot = &mut share.by_slot[idx];
+            slot.pooled = pooled;
+            slot.pooled_until_s = until;
+        }
+    }
+
     /// Names this core in its digests. `seq_base` is added to the milliseconds since the
     /// core's epoch to number them; a driver that restarts passes something that grows across
     /// restarts (such as the wall-clock time in milliseconds), so the others do not take its
@@ -159,6 +209,10 @@ impl Core {
     /// than `share.min_interval_s` after that one, or one sender too many would be remembered.
     /// Otherwise each entry is checked on its own; entries turned away are counted in the
     /// answer, the others replace the sender's last report on their candidate.
+    ///
+    /// The weights move at the next call that grants ([`Core::tick`], `ready`, `done`): a
+    /// driver applying a round of digests calls `tick` once after them, and pays one refresh
+    /// for the round.
     pub fn apply_digest(&mut self, now: Instant, digest: &Digest) -> Result<Applied, DigestError> {
         let cfg = self.model.config().share.clone();
         if cfg.remote_weight <= 0.0 {
@@ -220,7 +274,6 @@ impl Core {
         }
         let mut applied = Applied::default();
         let mut seen = hashbrown::HashSet::with_capacity(digest.entries.len());
-        let mut touched = Vec::with_capacity(digest.entries.len());
         for e in &digest.entries {
             if let Err(err) = e.check(&cfg) {
                 applied.reject(err);
@@ -252,6 +305,7 @@ impl Core {
             if slot.gen != gen {
                 slot.gen = gen;
                 slot.reports.clear();
+                slot.pooled = None;
             }
             match slot.reports.iter_mut().find(|r| r.sender == index) {
                 Some(r) => r.evidence = evidence,
@@ -260,11 +314,13 @@ impl Core {
                     evidence,
                 }),
             }
+            slot.pooled_until_s = f64::NEG_INFINITY;
             applied.applied += 1;
-            touched.push(idx);
         }
-        for idx in touched {
-            self.refresh_leaf(idx);
+        if applied.applied > 0 {
+            // The next pump refreshes every candidate, pooling the changed ones again: one
+            // pass for a whole round of digests instead of a leaf update per entry.
+            self.dirty = true;
         }
         Ok(applied)
     }
@@ -284,9 +340,23 @@ impl Core {
     /// usable (the refresh scores these instead of the local statistics alone).
     pub(super) fn blended(&self, idx: usize, local: &Stats) -> Option<Stats> {
         let share = self.share.as_deref()?;
-        let cfg = self.model.config();
-        let evidence = share.usable(idx, self.slots[idx].gen, self.now_s, cfg.share.expiry_s);
-        self.model.blend(local, evidence, self.now_s, self.bucket())
+        let slot = share.by_slot.get(idx)?;
+        if slot.gen != self.slots[idx].gen {
+            return None;
+        }
+        let fresh;
+        let pooled = if slot.pooled_until_s > self.now_s {
+            slot.pooled.as_ref()?
+        } else {
+            // Out of date and not yet pooled again (an outcome between a digest and the next
+            // full refresh): pool this one now.
+            let expiry_s = self.model.config().share.expiry_s;
+            fresh = self
+                .model
+                .pool(share.usable(idx, slot.gen, self.now_s, expiry_s))?;
+            &fresh
+        };
+        self.model.blend(local, pooled, self.now_s, self.bucket())
     }
 }
 

@@ -397,6 +397,7 @@ impl Core {
         }
         self.find_oldest_pending();
         self.refresh_pool();
+        self.refresh_share();
         for idx in 0..n {
             self.refresh_slot(idx, Refresh::Coarse);
         }

@@ -45,7 +45,7 @@ pub use config::{
     WindowConfig, PRESETS,
 };
 pub use load_fit::LoadFit;
-pub(crate) use prior::RemoteEvidence;
+pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
 pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};

@@ -53,6 +53,25 @@ impl Acc {
     }
 }
 
+/// Several senders' reports on one candidate, pooled.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Pooled {
+    /// Samples behind them (each sender's counted up to the average's memory).
+    samples: f64,
+    success: Option<f64>,
+    ttfb_ms: Option<f64>,
+    connect_ms: Option<f64>,
+    bandwidth_bps: Option<f64>,
+    /// Mean natural log of the time to a result.
+    log_time: Option<f64>,
+    /// The variance of that mean (independent senders weighted by their samples).
+    time_var: f64,
+    errors: f64,
+    total: f64,
+    /// The newest sample behind them, seconds on the receiving core's clock.
+    newest_s: f64,
+}
+
 /// The convex blend of a local value (weight `wl`) and a remote one (weight `wr`).
 fn mix(local: Option<f64>, wl: f64, remote: Option<f64>, wr: f64) -> Option<f64> {
     match (local, remote) {
@@ -80,18 +99,14 @@ impl ScoreModel {
         n * (-age / self.config.share.local_half_life_s).exp2()
     }
 
-    /// The local statistics with the remote evidence blended in (`None`: no usable evidence,
-    /// use the local statistics as they are). `evidence` holds the senders' reports that are
-    /// neither expired nor in their blackout.
-    pub(crate) fn blend<'a>(
+    /// Pools the senders' reports on one candidate (those neither expired nor in their
+    /// blackout): sample-weighted averages, counts summed. `None`: nothing usable.
+    pub(crate) fn pool<'a>(
         &self,
-        local: &Stats,
         evidence: impl Iterator<Item = &'a RemoteEvidence>,
-        now_s: f64,
-        bucket: u64,
-    ) -> Option<Stats> {
-        let share = &self.config.share;
+    ) -> Option<Pooled> {
         let memory = self.memory();
+        let mut p = Pooled::default();
         let (mut success, mut ttfb, mut connect, mut bandwidth) = (
             Acc::default(),
             Acc::default(),
@@ -100,15 +115,13 @@ impl ScoreModel {
         );
         let mut log_time = Acc::default();
         let (mut var_sum, mut time_weight) = (0.0f64, 0.0f64);
-        let (mut errors, mut total) = (0.0f64, 0.0f64);
-        let mut samples = 0.0;
         let mut newest = f64::NEG_INFINITY;
         for e in evidence {
             let n = (e.samples as f64).min(memory);
             if n <= 0.0 {
                 continue;
             }
-            samples += n;
+            p.samples += n;
             newest = newest.max(e.sample_s);
             success.add(e.success, n);
             ttfb.add(e.ttfb_ms, n);
@@ -119,10 +132,37 @@ impl ScoreModel {
                 var_sum += n * n * e.attempt_var;
                 time_weight += n;
             }
-            errors += f64::from(e.overload.0);
-            total += f64::from(e.overload.1);
+            p.errors += f64::from(e.overload.0);
+            p.total += f64::from(e.overload.1);
         }
-        let remote_weight = (share.remote_weight * samples).min(share.max_prior_samples);
+        if p.samples <= 0.0 {
+            return None;
+        }
+        p.success = success.mean();
+        p.ttfb_ms = ttfb.mean();
+        p.connect_ms = connect.mean();
+        p.bandwidth_bps = bandwidth.mean();
+        p.log_time = log_time.mean();
+        p.time_var = if time_weight > 0.0 {
+            var_sum / (time_weight * time_weight)
+        } else {
+            0.0
+        };
+        p.newest_s = newest;
+        Some(p)
+    }
+
+    /// The local statistics with pooled remote evidence blended in (`None`: the prior weighs
+    /// nothing, use the local statistics as they are).
+    pub(crate) fn blend(
+        &self,
+        local: &Stats,
+        pooled: &Pooled,
+        now_s: f64,
+        bucket: u64,
+    ) -> Option<Stats> {
+        let share = &self.config.share;
+        let remote_weight = (share.remote_weight * pooled.samples).min(share.max_prior_samples);
         if remote_weight <= 0.0 {
             return None;
         }
@@ -136,25 +176,25 @@ impl ScoreModel {
             None if ema.first_sample_replaces_prior => (ema.success_prior, 0.0),
             None => (ema.success_prior, 1.0),
         };
-        out.success = mix(Some(own), own_weight, success.mean(), remote_weight);
-        out.ttfb_ms = mix(local.ttfb_ms, local_weight, ttfb.mean(), remote_weight);
+        out.success = mix(Some(own), own_weight, pooled.success, remote_weight);
+        out.ttfb_ms = mix(local.ttfb_ms, local_weight, pooled.ttfb_ms, remote_weight);
         out.connect_ms = mix(
             local.connect_ms,
             local_weight,
-            connect.mean(),
+            pooled.connect_ms,
             remote_weight,
         );
         out.bandwidth_bps = mix(
             local.bandwidth_bps,
             local_weight,
-            bandwidth.mean(),
+            pooled.bandwidth_bps,
             remote_weight,
         );
         // Times blend in log space (they are compared as ratios), and so does the estimate's
         // variance: independent estimates weighted by their samples, the remote one inflated
         // by what a remote sample is worth.
-        if let Some(lt) = log_time.mean() {
-            let var_remote = var_sum / (time_weight * time_weight) / share.remote_weight;
+        if let Some(lt) = pooled.log_time {
+            let var_remote = pooled.time_var / share.remote_weight;
             let local_log = local.attempt_ms.map(|t| t.max(1e-3).ln());
             out.attempt_ms = mix(local_log, local_weight, Some(lt), remote_weight).map(f64::exp);
             let var = match local.attempt_ms {
@@ -170,6 +210,7 @@ impl ScoreModel {
         }
         // The overload window: the remote counts, scaled to weigh at most the prior's samples,
         // are added to the local ones in the current bucket.
+        let (errors, total) = (pooled.errors, pooled.total);
         if total > 0.0 {
             let buckets = self.config.window.buckets as usize;
             let (e, t) = local.window.counts(bucket, buckets);
@@ -181,6 +222,7 @@ impl ScoreModel {
             }
         }
         // Decay (with `ema.half_life_s`) counts from the freshest evidence.
+        let newest = pooled.newest_s;
         if newest.is_finite() {
             out.last_sample_s = Some(local.last_sample_s.map_or(newest, |l| l.max(newest)));
         }
