@@ -8,6 +8,7 @@ use selection_coordinator::actor::Coordinator;
 
 /// The fleet flags of `selcoord demo`.
 #[derive(Debug, clap::Args)]
+#[cfg_attr(not(feature = "fleet"), allow(dead_code))] // only `--fleet` is read, to refuse it
 pub(crate) struct FleetArgs {
     /// Share with a fleet over NATS: the server's URL, e.g. `nats://127.0.0.1:4222`. The
     /// coordinator publishes a digest of what it learned every `--digest-period` and applies
@@ -38,6 +39,7 @@ pub(crate) struct FleetArgs {
 }
 
 /// What keeps sharing alive: dropped at the end of the demo.
+#[cfg_attr(not(feature = "fleet"), allow(dead_code))] // never built without the feature
 pub(crate) struct Sharing {
     #[cfg(feature = "fleet")]
     _fleet: selection_coordinator::fleet::Fleet,
