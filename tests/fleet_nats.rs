@@ -715,3 +715,51 @@ async fn credentials_file_is_accepted_and_a_foreign_one_refused() {
         other => panic!("a foreign credentials file must be FleetError::Auth, got {other:?}"),
     }
 }
+
+#[actix::test]
+async fn a_flood_from_one_sender_is_bounded_and_counted_and_decisions_go_on() {
+    if !nats_present("a_flood_from_one_sender_is_bounded_and_counted_and_decisions_go_on") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let b = coordinator(31);
+    b.addr().send(GetState).await.unwrap();
+    let mut cb = config(&server.url(), "b");
+    cb.queue = 8;
+    let fb = Fleet::start(cb, b.addr().clone()).await.unwrap();
+    eventually("b's connection", Duration::from_secs(10), || fb.connected()).await;
+
+    const FLOOD: u64 = 5_000;
+    let rogue = async_nats::connect(server.url()).await.unwrap();
+    for seq in 1..=FLOOD {
+        let entry = r#"{"id":"c0","success":0.0,"overload_errors":0,"overload_total":0,"samples":1000,"age_s":0.0}"#;
+        let payload =
+            format!(r#"{{"v":1,"digest":{{"sender":"x","seq":{seq},"entries":[{entry}]}}}}"#);
+        rogue
+            .publish("selcoord.digest.test.x", payload.into_bytes().into())
+            .await
+            .unwrap();
+        if seq % 500 == 0 {
+            // Decisions go on while the flood arrives (a stall fails `attempt`).
+            attempt(&b, None, ok()).await;
+        }
+    }
+    rogue.flush().await.unwrap();
+    eventually(
+        "every flooded digest to be accounted for",
+        Duration::from_secs(30),
+        || {
+            let c = fb.counts();
+            c.applied + c.rejected + c.dropped == FLOOD
+        },
+    )
+    .await;
+    let c = fb.counts();
+    println!("a flood of {FLOOD} digests from one sender: {c:?}");
+    // At most one digest per sender per `min_interval_s` is applied; the rest are refused by
+    // the coordinator or dropped by the bounded queue before reaching it.
+    assert!(c.applied < FLOOD / 10, "{c:?}");
+    assert!(c.rejected + c.dropped > FLOOD / 2, "{c:?}");
+    assert_eq!(errors(&b).await, 0);
+}
