@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use proptest::prelude::*;
 use rand::{rngs::SmallRng, SeedableRng};
+use selection_coordinator::digest::{CandidateDigest, Digest};
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Next, Outcome, Request,
 };
@@ -31,7 +33,7 @@ fn drive(core: &mut Core, id: &str, n: usize, outcome: &Outcome, ms: u64, t: &mu
             panic!("no grant");
         };
         *t += Duration::from_millis(ms);
-        core.outcome(g.attempt, outcome.clone(), *t).unwrap();
+        core.outcome(g.attempt, *outcome, *t).unwrap();
         core.done(g.attempt, Next::Finish, *t, &mut rng).unwrap();
     }
 }
@@ -105,4 +107,137 @@ fn a_digest_carries_what_one_learned_to_another() {
     b.tick(t, &mut SmallRng::seed_from_u64(3));
     let expired = probability(&b, "c");
     assert!(expired > 0.5 * before, "before {before}, expired {expired}");
+}
+
+/// Any number, hostile ones included.
+fn any_number() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        4 => 0.0..1.0f64,
+        2 => 0.0..5_000.0f64,
+        1 => Just(f64::NAN),
+        1 => Just(f64::INFINITY),
+        1 => Just(f64::NEG_INFINITY),
+        1 => Just(-1.0),
+        1 => Just(f64::MAX),
+        1 => Just(1e300),
+        1 => Just(-0.0),
+    ]
+}
+
+fn any_count() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0..50u64, 1 => Just(u64::MAX), 1 => any::<u64>()]
+}
+
+fn any_entry() -> impl Strategy<Value = CandidateDigest> {
+    (
+        prop_oneof![Just("a"), Just("b"), Just("c"), Just("d"), Just("zz")],
+        any_number(),
+        proptest::option::of(any_number()),
+        any_number(),
+        proptest::option::of(any_number()),
+        (any_count(), any_count(), any_count(), any_count()),
+        any_number(),
+    )
+        .prop_map(
+            |(id, success, attempt_ms, var, ttfb, counts, age)| CandidateDigest {
+                id: CandidateId::new(id),
+                success,
+                attempt_ms,
+                attempt_var: var,
+                ttfb_ms: ttfb,
+                connect_ms: None,
+                bandwidth_bps: attempt_ms,
+                overload_errors: counts.0.min(u64::from(u32::MAX)) as u32,
+                overload_total: counts.1.min(u64::from(u32::MAX)) as u32,
+                samples: counts.2,
+                successes: counts.3,
+                age_s: age,
+            },
+        )
+}
+
+fn any_digest() -> impl Strategy<Value = (Digest, u64)> {
+    (
+        prop_oneof![Just("x"), Just("y"), Just("b"), Just("")],
+        prop_oneof![3 => 0..5_000u64, 1 => any::<u64>()],
+        proptest::collection::vec(any_entry(), 0..8),
+        0..3_000u64,
+    )
+        .prop_map(|(sender, seq, entries, gap_ms)| {
+            (
+                Digest {
+                    sender: sender.to_string(),
+                    seq,
+                    entries,
+                },
+                gap_ms,
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+    /// Hostile digests: nothing panics, the core stays consistent, every component stays in
+    /// [0, 1], and the prior moves a candidate's success no further than `max_prior_samples`
+    /// local outcomes against its local evidence could: by at most `M / (n + M)` of the way to
+    /// 0 or 1, where `n` is the local evidence's weight.
+    #[test]
+    fn hostile_digests_stay_within_the_local_bounds(
+        local in proptest::collection::vec((0..4usize, any::<bool>(), 1..400u64), 0..12),
+        digests in proptest::collection::vec(any_digest(), 1..6),
+    ) {
+        let t0 = Instant::now();
+        let mut t = t0;
+        let mut b = core("b", t0);
+        for (c, ok, ms) in local {
+            let outcome = if ok {
+                Outcome::success_with(5.0, ms as f64, 1000, 10.0)
+            } else {
+                Outcome::failure(FailureClass::Transport)
+            };
+            drive(&mut b, IDS[c], 1, &outcome, ms, &mut t);
+        }
+        let cfg = b.config().clone();
+        let memory = (1.0 / cfg.ema.alpha).ceil();
+        let cap = cfg.share.max_prior_samples;
+        let mut rng = SmallRng::seed_from_u64(9);
+        for (d, gap_ms) in &digests {
+            t += Duration::from_millis(*gap_ms);
+            let _ = b.apply_digest(t, d);
+            b.tick(t, &mut rng);
+            prop_assert!(b.check_invariants().is_ok(), "{:?}", b.check_invariants());
+            let now_s = b.now_s();
+            let mut total = 0.0;
+            for id in IDS {
+                let v = b.candidate(&CandidateId::new(id)).unwrap();
+                let c = v.components;
+                for (name, x) in [
+                    ("success", c.success), ("connect", c.connect), ("ttfb", c.ttfb),
+                    ("bandwidth", c.bandwidth), ("overload", c.overload),
+                    ("time_to_success", c.time_to_success),
+                ] {
+                    prop_assert!(x.is_finite() && (0.0..=1.0).contains(&x), "{id} {name} {x}");
+                }
+                // The local value and the weight of local evidence, from the local statistics.
+                let (local_success, n) = match v.stats.success {
+                    Some(s) => {
+                        let age = now_s - v.stats.last_sample_s.unwrap_or(now_s);
+                        let n = (v.stats.attempts as f64).min(memory)
+                            * (-age.max(0.0) / cfg.share.local_half_life_s).exp2();
+                        (s, n)
+                    }
+                    None => (cfg.ema.success_prior, 1.0),
+                };
+                let reach = cap / (n + cap);
+                prop_assert!(
+                    (c.success - local_success).abs() <= reach + 1e-9,
+                    "{id}: success {} moved from {} further than {} (n {})",
+                    c.success, local_success, reach, n
+                );
+                total += b.tree_probability(&CandidateId::new(id));
+            }
+            prop_assert!((total - 1.0).abs() < 1e-9, "probabilities sum to {}", total);
+        }
+    }
 }

@@ -38,6 +38,10 @@ struct SlotReports {
     gen: u32,
     reports: Vec<Report>,
     pooled: Option<Pooled>,
+    /// Outcomes the senders saw since their previous digests: attempts and successes,
+    /// decaying with `share.local_half_life_s`, as of `recent_s`.
+    recent: (f64, f64),
+    recent_s: f64,
     /// The pooled form is out of date from this time on (a report expires, a blackout ends)
     /// or at once (a report came): the next refresh pools again.
     pooled_until_s: f64,
@@ -121,7 +125,11 @@ impl Core {
                 continue;
             }
             let gen = self.slots.get(idx).map_or(u32::MAX, |s| s.gen);
-            let pooled = self.model.pool(share.usable(idx, gen, now_s, expiry_s));
+            let slot = &share.by_slot[idx];
+            let recent = (slot.recent.0, slot.recent.1, slot.recent_s);
+            let pooled = self
+                .model
+                .pool(share.usable(idx, gen, now_s, expiry_s), recent);
             let until = share.pooled_until(&share.by_slot[idx].reports, now_s, expiry_s);
             let slot = &mut share.by_slot[idx];
             slot.pooled = pooled;
@@ -144,6 +152,15 @@ impl Core {
     /// sender is the name set with [`Core::set_share_identity`] (empty until then, which
     /// receivers turn away).
     pub fn digest(&self, now: Instant) -> Digest {
+        self.digest_since(now, None)
+    }
+
+    /// [`Core::digest`] with only the candidates sampled after `since` (`None`: every fresh
+    /// one). Receivers keep a sender's last report on a candidate until it expires, so a
+    /// driver that sends every period may send only what changed since its previous digest,
+    /// and a full one now and then for coordinators that joined meanwhile.
+    pub fn digest_since(&self, now: Instant, since: Option<Instant>) -> Digest {
+        let since_s = since.map(|s| s.saturating_duration_since(self.epoch).as_secs_f64());
         let now_s = self
             .now_s
             .max(now.saturating_duration_since(self.epoch).as_secs_f64());
@@ -159,7 +176,7 @@ impl Core {
                 continue;
             };
             let age_s = (now_s - last).max(0.0);
-            if age_s > cfg.share.expiry_s {
+            if age_s > cfg.share.expiry_s || since_s.is_some_and(|s| last <= s) {
                 continue;
             }
             let s = slot.stats.unpack();
@@ -177,6 +194,7 @@ impl Core {
                 overload_errors: errors.min(total),
                 overload_total: total,
                 samples: s.attempts,
+                successes: s.successes.min(s.attempts),
                 age_s,
             });
         }
@@ -272,6 +290,7 @@ impl Core {
                 .by_slot
                 .resize_with(self.slots.len(), SlotReports::default);
         }
+        let memory = (1.0 / self.model.config().ema.alpha).ceil();
         let mut applied = Applied::default();
         let mut seen = hashbrown::HashSet::with_capacity(digest.entries.len());
         for e in &digest.entries {
@@ -299,6 +318,7 @@ impl Core {
                 bandwidth_bps: nan(e.bandwidth_bps),
                 overload: (e.overload_errors, e.overload_total),
                 samples: e.samples,
+                successes: e.successes,
                 sample_s: now_s - e.age_s,
             };
             let slot = &mut share.by_slot[idx];
@@ -306,9 +326,31 @@ impl Core {
                 slot.gen = gen;
                 slot.reports.clear();
                 slot.pooled = None;
+                slot.recent = (0.0, 0.0);
             }
             match slot.reports.iter_mut().find(|r| r.sender == index) {
-                Some(r) => r.evidence = evidence,
+                Some(r) => {
+                    // The outcomes since the sender's previous digest (none if its totals went
+                    // back: it restarted), at most an average's memory of them per digest.
+                    let (da, ds) = (
+                        evidence.samples.checked_sub(r.evidence.samples),
+                        evidence.successes.checked_sub(r.evidence.successes),
+                    );
+                    if let (Some(da), Some(ds)) = (da, ds) {
+                        if da > 0 && ds <= da {
+                            let (da, ds) = (da as f64, ds as f64);
+                            let cap = memory.min(da) / da;
+                            let decay =
+                                (-(now_s - slot.recent_s).max(0.0) / cfg.local_half_life_s).exp2();
+                            slot.recent = (
+                                slot.recent.0 * decay + da * cap,
+                                slot.recent.1 * decay + ds * cap,
+                            );
+                            slot.recent_s = now_s;
+                        }
+                    }
+                    r.evidence = evidence;
+                }
                 None => slot.reports.push(Report {
                     sender: index,
                     evidence,
@@ -351,9 +393,10 @@ impl Core {
             // Out of date and not yet pooled again (an outcome between a digest and the next
             // full refresh): pool this one now.
             let expiry_s = self.model.config().share.expiry_s;
+            let recent = (slot.recent.0, slot.recent.1, slot.recent_s);
             fresh = self
                 .model
-                .pool(share.usable(idx, slot.gen, self.now_s, expiry_s))?;
+                .pool(share.usable(idx, slot.gen, self.now_s, expiry_s), recent)?;
             &fresh
         };
         self.model.blend(local, pooled, self.now_s, self.bucket())

@@ -396,8 +396,8 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
-        self.refresh_pool();
         self.refresh_share();
+        self.refresh_pool();
         for idx in 0..n {
             self.refresh_slot(idx, Refresh::Coarse);
         }

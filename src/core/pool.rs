@@ -99,11 +99,23 @@ impl Core {
         self.pool.overall = Some(self.overall);
         let (mut k, mut sum, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0, 0.0);
         let ctx: ScoreContext = self.pool_context();
-        for slot in &self.slots {
+        for (idx, slot) in self.slots.iter().enumerate() {
             if !slot.live {
                 continue;
             }
-            if let Some((raw, var)) = self.model.pooled_terms(&slot.stats, &ctx) {
+            // With remote evidence, the candidate's terms as it is scored: prior included.
+            let terms = match self
+                .share
+                .as_ref()
+                .and_then(|_| self.blended(idx, &slot.stats.unpack()))
+            {
+                Some(b) => self
+                    .model
+                    .pooled_deviation(&b, &ctx)
+                    .map(|d| (d.raw, d.var)),
+                None => self.model.pooled_terms(&slot.stats, &ctx),
+            };
+            if let Some((raw, var)) = terms {
                 k += 1;
                 sum += raw;
                 sum_d2 += raw * raw;

@@ -71,8 +71,11 @@ pub struct CandidateDigest {
     pub overload_errors: u32,
     /// Outcomes over the sender's window.
     pub overload_total: u32,
-    /// Outcomes the sender has counted on it.
+    /// Outcomes the sender has counted on it (a running total: the receiver reads the
+    /// outcomes since the sender's previous digest from the difference).
     pub samples: u64,
+    /// Of those, successes (a running total, at most `samples`).
+    pub successes: u64,
     /// Seconds since the sender's newest sample of it, when the digest was made.
     pub age_s: f64,
 }
@@ -293,6 +296,7 @@ impl CandidateDigest {
             }
         };
         count("samples", self.samples, share.max_samples)?;
+        count("successes", self.successes, self.samples)?;
         count(
             "overload_total",
             u64::from(self.overload_total),
@@ -354,6 +358,7 @@ mod tests {
             overload_errors: 1,
             overload_total: 10,
             samples: 30,
+            successes: 27,
             age_s: 0.5,
         }
     }
@@ -401,6 +406,13 @@ mod tests {
             (
                 CandidateDigest {
                     overload_errors: 11,
+                    ..entry()
+                },
+                "huge_count",
+            ),
+            (
+                CandidateDigest {
+                    successes: 31,
                     ..entry()
                 },
                 "huge_count",

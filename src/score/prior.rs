@@ -27,8 +27,10 @@ pub(crate) struct RemoteEvidence {
     pub(crate) bandwidth_bps: f64,
     /// Overload errors and outcomes over the sender's window.
     pub(crate) overload: (u32, u32),
-    /// Samples behind the averages.
+    /// Samples behind the averages (a running total).
     pub(crate) samples: u64,
+    /// Of those, successes (a running total).
+    pub(crate) successes: u64,
     /// When its newest sample was taken, seconds on the receiving core's clock.
     pub(crate) sample_s: f64,
 }
@@ -70,6 +72,10 @@ pub(crate) struct Pooled {
     total: f64,
     /// The newest sample behind them, seconds on the receiving core's clock.
     newest_s: f64,
+    /// Outcomes the senders saw since their previous digests (attempts, successes), decaying,
+    /// as of `recent_s`.
+    recent: (f64, f64),
+    recent_s: f64,
 }
 
 /// The convex blend of a local value (weight `wl`) and a remote one (weight `wr`).
@@ -104,6 +110,7 @@ impl ScoreModel {
     pub(crate) fn pool<'a>(
         &self,
         evidence: impl Iterator<Item = &'a RemoteEvidence>,
+        recent: (f64, f64, f64),
     ) -> Option<Pooled> {
         let memory = self.memory();
         let mut p = Pooled::default();
@@ -149,6 +156,8 @@ impl ScoreModel {
             0.0
         };
         p.newest_s = newest;
+        p.recent = (recent.0, recent.1);
+        p.recent_s = recent.2;
         Some(p)
     }
 
@@ -162,10 +171,30 @@ impl ScoreModel {
         bucket: u64,
     ) -> Option<Stats> {
         let share = &self.config.share;
-        let remote_weight = (share.remote_weight * pooled.samples).min(share.max_prior_samples);
-        if remote_weight <= 0.0 {
+        let cap = share.max_prior_samples;
+        // The senders' averages weigh what their samples are worth, up to the cap.
+        let remote_weight = (share.remote_weight * pooled.samples).min(cap);
+        // The outcomes the senders saw since their previous digests are the freshest remote
+        // evidence on success: each counts as one outcome, and they take the cap first; the
+        // senders' averages fill what is left of it.
+        let decay = (-(now_s - pooled.recent_s).max(0.0) / share.local_half_life_s).exp2();
+        let (ra, rs) = (pooled.recent.0 * decay, pooled.recent.1 * decay);
+        let recent_weight = if share.remote_weight > 0.0 {
+            ra.min(cap)
+        } else {
+            0.0
+        };
+        let fill = remote_weight.min(cap - recent_weight);
+        let success_weight = recent_weight + fill;
+        if remote_weight <= 0.0 || success_weight <= 0.0 {
             return None;
         }
+        let remote_success = match pooled.success {
+            Some(avg) if recent_weight > 0.0 => {
+                Some((recent_weight * (rs / ra) + fill * avg) / success_weight)
+            }
+            other => other,
+        };
         let local_weight = self.local_weight(local, now_s);
         let mut out = local.clone();
         // Success: a candidate never sampled here keeps the optimistic prior as one sample,
@@ -176,7 +205,7 @@ impl ScoreModel {
             None if ema.first_sample_replaces_prior => (ema.success_prior, 0.0),
             None => (ema.success_prior, 1.0),
         };
-        out.success = mix(Some(own), own_weight, pooled.success, remote_weight);
+        out.success = mix(Some(own), own_weight, remote_success, success_weight);
         out.ttfb_ms = mix(local.ttfb_ms, local_weight, pooled.ttfb_ms, remote_weight);
         out.connect_ms = mix(
             local.connect_ms,

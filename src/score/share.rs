@@ -17,7 +17,9 @@ use crate::error::Problem;
 pub struct ShareConfig {
     /// What one remote sample counts for, in local samples (in `[0, 1]`; 0 ignores digests).
     pub remote_weight: f64,
-    /// The most the pooled remote evidence on one candidate may weigh, in local samples.
+    /// The most the pooled remote evidence on one candidate may weigh, in local samples. The
+    /// outcomes senders saw since their previous digests count one sample each and take this
+    /// first; the senders' averages fill the rest.
     pub max_prior_samples: f64,
     /// A sender is heard for this many seconds before its evidence is used (a new or
     /// restarted sender, or a stream of made-up names, moves nothing at first).
@@ -40,16 +42,16 @@ pub struct ShareConfig {
 }
 
 impl Default for ShareConfig {
-    /// Remote samples count half (`remote_weight` 0.5) up to 5 samples in all, a 1 s blackout
-    /// for new senders, a 60 s expiry, local evidence halving every 10 s, one digest per
+    /// Remote samples count half (`remote_weight` 0.5) up to 8 samples in all, a 1 s blackout
+    /// for new senders, a 60 s expiry, local evidence halving every 2 s, one digest per
     /// sender per 0.5 s, at most 10,000 entries and 1,000 senders.
     fn default() -> Self {
         ShareConfig {
             remote_weight: 0.5,
-            max_prior_samples: 5.0,
+            max_prior_samples: 8.0,
             blackout_s: 1.0,
             expiry_s: 60.0,
-            local_half_life_s: 10.0,
+            local_half_life_s: 2.0,
             min_interval_s: 0.5,
             max_entries: 10_000,
             max_senders: 1_000,

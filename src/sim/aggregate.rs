@@ -18,12 +18,12 @@ const BEFORE_S: f64 = 5.0;
 /// One degraded candidate in one run.
 #[derive(Clone, Debug)]
 pub(crate) struct DegRun {
-    cand: usize,
-    at: f64,
-    before: Option<f64>,
-    det: Option<f64>,
-    healed: Option<f64>,
-    rec: Option<f64>,
+    pub(crate) cand: usize,
+    pub(crate) at: f64,
+    pub(crate) before: Option<f64>,
+    pub(crate) det: Option<f64>,
+    pub(crate) healed: Option<f64>,
+    pub(crate) rec: Option<f64>,
 }
 
 /// One run reduced to what the means over seeds need.
@@ -127,7 +127,7 @@ impl Series {
 
 impl RunStats {
     /// Every degraded candidate (its first degrade), measured against its own share before.
-    fn degradations(&self) -> Vec<DegRun> {
+    pub(crate) fn degradations(&self) -> Vec<DegRun> {
         let mut out: Vec<DegRun> = Vec::new();
         let s = &self.series;
         for &(action, cand, _, at) in &self.marks {

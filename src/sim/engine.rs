@@ -136,6 +136,16 @@ impl<'a> Engine<'a> {
             sc.workload.stall_ms / 1000.0,
             stream(seed, 3).random(),
         )?;
+        Ok(Self::with_policy(sc, policy, spec.label(), seed))
+    }
+
+    /// A run of a policy built elsewhere (the fleet of coordinators), labelled `label`.
+    pub(crate) fn with_policy(
+        sc: &'a Scenario,
+        policy: Box<dyn Policy>,
+        label: &str,
+        seed: u64,
+    ) -> Self {
         let expanded = sc.expanded();
         let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
         let truth: Vec<Truth> = expanded
@@ -143,7 +153,7 @@ impl<'a> Engine<'a> {
             .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
             .collect();
         let tracked = tracked_candidates(sc, &ids);
-        let mut stats = RunStats::new(spec.label(), &ids, tracked, sc.series_bucket_s);
+        let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
         stats.arms = policy
             .arm_names()
             .iter()
@@ -155,7 +165,7 @@ impl<'a> Engine<'a> {
             a.timeout_s = timeout_s;
         }
         let n = ids.len();
-        Ok(Engine {
+        Engine {
             sc,
             policy,
             ids,
@@ -182,7 +192,7 @@ impl<'a> Engine<'a> {
             stats,
             now: 0.0,
             subset_scratch: Vec::new(),
-        })
+        }
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
@@ -379,6 +389,8 @@ impl<'a> Engine<'a> {
             }
             Some(picked)
         };
+        self.policy
+            .assign(req, (worker != NO_WORKER).then_some(worker));
         let world = world!(self, now);
         self.policy.ready(req, subset.as_deref(), now, &world);
         if let Some(s) = subset {

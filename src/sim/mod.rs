@@ -28,6 +28,8 @@ mod aggregate;
 mod baselines;
 mod dist;
 mod engine;
+mod fleet;
+mod fleet_run;
 mod plot;
 mod policy;
 mod queue;
@@ -42,6 +44,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub use dist::Dist;
+pub use fleet::{FleetShare, FleetSpec, MAX_CLIENTS};
+pub use fleet_run::{simulate_fleet, FleetDegrade, FleetReport, RECOVERY_TARGET_S};
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};

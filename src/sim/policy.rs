@@ -105,6 +105,9 @@ pub(crate) trait Policy: Send {
     fn arm(&self, _req: Req) -> Option<usize> {
         None
     }
+    /// Says which closed-loop worker (`None`: an open-loop arrival) issues `req`, just before
+    /// its `ready` (a fleet of coordinators routes it to that worker's own coordinator).
+    fn assign(&mut self, _req: Req, _worker: Option<u32>) {}
 }
 
 /// A policy named on the command line.
@@ -384,6 +387,34 @@ impl CoordinatorPolicy {
             waiting: FastMap::default(),
             out: Default::default(),
         })
+    }
+
+    /// The core (the fleet reads and feeds it digests).
+    pub(crate) fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    /// The core, read-only.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
+    /// [`Policy::tick`] without the world (the coordinator never reads it).
+    pub(crate) fn tick_core(&mut self, now: f64) {
+        self.core.tick(self.clock.at(now), &mut self.rng);
+        self.drain(None);
+    }
+
+    /// The probability that an unrestricted request draws `cand` now (0 if unknown).
+    pub(crate) fn probability_of(&self, cand: Cand) -> f64 {
+        self.ids
+            .id(cand)
+            .map_or(0.0, |id| self.core.tree_probability(id))
+    }
+
+    /// The clock the core runs on.
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock
     }
 
     /// Turns core events into decisions. `current`: the request whose own call this was; if

@@ -16,7 +16,7 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 10] = [
+pub const BUILTIN: [(&str, &str); 12] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -48,6 +48,14 @@ pub const BUILTIN: [(&str, &str); 10] = [
     ),
     ("c3-clop", include_str!("../../scenarios/c3-clop.toml")),
     ("herd", include_str!("../../scenarios/herd.toml")),
+    (
+        "fleet-lassie",
+        include_str!("../../scenarios/fleet-lassie.toml"),
+    ),
+    (
+        "fleet-degrade",
+        include_str!("../../scenarios/fleet-degrade.toml"),
+    ),
 ];
 
 /// A scenario file that cannot be used.
@@ -400,6 +408,9 @@ pub struct Scenario {
     /// Changes over time.
     #[serde(default)]
     pub timeline: Vec<TimelineEvent>,
+    /// Fleet mode: several coordinators over these candidates (`docs/fleet.md`).
+    #[serde(default)]
+    pub fleet: Option<super::fleet::FleetSpec>,
 }
 
 /// The most candidates a scenario may expand to (replicas included).

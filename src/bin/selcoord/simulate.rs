@@ -6,7 +6,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use selection_coordinator::discovery::sim::{self as discovery_sim, DiscoveryScenario};
-use selection_coordinator::sim::{plot_svg, simulate_seeds, PolicySpec, Scenario, Seeds, BUILTIN};
+use selection_coordinator::sim::{
+    plot_svg, simulate_fleet, simulate_seeds, FleetShare, FleetSpec, PolicySpec, Scenario, Seeds,
+    BUILTIN,
+};
 
 /// How often a line of progress goes to stderr when it is not a terminal.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -45,6 +48,80 @@ pub(crate) struct Args {
     list: bool,
     #[command(flatten)]
     suite: crate::suite::SuiteArgs,
+    #[command(flatten)]
+    fleet: FleetArgs,
+}
+
+/// Fleet mode (docs/fleet.md): several coordinators over one set of candidates. A scenario
+/// with a `[fleet]` table runs in fleet mode; these options override its fields (or, without
+/// the table, turn fleet mode on).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FleetArgs {
+    /// Whether the coordinators share digests: none or digest.
+    #[arg(long, value_name = "none|digest")]
+    fleet_share: Option<String>,
+    /// Coordinators in the fleet, 1 to 100.
+    #[arg(long, value_name = "N")]
+    fleet_clients: Option<u32>,
+    /// Seconds between a coordinator's digests.
+    #[arg(long, value_name = "S")]
+    digest_period_s: Option<f64>,
+    /// Delay of a digest copy, ms.
+    #[arg(long, value_name = "MS")]
+    digest_delay_ms: Option<f64>,
+    /// Extra delay per copy, uniform in [0, MS].
+    #[arg(long, value_name = "MS")]
+    digest_jitter_ms: Option<f64>,
+    /// Probability that a digest copy is lost.
+    #[arg(long, value_name = "P")]
+    digest_loss: Option<f64>,
+}
+
+impl FleetArgs {
+    fn any(&self) -> bool {
+        self.fleet_share.is_some()
+            || self.fleet_clients.is_some()
+            || self.digest_period_s.is_some()
+            || self.digest_delay_ms.is_some()
+            || self.digest_jitter_ms.is_some()
+            || self.digest_loss.is_some()
+    }
+
+    /// The scenario's `[fleet]` table with these overrides (`None`: not fleet mode).
+    fn spec(&self, scenario: &Scenario) -> Result<Option<FleetSpec>, String> {
+        let Some(mut spec) = scenario.fleet.clone().or_else(|| {
+            self.any().then_some(FleetSpec {
+                clients: 1,
+                share: FleetShare::Digest,
+                period_s: 1.0,
+                delay_ms: 0.0,
+                jitter_ms: 0.0,
+                loss: 0.0,
+            })
+        }) else {
+            return Ok(None);
+        };
+        if let Some(s) = &self.fleet_share {
+            spec.share = FleetShare::parse(s).map_err(|e| format!("--fleet-share: {e}"))?;
+        }
+        if let Some(n) = self.fleet_clients {
+            spec.clients = n;
+        }
+        if let Some(p) = self.digest_period_s {
+            spec.period_s = p;
+        }
+        if let Some(d) = self.digest_delay_ms {
+            spec.delay_ms = d;
+        }
+        if let Some(j) = self.digest_jitter_ms {
+            spec.jitter_ms = j;
+        }
+        if let Some(l) = self.digest_loss {
+            spec.loss = l;
+        }
+        spec.check()?;
+        Ok(Some(spec))
+    }
 }
 
 /// Checks made before any work, so a bad option fails at once rather than after the run:
@@ -109,6 +186,9 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         return run_discovery(&text, &args);
     }
     let scenario = Scenario::load(name).map_err(|e| e.to_string())?;
+    if let Some(spec) = args.fleet.spec(&scenario)? {
+        return run_fleet(&scenario, &spec, &args);
+    }
     let names: Vec<String> = if args.policies.is_empty() {
         if scenario.policies.is_empty() {
             vec!["coordinator".into(), "random".into(), "oracle".into()]
@@ -182,6 +262,29 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     if let Some(path) = &args.plot {
         plot_svg(&report, path)?;
+    }
+    Ok(())
+}
+
+/// Fleet mode: the fleet's figures against the oracle (docs/fleet.md).
+fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), String> {
+    if !args.policies.is_empty() || args.plot.is_some() {
+        return Err("fleet mode runs the coordinator fleet against the oracle: --policies and --plot do not apply".into());
+    }
+    if args.seeds == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let report = simulate_fleet(scenario, spec, &seeds, threads)?;
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.to_json() + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
