@@ -189,6 +189,7 @@ mod tests {
                 overload_errors: 1,
                 overload_total: 4,
                 samples: 9,
+                successes: 4,
                 age_s: 0.5,
             }],
         }
