@@ -44,6 +44,7 @@
 //! | `cli` | the `selcoord` binary (`simulate`, `explain`, `demo`); implies `actor` and `sim` | clap, indicatif |
 //! | `prometheus` | `metrics::install_prometheus`; implies `actor` | metrics-exporter-prometheus |
 //! | `http` | `discovery::perf_scores` over HTTP; implies `actor` | hyper |
+//! | `fleet` | `fleet`: sharing digests with other coordinators over NATS; implies `actor` | async-nats |
 //! | `decision-records` | decision records (`Core::set_record_rate`); off, the recording code is compiled out | |
 //!
 //! The default is `cli`, `prometheus` and `decision-records`. A library that drives the core
@@ -80,6 +81,8 @@ pub mod decision;
 pub mod digest;
 pub mod discovery;
 mod error;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 #[cfg(feature = "actor")]
 pub mod metrics;
 pub mod score;

@@ -118,6 +118,36 @@ pub mod names {
     /// Counter: perf-score documents fetched and applied.
     pub const PERF_SCORE_UPDATES: &str = "selcoord_perf_scores_updates_total";
 
+    // Fleet sharing's metrics (emitted by `crate::fleet`, feature `fleet`).
+
+    /// Counter: digests published to the fleet.
+    pub const FLEET_DIGESTS_SENT: &str = "selcoord_fleet_digests_sent_total";
+    /// Counter: received digests the coordinator applied.
+    pub const FLEET_DIGESTS_APPLIED: &str = "selcoord_fleet_digests_applied_total";
+    /// Counter: received digests rejected, label `reason`: `too_large`, `malformed`, `version`,
+    /// `subject`, `sender_mismatch` (checked on receipt) or the coordinator's reason for
+    /// refusing the digest.
+    pub const FLEET_DIGESTS_REJECTED: &str = "selcoord_fleet_digests_rejected_total";
+    /// Counter: digests dropped, label `reason`: `disconnected` (not published while the
+    /// connection is down), `publish_error`, `queue_full` (received while the queue to the
+    /// coordinator was full).
+    pub const FLEET_DIGESTS_DROPPED: &str = "selcoord_fleet_digests_dropped_total";
+    /// Counter: entries of applied digests refused one by one, label `reason` (the
+    /// coordinator's reasons, as for whole digests).
+    pub const FLEET_DIGEST_ENTRIES_REJECTED: &str = "selcoord_fleet_digest_entries_rejected_total";
+    /// Gauge: 1 while connected to the NATS server, 0 while running alone.
+    pub const FLEET_CONNECTED: &str = "selcoord_fleet_connected";
+
+    /// Every fleet metric name above.
+    pub const FLEET: [&str; 6] = [
+        FLEET_DIGESTS_SENT,
+        FLEET_DIGESTS_APPLIED,
+        FLEET_DIGESTS_REJECTED,
+        FLEET_DIGESTS_DROPPED,
+        FLEET_DIGEST_ENTRIES_REJECTED,
+        FLEET_CONNECTED,
+    ];
+
     /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
     pub const ALL: [&str; 23] = [
         DECISIONS,
@@ -289,6 +319,41 @@ pub fn describe() {
         "Decisions a shadow policy was asked about."
     );
     describe_discovery();
+    describe_fleet();
+}
+
+/// Describes the fleet-sharing metrics.
+fn describe_fleet() {
+    use names::{
+        FLEET_CONNECTED as METRIC_CONNECTED, FLEET_DIGESTS_APPLIED as METRIC_APPLIED,
+        FLEET_DIGESTS_DROPPED as METRIC_DROPPED, FLEET_DIGESTS_REJECTED as METRIC_REJECTED,
+        FLEET_DIGESTS_SENT as METRIC_SENT, FLEET_DIGEST_ENTRIES_REJECTED as METRIC_ENTRIES,
+    };
+    describe_counter!(METRIC_SENT, Unit::Count, "Digests published to the fleet.");
+    describe_counter!(
+        METRIC_APPLIED,
+        Unit::Count,
+        "Received digests the coordinator applied."
+    );
+    describe_counter!(
+        METRIC_REJECTED,
+        Unit::Count,
+        "Received digests rejected, by reason."
+    );
+    describe_counter!(
+        METRIC_DROPPED,
+        Unit::Count,
+        "Digests dropped (not published while disconnected, or received with the queue full), by reason."
+    );
+    describe_counter!(
+        METRIC_ENTRIES,
+        Unit::Count,
+        "Entries of applied digests that the coordinator refused."
+    );
+    describe_gauge!(
+        METRIC_CONNECTED,
+        "1 while connected to the NATS server, 0 while the coordinator runs alone."
+    );
 }
 
 /// Describes the discovery metrics.

@@ -95,6 +95,7 @@ mod messages;
 mod permit;
 mod persist;
 mod records;
+mod share;
 mod state;
 mod timer;
 
@@ -114,6 +115,7 @@ pub use messages::{
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};
+pub use share::{ApplyDigest, SetShareIdentity, TakeDigest};
 pub use state::{CandidateState, ShellCounters, State};
 
 use crate::core::{CandidateInfo, Core, Event, Limits, Next};

@@ -292,7 +292,7 @@ impl Core {
         }
         let memory = (1.0 / self.model.config().ema.alpha).ceil();
         let mut applied = Applied::default();
-        let mut seen = hashbrown::HashSet::with_capacity(digest.entries.len());
+        let mut seen = std::collections::HashSet::with_capacity(digest.entries.len());
         for e in &digest.entries {
             if let Err(err) = e.check(&cfg) {
                 applied.reject(err);

@@ -17,6 +17,7 @@ use selection_coordinator::metrics::CoordinatorMetrics;
 use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
 use selection_coordinator::{CandidateId, Next, Outcome};
 
+mod fleet;
 mod reload;
 mod world;
 use world::{World, RECENT_S};
@@ -62,6 +63,8 @@ pub(crate) struct Args {
     /// Seed of the coordinator's draws and of the simulated candidates.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    #[command(flatten)]
+    fleet: fleet::FleetArgs,
 }
 
 /// Runs the subcommand.
@@ -78,6 +81,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             args.sample_rate
         ));
     }
+    args.fleet.check()?;
     if let Some(d) = args.duration {
         if !(d.is_finite() && d > 0.0) {
             return Err(format!(
@@ -137,6 +141,7 @@ async fn live(
         }
     }
     let coordinator = coordinator.start();
+    let sharing = args.fleet.start(coordinator.clone()).await?;
     let watcher = args
         .config
         .clone()
@@ -208,6 +213,7 @@ async fn live(
         }
         actix::clock::sleep(Duration::from_millis(20)).await;
     };
+    drop(sharing);
     let _ = coordinator.send(Stop).await;
     let written = match writer {
         // The subscription ends with the coordinator, which ends the writer.

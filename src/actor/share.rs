@@ -1,0 +1,66 @@
+//! Sharing with a fleet: the messages a transport (e.g. `crate::fleet`, feature `fleet`)
+//! sends. Each answers from the core's state at once; none touches the network.
+
+use actix::{Context, Handler, Message, MessageResult};
+
+use super::timer::now;
+use super::Coordinator;
+use crate::digest::{Applied, Digest, DigestError};
+
+/// Names this coordinator in its digests
+/// ([`Core::set_share_identity`](crate::core::Core::set_share_identity)). `seq_base` must grow
+/// across restarts (e.g. the wall-clock time in milliseconds) so the others do not take the
+/// new digests for replays.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct SetShareIdentity {
+    /// The sender name.
+    pub name: String,
+    /// Added to the digest sequence numbers.
+    pub seq_base: u64,
+}
+
+/// Asks for this coordinator's digest of what it learned
+/// ([`Core::digest`](crate::core::Core::digest)).
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Digest")]
+pub struct TakeDigest;
+
+/// Applies another coordinator's digest as remote evidence
+/// ([`Core::apply_digest_from`](crate::core::Core::apply_digest_from)). `from` is the sender
+/// the transport vouches for; a digest naming another is refused. A refused digest changes
+/// nothing and its error says why; entries refused one by one are counted in [`Applied`].
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Applied, DigestError>")]
+pub struct ApplyDigest {
+    /// The sender the transport vouches for.
+    pub from: String,
+    /// The digest.
+    pub digest: Digest,
+}
+
+impl Handler<SetShareIdentity> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetShareIdentity, _: &mut Context<Self>) {
+        self.core.set_share_identity(msg.name, msg.seq_base);
+    }
+}
+
+impl Handler<TakeDigest> for Coordinator {
+    type Result = MessageResult<TakeDigest>;
+
+    fn handle(&mut self, _: TakeDigest, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core.digest(now()))
+    }
+}
+
+impl Handler<ApplyDigest> for Coordinator {
+    type Result = Result<Applied, DigestError>;
+
+    fn handle(&mut self, msg: ApplyDigest, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.core.apply_digest_from(now(), &msg.from, &msg.digest);
+        self.settle(ctx);
+        result
+    }
+}

@@ -1,0 +1,262 @@
+//! Fleet sharing over NATS (feature `fleet`): coordinators publish what they learned and
+//! apply what the others learned.
+//!
+//! [`Fleet::start`] runs two tasks next to a [`Coordinator`] actor:
+//!
+//! - **publish**: every digest period it asks the actor for its digest
+//!   ([`TakeDigest`](crate::actor::TakeDigest), i.e. [`Core::digest`](crate::core::Core::digest)),
+//!   encodes it ([`wire`]: JSON in a versioned envelope) and publishes it on
+//!   `selcoord.digest.<fleet>.<sender>`. While the connection is down the digest is dropped and
+//!   counted, never queued: a stale digest is worth nothing.
+//! - **receive**: it subscribes to `selcoord.digest.<fleet>.*`, decodes each message off the
+//!   actor, rejects (and counts) malformed ones and those whose subject's sender token is not
+//!   the digest's `sender`, and passes the others through a bounded queue to the actor
+//!   ([`ApplyDigest`](crate::actor::ApplyDigest), i.e.
+//!   [`Core::apply_digest`](crate::core::Core::apply_digest)). A digest the full queue cannot
+//!   take is dropped and counted.
+//!
+//! **The decision path never waits on the network.** The actor never awaits NATS: it answers
+//! the two messages from its own state like any other, and the tasks do all I/O. NATS down,
+//! slow or partitioned, the coordinator runs alone on its own evidence; the client reconnects
+//! forever (with a capped back-off) and resubscribes, and sharing resumes.
+//!
+//! Authentication: user and password, or a NATS credentials file ([`Auth`]); a server that
+//! refuses them at start is a typed error, [`FleetError::Auth`]. See `docs/fleet.md` for the
+//! server configuration, including the per-user publish permissions that keep a user from
+//! publishing under another sender's name.
+
+mod run;
+pub mod wire;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+
+use crate::actor::Coordinator;
+
+/// How a coordinator authenticates to the NATS server.
+#[derive(Clone, Default)]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    None,
+    /// A user name and password (`authorization { users = [...] }` in the server config).
+    UserPassword {
+        /// The user.
+        user: String,
+        /// The password.
+        password: String,
+    },
+    /// A NATS credentials file (a user JWT and its nkey seed, as `nsc` writes them).
+    CredentialsFile(PathBuf),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a password.
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::UserPassword { user, .. } => write!(f, "UserPassword({user}, ***)"),
+            Auth::CredentialsFile(p) => write!(f, "CredentialsFile({})", p.display()),
+        }
+    }
+}
+
+/// Where and how a coordinator shares with its fleet.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// The NATS server URL, e.g. `nats://127.0.0.1:4222` (several separated by commas).
+    pub url: String,
+    /// The fleet's name: coordinators share only within one fleet (one subject token).
+    pub fleet: String,
+    /// This coordinator's name in the fleet (one subject token; unique in the fleet).
+    pub sender: String,
+    /// How often the digest is published.
+    pub period: Duration,
+    /// Credentials.
+    pub auth: Auth,
+    /// Received digests that may wait for the actor; more are dropped and counted.
+    pub queue: usize,
+    /// How long the first connection attempt may take before the coordinator goes on alone
+    /// (the client keeps trying in the background).
+    pub connect_timeout: Duration,
+    /// Longest pause between reconnection attempts.
+    pub max_reconnect_delay: Duration,
+    /// How often the client pings the server; two unanswered pings mark the connection dead,
+    /// so this bounds how long a silent partition goes unnoticed.
+    pub ping_interval: Duration,
+}
+
+impl FleetConfig {
+    /// A config with the defaults: a 1 s period, no credentials, a queue of 64 digests, a 2 s
+    /// first connection attempt, reconnection at most every 2 s, a ping every 5 s.
+    pub fn new(
+        url: impl Into<String>,
+        fleet: impl Into<String>,
+        sender: impl Into<String>,
+    ) -> Self {
+        FleetConfig {
+            url: url.into(),
+            fleet: fleet.into(),
+            sender: sender.into(),
+            period: Duration::from_secs(1),
+            auth: Auth::None,
+            queue: 64,
+            connect_timeout: Duration::from_secs(2),
+            max_reconnect_delay: Duration::from_secs(2),
+            ping_interval: Duration::from_secs(5),
+        }
+    }
+
+    /// Checks every field; the error says which one to fix.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        wire::check_name("fleet name", &self.fleet).map_err(FleetError::Config)?;
+        wire::check_name("sender name", &self.sender).map_err(FleetError::Config)?;
+        if self.url.trim().is_empty() {
+            return Err(FleetError::Config("the NATS URL is empty".into()));
+        }
+        let positive = |what: &str, d: Duration| {
+            if d.is_zero() {
+                Err(FleetError::Config(format!("{what} must be longer than 0")))
+            } else {
+                Ok(())
+            }
+        };
+        positive("the digest period", self.period)?;
+        positive("the connect timeout", self.connect_timeout)?;
+        positive("the maximum reconnect delay", self.max_reconnect_delay)?;
+        positive("the ping interval", self.ping_interval)?;
+        if self.queue == 0 {
+            return Err(FleetError::Config(
+                "the receive queue must hold at least 1 digest".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why sharing could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// A config field is invalid.
+    #[error("fleet config: {0}")]
+    Config(String),
+    /// The credentials file cannot be read or parsed.
+    #[error("NATS credentials file {path}: {message}")]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The server refused the credentials.
+    #[error("the NATS server at {url} refused the credentials: {message}")]
+    Auth {
+        /// The server.
+        url: String,
+        /// The server's or client's message.
+        message: String,
+    },
+    /// The URL is not a NATS server address.
+    #[error("NATS URL `{url}`: {message}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Subscribing failed (the client was closed).
+    #[error("NATS subscribe: {0}")]
+    Subscribe(String),
+}
+
+/// What sharing has done so far (also exported as metrics, see
+/// [`metrics::names`](crate::metrics::names)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetCounts {
+    /// Digests published.
+    pub sent: u64,
+    /// Received digests the coordinator applied.
+    pub applied: u64,
+    /// Received digests rejected (malformed, wrong sender, refused by the coordinator).
+    pub rejected: u64,
+    /// Digests dropped: not published while disconnected or on a publish error, or received
+    /// while the queue to the coordinator was full.
+    pub dropped: u64,
+    /// Entries of applied digests that the coordinator refused one by one.
+    pub entries_rejected: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    applied: AtomicU64,
+    rejected: AtomicU64,
+    dropped: AtomicU64,
+    entries_rejected: AtomicU64,
+}
+
+impl Counters {
+    fn read(&self) -> FleetCounts {
+        FleetCounts {
+            sent: self.sent.load(Ordering::Relaxed),
+            applied: self.applied.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            entries_rejected: self.entries_rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A running share: its tasks stop when it is dropped (or [`Fleet::stop`]ped).
+#[derive(Debug)]
+pub struct Fleet {
+    client: async_nats::Client,
+    counters: Arc<Counters>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Connects to NATS and starts sharing for `coordinator`. Must run inside a tokio runtime
+    /// (an actix `System` is one).
+    ///
+    /// A server that refuses the credentials is [`FleetError::Auth`]; a server that cannot be
+    /// reached within [`FleetConfig::connect_timeout`] is not an error: the coordinator runs
+    /// alone and the client keeps trying in the background.
+    pub async fn start(
+        config: FleetConfig,
+        coordinator: Addr<Coordinator>,
+    ) -> Result<Fleet, FleetError> {
+        config.validate()?;
+        run::start(config, coordinator).await
+    }
+
+    /// What sharing has done so far.
+    pub fn counts(&self) -> FleetCounts {
+        self.counters.read()
+    }
+
+    /// Whether the client is connected to a server now.
+    pub fn connected(&self) -> bool {
+        matches!(
+            self.client.connection_state(),
+            async_nats::connection::State::Connected
+        )
+    }
+
+    /// Stops sharing: the tasks end; the coordinator keeps what it applied.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The connection and the two tasks: publish and receive.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use async_nats::{ConnectErrorKind, ConnectOptions, Event};
+use futures_util::StreamExt;
+use metrics::{counter, gauge};
+use tokio::sync::mpsc;
+
+use super::{wire, Auth, Counters, Fleet, FleetConfig, FleetError};
+use crate::actor::{ApplyDigest, Coordinator, SetShareIdentity, TakeDigest};
+use crate::digest::{Digest, DigestError};
+use crate::metrics::names;
+
+/// `reason` labels of the dropped-digest counter.
+pub(super) const DROP_DISCONNECTED: &str = "disconnected";
+pub(super) const DROP_PUBLISH_ERROR: &str = "publish_error";
+pub(super) const DROP_QUEUE_FULL: &str = "queue_full";
+pub(super) const DROP_REASONS: [&str; 3] = [DROP_DISCONNECTED, DROP_PUBLISH_ERROR, DROP_QUEUE_FULL];
+
+async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
+    let options =
+        match &config.auth {
+            Auth::None => ConnectOptions::new(),
+            Auth::UserPassword { user, password } => {
+                ConnectOptions::with_user_and_password(user.clone(), password.clone())
+            }
+            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(|e| FleetError::Credentials {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?,
+        };
+    let max_delay = config.max_reconnect_delay;
+    let sender = config.sender.clone();
+    Ok(options
+        .name(format!("selcoord {}/{}", config.fleet, config.sender))
+        .connection_timeout(config.connect_timeout)
+        .ping_interval(config.ping_interval)
+        .max_reconnects(None)
+        .reconnect_delay_callback(move |attempts| {
+            let exp = 50u64.saturating_mul(1u64 << attempts.min(16));
+            Duration::from_millis(exp).min(max_delay)
+        })
+        .event_callback(move |event| {
+            let sender = sender.clone();
+            async move { on_event(&sender, event) }
+        }))
+}
+
+fn on_event(sender: &str, event: Event) {
+    match event {
+        Event::Connected => {
+            tracing::info!(sender, "fleet: connected to NATS");
+            gauge!(names::FLEET_CONNECTED).set(1.0);
+        }
+        Event::Disconnected => {
+            tracing::warn!(sender, "fleet: disconnected from NATS; running alone");
+            gauge!(names::FLEET_CONNECTED).set(0.0);
+        }
+        other => tracing::warn!(sender, event = %other, "fleet: NATS event"),
+    }
+}
+
+pub(super) async fn start(
+    config: FleetConfig,
+    coordinator: Addr<Coordinator>,
+) -> Result<Fleet, FleetError> {
+    let url = config.url.clone();
+    let first = tokio::time::timeout(
+        config.connect_timeout,
+        options(&config).await?.connect(url.as_str()),
+    )
+    .await;
+    let client = match first {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => match e.kind() {
+            ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
+                return Err(FleetError::Auth {
+                    url,
+                    message: e.to_string(),
+                })
+            }
+            ConnectErrorKind::ServerParse => {
+                return Err(FleetError::Url {
+                    url,
+                    message: e.to_string(),
+                })
+            }
+            _ => background(&config, &url, &e.to_string()).await?,
+        },
+        Err(_) => background(&config, &url, "timed out").await?,
+    };
+    let counters = Arc::new(Counters::default());
+    register_metrics();
+    gauge!(names::FLEET_CONNECTED).set(match client.connection_state() {
+        async_nats::connection::State::Connected => 1.0,
+        _ => 0.0,
+    });
+    let subscriber = client
+        .subscribe(wire::fleet_wildcard(&config.fleet))
+        .await
+        .map_err(|e| FleetError::Subscribe(e.to_string()))?;
+    identify(&coordinator, &config.sender).await;
+    let (tx, rx) = mpsc::channel(config.queue);
+    let tasks = vec![
+        tokio::spawn(publish(
+            client.clone(),
+            config.clone(),
+            coordinator.clone(),
+            counters.clone(),
+        )),
+        tokio::spawn(receive(subscriber, config.clone(), tx, counters.clone())),
+        tokio::spawn(apply(rx, coordinator, counters.clone())),
+    ];
+    Ok(Fleet {
+        client,
+        counters,
+        tasks,
+    })
+}
+
+/// Names the coordinator in its digests; the sequence numbers start from the wall clock so
+/// the others do not take a restarted coordinator's digests for replays.
+async fn identify(coordinator: &Addr<Coordinator>, sender: &str) {
+    let seq_base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let _ = coordinator
+        .send(SetShareIdentity {
+            name: sender.to_string(),
+            seq_base,
+        })
+        .await;
+}
+
+/// The server could not be reached now: a client that keeps trying in the background.
+async fn background(
+    config: &FleetConfig,
+    url: &str,
+    why: &str,
+) -> Result<async_nats::Client, FleetError> {
+    tracing::warn!(
+        url,
+        why,
+        "fleet: NATS not reachable; the coordinator runs alone until it is"
+    );
+    options(config)
+        .await?
+        .retry_on_initial_connect()
+        .connect(url)
+        .await
+        .map_err(|e| FleetError::Url {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Every label combination starts at 0, so a dashboard shows the series before the first
+/// event.
+fn register_metrics() {
+    counter!(names::FLEET_DIGESTS_SENT).increment(0);
+    counter!(names::FLEET_DIGESTS_APPLIED).increment(0);
+    for reason in wire::WireError::REASONS
+        .iter()
+        .chain(DigestError::REASONS.iter())
+    {
+        counter!(names::FLEET_DIGESTS_REJECTED, "reason" => *reason).increment(0);
+    }
+    for reason in DigestError::REASONS {
+        counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => reason).increment(0);
+    }
+    for reason in DROP_REASONS {
+        counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(0);
+    }
+}
+
+fn dropped(counters: &Counters, reason: &'static str) {
+    counters.dropped.fetch_add(1, Ordering::Relaxed);
+    counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
+}
+
+fn rejected(counters: &Counters, reason: &'static str) {
+    counters.rejected.fetch_add(1, Ordering::Relaxed);
+    counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
+}
+
+/// Every period: take the digest from the actor and publish it (or drop it while down).
+async fn publish(
+    client: async_nats::Client,
+    config: FleetConfig,
+    coordinator: Addr<Coordinator>,
+    counters: Arc<Counters>,
+) {
+    let subject = wire::subject(&config.fleet, &config.sender);
+    let mut every = tokio::time::interval(config.period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await; // immediate: nothing learned yet
+    loop {
+        every.tick().await;
+        let Ok(mut digest) = coordinator.send(TakeDigest).await else {
+            return; // the coordinator is gone
+        };
+        if digest.sender != config.sender {
+            // A supervised coordinator restarted from a snapshot without its name.
+            identify(&coordinator, &config.sender).await;
+            let Ok(again) = coordinator.send(TakeDigest).await else {
+                return;
+            };
+            digest = again;
+        }
+        if digest.entries.is_empty() {
+            continue;
+        }
+        if !matches!(
+            client.connection_state(),
+            async_nats::connection::State::Connected
+        ) {
+            dropped(&counters, DROP_DISCONNECTED);
+            continue;
+        }
+        let payload = match wire::encode(&digest) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "fleet: cannot encode the digest");
+                dropped(&counters, DROP_PUBLISH_ERROR);
+                continue;
+            }
+        };
+        // Bounded: a stuck connection costs this task one period, never the coordinator.
+        match tokio::time::timeout(
+            config.period,
+            client.publish(subject.clone(), payload.into()),
+        )
+        .await
+        {
+            Ok(Ok(())) => {
+                counters.sent.fetch_add(1, Ordering::Relaxed);
+                counter!(names::FLEET_DIGESTS_SENT).increment(1);
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "fleet: publish failed");
+                dropped(&counters, DROP_PUBLISH_ERROR);
+            }
+            Err(_) => dropped(&counters, DROP_PUBLISH_ERROR),
+        }
+    }
+}
+
+/// Decodes and checks every received message off the actor; valid digests go to the bounded
+/// queue, or are dropped when it is full.
+async fn receive(
+    mut subscriber: async_nats::Subscriber,
+    config: FleetConfig,
+    queue: mpsc::Sender<(String, Digest)>,
+    counters: Arc<Counters>,
+) {
+    while let Some(message) = subscriber.next().await {
+        let subject = message.subject.as_str();
+        // Our own digests come back through the wildcard: not evidence.
+        if wire::sender_of(subject, &config.fleet).is_ok_and(|s| s == config.sender) {
+            continue;
+        }
+        match wire::decode(subject, &config.fleet, &message.payload) {
+            Ok(digest) => match queue.try_send((digest.sender.clone(), digest)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => dropped(&counters, DROP_QUEUE_FULL),
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "fleet: digest rejected");
+                rejected(&counters, e.reason());
+            }
+        }
+    }
+}
+
+/// Hands queued digests to the actor one at a time.
+async fn apply(
+    mut queue: mpsc::Receiver<(String, Digest)>,
+    coordinator: Addr<Coordinator>,
+    counters: Arc<Counters>,
+) {
+    while let Some((from, digest)) = queue.recv().await {
+        match coordinator.send(ApplyDigest { from, digest }).await {
+            Ok(Ok(applied)) => {
+                counters.applied.fetch_add(1, Ordering::Relaxed);
+                counter!(names::FLEET_DIGESTS_APPLIED).increment(1);
+                for (reason, n) in DigestError::REASONS.iter().zip(applied.rejected) {
+                    if n > 0 {
+                        counters
+                            .entries_rejected
+                            .fetch_add(n as u64, Ordering::Relaxed);
+                        counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => *reason)
+                            .increment(n as u64);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "fleet: the coordinator refused a digest");
+                rejected(&counters, e.reason());
+            }
+            Err(_) => return, // the coordinator is gone
+        }
+    }
+}

@@ -1,0 +1,765 @@
+//! Fleet sharing end to end against a real `nats-server` (Debian package `nats-server`;
+//! `.ci/run` installs it), started on 127.0.0.1 with a free port and killed on drop.
+//!
+//! - Two coordinators in this process, sharing through the server: the second learns of a
+//!   candidate degraded at the first within 2 digest periods, counted in the first's
+//!   published digests (not in wall-clock time).
+//! - Killing the server mid-run: both coordinators keep granting (no errors, no stalls), and
+//!   sharing resumes after a restart on the same port.
+//! - Authentication: user/password and a credentials file (operator mode), accepted when
+//!   right, refused with a typed error when wrong; publish permissions keep a user from
+//!   publishing under another sender's name.
+//!
+//! Without `nats-server` on PATH each test prints a loud SKIPPED and returns, except under
+//! `CI=true`, where it fails.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use selection_coordinator::actor::{Coordinator, CoordinatorHandle, GetState};
+use selection_coordinator::fleet::{Auth, Fleet, FleetConfig, FleetError};
+use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Request};
+
+/// The digest period of these tests: long against the scheduling noise of a loaded machine,
+/// short enough to keep the tests quick.
+const PERIOD: Duration = Duration::from_millis(300);
+
+/// The server binary: on PATH, or where the Debian package puts it (`/usr/sbin`, which a
+/// non-root PATH may lack).
+fn nats_server() -> &'static str {
+    const DEBIAN: &str = "/usr/sbin/nats-server";
+    if Path::new(DEBIAN).exists() {
+        DEBIAN
+    } else {
+        "nats-server"
+    }
+}
+
+/// Whether the server is there; `false` after a loud skip (outside CI only).
+fn nats_present(test: &str) -> bool {
+    let present = Command::new(nats_server())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !ci,
+            "CI=true but `nats-server` is not on PATH: .ci/run must install the Debian \
+             package `nats-server`"
+        );
+        // Straight to the stderr handle, past the harness's capture: a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n\n*** SKIPPED fleet_nats::{test}: `nats-server` not found on PATH. Install it \
+             (apt-get install -y nats-server) to run this test. ***\n\n"
+        );
+    }
+    present
+}
+
+/// A loopback port nobody listens on now (bound, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `nats-server` on 127.0.0.1, killed (and reaped) on drop.
+struct NatsServer {
+    port: u16,
+    config: Option<PathBuf>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    fn start(dir: &Path, config: Option<&str>) -> NatsServer {
+        let config = config.map(|text| {
+            let path = dir.join(format!("nats-{}.conf", free_port()));
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let mut server = NatsServer {
+            port: free_port(),
+            config,
+            log: dir.join("nats-server.log"),
+            child: None,
+        };
+        server.restart();
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it (again) on the same port; returns once it accepts connections.
+    fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut cmd = Command::new(nats_server());
+        if let Some(c) = &self.config {
+            cmd.arg("-c").arg(c);
+        }
+        cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let mut child = cmd.spawn().expect("cannot start nats-server");
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let start = Instant::now();
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "nats-server exited ({status}):\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "nats-server did not listen on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` every 10 ms (real time: the server is another process) until it holds, or
+/// panics after `limit` saying `what`.
+async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn config(url: &str, sender: &str) -> FleetConfig {
+    let mut c = FleetConfig::new(url, "test", sender);
+    c.period = PERIOD;
+    c.max_reconnect_delay = Duration::from_millis(200);
+    c.ping_interval = Duration::from_secs(1);
+    c.connect_timeout = Duration::from_secs(2);
+    c
+}
+
+fn candidates() -> Vec<&'static str> {
+    vec!["c0", "c1", "c2", "c3"]
+}
+
+/// The scoring config of these tests: digests from a sender are applied at most every 0.1 s
+/// (well under [`PERIOD`], so network jitter does not reject one as too soon).
+fn scoring() -> Config {
+    let mut config = Config::default();
+    config.share.min_interval_s = 0.1;
+    config
+}
+
+fn coordinator(seed: u64) -> CoordinatorHandle {
+    let mut c = Coordinator::with_seed(scoring(), Limits::default(), seed).unwrap();
+    for id in candidates() {
+        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+    }
+    c.start_handle()
+}
+
+/// Runs one attempt on `candidate` (or any but c1, when `None`: the coordinator that learns
+/// of c1 must do it from the other's digests alone) with `outcome`; fails the test on an
+/// error or when the grant takes longer than 5 s (a stall).
+async fn attempt(h: &CoordinatorHandle, candidate: Option<&str>, outcome: Outcome) {
+    let request = match candidate {
+        Some(c) => Request::only([c]),
+        None => Request::any().excluding("c1"),
+    };
+    let mut permit = tokio::time::timeout(Duration::from_secs(5), h.acquire(request))
+        .await
+        .expect("the coordinator stalled: no grant within 5 s")
+        .expect("acquire failed");
+    permit.report(outcome);
+    permit.done(Next::Finish);
+}
+
+fn ok() -> Outcome {
+    Outcome::success_with(5.0, 20.0, 10_000, 40.0)
+}
+
+fn failed() -> Outcome {
+    Outcome::failure(FailureClass::Timeout)
+}
+
+/// Builds evidence at a coordinator: every candidate good.
+async fn warm_up(h: &CoordinatorHandle) {
+    for _ in 0..20 {
+        for c in candidates() {
+            attempt(h, Some(c), ok()).await;
+        }
+    }
+}
+
+/// `n` attempts on `candidate` at `h`, all with `outcome`.
+async fn stream(h: &CoordinatorHandle, candidate: &str, n: usize, outcome: Outcome) {
+    for _ in 0..n {
+        attempt(h, Some(candidate), outcome).await;
+    }
+}
+
+/// The success component a coordinator gives `candidate` now.
+async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
+    let state = h.addr().send(GetState).await.unwrap();
+    state
+        .candidates
+        .iter()
+        .find(|c| c.info.id.as_str() == candidate)
+        .unwrap()
+        .components
+        .success
+}
+
+/// Input the coordinator ignored as an error (none is expected in these tests).
+async fn errors(h: &CoordinatorHandle) -> u64 {
+    h.addr().send(GetState).await.unwrap().shell.errors()
+}
+
+/// Waits until `b`'s success component of `candidate` crosses `threshold` (downwards when
+/// `falling`), and returns how many digests `a_fleet` published from `sent_before` until then:
+/// the delay in digest periods.
+async fn periods_until(
+    b: &CoordinatorHandle,
+    candidate: &str,
+    falling: bool,
+    threshold: f64,
+    a_fleet: &Fleet,
+    sent_before: u64,
+) -> u64 {
+    let start = Instant::now();
+    loop {
+        let s = success(b, candidate).await;
+        if (falling && s < threshold) || (!falling && s > threshold) {
+            return a_fleet.counts().sent - sent_before;
+        }
+        // A bound against a hang only; the assertion is on the periods counted.
+        assert!(
+            start.elapsed() < PERIOD * 50,
+            "b never crossed {threshold} on {candidate} (now {s}); a's fleet: {:?}",
+            a_fleet.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts sharing at `a` and `b`, builds good evidence at `a` only, and waits until `b` has
+/// applied enough of `a`'s digests to be past the sender blackout.
+async fn pair(url: &str) -> (CoordinatorHandle, Fleet, CoordinatorHandle, Fleet) {
+    let a = coordinator(11);
+    let b = coordinator(12);
+    // Started before sharing, so a test never ends with an actor still starting.
+    a.addr().send(GetState).await.unwrap();
+    b.addr().send(GetState).await.unwrap();
+    let fa = Fleet::start(config(url, "a"), a.addr().clone())
+        .await
+        .unwrap();
+    let fb = Fleet::start(config(url, "b"), b.addr().clone())
+        .await
+        .unwrap();
+    eventually("both connections", Duration::from_secs(10), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    warm_up(&a).await;
+    // The blackout of a new sender is 1 s: wait for digests covering twice that.
+    let periods = (2.0 / PERIOD.as_secs_f64()).ceil() as u64 + 1;
+    eventually("b to apply a's digests", PERIOD * 100, || {
+        fb.counts().applied >= periods
+    })
+    .await;
+    (a, fa, b, fb)
+}
+
+#[actix::test]
+async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_two_periods() {
+    if !nats_present(
+        "a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_two_periods",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let (a, fa, b, fb) = pair(&server.url()).await;
+    let before = success(&b, "c1").await;
+
+    // c1 degrades at a; b never sends to it.
+    let sent = fa.counts().sent;
+    stream(&a, "c1", 20, failed()).await;
+    let at_a = success(&a, "c1").await;
+    assert!(
+        at_a < before - 0.3,
+        "a itself must see c1 degraded: {before} -> {at_a}"
+    );
+    let halfway = (before + at_a) / 2.0;
+    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    let after = success(&b, "c1").await;
+    println!("b learned of c1's degradation within {periods} digest period(s): {before:.3} -> {after:.3} (a: {at_a:.3})");
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods to learn of c1"
+    );
+    // The others are untouched.
+    assert!(success(&b, "c0").await > halfway);
+    let (ca, cb) = (fa.counts(), fb.counts());
+    assert_eq!(
+        (ca.rejected, cb.rejected, ca.dropped, cb.dropped),
+        (0, 0, 0, 0),
+        "{ca:?} {cb:?}"
+    );
+    assert!(cb.applied > 0 && ca.sent > 0);
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+}
+
+#[actix::test]
+async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart() {
+    if !nats_present("killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = NatsServer::start(dir.path(), None);
+    let (a, fa, b, fb) = pair(&server.url()).await;
+    let before = success(&b, "c1").await;
+
+    server.kill();
+    eventually(
+        "both to notice the server is gone",
+        Duration::from_secs(10),
+        || !fa.connected() && !fb.connected(),
+    )
+    .await;
+    // Alone: every attempt is granted at once (a stall fails `attempt`), nothing errs, and
+    // a's digests are dropped, not queued.
+    let dropped = fa.counts().dropped;
+    for round in 0..30 {
+        attempt(&a, None, ok()).await;
+        attempt(&b, None, ok()).await;
+        if round % 10 == 0 {
+            tokio::time::sleep(PERIOD).await;
+        }
+    }
+    stream(&a, "c1", 20, failed()).await;
+    eventually("a to drop digests while alone", PERIOD * 20, || {
+        fa.counts().dropped >= dropped + 2
+    })
+    .await;
+    let while_down = success(&b, "c1").await;
+    assert!(
+        (while_down - before).abs() < 0.05,
+        "b cannot learn anything while the server is down: {before} -> {while_down}"
+    );
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+
+    server.restart();
+    eventually("both to reconnect", Duration::from_secs(20), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    // Sharing resumes: b learns of the degradation a saw while they were apart.
+    let at_a = success(&a, "c1").await;
+    let halfway = (before + at_a) / 2.0;
+    let sent = fa.counts().sent;
+    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    println!(
+        "after the restart b learned of c1 within {periods} digest period(s) of a's first digest"
+    );
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods after the reconnection"
+    );
+    // And keeps learning: c1 heals at a.
+    let low = success(&b, "c1").await;
+    let sent = fa.counts().sent;
+    stream(&a, "c1", 40, ok()).await;
+    let healed = success(&a, "c1").await;
+    let periods = periods_until(&b, "c1", false, (low + healed) / 2.0, &fa, sent).await;
+    assert!(
+        periods <= 2,
+        "b took {periods} digest periods to learn of the heal"
+    );
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+    assert_eq!(fb.counts().rejected, 0, "{:?}", fb.counts());
+}
+
+#[actix::test]
+async fn wrong_password_is_a_typed_error_and_the_right_one_connects() {
+    if !nats_present("wrong_password_is_a_typed_error_and_the_right_one_connects") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(
+        dir.path(),
+        Some("authorization {\n  users = [\n    {user: alice, password: \"s3cret-a\"}\n  ]\n}\n"),
+    );
+    let a = coordinator(1);
+
+    let mut wrong = config(&server.url(), "alice");
+    wrong.auth = Auth::UserPassword {
+        user: "alice".into(),
+        password: "wrong".into(),
+    };
+    match Fleet::start(wrong, a.addr().clone()).await {
+        Err(FleetError::Auth { url, .. }) => assert_eq!(url, server.url()),
+        other => panic!("a wrong password must be FleetError::Auth, got {other:?}"),
+    }
+    let mut none = config(&server.url(), "alice");
+    none.auth = Auth::None;
+    assert!(
+        matches!(
+            Fleet::start(none, a.addr().clone()).await,
+            Err(FleetError::Auth { .. })
+        ),
+        "no credentials at a server that requires them must be refused"
+    );
+
+    let mut right = config(&server.url(), "alice");
+    right.auth = Auth::UserPassword {
+        user: "alice".into(),
+        password: "s3cret-a".into(),
+    };
+    let fleet = Fleet::start(right, a.addr().clone()).await.unwrap();
+    eventually("the connection", Duration::from_secs(10), || {
+        fleet.connected()
+    })
+    .await;
+}
+
+/// The server config of `docs/fleet.md`: each user may publish only on its own digest
+/// subject and read the whole fleet's.
+const PERMISSIONS: &str = "authorization {
+  users = [
+    { user: a, password: pa, permissions: {
+        publish: { allow: [\"selcoord.digest.test.a\"] }
+        subscribe: { allow: [\"selcoord.digest.test.*\"] } } }
+    { user: b, password: pb, permissions: {
+        publish: { allow: [\"selcoord.digest.test.b\"] }
+        subscribe: { allow: [\"selcoord.digest.test.*\"] } } }
+  ]
+}
+";
+
+#[actix::test]
+async fn publish_permissions_keep_a_user_from_speaking_for_another() {
+    if !nats_present("publish_permissions_keep_a_user_from_speaking_for_another") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), Some(PERMISSIONS));
+    let b = coordinator(21);
+    b.addr().send(GetState).await.unwrap();
+    let mut cb = config(&server.url(), "b");
+    cb.auth = Auth::UserPassword {
+        user: "b".into(),
+        password: "pb".into(),
+    };
+    let fb = Fleet::start(cb, b.addr().clone()).await.unwrap();
+    eventually("b's connection", Duration::from_secs(10), || fb.connected()).await;
+
+    // User a, misbehaving: a digest under a's own subject that claims to be c's, and one on
+    // c's subject (which the server refuses to route).
+    let rogue = async_nats::ConnectOptions::with_user_and_password("a".into(), "pa".into())
+        .connect(server.url())
+        .await
+        .unwrap();
+    let claims_c = br#"{"v":1,"digest":{"sender":"c","seq":1,"entries":[]}}"#;
+    let honest = br#"{"v":1,"digest":{"sender":"a","seq":1,"entries":[]}}"#;
+    rogue
+        .publish("selcoord.digest.test.a", claims_c.as_slice().into())
+        .await
+        .unwrap();
+    rogue
+        .publish("selcoord.digest.test.c", honest.as_slice().into())
+        .await
+        .unwrap();
+    rogue
+        .publish("selcoord.digest.test.c", claims_c.as_slice().into())
+        .await
+        .unwrap();
+    rogue.flush().await.unwrap();
+    eventually(
+        "b to reject the false claim",
+        Duration::from_secs(10),
+        || fb.counts().rejected >= 1,
+    )
+    .await;
+    // The honest digest under a's own name still arrives: it is the last one a sends, so once
+    // it is applied or refused everything before it has been seen.
+    rogue
+        .publish("selcoord.digest.test.a", honest.as_slice().into())
+        .await
+        .unwrap();
+    rogue.flush().await.unwrap();
+    eventually("b to take a's own digest", Duration::from_secs(10), || {
+        let c = fb.counts();
+        c.applied + c.rejected >= 2
+    })
+    .await;
+    let c = fb.counts();
+    assert_eq!(
+        (c.applied, c.rejected),
+        (1, 1),
+        "only the claim under a's subject reached b (and was rejected), then a's own: {c:?}"
+    );
+}
+
+#[actix::test]
+async fn unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes() {
+    if !nats_present("unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = NatsServer::start(dir.path(), None);
+    server.kill();
+    let a = coordinator(2);
+    let fleet = Fleet::start(config(&server.url(), "a"), a.addr().clone())
+        .await
+        .expect("an unreachable server must not keep the coordinator from starting");
+    assert!(!fleet.connected());
+    // The coordinator works alone meanwhile.
+    for _ in 0..10 {
+        attempt(&a, None, ok()).await;
+    }
+    server.restart();
+    eventually("the background connection", Duration::from_secs(20), || {
+        fleet.connected()
+    })
+    .await;
+}
+
+#[actix::test]
+async fn invalid_names_are_refused_before_connecting() {
+    let a = coordinator(3);
+    a.addr().send(GetState).await.unwrap();
+    for (fleet, sender) in [
+        ("test", "a.b"),
+        ("te*st", "a"),
+        ("test", ""),
+        ("test", "a b"),
+    ] {
+        let c = FleetConfig::new("nats://127.0.0.1:1", fleet, sender);
+        assert!(
+            matches!(
+                Fleet::start(c, a.addr().clone()).await,
+                Err(FleetError::Config(_))
+            ),
+            "fleet {fleet:?} sender {sender:?} must be refused"
+        );
+    }
+    let c = FleetConfig::new("nats://127.0.0.1:1", "test", "a");
+    let mut zero = c.clone();
+    zero.period = Duration::ZERO;
+    assert!(matches!(zero.validate(), Err(FleetError::Config(_))));
+    let mut queue = c;
+    queue.queue = 0;
+    assert!(matches!(queue.validate(), Err(FleetError::Config(_))));
+}
+
+#[actix::test]
+async fn a_missing_credentials_file_is_a_typed_error() {
+    let a = coordinator(4);
+    a.addr().send(GetState).await.unwrap();
+    let mut c = FleetConfig::new("nats://127.0.0.1:1", "test", "a");
+    c.auth = Auth::CredentialsFile(PathBuf::from("/nonexistent/selcoord.creds"));
+    match Fleet::start(c, a.addr().clone()).await {
+        Err(FleetError::Credentials { path, .. }) => {
+            assert_eq!(path, PathBuf::from("/nonexistent/selcoord.creds"))
+        }
+        other => panic!("expected FleetError::Credentials, got {other:?}"),
+    }
+}
+
+/// Base64url without padding (JWT segments).
+fn b64url(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A NATS JWT (`ed25519-nkey`) with `claims`, signed by `issuer`.
+fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: serde_json::Value) -> String {
+    static JTI: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let claims = serde_json::json!({
+        "jti": format!("SELCOORDTEST{}", JTI.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        "iat": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let head = b64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let body = b64url(claims.to_string().as_bytes());
+    let signed = format!("{head}.{body}");
+    let sig = issuer.sign(signed.as_bytes()).unwrap();
+    format!("{signed}.{}", b64url(&sig))
+}
+
+/// An operator-mode server config with one account, and a credentials file for a user of it
+/// allowed to publish on its own digest subject only.
+fn operator_setup(dir: &Path, sender: &str) -> (String, PathBuf) {
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let op_jwt = jwt(
+        &operator,
+        &operator.public_key(),
+        "selcoord-test",
+        serde_json::json!({"type": "operator", "version": 2}),
+    );
+    let limits = serde_json::json!({
+        "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1
+    });
+    let account_jwt = jwt(
+        &operator,
+        &account.public_key(),
+        "fleet",
+        serde_json::json!({"type": "account", "version": 2, "limits": limits}),
+    );
+    let user_jwt = jwt(
+        &account,
+        &user.public_key(),
+        sender,
+        serde_json::json!({
+            "type": "user", "version": 2, "subs": -1, "data": -1, "payload": -1,
+            "pub": {"allow": [format!("selcoord.digest.test.{sender}")]},
+            "sub": {"allow": ["selcoord.digest.test.*"]},
+        }),
+    );
+    let config = format!(
+        "operator: \"{op_jwt}\"\nresolver: MEMORY\nresolver_preload: {{\n  {}: \"{account_jwt}\"\n}}\n",
+        account.public_key()
+    );
+    let creds = dir.join(format!("{sender}.creds"));
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().unwrap()
+        ),
+    )
+    .unwrap();
+    (config, creds)
+}
+
+#[actix::test]
+async fn credentials_file_is_accepted_and_a_foreign_one_refused() {
+    if !nats_present("credentials_file_is_accepted_and_a_foreign_one_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server_config, creds) = operator_setup(dir.path(), "a");
+    let server = NatsServer::start(dir.path(), Some(&server_config));
+    let a = coordinator(5);
+
+    let mut right = config(&server.url(), "a");
+    right.auth = Auth::CredentialsFile(creds);
+    let fleet = Fleet::start(right, a.addr().clone())
+        .await
+        .expect("the credentials file must be accepted");
+    eventually("the connection", Duration::from_secs(10), || {
+        fleet.connected()
+    })
+    .await;
+
+    // A well-formed credentials file of another operator's user: refused by the server.
+    let other = tempfile::tempdir().unwrap();
+    let (_, foreign) = operator_setup(other.path(), "a");
+    let mut wrong = config(&server.url(), "a");
+    wrong.auth = Auth::CredentialsFile(foreign);
+    match Fleet::start(wrong, a.addr().clone()).await {
+        Err(FleetError::Auth { .. }) => {}
+        other => panic!("a foreign credentials file must be FleetError::Auth, got {other:?}"),
+    }
+}
+
+#[actix::test]
+async fn a_flood_from_one_sender_is_bounded_and_counted_and_decisions_go_on() {
+    if !nats_present("a_flood_from_one_sender_is_bounded_and_counted_and_decisions_go_on") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let b = coordinator(31);
+    b.addr().send(GetState).await.unwrap();
+    let mut cb = config(&server.url(), "b");
+    cb.queue = 8;
+    let fb = Fleet::start(cb, b.addr().clone()).await.unwrap();
+    eventually("b's connection", Duration::from_secs(10), || fb.connected()).await;
+
+    const FLOOD: u64 = 5_000;
+    let rogue = async_nats::connect(server.url()).await.unwrap();
+    for seq in 1..=FLOOD {
+        let entry = r#"{"id":"c0","success":0.0,"overload_errors":0,"overload_total":0,"samples":1000,"successes":0,"age_s":0.0}"#;
+        let payload =
+            format!(r#"{{"v":1,"digest":{{"sender":"x","seq":{seq},"entries":[{entry}]}}}}"#);
+        rogue
+            .publish("selcoord.digest.test.x", payload.into_bytes().into())
+            .await
+            .unwrap();
+        if seq % 500 == 0 {
+            // Decisions go on while the flood arrives (a stall fails `attempt`).
+            attempt(&b, None, ok()).await;
+        }
+    }
+    rogue.flush().await.unwrap();
+    eventually(
+        "every flooded digest to be accounted for",
+        Duration::from_secs(30),
+        || {
+            let c = fb.counts();
+            c.applied + c.rejected + c.dropped == FLOOD
+        },
+    )
+    .await;
+    let c = fb.counts();
+    println!("a flood of {FLOOD} digests from one sender: {c:?}");
+    // At most one digest per sender per `min_interval_s` is applied; the rest are refused by
+    // the coordinator or dropped by the bounded queue before reaching it.
+    assert!(c.applied > 0 && c.applied < FLOOD / 10, "{c:?}");
+    assert!(c.rejected + c.dropped > FLOOD / 2, "{c:?}");
+    assert_eq!(errors(&b).await, 0);
+}
