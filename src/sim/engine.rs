@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
@@ -134,7 +134,7 @@ impl<'a> Engine<'a> {
             sc.coordinator.as_ref().map(|c| &c.0),
             sc.limits,
             sc.workload.stall_ms / 1000.0,
-            stream(seed, 3).gen(),
+            stream(seed, 3).random(),
         )?;
         let expanded = sc.expanded();
         let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
@@ -173,7 +173,7 @@ impl<'a> Engine<'a> {
             atts: Vec::new(),
             att_gen: Vec::new(),
             free_atts: Vec::new(),
-            queues: Queues::new(n, stream(seed, 4).gen()),
+            queues: Queues::new(n, stream(seed, 4).random()),
             workers_left: Vec::new(),
             open_requests: 0,
             arrivals_done: false,
@@ -285,7 +285,7 @@ impl<'a> Engine<'a> {
     }
 
     fn gap(&mut self) -> f64 {
-        let u: f64 = self.wl_rng.gen();
+        let u: f64 = self.wl_rng.random();
         -(1.0 - u).ln() / self.sc.workload.rate_per_s
     }
 
@@ -369,7 +369,7 @@ impl<'a> Engine<'a> {
             let mut picked = std::mem::take(&mut self.subset_scratch);
             picked.clear();
             for j in n - k..n {
-                let t = self.wl_rng.gen_range(0..=j);
+                let t = self.wl_rng.random_range(0..=j);
                 let c = self.live[t];
                 if picked.contains(&c) {
                     picked.push(self.live[j]);

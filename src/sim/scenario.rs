@@ -483,10 +483,7 @@ impl Scenario {
             line,
             message,
         };
-        let de = toml::Deserializer::new(text);
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
+        let from_toml = |path: String, inner: toml::de::Error| {
             let span = inner.span();
             let line = span.as_ref().map(|s| line_of(text, s.start));
             let field = if path == "." || path.is_empty() {
@@ -500,6 +497,11 @@ impl Scenario {
                 message.push_str(&snippet(text, span));
             }
             err(field, line, message)
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| from_toml(String::new(), e))?;
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            from_toml(path, e.into_inner())
         })?;
         scenario.validate(text, source_name)?;
         Ok(scenario)

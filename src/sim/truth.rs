@@ -3,7 +3,7 @@
 //! One model for every consumer: the virtual-time engine behind `selcoord simulate` and the
 //! real-time `selcoord demo` both run their attempts through [`Truth::attempt`].
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 use super::dist::{sample, Dist};
 use super::scenario::{CandidateSpec, Slowdown, TimelineEvent};
@@ -227,14 +227,14 @@ impl Truth {
     /// because of the load alone; draws one number from `rng`.
     pub(crate) fn overload_roll<R: Rng + ?Sized>(&self, load: u32, rng: &mut R) -> bool {
         let over = self.overload_probability(load);
-        let roll: f64 = rng.gen();
+        let roll: f64 = rng.random();
         roll < over
     }
 
     /// What an attempt that was not overloaded does: the `success` roll, then its timings
     /// from the moment it is served (no timeout applied).
     pub(crate) fn serve<R: Rng + ?Sized>(&self, bytes: u64, rng: &mut R) -> AttemptResult {
-        let fail = (rng.gen::<f64>() >= self.success).then_some(self.failure);
+        let fail = (rng.random::<f64>() >= self.success).then_some(self.failure);
         self.respond(fail, bytes, rng)
     }
 
@@ -287,7 +287,7 @@ impl Truth {
     ) -> AttemptResult {
         let fail_class = if self.overload_roll(load, rng) {
             Some(FailureClass::Overload)
-        } else if rng.gen::<f64>() >= self.success {
+        } else if rng.random::<f64>() >= self.success {
             Some(self.failure)
         } else {
             None

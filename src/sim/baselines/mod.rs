@@ -18,7 +18,7 @@ mod snitch;
 use std::collections::VecDeque;
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
@@ -273,7 +273,7 @@ pub(crate) struct Random;
 
 impl Picker for Random {
     fn pick(&mut self, s: &[Cand], _: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
-        s[rng.gen_range(0..s.len())]
+        s[rng.random_range(0..s.len())]
     }
 }
 
@@ -304,7 +304,7 @@ pub(crate) fn min_by_score(
     rng: &mut SmallRng,
     mut score: impl FnMut(Cand) -> f64,
 ) -> Cand {
-    let start = rng.gen_range(0..s.len());
+    let start = rng.random_range(0..s.len());
     let mut best = s[start];
     let mut best_score = score(best);
     for i in 1..s.len() {
@@ -324,8 +324,8 @@ pub(crate) fn two_random(s: &[Cand], rng: &mut SmallRng) -> (Cand, Cand) {
     if n == 1 {
         return (s[0], s[0]);
     }
-    let i = rng.gen_range(0..n);
-    let mut j = rng.gen_range(0..n - 1);
+    let i = rng.random_range(0..n);
+    let mut j = rng.random_range(0..n - 1);
     if j >= i {
         j += 1;
     }
