@@ -262,6 +262,9 @@ impl<'a> Engine<'a> {
                 Ev::Tick => {
                     let world = world!(self, now);
                     self.policy.tick(now, &world);
+                    for i in 0..self.live.len() {
+                        self.sample_limit(self.live[i] as usize, now);
+                    }
                     let idle = self.heap.is_empty();
                     if idle && (self.open_requests > 0 || !self.arrivals_done) {
                         // Nothing can ever happen again: the policy holds requests it will not
@@ -277,6 +280,7 @@ impl<'a> Engine<'a> {
             }
             self.drain(now);
         }
+        self.stats.limits.finish(self.now);
         self.stats.decisions = self.policy.decisions();
         self.stats.stalls = self.policy.stalls();
         self.stats.wall_s = started.elapsed().as_secs_f64();
@@ -298,6 +302,13 @@ impl<'a> Engine<'a> {
         let spec = &self.sc.candidates[self.spec_of[c as usize]];
         let info = spec.info(id);
         self.policy.add(c, &info, self.now);
+        self.sample_limit(c as usize, self.now);
+    }
+
+    /// Reads the policy's limit for `c` now (`limit_mean` and the `limit` series).
+    fn sample_limit(&mut self, c: usize, now: f64) {
+        let limit = self.policy.limit(c as Cand);
+        self.stats.limits.set(c, limit, now);
     }
 
     fn timeline(&mut self, i: usize, now: f64) {
@@ -327,6 +338,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        self.sample_limit(c, now);
         let live = self.live.len();
         self.stats.mark(ev.action, c, live, now);
     }
@@ -475,6 +487,7 @@ impl<'a> Engine<'a> {
         } else {
             self.schedule_end(a, now);
         }
+        self.sample_limit(c, now);
     }
 
     /// Schedules the first byte and the end of attempt `a`, whose result is known, from `from`
@@ -545,8 +558,14 @@ impl<'a> Engine<'a> {
             self.policy.done(att.req, att.cand, true, now, &world);
         } else {
             self.policy.done(att.req, att.cand, false, now, &world);
+            if att.result.outcome == Outcome::failure(FailureClass::Overload)
+                && self.reqs[att.req as usize].open
+            {
+                self.stats.overloads += 1;
+            }
             self.finish_request(att.req, None, now);
         }
+        self.sample_limit(att.cand as usize, now);
     }
 
     /// A request ends: `first_byte` is the time its successful attempt's first byte came.
@@ -615,6 +634,7 @@ impl<'a> Engine<'a> {
         let timeout = Outcome::failure(FailureClass::Timeout);
         self.policy.outcome(req, att.cand, &timeout, now);
         self.policy.done(req, att.cand, false, now, &world);
+        self.sample_limit(att.cand as usize, now);
         self.finish_request(req, None, now);
     }
 
