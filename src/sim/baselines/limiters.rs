@@ -10,7 +10,7 @@
 //! its attempts in flight are fewer.
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 /// One candidate's limit algorithm.
 pub(crate) trait LimitAlgo: Send + std::fmt::Debug {
@@ -161,7 +161,7 @@ impl Vegas {
             smoothing: 1.0,
             probe_multiplier: 30.0,
             probe_count: 0,
-            probe_jitter: rng.gen_range(0.5..1.0),
+            probe_jitter: rng.random_range(0.5..1.0),
         }
     }
 
@@ -199,7 +199,7 @@ impl LimitAlgo for Vegas {
     fn sample(&mut self, rtt_s: f64, inflight: u32, drop: bool, rng: &mut SmallRng) {
         self.probe_count += 1;
         if self.probe_jitter * self.probe_multiplier * self.estimated <= self.probe_count as f64 {
-            self.probe_jitter = rng.gen_range(0.5..1.0);
+            self.probe_jitter = rng.random_range(0.5..1.0);
             self.probe_count = 0;
             self.rtt_noload = rtt_s;
             return;
