@@ -132,12 +132,19 @@ pub struct Estimator {
     light_n: u32,
     noise: f64,
     slow_start: bool,
+    /// Clean windows to wait for before the next growth: doubled by each growth that queued,
+    /// back to 1 by one that held.
+    probe_wait: u32,
+    /// Clean windows since the last change.
+    clean: u32,
+    /// The current window judges a limit just grown.
+    grew: bool,
     window: Window,
     last_cut_s: f64,
 }
 
-/// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
-const CUT_INTERVAL_UNKNOWN_S: f64 = 0.01;
+/// The most clean windows waited for between two growths.
+const MAX_PROBE_WAIT: u32 = 8;
 
 impl Estimator {
     /// A new estimator at `config.initial`, starting its first window at `now_s`.
@@ -148,6 +155,9 @@ impl Estimator {
             light_n: 0,
             noise: 0.0,
             slow_start: true,
+            probe_wait: 1,
+            clean: 0,
+            grew: false,
             window: Window {
                 start_s: now_s,
                 ..Window::default()
@@ -250,14 +260,9 @@ impl Estimator {
         if sample.granted_s < self.last_cut_s {
             return;
         }
-        let interval = self
-            .no_load_ms
-            .map_or(CUT_INTERVAL_UNKNOWN_S, |ms| (ms / 1000.0).max(1e-6));
-        if now_s - self.last_cut_s < interval {
-            return;
-        }
         self.last_cut_s = now_s;
         self.slow_start = false;
+        self.after_cut();
         // The attempt proved its concurrency too many: below it at once (a doubling that
         // overshot is undone in one step), but never more than halving on one failure.
         let proven = f64::from(sample.concurrency.max(1)) - 1.0;
@@ -329,8 +334,11 @@ impl Estimator {
             self.slow_start = false;
             // Back-pressure from attempts granted before this cut was sent under the old limit.
             self.last_cut_s = now_s;
-            let target = k / r;
-            self.limit = target.max(self.limit / 2.0).min(self.limit);
+            self.after_cut();
+            // By Little's law the candidate would have served the window's throughput without
+            // waiting at `limit / r` in flight; at least one less, at most halving.
+            let target = (self.limit / r).min(self.limit - 1.0);
+            self.limit = target.max(self.limit / 2.0);
             return;
         }
         if r < 1.0 - allowance {
@@ -339,13 +347,35 @@ impl Estimator {
         }
         // Grow only from a window that (nearly) did not wait: one that waited within the
         // allowance holds the limit where it is.
+        // Probing past a limit that queued waits for `probe_wait` clean windows; a growth that
+        // held shows the capacity moving up, and the next one follows at once.
         if waiting <= allowance / 2.0 && w.max_k >= self.limit() {
-            self.limit = if self.slow_start {
-                self.limit * 2.0
-            } else {
-                self.limit + 1.0
-            };
+            if self.grew {
+                self.probe_wait = 1;
+            }
+            self.clean += 1;
+            self.grew = false;
+            if self.slow_start || self.clean >= self.probe_wait {
+                self.limit = if self.slow_start {
+                    self.limit * 2.0
+                } else {
+                    self.limit + 1.0
+                };
+                self.grew = true;
+                self.clean = 0;
+            }
+        } else {
+            self.grew = false;
         }
+    }
+
+    /// A cut: a growth it follows queued, so the next probe waits longer.
+    fn after_cut(&mut self) {
+        if self.grew {
+            self.probe_wait = (self.probe_wait * 2).min(MAX_PROBE_WAIT);
+        }
+        self.grew = false;
+        self.clean = 0;
     }
 }
 
