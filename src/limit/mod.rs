@@ -143,6 +143,9 @@ pub struct Estimator {
     last_cut_s: f64,
 }
 
+/// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
+const CUT_INTERVAL_UNKNOWN_S: f64 = 0.01;
+
 /// The most clean windows waited for between two growths.
 const MAX_PROBE_WAIT: u32 = 8;
 
@@ -258,6 +261,13 @@ impl Estimator {
     fn back_pressure(&mut self, config: &AdaptiveConfig, sample: &Sample, now_s: f64) {
         // Attempts granted before the last cut were sent under the limit it cut.
         if sample.granted_s < self.last_cut_s {
+            return;
+        }
+        // And at most one cut per no-load latency, whatever the burst.
+        let interval = self
+            .no_load_ms
+            .map_or(CUT_INTERVAL_UNKNOWN_S, |ms| (ms / 1000.0).max(1e-6));
+        if now_s - self.last_cut_s < interval {
             return;
         }
         self.last_cut_s = now_s;
