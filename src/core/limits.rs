@@ -37,19 +37,26 @@ impl Core {
     /// The learned limit slot `idx` starts with ([`UNLIMITED`] while adaptive limits are off),
     /// and a fresh estimator for it.
     pub(super) fn limit_added(&mut self, idx: usize) {
-        let n = self.slots.len();
+        let cfg = &self.model.config().adaptive;
         let a = &mut self.adaptive;
+        if !cfg.enabled {
+            // Off: nothing per slot is kept (a reused slot forgets what it had).
+            if let Some(e) = a.estimators.get_mut(idx) {
+                *e = None;
+                a.limited[idx] = 0;
+            }
+            self.slots[idx].adaptive_limit = UNLIMITED;
+            return;
+        }
+        let n = self.slots.len();
         if a.estimators.len() < n {
             a.estimators.resize(n, None);
             a.limited.resize(n, 0);
         }
-        let cfg = &self.model.config().adaptive;
         a.limited[idx] = 0;
-        a.estimators[idx] = cfg.enabled.then(|| Estimator::new(cfg, self.now_s));
-        self.slots[idx].adaptive_limit = match &a.estimators[idx] {
-            Some(e) => e.limit(),
-            None => UNLIMITED,
-        };
+        let e = Estimator::new(cfg, self.now_s);
+        self.slots[idx].adaptive_limit = e.limit();
+        a.estimators[idx] = Some(e);
     }
 
     /// Feeds the outcome of attempt `att` (on a slot still of its generation) to the slot's
@@ -105,11 +112,19 @@ impl Core {
     /// slot's learned limit (the caller refreshes every slot after).
     pub(super) fn limits_reconfigured(&mut self) {
         let cfg = self.adaptive_config().clone();
-        let n = self.slots.len();
+        let n = if cfg.enabled { self.slots.len() } else { 0 };
         let now_s = self.now_s;
         let a = &mut self.adaptive;
         a.estimators.resize(n, None);
         a.limited.resize(n, 0);
+        a.estimators.shrink_to_fit();
+        a.limited.shrink_to_fit();
+        if !cfg.enabled {
+            for slot in &mut self.slots {
+                slot.adaptive_limit = UNLIMITED;
+            }
+            return;
+        }
         for idx in 0..n {
             let e = &mut a.estimators[idx];
             if !cfg.enabled {
