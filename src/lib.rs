@@ -83,6 +83,7 @@ pub mod discovery;
 mod error;
 #[cfg(feature = "fleet")]
 pub mod fleet;
+pub mod limit;
 #[cfg(feature = "actor")]
 pub mod metrics;
 pub mod score;

@@ -105,6 +105,7 @@ impl Core {
         };
         self.slots[cidx].in_flight += 1;
         self.global_in_flight += 1;
+        self.limit_granted(cidx);
         self.refresh_load(cidx);
         let a = match self.free_attempts.pop() {
             Some(a) => a,
@@ -122,6 +123,7 @@ impl Core {
             key,
             request: idx,
             concurrency: self.slots[cidx].in_flight,
+            limit: self.limit_of(&self.slots[cidx]),
             granted_s: self.now_s,
         };
         let attempt = AttemptId::new(a, agen);

@@ -10,6 +10,7 @@ use super::components::Weights;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
+use crate::limit::AdaptiveConfig;
 
 /// How component scores become a draw probability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -262,6 +263,8 @@ pub struct Config {
     /// How evidence from other coordinators (digests) is merged as a prior; see
     /// [`ShareConfig`].
     pub share: ShareConfig,
+    /// Adaptive per-candidate concurrency limits (off by default).
+    pub adaptive: AdaptiveConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -343,6 +346,7 @@ impl Default for Config {
             arms: Vec::new(),
             shadows: Vec::new(),
             share: ShareConfig::default(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 }
@@ -396,6 +400,7 @@ impl Config {
             arms: Vec::new(),
             shadows: Vec::new(),
             share: ShareConfig::default(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 
@@ -444,6 +449,7 @@ impl Config {
             arms: Vec::new(),
             shadows: Vec::new(),
             share: ShareConfig::default(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 
@@ -608,6 +614,7 @@ impl Config {
             ));
         }
         self.share.check(&mut problems);
+        self.adaptive.check(&mut problems);
         self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())

@@ -601,4 +601,9 @@ impl Policy for CoordinatorPolicy {
     fn arm(&self, req: Req) -> Option<usize> {
         self.arms.get(req as usize).copied().flatten()
     }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        let id = self.ids.id(cand)?;
+        self.core.candidate_limit(id).map(f64::from)
+    }
 }

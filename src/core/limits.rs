@@ -1,0 +1,175 @@
+//! The core's adaptive limits: one [`Estimator`] per candidate slot, fed from the outcomes the
+//! core sees, and the learned limit written into the slot, where [`Core::limit_of`] takes the
+//! lower of it and the static limit.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use crate::limit::{AdaptiveConfig, Estimator, LimitSnapshot, Sample, Signal};
+
+/// Per-slot adaptive state, empty while adaptive limits are off.
+#[derive(Debug, Default)]
+pub(super) struct Adaptive {
+    /// Per slot; `None` for a slot never used while adaptive limits were on.
+    estimators: Vec<Option<Estimator>>,
+    /// Per slot: grants that filled the candidate up to its learned limit while its static
+    /// limit would have taken more (each one makes later requests wait for it).
+    limited: Vec<u64>,
+}
+
+/// What an outcome tells the estimator.
+fn signal_of(outcome: &Outcome, elapsed_ms: Option<f64>) -> Signal {
+    match outcome {
+        Outcome::Success(s) => match s.ttfb_ms.or(elapsed_ms) {
+            Some(ms) => Signal::Success(ms),
+            None => Signal::Other,
+        },
+        Outcome::Failure(FailureClass::Overload) => Signal::Overload,
+        Outcome::Failure(FailureClass::Timeout) => Signal::Timeout,
+        Outcome::Failure(_) => Signal::Other,
+    }
+}
+
+impl Core {
+    fn adaptive_config(&self) -> &AdaptiveConfig {
+        &self.model.config().adaptive
+    }
+
+    /// The learned limit slot `idx` starts with ([`UNLIMITED`] while adaptive limits are off),
+    /// and a fresh estimator for it.
+    pub(super) fn limit_added(&mut self, idx: usize) {
+        let cfg = &self.model.config().adaptive;
+        let a = &mut self.adaptive;
+        if !cfg.enabled {
+            // Off: nothing per slot is kept (a reused slot forgets what it had).
+            if let Some(e) = a.estimators.get_mut(idx) {
+                *e = None;
+                a.limited[idx] = 0;
+            }
+            self.slots[idx].adaptive_limit = UNLIMITED;
+            return;
+        }
+        let n = self.slots.len();
+        if a.estimators.len() < n {
+            a.estimators.resize(n, None);
+            a.limited.resize(n, 0);
+        }
+        a.limited[idx] = 0;
+        let e = Estimator::new(cfg, self.now_s);
+        self.slots[idx].adaptive_limit = e.limit();
+        a.estimators[idx] = Some(e);
+    }
+
+    /// Feeds the outcome of attempt `att` (on a slot still of its generation) to the slot's
+    /// estimator and writes a changed limit into the slot; the caller's refresh of the slot
+    /// follows.
+    pub(super) fn limit_observe(
+        &mut self,
+        att: &AttemptSlot,
+        outcome: &Outcome,
+        elapsed_ms: Option<f64>,
+    ) {
+        let cfg = &self.model.config().adaptive;
+        if !cfg.enabled {
+            return;
+        }
+        let idx = att.key.idx as usize;
+        let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) else {
+            return;
+        };
+        let sample = Sample {
+            signal: signal_of(outcome, elapsed_ms),
+            concurrency: att.concurrency,
+            limit: att.limit,
+            granted_s: att.granted_s,
+        };
+        if e.observe(cfg, sample, self.now_s) {
+            self.slots[idx].adaptive_limit = e.limit();
+        }
+    }
+
+    /// After a grant on slot `idx`: tells its estimator, and counts the grant when the learned
+    /// limit, not the static one, now stops further grants.
+    #[inline]
+    pub(super) fn limit_granted(&mut self, idx: usize) {
+        let s = &self.slots[idx];
+        if s.adaptive_limit == UNLIMITED {
+            return; // adaptive limits are off
+        }
+        let (in_flight, learned) = (s.in_flight, s.adaptive_limit);
+        let full = in_flight >= learned && learned < self.static_limit_of(s);
+        let cfg = &self.model.config().adaptive;
+        if let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) {
+            e.granted(cfg, in_flight, self.now_s);
+        }
+        if full {
+            if let Some(c) = self.adaptive.limited.get_mut(idx) {
+                *c += 1;
+            }
+        }
+    }
+
+    /// After a config change: starts, stops or re-bounds the estimators and rewrites every
+    /// slot's learned limit (the caller refreshes every slot after).
+    pub(super) fn limits_reconfigured(&mut self) {
+        let cfg = self.adaptive_config().clone();
+        let n = if cfg.enabled { self.slots.len() } else { 0 };
+        let now_s = self.now_s;
+        let a = &mut self.adaptive;
+        a.estimators.resize(n, None);
+        a.limited.resize(n, 0);
+        a.estimators.shrink_to_fit();
+        a.limited.shrink_to_fit();
+        if !cfg.enabled {
+            for slot in &mut self.slots {
+                slot.adaptive_limit = UNLIMITED;
+            }
+            return;
+        }
+        for idx in 0..n {
+            let e = &mut a.estimators[idx];
+            if !cfg.enabled {
+                *e = None;
+            } else if let Some(e) = e {
+                e.clamp(&cfg);
+            } else {
+                *e = Some(Estimator::new(&cfg, now_s));
+            }
+            self.slots[idx].adaptive_limit = e.as_ref().map_or(UNLIMITED, Estimator::limit);
+        }
+    }
+
+    /// Slot `idx`'s estimator state (`None` while adaptive limits are off).
+    pub(super) fn limit_state(&self, idx: usize) -> Option<LimitSnapshot> {
+        self.adaptive
+            .estimators
+            .get(idx)?
+            .as_ref()
+            .map(Estimator::snapshot)
+    }
+
+    /// Restores slot `idx`'s estimator from a snapshot (ignored while adaptive limits are off).
+    pub(super) fn limit_restore(&mut self, idx: usize, saved: &LimitSnapshot) {
+        let cfg = &self.model.config().adaptive;
+        if !cfg.enabled {
+            return;
+        }
+        if let Some(e) = self.adaptive.estimators.get_mut(idx) {
+            let restored = Estimator::restore(cfg, saved, self.now_s);
+            self.slots[idx].adaptive_limit = restored.limit();
+            *e = Some(restored);
+        }
+    }
+
+    /// A candidate's in-flight limit in force now (the lower of the static and the learned
+    /// one): `None` for unlimited or an unknown id. Cheaper than [`Core::candidate`].
+    pub fn candidate_limit(&self, id: &CandidateId) -> Option<u32> {
+        let idx = self.by_id.get(&self.ids, id.as_str())? as usize;
+        let limit = self.limit_of(&self.slots[idx]);
+        (limit != UNLIMITED).then_some(limit)
+    }
+
+    /// Grants to slot `idx` that filled it up to its learned limit (see [`Adaptive`]).
+    pub(super) fn limited_count(&self, idx: usize) -> u64 {
+        self.adaptive.limited.get(idx).copied().unwrap_or(0)
+    }
+}

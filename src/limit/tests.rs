@@ -1,0 +1,165 @@
+use super::*;
+
+/// A sample granted at `k` in flight under limit `limit` at `granted_s`.
+fn at(signal: Signal, k: u32, limit: u32, granted_s: f64) -> Sample {
+    Sample {
+        signal,
+        concurrency: k,
+        limit,
+        granted_s,
+    }
+}
+
+fn cfg() -> AdaptiveConfig {
+    AdaptiveConfig {
+        enabled: true,
+        ..AdaptiveConfig::default()
+    }
+}
+
+#[test]
+fn the_default_config_is_valid_and_off() {
+    let c = AdaptiveConfig::default();
+    let mut p = Vec::new();
+    c.check(&mut p);
+    assert!(p.is_empty(), "{p:?}");
+    assert!(!c.enabled);
+}
+
+#[test]
+fn every_bad_field_is_named() {
+    let c = AdaptiveConfig {
+        enabled: true,
+        initial: 0,
+        min: 0,
+        max: 0,
+        tolerance: f64::NAN,
+        backoff: 1.0,
+        window_samples: 0,
+        no_load_alpha: 0.0,
+    };
+    let mut p = Vec::new();
+    c.check(&mut p);
+    let paths: Vec<&str> = p.iter().map(|x| x.path.as_str()).collect();
+    for f in [
+        "adaptive.min",
+        "adaptive.tolerance",
+        "adaptive.backoff",
+        "adaptive.window_samples",
+        "adaptive.no_load_alpha",
+    ] {
+        assert!(paths.contains(&f), "{f} missing from {paths:?}");
+    }
+    let c = AdaptiveConfig {
+        min: 5,
+        max: 4,
+        initial: 9,
+        ..AdaptiveConfig::default()
+    };
+    let mut p = Vec::new();
+    c.check(&mut p);
+    let paths: Vec<&str> = p.iter().map(|x| x.path.as_str()).collect();
+    assert!(paths.contains(&"adaptive.max") && paths.contains(&"adaptive.initial"));
+}
+
+#[test]
+fn growth_doubles_until_queueing_then_jumps_to_the_unqueued_concurrency() {
+    // A candidate that answers in 100 ms up to 8 in flight and queues beyond (M/D/8).
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    let mut t = 0.0;
+    // Closed loop: rounds of `limit` attempts, each granted as another ends (at the limit),
+    // answered together.
+    for _ in 0..200 {
+        let k = e.limit();
+        let ms = 100.0 * (f64::from(k) / 8.0).max(1.0);
+        for _ in 0..k {
+            e.granted(&c, k, t);
+        }
+        let done = t + ms / 1000.0;
+        for _ in 0..k {
+            e.observe(&c, at(Signal::Success(ms), k, k, t), done);
+        }
+        t = done;
+    }
+    let l = e.limit();
+    assert!((8..=9).contains(&l), "limit {l}");
+    let n = e.no_load_ms().unwrap();
+    assert!((n - 100.0).abs() < 1e-6, "no-load {n}");
+}
+
+#[test]
+fn a_window_judges_all_its_grants_not_the_first_answers() {
+    let c = AdaptiveConfig {
+        window_samples: 10,
+        ..cfg()
+    };
+    let mut e = Estimator::new(&c, 0.0);
+    // A first window alone: the no-load latency is 50 ms, and the limit was not reached.
+    for i in 0..10 {
+        let t = f64::from(i) * 0.05;
+        e.granted(&c, 1, t);
+        e.observe(&c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
+    }
+    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    let mut queued = e.clone();
+    // A window of 10 grants at 4 in flight, from 1 s.
+    for _ in 0..10 {
+        queued.granted(&c, 4, 1.0);
+    }
+    // Nine answer fast: the window waits for the tenth.
+    for _ in 0..9 {
+        queued.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
+    assert_eq!(queued.limit(), 4);
+    // The tenth was queued long: the window's mean is 1.9 x the no-load latency, queueing.
+    queued.observe(&c, at(Signal::Success(500.0), 4, 4, 1.0), 1.5);
+    assert!(queued.limit() < 4, "limit {}", queued.limit());
+    // The same window answered fast throughout: the limit was reached, it doubles.
+    for _ in 0..10 {
+        e.granted(&c, 4, 1.0);
+    }
+    for _ in 0..10 {
+        e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
+    assert_eq!(e.limit(), 8);
+}
+
+#[test]
+fn other_failures_are_ignored() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    let before = e.clone();
+    for i in 0..100 {
+        assert!(!e.observe(&c, at(Signal::Other, 4, 4, 0.0), f64::from(i)));
+    }
+    assert_eq!(e, before);
+}
+
+#[test]
+fn a_snapshot_round_trips_and_is_checked() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    for i in 0..50 {
+        let l = e.limit();
+        e.observe(
+            &c,
+            at(Signal::Success(20.0), l, l, 0.0),
+            f64::from(i) * 0.01,
+        );
+    }
+    let s = e.snapshot();
+    assert!(s.check("a").is_ok());
+    let r = Estimator::restore(&c, &s, 100.0);
+    assert_eq!(r.snapshot(), s);
+    let bad = LimitSnapshot {
+        limit: f64::NAN,
+        ..s
+    };
+    assert!(bad.check("a").unwrap_err().contains("a.limit"));
+    let bad = LimitSnapshot {
+        no_load_ms: Some(-1.0),
+        ..s
+    };
+    assert!(bad.check("a").unwrap_err().contains("no_load_ms"));
+}
