@@ -51,6 +51,9 @@ use nginx::Fleet;
 /// The coordinator config of the adaptive arm.
 pub const ADAPTIVE_CONFIG: &str = "[adaptive]\nenabled = true\n";
 
+/// A GET without its whole answer by then has timed out (bounds a run against a stuck server).
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
 /// What to run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
@@ -315,6 +318,8 @@ pub struct Attempt {
     pub status: Option<StatusCode>,
     /// A transport failure was a refused connection.
     pub refused: bool,
+    /// No answer within [`TIMEOUT`].
+    pub timed_out: bool,
     /// Time to the response head.
     pub first_byte: Duration,
     /// Time to the last byte.
@@ -333,6 +338,7 @@ impl Attempt {
                 .duration(self.duration),
             Some(StatusCode::SERVICE_UNAVAILABLE) => Outcome::failure(FailureClass::Overload),
             Some(_) => Outcome::failure(FailureClass::Transport),
+            None if self.timed_out => Outcome::failure(FailureClass::Timeout),
             None if self.refused => Outcome::failure(FailureClass::Refused),
             None => Outcome::failure(FailureClass::Transport),
         }
@@ -345,21 +351,25 @@ async fn get(client: &HttpClient, uri: &Uri, instance: usize) -> Attempt {
         instance,
         status: None,
         refused: false,
+        timed_out: false,
         first_byte: Duration::ZERO,
         duration: Duration::ZERO,
         bytes: 0,
     };
-    match client.get(uri.clone()).await {
-        Ok(response) => {
-            attempt.first_byte = sent.elapsed();
-            let status = response.status();
-            if let Ok(body) = response.into_body().collect().await {
-                attempt.status = Some(status);
-                attempt.bytes = body.to_bytes().len() as u64;
+    let exchange = async {
+        match client.get(uri.clone()).await {
+            Ok(response) => {
+                attempt.first_byte = sent.elapsed();
+                let status = response.status();
+                if let Ok(body) = response.into_body().collect().await {
+                    attempt.status = Some(status);
+                    attempt.bytes = body.to_bytes().len() as u64;
+                }
             }
+            Err(e) => attempt.refused = e.is_connect(),
         }
-        Err(e) => attempt.refused = e.is_connect(),
-    }
+    };
+    attempt.timed_out = tokio::time::timeout(TIMEOUT, exchange).await.is_err();
     attempt.duration = sent.elapsed();
     attempt
 }
