@@ -55,6 +55,10 @@ pub struct ConsideredCandidate {
     pub weight: f64,
     /// Its probability of winning this draw.
     pub probability: f64,
+    /// Its in-flight limit in force (the lower of the static and the learned one); `None`
+    /// for unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 /// What one filter removed, and why.

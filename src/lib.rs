@@ -79,6 +79,7 @@ pub mod core;
 pub mod decision;
 pub mod discovery;
 mod error;
+pub mod limit;
 #[cfg(feature = "actor")]
 pub mod metrics;
 pub mod score;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::limit::LimitSnapshot;
 use crate::score::Overall;
 use crate::vocab::CandidateInfo;
 
@@ -70,6 +71,9 @@ pub struct CandidateSnapshot {
     pub info: CandidateInfo,
     /// Learned statistics.
     pub stats: StatsSnapshot,
+    /// The adaptive limit's estimate (absent while adaptive limits are off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitSnapshot>,
 }
 
 /// Everything the coordinator has learned, independent of its clock's epoch.
@@ -109,6 +113,10 @@ impl Snapshot {
         for c in &self.candidates {
             c.info.validate()?;
             let id = &c.info.id;
+            if let Some(l) = &c.limit {
+                l.check(&format!("{id}.limit"))
+                    .map_err(Error::InvalidSnapshot)?;
+            }
             let s = &c.stats;
             check(format!("{id}.success"), s.success)?;
             if s.success.is_some_and(|x| x > 1.0) {

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Modules at the bottom: the vocabulary, the errors, the scoring model and decision records.
-const BELOW_CORE: [&str; 4] = ["vocab", "error", "score", "decision"];
+/// Modules at the bottom: the vocabulary, the errors, the limit estimator, the scoring model
+/// and decision records.
+const BELOW_CORE: [&str; 5] = ["vocab", "error", "limit", "score", "decision"];
 /// The pure layers: none of them may name the drivers above.
-const PURE: [&str; 5] = ["vocab", "error", "score", "decision", "core"];
+const PURE: [&str; 6] = ["vocab", "error", "limit", "score", "decision", "core"];
 /// The drivers and their helpers.
 const DRIVERS: [&str; 4] = ["actor", "metrics", "sim", "discovery"];
 
@@ -155,6 +156,12 @@ fn violations(graph: &Graph, witness: &BTreeMap<(String, String), String>) -> Ve
             }
             if BELOW_CORE.contains(&from.as_str()) && to == "core" {
                 bad.push(format!("{from} names core (in {})", why(from, to)));
+            }
+            if from == "limit" && !["vocab", "error"].contains(&to.as_str()) {
+                bad.push(format!(
+                    "limit names {to} (in {}); it may name only vocab and error",
+                    why(from, to)
+                ));
             }
             if from == "vocab" {
                 bad.push(format!(

@@ -37,6 +37,7 @@ impl Core {
             learned: Learned::default(),
             fixed: Fixed::default(),
             own_limit: info.max_in_flight.unwrap_or(0),
+            adaptive_limit: UNLIMITED,
             in_flight: 0,
             gen,
             added_seq: self.next_added,
@@ -75,6 +76,7 @@ impl Core {
             self.infos[idx as usize] = info;
         }
         self.by_id.insert(&self.ids, idx);
+        self.limit_added(idx as usize);
         self.live_count += 1;
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
@@ -153,6 +155,7 @@ impl Core {
             return Err(e);
         }
         self.remap_arms(&old_arms, rng);
+        self.limits_reconfigured();
         self.time_changed(); // the bucket width may have changed
         self.rebuild_trees();
         self.reject_ineligible();

@@ -294,6 +294,10 @@ impl Core {
                     score,
                     weight,
                     probability: p,
+                    limit: {
+                        let l = self.limit_of(&self.slots[i as usize]);
+                        (l != UNLIMITED).then_some(l)
+                    },
                 }
             })
             .collect()

@@ -42,6 +42,9 @@ pub(crate) struct Slot {
     pub(crate) gen: u32,
     /// The info's own in-flight limit; 0 for none (an info's limit is at least 1).
     pub(crate) own_limit: u32,
+    /// The learned limit ([`UNLIMITED`] while adaptive limits are off); in the padding before
+    /// `added_seq`, so the slot keeps its size.
+    pub(crate) adaptive_limit: u32,
     pub(crate) added_seq: u64,
     /// Added and not removed.
     pub(crate) live: bool,
@@ -75,7 +78,15 @@ impl Slot {
 }
 
 impl Core {
+    /// The limit in force: the lower of the static one and the learned one.
+    #[inline]
     pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
+        self.static_limit_of(slot).min(slot.adaptive_limit)
+    }
+
+    /// The static limit: the candidate's own `max_in_flight`, else `Limits::per_candidate`.
+    #[inline]
+    pub(crate) fn static_limit_of(&self, slot: &Slot) -> u32 {
         if slot.own_limit == 0 {
             self.limits.per_candidate
         } else {

@@ -116,6 +116,7 @@ impl Core {
         };
         self.slots[cidx].in_flight += 1;
         self.global_in_flight += 1;
+        self.limit_granted(cidx);
         self.refresh_load(cidx);
         let a = match self.free_attempts.pop() {
             Some(a) => a,

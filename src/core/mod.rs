@@ -19,6 +19,7 @@ mod evaluate;
 mod fleet;
 mod grant;
 mod index;
+mod limits;
 mod pool;
 mod preference;
 mod queries;
@@ -40,6 +41,7 @@ pub use arms::ShadowStats;
 
 use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};
+use crate::limit::LimitSnapshot;
 use crate::score::{
     Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
 };
@@ -188,12 +190,32 @@ pub struct CandidateView<'a> {
     pub components: Components,
     /// Attempts in flight.
     pub in_flight: u32,
-    /// Its in-flight limit.
+    /// Its in-flight limit in force: the lower of the static and the learned one
+    /// ([`UNLIMITED`] for none).
     pub limit: u32,
     /// Whether it is ejected now.
     pub ejected: bool,
     /// Whether it was removed (it stays visible while attempts on it finish).
     pub removed: bool,
+    /// The adaptive limit's estimate (`None` while adaptive limits are off).
+    pub adaptive: Option<LimitSnapshot>,
+    /// Grants that filled it up to its learned limit while the static one would have taken
+    /// more: each one left later requests waiting for it or going elsewhere.
+    pub limited: u64,
+}
+
+impl CandidateView<'_> {
+    /// The in-flight limit in force now (the lower of the static and the learned one); `None`
+    /// for unlimited.
+    pub fn limit(&self) -> Option<u32> {
+        (self.limit != UNLIMITED).then_some(self.limit)
+    }
+
+    /// The estimated no-load latency, milliseconds (`None` while adaptive limits are off or
+    /// before the candidate's first success).
+    pub fn no_load_ms(&self) -> Option<f64> {
+        self.adaptive.and_then(|a| a.no_load_ms)
+    }
 }
 
 /// A candidate key that survives slot reuse: index and generation.
@@ -335,6 +357,8 @@ pub struct Core {
     pool: pool::Pool,
     /// Per slot, whether its candidate slows under concurrency.
     load_fit: Vec<LoadFit>,
+    /// Per slot, the adaptive limit's estimator.
+    adaptive: limits::Adaptive,
 }
 
 impl Core {
@@ -379,6 +403,7 @@ impl Core {
             global_in_flight: 0,
             pool: pool::Pool::default(),
             load_fit: Vec::new(),
+            adaptive: limits::Adaptive::default(),
             events: VecDeque::new(),
             records: VecDeque::new(),
             record_rate: 0.0,

@@ -132,6 +132,8 @@ impl Core {
             limit: self.limit_of(s),
             ejected: s.ejected,
             removed: !s.live,
+            adaptive: self.limit_state(i),
+            limited: self.limited_count(i),
         }
     }
 

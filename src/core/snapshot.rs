@@ -52,6 +52,7 @@ impl Core {
                         attempt_noise: st.attempt_noise,
                         attempt_surprise: st.attempt_surprise,
                     },
+                    limit: v.adaptive,
                 }
             })
             .collect();
@@ -97,13 +98,23 @@ impl Core {
                 attempt_noise: s.attempt_noise,
                 attempt_surprise: s.attempt_surprise,
             };
-            match self.by_id.get(&self.ids, c.info.id.as_str()) {
+            let idx = match self.by_id.get(&self.ids, c.info.id.as_str()) {
                 Some(idx) => {
                     self.slots[idx as usize].stats = PackedStats::pack(&stats);
-                    self.refresh_leaf(idx as usize);
+                    idx as usize
                 }
-                None => self.add_with_stats(c.info.clone(), stats, now, rng)?,
+                None => {
+                    self.add_with_stats(c.info.clone(), stats, now, rng)?;
+                    self.by_id
+                        .get(&self.ids, c.info.id.as_str())
+                        .ok_or_else(|| Error::UnknownCandidate(c.info.id.clone()))?
+                        as usize
+                }
+            };
+            if let Some(l) = &c.limit {
+                self.limit_restore(idx, l);
             }
+            self.refresh_leaf(idx);
         }
         self.dirty = true;
         self.pump(rng);

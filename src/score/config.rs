@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::components::Weights;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
+use crate::limit::AdaptiveConfig;
 
 /// How component scores become a draw probability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -258,6 +259,8 @@ pub struct Config {
     /// Shadow policies: they never grant; on a sampled share of decisions they compute what they
     /// would have chosen, and the coordinator records their agreement with the live choice.
     pub shadows: Vec<Shadow>,
+    /// Adaptive per-candidate concurrency limits (off by default).
+    pub adaptive: AdaptiveConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -338,6 +341,7 @@ impl Default for Config {
             refresh_ms: 250,
             arms: Vec::new(),
             shadows: Vec::new(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 }
@@ -390,6 +394,7 @@ impl Config {
             refresh_ms: 1000,
             arms: Vec::new(),
             shadows: Vec::new(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 
@@ -437,6 +442,7 @@ impl Config {
             refresh_ms: 1000,
             arms: Vec::new(),
             shadows: Vec::new(),
+            adaptive: AdaptiveConfig::default(),
         }
     }
 
@@ -600,6 +606,7 @@ impl Config {
                  set weights.uniform = 1 for a plain uniform draw",
             ));
         }
+        self.adaptive.check(&mut problems);
         self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())

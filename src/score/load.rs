@@ -26,11 +26,15 @@ const OPTIONAL: [&str; 5] = [
 const CHOICES: [(&str, &[&str]); 1] = [("mode", &["sum", "mixture"])];
 
 /// Whole-number fields stored in 32 bits (the others take any `u64`).
-const U32_FIELDS: [&str; 4] = [
+const U32_FIELDS: [&str; 8] = [
     "load.unknown_samples",
     "window.buckets",
     "window.min_samples",
     "ejection.consecutive_failures",
+    "adaptive.initial",
+    "adaptive.min",
+    "adaptive.max",
+    "adaptive.window_samples",
 ];
 
 /// Fields that are maps from a free-form key to a number.

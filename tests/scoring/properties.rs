@@ -111,6 +111,7 @@ impl Cand {
                 attempt_noise: 0.0,
                 attempt_surprise: false,
             },
+            limit: None,
         }
     }
 

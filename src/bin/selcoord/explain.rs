@@ -291,6 +291,10 @@ struct Line {
     components: Components,
     /// `false`, or why a filter removed it.
     filtered: Value,
+    /// Its in-flight limit in force (the lower of the static and the learned one); absent
+    /// for unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -317,6 +321,7 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
                 stats: recorded
                     .as_ref()
                     .map_or_else(empty_stats, RecordedStats::snapshot),
+                limit: None,
             })
             .collect(),
     };
@@ -349,6 +354,7 @@ fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &Candida
             weight: c.weight,
             components: c.components,
             filtered: Value::Bool(false),
+            limit: c.limit,
         };
     }
     let why = record
@@ -370,6 +376,7 @@ fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &Candida
         weight: 0.0,
         components,
         filtered: Value::String(why),
+        limit: core.candidate(&info.id).and_then(|v| v.limit()),
     }
 }
 
@@ -413,6 +420,11 @@ impl Explained {
         for (_, n) in &weighed {
             let _ = write!(out, "  {n:>9}");
         }
+        // The limit column only when some candidate has a limit.
+        let limits = self.lines.iter().any(|l| l.limit.is_some());
+        if limits {
+            let _ = write!(out, "  {:>6}", "limit");
+        }
         let _ = writeln!(out, "  note");
         for l in &self.lines {
             let _ = write!(
@@ -426,6 +438,10 @@ impl Explained {
             let entries = l.components.entries();
             for (k, _) in &weighed {
                 let _ = write!(out, "  {:>9.6}", entries[*k].1);
+            }
+            if limits {
+                let shown = l.limit.map_or_else(|| "-".to_string(), |n| n.to_string());
+                let _ = write!(out, "  {shown:>6}");
             }
             let note = match &l.filtered {
                 Value::String(s) => format!("filtered ({s})"),

@@ -1,0 +1,136 @@
+//! The core's adaptive limits: one [`Estimator`] per candidate slot, fed from the outcomes the
+//! core sees, and the learned limit written into the slot, where [`Core::limit_of`] takes the
+//! lower of it and the static limit.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use crate::limit::{AdaptiveConfig, Estimator, LimitSnapshot, Signal};
+
+/// Per-slot adaptive state, empty while adaptive limits are off.
+#[derive(Debug, Default)]
+pub(super) struct Adaptive {
+    /// Per slot; `None` for a slot never used while adaptive limits were on.
+    estimators: Vec<Option<Estimator>>,
+    /// Per slot: grants that filled the candidate up to its learned limit while its static
+    /// limit would have taken more (each one makes later requests wait for it).
+    limited: Vec<u64>,
+}
+
+/// What an outcome tells the estimator.
+fn signal_of(outcome: &Outcome, elapsed_ms: Option<f64>) -> Signal {
+    match outcome {
+        Outcome::Success(s) => match s.ttfb_ms.or(elapsed_ms) {
+            Some(ms) => Signal::Success(ms),
+            None => Signal::Other,
+        },
+        Outcome::Failure(FailureClass::Overload) => Signal::Overload,
+        Outcome::Failure(FailureClass::Timeout) => Signal::Timeout,
+        Outcome::Failure(_) => Signal::Other,
+    }
+}
+
+impl Core {
+    fn adaptive_config(&self) -> &AdaptiveConfig {
+        &self.model.config().adaptive
+    }
+
+    /// The learned limit slot `idx` starts with ([`UNLIMITED`] while adaptive limits are off),
+    /// and a fresh estimator for it.
+    pub(super) fn limit_added(&mut self, idx: usize) {
+        let n = self.slots.len();
+        let a = &mut self.adaptive;
+        if a.estimators.len() < n {
+            a.estimators.resize(n, None);
+            a.limited.resize(n, 0);
+        }
+        let cfg = &self.model.config().adaptive;
+        a.limited[idx] = 0;
+        a.estimators[idx] = cfg.enabled.then(|| Estimator::new(cfg, self.now_s));
+        self.slots[idx].adaptive_limit = match &a.estimators[idx] {
+            Some(e) => e.limit(),
+            None => UNLIMITED,
+        };
+    }
+
+    /// Feeds one outcome of slot `idx` (granted at `concurrency` in flight) to its estimator and
+    /// writes a changed limit into the slot; the caller's refresh of the slot follows.
+    pub(super) fn limit_observe(
+        &mut self,
+        idx: usize,
+        concurrency: u32,
+        outcome: &Outcome,
+        elapsed_ms: Option<f64>,
+    ) {
+        let cfg = &self.model.config().adaptive;
+        if !cfg.enabled {
+            return;
+        }
+        let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) else {
+            return;
+        };
+        if e.observe(cfg, signal_of(outcome, elapsed_ms), concurrency, self.now_s) {
+            self.slots[idx].adaptive_limit = e.limit();
+        }
+    }
+
+    /// After a grant on slot `idx`: counts it when the learned limit, not the static one, now
+    /// stops further grants.
+    #[inline]
+    pub(super) fn limit_granted(&mut self, idx: usize) {
+        let s = &self.slots[idx];
+        if s.in_flight >= s.adaptive_limit && s.adaptive_limit < self.static_limit_of(s) {
+            if let Some(c) = self.adaptive.limited.get_mut(idx) {
+                *c += 1;
+            }
+        }
+    }
+
+    /// After a config change: starts, stops or re-bounds the estimators and rewrites every
+    /// slot's learned limit (the caller refreshes every slot after).
+    pub(super) fn limits_reconfigured(&mut self) {
+        let cfg = self.adaptive_config().clone();
+        let n = self.slots.len();
+        let now_s = self.now_s;
+        let a = &mut self.adaptive;
+        a.estimators.resize(n, None);
+        a.limited.resize(n, 0);
+        for idx in 0..n {
+            let e = &mut a.estimators[idx];
+            if !cfg.enabled {
+                *e = None;
+            } else if let Some(e) = e {
+                e.clamp(&cfg);
+            } else {
+                *e = Some(Estimator::new(&cfg, now_s));
+            }
+            self.slots[idx].adaptive_limit = e.as_ref().map_or(UNLIMITED, Estimator::limit);
+        }
+    }
+
+    /// Slot `idx`'s estimator state (`None` while adaptive limits are off).
+    pub(super) fn limit_state(&self, idx: usize) -> Option<LimitSnapshot> {
+        self.adaptive
+            .estimators
+            .get(idx)?
+            .as_ref()
+            .map(Estimator::snapshot)
+    }
+
+    /// Restores slot `idx`'s estimator from a snapshot (ignored while adaptive limits are off).
+    pub(super) fn limit_restore(&mut self, idx: usize, saved: &LimitSnapshot) {
+        let cfg = &self.model.config().adaptive;
+        if !cfg.enabled {
+            return;
+        }
+        if let Some(e) = self.adaptive.estimators.get_mut(idx) {
+            let restored = Estimator::restore(cfg, saved, self.now_s);
+            self.slots[idx].adaptive_limit = restored.limit();
+            *e = Some(restored);
+        }
+    }
+
+    /// Grants to slot `idx` that filled it up to its learned limit (see [`Adaptive`]).
+    pub(super) fn limited_count(&self, idx: usize) -> u64 {
+        self.adaptive.limited.get(idx).copied().unwrap_or(0)
+    }
+}

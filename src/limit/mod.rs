@@ -1,0 +1,277 @@
+//! Adaptive concurrency limits: one [`Estimator`] per candidate learns how many attempts the
+//! candidate takes at once before it queues, from the outcomes the coordinator already sees.
+//!
+//! Pure code (no clock, no I/O): every call takes the time in seconds.
+//!
+//! ## The rule
+//!
+//! - **No-load latency.** The mean latency of successes granted at *light load* (the candidate's
+//!   attempts in flight, the new one included, at most half its limit, or 1). Samples taken
+//!   under load never raise it, so it cannot drift up under sustained load; a window whose mean
+//!   is clearly below it lowers it at once. When the true no-load latency rises, the windows
+//!   look queued, the limit falls until attempts run at light load, and those samples correct
+//!   it: nothing is ever probed by cutting the limit on a schedule.
+//! - **Windows.** Successes are gathered into windows of at least `window_samples` of them and
+//!   at least one no-load latency. At a window's end, with `m` its mean latency, `k` the mean
+//!   attempts in flight at their grants and `r = m / no_load`:
+//!   - `r` above `1 + tolerance` plus twice the standard error of the window's mean
+//!     (the latency's own noise, measured at light load): queueing. By Little's law the
+//!     candidate completes `k / m` per second, so it would run them without queueing at
+//!     `k / r` in flight: the limit drops to that (at most halving).
+//!   - otherwise, if the window reached the limit (an attempt was granted at it), the limit
+//!     grows: doubling until the first sign of queueing or overload, then by one per window.
+//! - **Back-pressure.** An `overload` failure or a `timeout` multiplies the limit by `backoff`,
+//!   at most once per no-load latency, whatever the burst. Neither is a latency sample (a
+//!   timeout's latency is the timeout, not the candidate's). Other failures (transport,
+//!   application, refused, cancelled) say nothing about load and are ignored.
+//! - The limit stays within `[min, max]`; the limit in force is its integer part.
+
+mod config;
+
+pub use config::AdaptiveConfig;
+
+use serde::{Deserialize, Serialize};
+
+/// What one outcome tells the estimator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Signal {
+    /// A success that took this long (milliseconds, grant to answer).
+    Success(f64),
+    /// The candidate said it is overloaded.
+    Overload,
+    /// The attempt timed out.
+    Timeout,
+    /// Any other failure: no evidence about load.
+    Other,
+}
+
+/// The learned part of an estimator, saved in snapshots.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSnapshot {
+    /// The limit (fractional; the integer part is in force).
+    pub limit: f64,
+    /// The no-load latency estimate, milliseconds.
+    pub no_load_ms: Option<f64>,
+    /// The light-load latency's relative variance.
+    pub noise: f64,
+    /// Still doubling (no queueing or overload seen yet).
+    pub slow_start: bool,
+}
+
+impl LimitSnapshot {
+    /// Checks that every number is usable; `what` names the candidate in the message.
+    pub fn check(&self, what: &str) -> Result<(), String> {
+        if !(self.limit.is_finite() && self.limit >= 1.0) {
+            return Err(format!("{what}.limit = {}: must be at least 1", self.limit));
+        }
+        if let Some(n) = self.no_load_ms {
+            if !(n.is_finite() && n >= 0.0) {
+                return Err(format!(
+                    "{what}.no_load_ms = {n}: must be finite and not negative"
+                ));
+            }
+        }
+        if !(self.noise.is_finite() && self.noise >= 0.0) {
+            return Err(format!(
+                "{what}.noise = {}: must be finite and not negative",
+                self.noise
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The current update window's sums.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Window {
+    start_s: f64,
+    n: u32,
+    sum_ms: f64,
+    sum_k: f64,
+    max_k: u32,
+}
+
+/// One candidate's adaptive limit. See the [module docs](self).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimator {
+    limit: f64,
+    no_load_ms: Option<f64>,
+    /// Light-load successes seen (for the warm-up of the no-load mean).
+    light_n: u32,
+    noise: f64,
+    slow_start: bool,
+    window: Window,
+    last_cut_s: f64,
+}
+
+/// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
+const CUT_INTERVAL_UNKNOWN_S: f64 = 0.01;
+
+impl Estimator {
+    /// A new estimator at `config.initial`, starting its first window at `now_s`.
+    pub fn new(config: &AdaptiveConfig, now_s: f64) -> Self {
+        Estimator {
+            limit: f64::from(config.initial.clamp(config.min.max(1), config.max.max(1))),
+            no_load_ms: None,
+            light_n: 0,
+            noise: 0.0,
+            slow_start: true,
+            window: Window {
+                start_s: now_s,
+                ..Window::default()
+            },
+            last_cut_s: f64::NEG_INFINITY,
+        }
+    }
+
+    /// An estimator resumed from a snapshot (its limit clamped to the config's bounds).
+    pub fn restore(config: &AdaptiveConfig, saved: &LimitSnapshot, now_s: f64) -> Self {
+        let mut e = Estimator::new(config, now_s);
+        e.limit = saved.limit;
+        e.no_load_ms = saved.no_load_ms;
+        e.light_n = u32::from(saved.no_load_ms.is_some()) * 20;
+        e.noise = saved.noise;
+        e.slow_start = saved.slow_start;
+        e.clamp(config);
+        e
+    }
+
+    /// What to save.
+    pub fn snapshot(&self) -> LimitSnapshot {
+        LimitSnapshot {
+            limit: self.limit,
+            no_load_ms: self.no_load_ms,
+            noise: self.noise,
+            slow_start: self.slow_start,
+        }
+    }
+
+    /// The limit in force (the integer part of the learned one, at least 1).
+    pub fn limit(&self) -> u32 {
+        (self.limit.floor() as u32).max(1)
+    }
+
+    /// The learned limit, fractional.
+    pub fn limit_f64(&self) -> f64 {
+        self.limit
+    }
+
+    /// The no-load latency estimate, milliseconds (`None` before the first success).
+    pub fn no_load_ms(&self) -> Option<f64> {
+        self.no_load_ms
+    }
+
+    /// Keeps the limit within the config's bounds (after a config change).
+    pub fn clamp(&mut self, config: &AdaptiveConfig) {
+        let lo = f64::from(config.min.max(1));
+        let hi = f64::from(config.max.max(config.min).max(1));
+        self.limit = self.limit.clamp(lo, hi);
+    }
+
+    /// Takes one outcome: `concurrency` is the candidate's attempts in flight when this one was
+    /// granted (itself included). Returns whether the limit in force changed.
+    pub fn observe(
+        &mut self,
+        config: &AdaptiveConfig,
+        signal: Signal,
+        concurrency: u32,
+        now_s: f64,
+    ) -> bool {
+        let before = self.limit();
+        match signal {
+            Signal::Other => {}
+            Signal::Overload | Signal::Timeout => self.back_pressure(config, now_s),
+            Signal::Success(ms) if ms.is_finite() && ms >= 0.0 => {
+                self.success(config, ms, concurrency.max(1), now_s);
+            }
+            Signal::Success(_) => {}
+        }
+        self.clamp(config);
+        self.limit() != before
+    }
+
+    fn back_pressure(&mut self, config: &AdaptiveConfig, now_s: f64) {
+        let interval = self
+            .no_load_ms
+            .map_or(CUT_INTERVAL_UNKNOWN_S, |ms| (ms / 1000.0).max(1e-6));
+        if now_s - self.last_cut_s < interval {
+            return;
+        }
+        self.last_cut_s = now_s;
+        self.slow_start = false;
+        self.limit *= config.backoff;
+        self.restart_window(now_s);
+    }
+
+    fn restart_window(&mut self, now_s: f64) {
+        self.window = Window {
+            start_s: now_s,
+            ..Window::default()
+        };
+    }
+
+    fn success(&mut self, config: &AdaptiveConfig, ms: f64, k: u32, now_s: f64) {
+        let light = f64::from(k) <= (self.limit / 2.0).floor().max(1.0);
+        match self.no_load_ms {
+            None => {
+                self.no_load_ms = Some(ms);
+                self.light_n = u32::from(light);
+            }
+            Some(base) if light => {
+                // A running mean at first, then an EMA of weight `no_load_alpha`.
+                self.light_n = self.light_n.saturating_add(1);
+                let a = (1.0 / f64::from(self.light_n)).max(config.no_load_alpha);
+                let next = base + a * (ms - base);
+                if base > 0.0 {
+                    let dev = ms / base - 1.0;
+                    self.noise += a * (dev * dev - self.noise);
+                }
+                self.no_load_ms = Some(next);
+            }
+            Some(_) => {}
+        }
+        let w = &mut self.window;
+        w.n += 1;
+        w.sum_ms += ms;
+        w.sum_k += f64::from(k);
+        w.max_k = w.max_k.max(k);
+        let span_s = self.no_load_ms.unwrap_or(0.0) / 1000.0;
+        if w.n >= config.window_samples && now_s - w.start_s >= span_s {
+            self.end_window(config, now_s);
+        }
+    }
+
+    fn end_window(&mut self, config: &AdaptiveConfig, now_s: f64) {
+        let w = self.window;
+        self.restart_window(now_s);
+        let Some(base) = self.no_load_ms.filter(|b| *b > 0.0) else {
+            return;
+        };
+        let n = f64::from(w.n);
+        let m = w.sum_ms / n;
+        let k = w.sum_k / n;
+        let r = m / base;
+        let allowance = config.tolerance + 2.0 * (self.noise / n).sqrt();
+        if r > 1.0 + allowance {
+            self.slow_start = false;
+            let target = k / r;
+            self.limit = target.max(self.limit / 2.0).min(self.limit);
+            return;
+        }
+        if r < 1.0 - allowance {
+            // The estimate is above what this whole window saw: it was taken under load.
+            self.no_load_ms = Some(m);
+        }
+        if w.max_k >= self.limit() {
+            self.limit = if self.slow_start {
+                self.limit * 2.0
+            } else {
+                self.limit + 1.0
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
