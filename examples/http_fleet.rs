@@ -38,6 +38,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use selection_coordinator::actor::Coordinator;
+use selection_coordinator::core::UNLIMITED;
 use selection_coordinator::{
     CandidateInfo, Config, CoordinatorHandle, FailureClass, Limits, Next, Outcome, Request,
 };
@@ -71,6 +72,8 @@ pub struct Options {
     pub arms: Vec<String>,
     /// The coordinator's seed.
     pub seed: u64,
+    /// The adaptive arm's config file (TOML); `None`: [`ADAPTIVE_CONFIG`].
+    pub adaptive_config: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -83,13 +86,15 @@ impl Default for Options {
             statics: vec![2, 4, 8, 16],
             arms: vec!["adaptive".into(), "static".into(), "tower".into()],
             seed: 1,
+            adaptive_config: None,
         }
     }
 }
 
 const USAGE: &str = "\
 usage: http_fleet [--caps 2,4,8,16] [--sleep-ms 20] [--requests 2000] [--workers 32]
-                  [--static 2,4,8,16] [--arms adaptive,static,tower] [--seed 1]";
+                  [--static 2,4,8,16] [--arms adaptive,static,tower] [--seed 1]
+                  [--adaptive-config FILE (default: [adaptive] enabled = true)]";
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
     value
@@ -128,6 +133,7 @@ impl Options {
                 "--static" => o.statics = list(&flag, &value)?,
                 "--arms" => o.arms = value.split(',').map(|a| a.trim().to_string()).collect(),
                 "--seed" => o.seed = number(&flag, &value)?,
+                "--adaptive-config" => o.adaptive_config = Some(value.into()),
                 _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
             }
         }
@@ -179,6 +185,8 @@ pub struct ArmReport {
     pub latencies_ms: Vec<f64>,
     /// From the first request to the last answer.
     pub elapsed: Duration,
+    /// Each instance's limit in force at the end (coordinator arms; empty for tower).
+    pub final_limits: Vec<u32>,
 }
 
 impl ArmReport {
@@ -229,7 +237,7 @@ impl Comparison {
     /// The table, one line per arm.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {}\n",
+            "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {:<17} {}\n",
             "arm",
             "requests",
             "ok",
@@ -239,13 +247,22 @@ impl Comparison {
             "throughput/s",
             "p50 ms",
             "p99 ms",
-            "ok per instance"
+            "ok per instance",
+            "final limits"
         );
         let arms = self.adaptive.iter().chain(&self.statics).chain(&self.tower);
         for a in arms {
             let per: Vec<String> = a.ok_per_instance.iter().map(|n| n.to_string()).collect();
+            let limits: Vec<String> = a
+                .final_limits
+                .iter()
+                .map(|&l| match l {
+                    UNLIMITED => "-".to_string(),
+                    l => l.to_string(),
+                })
+                .collect();
             out.push_str(&format!(
-                "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {}\n",
+                "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<17} {}\n",
                 a.name,
                 a.requests,
                 a.ok,
@@ -255,7 +272,8 @@ impl Comparison {
                 a.throughput(),
                 a.latency_ms(0.50),
                 a.latency_ms(0.99),
-                per.join("/")
+                per.join("/"),
+                limits.join("/")
             ));
         }
         if let Some(best) = self.best_static() {
@@ -275,8 +293,14 @@ pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, Str
         .collect::<Result<Vec<_>, _>>()?;
     let mut comparison = Comparison::default();
     if options.runs("adaptive") {
-        let config = Config::from_toml_str(ADAPTIVE_CONFIG)
-            .map_err(|e| format!("adaptive limits are not available: {e}"))?;
+        let config = match &options.adaptive_config {
+            Some(path) => Config::load(path),
+            None => Config::from_toml_str(ADAPTIVE_CONFIG),
+        }
+        .map_err(|e| format!("the adaptive arm's config: {e}"))?;
+        if !config.adaptive.enabled {
+            return Err("the adaptive arm's config does not set [adaptive] enabled = true".into());
+        }
         comparison.adaptive =
             Some(through_coordinator("adaptive", config, Limits::default(), &uris, options).await?);
     }
@@ -416,6 +440,7 @@ impl Tally {
             ok_per_instance,
             latencies_ms,
             elapsed,
+            final_limits: Vec::new(),
         }
     }
 }
@@ -476,11 +501,17 @@ async fn through_coordinator(
     for worker in workers {
         worker.await.map_err(|e| e.to_string())??;
     }
+    let state = handle.state().await.map_err(|e| e.to_string())?;
     drop(handle);
     let tally = Rc::try_unwrap(tally)
         .map_err(|_| "a worker outlived its arm".to_string())?
         .into_inner();
-    Ok(tally.report())
+    let mut report = tally.report();
+    report.final_limits = vec![0; uris.len()];
+    for c in &state.candidates {
+        report.final_limits[index[c.info.id.as_str()]] = c.limit;
+    }
+    Ok(report)
 }
 
 /// One instance as a tower service; failures are answers, so the balancer never drops it.
