@@ -175,13 +175,16 @@ pub struct ArmReport {
     pub name: String,
     /// Requests sent.
     pub requests: usize,
-    /// Requests answered 200.
+    /// Requests that succeeded (one GET answered 200 each).
     pub ok: usize,
-    /// Requests answered 503 (the instance was past its cap).
+    /// GETs sent: every request's first one and its retries.
+    pub attempts: usize,
+    /// GETs answered 503 (the instance was past its cap).
     pub overloaded: usize,
     /// Successes per instance, in the fleet's order.
     pub ok_per_instance: Vec<usize>,
-    /// Latency of each success, ms, sorted.
+    /// Latency of each successful request (from its first ask to its answer's last byte,
+    /// retries included), ms, sorted.
     pub latencies_ms: Vec<f64>,
     /// From the first request to the last answer.
     pub elapsed: Duration,
@@ -190,17 +193,17 @@ pub struct ArmReport {
 }
 
 impl ArmReport {
-    /// Requests that did not succeed (503s, other statuses, transport errors).
+    /// GETs that failed (503s, other statuses, transport errors, timeouts).
     pub fn errors(&self) -> usize {
-        self.requests - self.ok
+        self.attempts - self.ok
     }
 
-    /// Errors per request.
+    /// Errors per GET sent.
     pub fn error_rate(&self) -> f64 {
-        self.errors() as f64 / self.requests.max(1) as f64
+        self.errors() as f64 / self.attempts.max(1) as f64
     }
 
-    /// Successes per second.
+    /// Successful requests per second.
     pub fn throughput(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -237,10 +240,11 @@ impl Comparison {
     /// The table, one line per arm.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {:<17} {}\n",
+            "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {:<17} {}\n",
             "arm",
             "requests",
             "ok",
+            "attempts",
             "errors",
             "503",
             "error rate",
@@ -262,10 +266,11 @@ impl Comparison {
                 })
                 .collect();
             out.push_str(&format!(
-                "{:<11} {:>8} {:>6} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<17} {}\n",
+                "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<17} {}\n",
                 a.name,
                 a.requests,
                 a.ok,
+                a.attempts,
                 a.errors(),
                 a.overloaded,
                 a.error_rate(),
@@ -398,12 +403,18 @@ async fn get(client: &HttpClient, uri: &Uri, instance: usize) -> Attempt {
     attempt
 }
 
-/// Collects the attempts of one arm.
+/// A request is given up after this many failed GETs.
+pub const MAX_ATTEMPTS: usize = 100;
+
+/// Collects the attempts and requests of one arm.
 struct Tally {
     name: String,
     started: Instant,
-    instances: usize,
-    attempts: Vec<(Attempt, Duration)>,
+    requests: usize,
+    attempts: usize,
+    overloaded: usize,
+    ok_per_instance: Vec<usize>,
+    latencies_ms: Vec<f64>,
 }
 
 impl Tally {
@@ -411,34 +422,47 @@ impl Tally {
         Tally {
             name: name.to_string(),
             started: Instant::now(),
-            instances,
-            attempts: Vec::with_capacity(requests),
+            requests: 0,
+            attempts: 0,
+            overloaded: 0,
+            ok_per_instance: vec![0; instances],
+            latencies_ms: Vec::with_capacity(requests),
         }
     }
 
-    fn report(self) -> ArmReport {
-        let elapsed = self.started.elapsed();
-        let mut ok_per_instance = vec![0; self.instances];
-        let mut latencies_ms = Vec::new();
-        let mut overloaded = 0;
-        for (attempt, latency) in &self.attempts {
-            match attempt.status {
-                Some(StatusCode::OK) => {
-                    ok_per_instance[attempt.instance] += 1;
-                    latencies_ms.push(latency.as_secs_f64() * 1e3);
-                }
-                Some(StatusCode::SERVICE_UNAVAILABLE) => overloaded += 1,
-                _ => {}
+    /// Counts one GET; whether it succeeded.
+    fn attempt(&mut self, attempt: &Attempt) -> bool {
+        self.attempts += 1;
+        match attempt.status {
+            Some(StatusCode::OK) => {
+                self.ok_per_instance[attempt.instance] += 1;
+                return true;
             }
+            Some(StatusCode::SERVICE_UNAVAILABLE) => self.overloaded += 1,
+            _ => {}
         }
-        latencies_ms.sort_by(f64::total_cmp);
+        false
+    }
+
+    /// Counts one request, with its latency if it succeeded.
+    fn request(&mut self, ok: bool, latency: Duration) {
+        self.requests += 1;
+        if ok {
+            self.latencies_ms.push(latency.as_secs_f64() * 1e3);
+        }
+    }
+
+    fn report(mut self) -> ArmReport {
+        let elapsed = self.started.elapsed();
+        self.latencies_ms.sort_by(f64::total_cmp);
         ArmReport {
             name: self.name,
-            requests: self.attempts.len(),
-            ok: latencies_ms.len(),
-            overloaded,
-            ok_per_instance,
-            latencies_ms,
+            requests: self.requests,
+            ok: self.latencies_ms.len(),
+            attempts: self.attempts,
+            overloaded: self.overloaded,
+            ok_per_instance: self.ok_per_instance,
+            latencies_ms: self.latencies_ms,
             elapsed,
             final_limits: Vec::new(),
         }
@@ -484,15 +508,22 @@ async fn through_coordinator(
             actix::spawn(async move {
                 while take(&next, requests) {
                     let asked = Instant::now();
-                    let mut permit = handle
-                        .acquire(Request::any())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    let instance = index[permit.candidate().as_str()];
-                    let attempt = get(&client, &uris[instance], instance).await;
-                    permit.report(attempt.outcome());
-                    permit.done(Next::Finish);
-                    tally.borrow_mut().attempts.push((attempt, asked.elapsed()));
+                    let mut ok = false;
+                    for _ in 0..MAX_ATTEMPTS {
+                        let mut permit = handle
+                            .acquire(Request::any())
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let instance = index[permit.candidate().as_str()];
+                        let attempt = get(&client, &uris[instance], instance).await;
+                        permit.report(attempt.outcome());
+                        permit.done(Next::Finish);
+                        ok = tally.borrow_mut().attempt(&attempt);
+                        if ok {
+                            break;
+                        }
+                    }
+                    tally.borrow_mut().request(ok, asked.elapsed());
                 }
                 Ok::<(), String>(())
             })
@@ -567,12 +598,19 @@ async fn through_tower(uris: &[Uri], options: &Options) -> Result<ArmReport, Str
             actix::spawn(async move {
                 while take(&next, requests) {
                     let asked = Instant::now();
-                    let call = {
-                        let mut balance = balance.lock().await;
-                        balance.ready().await.map_err(|e| e.to_string())?.call(())
-                    };
-                    let attempt = call.await.map_err(|e| e.to_string())?;
-                    tally.borrow_mut().attempts.push((attempt, asked.elapsed()));
+                    let mut ok = false;
+                    for _ in 0..MAX_ATTEMPTS {
+                        let call = {
+                            let mut balance = balance.lock().await;
+                            balance.ready().await.map_err(|e| e.to_string())?.call(())
+                        };
+                        let attempt = call.await.map_err(|e| e.to_string())?;
+                        ok = tally.borrow_mut().attempt(&attempt);
+                        if ok {
+                            break;
+                        }
+                    }
+                    tally.borrow_mut().request(ok, asked.elapsed());
                 }
                 Ok::<(), String>(())
             })
