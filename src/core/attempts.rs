@@ -24,11 +24,11 @@ impl Core {
         let k = self.attempts[a].key;
         let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
         if self.attempts[a].key.gen == self.slots[k.idx as usize].gen {
-            let concurrency = self.attempts[a].concurrency;
+            let att = self.attempts[a];
             if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
-                self.load_fit[k.idx as usize].observe(concurrency, t);
+                self.load_fit[k.idx as usize].observe(att.concurrency, t);
             }
-            self.limit_observe(k.idx as usize, concurrency, &outcome, Some(elapsed_ms));
+            self.limit_observe(&att, &outcome, Some(elapsed_ms));
         }
         self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
         Ok(())
@@ -159,12 +159,7 @@ impl Core {
                     if !att.reported {
                         let timeout = Outcome::Failure(FailureClass::Timeout);
                         if att.key.gen == self.slots[att.key.idx as usize].gen {
-                            self.limit_observe(
-                                att.key.idx as usize,
-                                att.concurrency,
-                                &timeout,
-                                None,
-                            );
+                            self.limit_observe(&att, &timeout, None);
                         }
                         self.apply_outcome(
                             att.key.idx as usize,

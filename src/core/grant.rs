@@ -134,6 +134,7 @@ impl Core {
             key,
             request: idx,
             concurrency: self.slots[cidx].in_flight,
+            limit: self.limit_of(&self.slots[cidx]),
             granted_s: self.now_s,
         };
         let attempt = AttemptId::new(a, agen);

@@ -4,7 +4,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::limit::{AdaptiveConfig, Estimator, LimitSnapshot, Signal};
+use crate::limit::{AdaptiveConfig, Estimator, LimitSnapshot, Sample, Signal};
 
 /// Per-slot adaptive state, empty while adaptive limits are off.
 #[derive(Debug, Default)]
@@ -52,12 +52,12 @@ impl Core {
         };
     }
 
-    /// Feeds one outcome of slot `idx` (granted at `concurrency` in flight) to its estimator and
-    /// writes a changed limit into the slot; the caller's refresh of the slot follows.
+    /// Feeds the outcome of attempt `att` (on a slot still of its generation) to the slot's
+    /// estimator and writes a changed limit into the slot; the caller's refresh of the slot
+    /// follows.
     pub(super) fn limit_observe(
         &mut self,
-        idx: usize,
-        concurrency: u32,
+        att: &AttemptSlot,
         outcome: &Outcome,
         elapsed_ms: Option<f64>,
     ) {
@@ -65,20 +65,36 @@ impl Core {
         if !cfg.enabled {
             return;
         }
+        let idx = att.key.idx as usize;
         let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) else {
             return;
         };
-        if e.observe(cfg, signal_of(outcome, elapsed_ms), concurrency, self.now_s) {
+        let sample = Sample {
+            signal: signal_of(outcome, elapsed_ms),
+            concurrency: att.concurrency,
+            limit: att.limit,
+            granted_s: att.granted_s,
+        };
+        if e.observe(cfg, sample, self.now_s) {
             self.slots[idx].adaptive_limit = e.limit();
         }
     }
 
-    /// After a grant on slot `idx`: counts it when the learned limit, not the static one, now
-    /// stops further grants.
+    /// After a grant on slot `idx`: tells its estimator, and counts the grant when the learned
+    /// limit, not the static one, now stops further grants.
     #[inline]
     pub(super) fn limit_granted(&mut self, idx: usize) {
         let s = &self.slots[idx];
-        if s.in_flight >= s.adaptive_limit && s.adaptive_limit < self.static_limit_of(s) {
+        if s.adaptive_limit == UNLIMITED {
+            return; // adaptive limits are off
+        }
+        let (in_flight, learned) = (s.in_flight, s.adaptive_limit);
+        let full = in_flight >= learned && learned < self.static_limit_of(s);
+        let cfg = &self.model.config().adaptive;
+        if let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) {
+            e.granted(cfg, in_flight, self.now_s);
+        }
+        if full {
             if let Some(c) = self.adaptive.limited.get_mut(idx) {
                 *c += 1;
             }

@@ -284,6 +284,8 @@ struct AttemptSlot {
     request: u32,
     /// The candidate's attempts in flight when this one was granted, itself included.
     concurrency: u32,
+    /// The candidate's limit in force when this one was granted.
+    limit: u32,
     granted_s: f64,
 }
 

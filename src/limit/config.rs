@@ -21,8 +21,9 @@ pub struct AdaptiveConfig {
     pub min: u32,
     /// The highest limit.
     pub max: u32,
-    /// How far a window's mean latency may exceed the no-load latency, as a share of it, before
-    /// the window counts as queueing (on top of an allowance for the latency's own noise).
+    /// The share of a window's attempts that may wait at the candidate (by Little's law,
+    /// `1 - no_load / mean latency`) before the window counts as queueing; never more than one
+    /// attempt's worth, and on top of an allowance for the latency's own noise.
     pub tolerance: f64,
     /// The limit is multiplied by this on an overload failure or a timeout (at most once per
     /// no-load latency).

@@ -45,6 +45,19 @@ pub enum Signal {
     Other,
 }
 
+/// One outcome with the circumstances of its attempt's grant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    /// What the outcome says.
+    pub signal: Signal,
+    /// The candidate's attempts in flight when the attempt was granted, itself included.
+    pub concurrency: u32,
+    /// The candidate's limit in force when the attempt was granted.
+    pub limit: u32,
+    /// When the attempt was granted, seconds.
+    pub granted_s: f64,
+}
+
 /// The learned part of an estimator, saved in snapshots.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,15 +95,33 @@ impl LimitSnapshot {
     }
 }
 
-/// The current update window's sums.
+/// The current update window: the first `window_samples` attempts granted from `start_s` on,
+/// and what they reported.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Window {
     start_s: f64,
+    /// When its last attempt was granted; `None` while it still takes grants.
+    closed_s: Option<f64>,
+    granted: u32,
+    /// Its attempts that reported.
+    reported: u32,
+    /// Its successes, and the sum of their latencies.
     n: u32,
     sum_ms: f64,
+    /// The sum and the maximum of its attempts' concurrency at grant.
     sum_k: f64,
     max_k: u32,
 }
+
+impl Window {
+    fn holds(&self, granted_s: f64) -> bool {
+        granted_s >= self.start_s && self.closed_s.is_none_or(|c| granted_s <= c)
+    }
+}
+
+/// A closed window whose attempts have not all reported after this many no-load latencies is
+/// judged on what it has (an attempt may never report, e.g. when its candidate goes away).
+const STALE_WINDOW: f64 = 10.0;
 
 /// One candidate's adaptive limit. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -169,29 +200,56 @@ impl Estimator {
         self.limit = self.limit.clamp(lo, hi);
     }
 
-    /// Takes one outcome: `concurrency` is the candidate's attempts in flight when this one was
-    /// granted (itself included). Returns whether the limit in force changed.
-    pub fn observe(
-        &mut self,
-        config: &AdaptiveConfig,
-        signal: Signal,
-        concurrency: u32,
-        now_s: f64,
-    ) -> bool {
+    /// An attempt was granted at `concurrency` in flight (itself included): the first
+    /// `window_samples` of a window are the ones it judges.
+    pub fn granted(&mut self, config: &AdaptiveConfig, concurrency: u32, now_s: f64) {
+        let limit = self.limit();
+        let w = &mut self.window;
+        if w.closed_s.is_some() {
+            return;
+        }
+        w.granted += 1;
+        w.sum_k += f64::from(concurrency.max(1));
+        w.max_k = w.max_k.max(concurrency);
+        // At least one round of the limit: the attempts past a capacity are in it.
+        if w.granted >= config.window_samples.max(limit) {
+            w.closed_s = Some(now_s);
+        }
+    }
+
+    /// Takes one outcome at `now_s`. Returns whether the limit in force changed.
+    pub fn observe(&mut self, config: &AdaptiveConfig, sample: Sample, now_s: f64) -> bool {
         let before = self.limit();
-        match signal {
-            Signal::Other => {}
-            Signal::Overload | Signal::Timeout => self.back_pressure(config, now_s),
-            Signal::Success(ms) if ms.is_finite() && ms >= 0.0 => {
-                self.success(config, ms, concurrency.max(1), now_s);
+        let member = self.window.holds(sample.granted_s);
+        match sample.signal {
+            Signal::Overload | Signal::Timeout => {
+                self.back_pressure(config, &sample, now_s);
             }
-            Signal::Success(_) => {}
+            Signal::Success(ms) if ms.is_finite() && ms >= 0.0 => {
+                self.success(config, ms, &sample, member);
+            }
+            Signal::Success(_) | Signal::Other => {}
+        }
+        let w = &mut self.window;
+        if member && w.start_s <= sample.granted_s && w.reported < w.granted {
+            w.reported += 1;
+        }
+        let w = self.window;
+        if let Some(closed) = w.closed_s {
+            let stale = STALE_WINDOW * self.no_load_ms.unwrap_or(100.0) / 1000.0;
+            if w.reported >= w.granted || now_s - closed > stale {
+                self.end_window(config, now_s);
+            }
         }
         self.clamp(config);
         self.limit() != before
     }
 
-    fn back_pressure(&mut self, config: &AdaptiveConfig, now_s: f64) {
+    fn back_pressure(&mut self, config: &AdaptiveConfig, sample: &Sample, now_s: f64) {
+        // Attempts granted before the last cut were sent under the limit it cut.
+        if sample.granted_s < self.last_cut_s {
+            return;
+        }
         let interval = self
             .no_load_ms
             .map_or(CUT_INTERVAL_UNKNOWN_S, |ms| (ms / 1000.0).max(1e-6));
@@ -200,7 +258,10 @@ impl Estimator {
         }
         self.last_cut_s = now_s;
         self.slow_start = false;
-        self.limit *= config.backoff;
+        // The attempt proved its concurrency too many: below it at once (a doubling that
+        // overshot is undone in one step), but never more than halving on one failure.
+        let proven = f64::from(sample.concurrency.max(1)) - 1.0;
+        self.limit = (self.limit * config.backoff).min(proven.max(self.limit / 2.0));
         self.restart_window(now_s);
     }
 
@@ -211,14 +272,24 @@ impl Estimator {
         };
     }
 
-    fn success(&mut self, config: &AdaptiveConfig, ms: f64, k: u32, now_s: f64) {
-        let light = f64::from(k) <= (self.limit / 2.0).floor().max(1.0);
+    fn success(&mut self, config: &AdaptiveConfig, ms: f64, sample: &Sample, member: bool) {
+        let k = sample.concurrency.max(1);
+        // Light: at most half the limit in force at its grant (or alone).
+        let light = k <= (sample.limit / 2).max(1);
         match self.no_load_ms {
             None => {
                 self.no_load_ms = Some(ms);
                 self.light_n = u32::from(light);
             }
-            Some(base) if light => {
+            // A light sample may raise the estimate only once the limit was cut (it is then
+            // near the capacity, and half of it runs unqueued) and if granted since: doubling
+            // can overshoot the capacity more than twofold, and so can a limit that the
+            // candidate's capacity just fell under.
+            Some(base)
+                if light
+                    && (ms <= base
+                        || (!self.slow_start && sample.granted_s >= self.last_cut_s)) =>
+            {
                 // A running mean at first, then an EMA of weight `no_load_alpha`.
                 self.light_n = self.light_n.saturating_add(1);
                 let a = (1.0 / f64::from(self.light_n)).max(config.no_load_alpha);
@@ -231,14 +302,9 @@ impl Estimator {
             }
             Some(_) => {}
         }
-        let w = &mut self.window;
-        w.n += 1;
-        w.sum_ms += ms;
-        w.sum_k += f64::from(k);
-        w.max_k = w.max_k.max(k);
-        let span_s = self.no_load_ms.unwrap_or(0.0) / 1000.0;
-        if w.n >= config.window_samples && now_s - w.start_s >= span_s {
-            self.end_window(config, now_s);
+        if member {
+            self.window.n += 1;
+            self.window.sum_ms += ms;
         }
     }
 
@@ -248,13 +314,21 @@ impl Estimator {
         let Some(base) = self.no_load_ms.filter(|b| *b > 0.0) else {
             return;
         };
+        if w.n == 0 || w.granted == 0 {
+            return;
+        }
         let n = f64::from(w.n);
         let m = w.sum_ms / n;
-        let k = w.sum_k / n;
+        let k = w.sum_k / f64::from(w.granted);
         let r = m / base;
-        let allowance = config.tolerance + 2.0 * (self.noise / n).sqrt();
-        if r > 1.0 + allowance {
+        // By Little's law `1 - 1 / r` is the share of the attempts in flight that wait: at most
+        // `tolerance` of them, and never more than one attempt's worth, plus the noise.
+        let allowance = config.tolerance.min(1.0 / k) + 2.0 * (self.noise / n).sqrt();
+        let waiting = 1.0 - 1.0 / r;
+        if waiting > allowance {
             self.slow_start = false;
+            // Back-pressure from attempts granted before this cut was sent under the old limit.
+            self.last_cut_s = now_s;
             let target = k / r;
             self.limit = target.max(self.limit / 2.0).min(self.limit);
             return;
@@ -263,7 +337,9 @@ impl Estimator {
             // The estimate is above what this whole window saw: it was taken under load.
             self.no_load_ms = Some(m);
         }
-        if w.max_k >= self.limit() {
+        // Grow only from a window that (nearly) did not wait: one that waited within the
+        // allowance holds the limit where it is.
+        if waiting <= allowance / 2.0 && w.max_k >= self.limit() {
             self.limit = if self.slow_start {
                 self.limit * 2.0
             } else {

@@ -1,5 +1,15 @@
 use super::*;
 
+/// A sample granted at `k` in flight under limit `limit` at `granted_s`.
+fn at(signal: Signal, k: u32, limit: u32, granted_s: f64) -> Sample {
+    Sample {
+        signal,
+        concurrency: k,
+        limit,
+        granted_s,
+    }
+}
+
 fn cfg() -> AdaptiveConfig {
     AdaptiveConfig {
         enabled: true,
@@ -58,11 +68,19 @@ fn growth_doubles_until_queueing_then_jumps_to_the_unqueued_concurrency() {
     let c = cfg();
     let mut e = Estimator::new(&c, 0.0);
     let mut t = 0.0;
-    for _ in 0..400 {
+    // Closed loop: rounds of `limit` attempts, each granted as another ends (at the limit),
+    // answered together.
+    for _ in 0..200 {
         let k = e.limit();
         let ms = 100.0 * (f64::from(k) / 8.0).max(1.0);
-        t += ms / 1000.0 / f64::from(k);
-        e.observe(&c, Signal::Success(ms), k, t);
+        for _ in 0..k {
+            e.granted(&c, k, t);
+        }
+        let done = t + ms / 1000.0;
+        for _ in 0..k {
+            e.observe(&c, at(Signal::Success(ms), k, k, t), done);
+        }
+        t = done;
     }
     let l = e.limit();
     assert!((8..=9).contains(&l), "limit {l}");
@@ -71,19 +89,39 @@ fn growth_doubles_until_queueing_then_jumps_to_the_unqueued_concurrency() {
 }
 
 #[test]
-fn a_window_needs_its_samples_and_one_no_load_latency() {
-    let c = cfg();
+fn a_window_judges_all_its_grants_not_the_first_answers() {
+    let c = AdaptiveConfig {
+        window_samples: 10,
+        ..cfg()
+    };
     let mut e = Estimator::new(&c, 0.0);
-    // Nine quick successes at the limit: no window has ended, nothing moves.
-    for i in 0..9 {
-        e.observe(&c, Signal::Success(50.0), 4, 0.001 * f64::from(i));
+    // A first window alone: the no-load latency is 50 ms, and the limit was not reached.
+    for i in 0..10 {
+        let t = f64::from(i) * 0.05;
+        e.granted(&c, 1, t);
+        e.observe(&c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
     }
-    assert_eq!(e.limit(), 4);
-    // The tenth, 10 ms in: still inside one no-load latency (50 ms).
-    e.observe(&c, Signal::Success(50.0), 4, 0.01);
-    assert_eq!(e.limit(), 4);
-    // Past it: the window ends, the limit doubles (slow start).
-    e.observe(&c, Signal::Success(50.0), 4, 0.06);
+    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    let mut queued = e.clone();
+    // A window of 10 grants at 4 in flight, from 1 s.
+    for _ in 0..10 {
+        queued.granted(&c, 4, 1.0);
+    }
+    // Nine answer fast: the window waits for the tenth.
+    for _ in 0..9 {
+        queued.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
+    assert_eq!(queued.limit(), 4);
+    // The tenth was queued long: the window's mean is 1.9 x the no-load latency, queueing.
+    queued.observe(&c, at(Signal::Success(500.0), 4, 4, 1.0), 1.5);
+    assert!(queued.limit() < 4, "limit {}", queued.limit());
+    // The same window answered fast throughout: the limit was reached, it doubles.
+    for _ in 0..10 {
+        e.granted(&c, 4, 1.0);
+    }
+    for _ in 0..10 {
+        e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
     assert_eq!(e.limit(), 8);
 }
 
@@ -93,7 +131,7 @@ fn other_failures_are_ignored() {
     let mut e = Estimator::new(&c, 0.0);
     let before = e.clone();
     for i in 0..100 {
-        assert!(!e.observe(&c, Signal::Other, 4, f64::from(i)));
+        assert!(!e.observe(&c, at(Signal::Other, 4, 4, 0.0), f64::from(i)));
     }
     assert_eq!(e, before);
 }
@@ -103,7 +141,12 @@ fn a_snapshot_round_trips_and_is_checked() {
     let c = cfg();
     let mut e = Estimator::new(&c, 0.0);
     for i in 0..50 {
-        e.observe(&c, Signal::Success(20.0), e.limit(), f64::from(i) * 0.01);
+        let l = e.limit();
+        e.observe(
+            &c,
+            at(Signal::Success(20.0), l, l, 0.0),
+            f64::from(i) * 0.01,
+        );
     }
     let s = e.snapshot();
     assert!(s.check("a").is_ok());
