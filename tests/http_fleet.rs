@@ -1,7 +1,7 @@
 //! Real nginx servers: adaptive limits against a sweep of static limits and tower's p2c.
 //!
 //! Runs `examples/http_fleet.rs` small: three instances with caps 2 / 4 / 8 and 20 ms of
-//! service, 400 requests per arm from 16 workers, more than the fleet's 14 slots. Without
+//! service, 1,200 requests per arm from 16 workers, more than the fleet's 14 slots. Without
 //! nginx or its echo module the test says SKIPPED on stderr and passes, except under
 //! `CI=true`, where it fails.
 
@@ -17,7 +17,7 @@ fn options() -> Options {
     Options {
         caps: vec![2, 4, 8],
         sleep_ms: 20,
-        requests: 400,
+        requests: 1200,
         workers: 16,
         statics: vec![2, 4, 8],
         ..Options::default()
@@ -45,7 +45,7 @@ fn adaptive_limits_on_real_servers() {
     let adaptive = comparison.adaptive.as_ref().expect("the adaptive arm ran");
     let best = comparison.best_static().expect("the static arms ran");
     let tower = comparison.tower.as_ref().expect("the tower arm ran");
-    assert_eq!(adaptive.requests, 400);
+    assert_eq!(adaptive.requests, 1200);
     assert!(
         adaptive.error_rate() <= 0.01,
         "adaptive error rate {:.4} > 0.01",
