@@ -16,9 +16,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
-use rand::distributions::{Distribution, WeightedIndex};
+use rand::distr::{weighted::WeightedIndex, Distribution};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::score::Stats;
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Event, Grant, Next, Outcome, Request,
@@ -30,10 +30,10 @@ const STEP: Duration = Duration::from_micros(1);
 /// Learned statistics that differ per candidate, so every score component is live.
 fn stats_for(i: usize, rng: &mut SmallRng) -> Stats {
     Stats {
-        success: Some(rng.gen_range(0.5..1.0)),
-        connect_ms: Some(rng.gen_range(5.0..80.0)),
-        ttfb_ms: Some(rng.gen_range(20.0..400.0)),
-        bandwidth_bps: Some(rng.gen_range(1e5..1e8)),
+        success: Some(rng.random_range(0.5..1.0)),
+        connect_ms: Some(rng.random_range(5.0..80.0)),
+        ttfb_ms: Some(rng.random_range(20.0..400.0)),
+        bandwidth_bps: Some(rng.random_range(1e5..1e8)),
         last_sample_s: Some(0.0),
         attempts: 20 + (i as u64 % 7),
         successes: 18,
@@ -138,7 +138,7 @@ fn lassie_step(n: usize) -> impl FnMut() {
         );
         scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
         let total: f64 = scored.iter().map(|x| x.0).sum();
-        let mut roll = rng.gen::<f64>() * total;
+        let mut roll = rng.random::<f64>() * total;
         let mut winner = scored[scored.len() - 1].1;
         for &(s, i) in &scored {
             if roll < s {
@@ -232,11 +232,11 @@ struct LassieStats {
 impl LassieStats {
     fn random(rng: &mut SmallRng) -> Self {
         LassieStats {
-            success: rng.gen_range(0.5..1.0),
-            connect_ms: rng.gen_range(5.0..80.0),
-            ttfb_ms: rng.gen_range(20.0..400.0),
-            bandwidth: rng.gen_range(1e5..1e8),
-            verified: rng.gen_bool(0.3),
+            success: rng.random_range(0.5..1.0),
+            connect_ms: rng.random_range(5.0..80.0),
+            ttfb_ms: rng.random_range(20.0..400.0),
+            bandwidth: rng.random_range(1e5..1e8),
+            verified: rng.random_bool(0.3),
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::actor::{Answer, Coordinator, GetState, Ready};
 use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Request};
 use tokio::sync::mpsc;
@@ -82,8 +82,8 @@ impl Handler<Answer> for Worker {
             }
         };
         let t = truth(permit.candidate().as_str());
-        let ms = t.ms + self.rng.gen_range(0..=t.ms / 2);
-        let outcome = if self.rng.gen_bool(t.overload_rate) {
+        let ms = t.ms + self.rng.random_range(0..=t.ms / 2);
+        let outcome = if self.rng.random_bool(t.overload_rate) {
             Outcome::failure(FailureClass::Overload)
         } else {
             let connect = ms as f64 * 0.2;

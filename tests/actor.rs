@@ -500,7 +500,7 @@ async fn stopping_the_coordinator_answers_waiters_and_the_handle() {
 async fn replies_follow_the_core_under_random_operations() {
     tokio::time::pause();
     use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
     use selection_coordinator::actor::{Cancel, Finish, Reask};
 
     let c = coordinator(&["a", "b", "c", "d"], global(3));
@@ -516,9 +516,9 @@ async fn replies_follow_the_core_under_random_operations() {
                 Answer::Rejected { .. } => rejected += 1,
             }
         }
-        match rng.gen_range(0..10) {
+        match rng.random_range(0..10) {
             0..=2 => {
-                let r = Request::any().with_parallelism(rng.gen_range(1..=3));
+                let r = Request::any().with_parallelism(rng.random_range(1..=3));
                 let id = c
                     .send(Ready::new(r, w.clone().recipient()))
                     .await
@@ -527,11 +527,11 @@ async fn replies_follow_the_core_under_random_operations() {
                 requests.push(id);
             }
             3..=5 if !permits.is_empty() => {
-                let mut p = permits.swap_remove(rng.gen_range(0..permits.len()));
-                if rng.gen_bool(0.5) {
+                let mut p = permits.swap_remove(rng.random_range(0..permits.len()));
+                if rng.random_bool(0.5) {
                     p.report(Outcome::success());
                 }
-                match rng.gen_range(0..4) {
+                match rng.random_range(0..4) {
                     0 => p.done(Next::Finish),
                     1 => p.done(Next::Retry),
                     2 => p.done(Next::Keep),
@@ -539,19 +539,19 @@ async fn replies_follow_the_core_under_random_operations() {
                 }
             }
             6 if !requests.is_empty() => {
-                let request = requests[rng.gen_range(0..requests.len())];
+                let request = requests[rng.random_range(0..requests.len())];
                 let _ = c.send(Cancel { request }).await.unwrap();
             }
             7 if !requests.is_empty() => {
-                let request = requests[rng.gen_range(0..requests.len())];
+                let request = requests[rng.random_range(0..requests.len())];
                 let _ = c.send(Reask { request }).await.unwrap();
             }
             8 if !requests.is_empty() => {
-                let request = requests[rng.gen_range(0..requests.len())];
+                let request = requests[rng.random_range(0..requests.len())];
                 let _ = c.send(Finish { request }).await.unwrap();
             }
             _ => {
-                let limits = global(rng.gen_range(1..=4));
+                let limits = global(rng.random_range(1..=4));
                 c.send(SetLimits(limits)).await.unwrap().unwrap();
             }
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::limit::{AdaptiveConfig, Estimator, Sample, Signal};
 use selection_coordinator::{
     AttemptId, CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next,
@@ -153,7 +153,7 @@ impl World {
             Behaviour::FastFailures {
                 service_ms, share, ..
             } => {
-                if self.rng.gen::<f64>() < share {
+                if self.rng.random::<f64>() < share {
                     (0.0, Outcome::failure(FailureClass::Transport))
                 } else {
                     self.station(service_ms, u32::MAX)

@@ -337,6 +337,8 @@ fn a_reload_that_removes_arms_moves_waiting_requests_to_the_remaining_ones() {
         core.ready(Request::any(), now, &mut rng).unwrap();
     }
     let first = grant(&mut core);
+    // The first grant's record carries whichever arm the draw gave it.
+    assert!(core.poll_record().is_some(), "the first grant is recorded");
     // Keep only arm "b": every waiting request now belongs to it, whatever it had.
     let one = Config {
         arms: vec![Arm {

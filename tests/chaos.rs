@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::actor::{
     Answer, Coordinator, Crash, Done, GetState, LoadOutcome, Permit, Ready, Report, SaveSnapshot,
     TakeSnapshot,
@@ -98,10 +98,10 @@ impl Worker {
     fn run(&mut self, mut permit: Permit) {
         let candidate = permit.candidate().as_str().as_bytes()[0] - b'a';
         // Candidates differ so the statistics have something to learn.
-        let outcome = if self.rng.gen_bool(0.05 + 0.05 * candidate as f64) {
+        let outcome = if self.rng.random_bool(0.05 + 0.05 * candidate as f64) {
             Outcome::failure(FailureClass::Timeout)
         } else {
-            let ms = 10.0 + 20.0 * candidate as f64 + self.rng.gen_range(0.0..5.0);
+            let ms = 10.0 + 20.0 * candidate as f64 + self.rng.random_range(0.0..5.0);
             Outcome::success_with(ms, ms * 1.5, 50_000, ms * 3.0)
         };
         permit.report(outcome);
@@ -109,7 +109,7 @@ impl Worker {
         permit.done(Next::Finish);
         let mut t = self.tally.borrow_mut();
         t.completed += 1;
-        if self.rng.gen_bool(DUPLICATE_DONE) {
+        if self.rng.random_bool(DUPLICATE_DONE) {
             t.duplicate_done += 1;
             self.coordinator.do_send(Done {
                 attempt,
@@ -117,7 +117,7 @@ impl Worker {
                 next: Next::Finish,
             });
         }
-        if self.rng.gen_bool(STRAY_REPORT) {
+        if self.rng.random_bool(STRAY_REPORT) {
             t.stray_report += 1;
             self.coordinator.do_send(Report {
                 attempt,
@@ -155,7 +155,7 @@ impl Handler<Answer> for Worker {
         match answer {
             Answer::Granted(permit) => {
                 self.tally.borrow_mut().granted += 1;
-                if self.rng.gen_bool(STOP_MID_ATTEMPT) {
+                if self.rng.random_bool(STOP_MID_ATTEMPT) {
                     self.tally.borrow_mut().stopped_mid_attempt += 1;
                     self.held = Some(permit);
                     ctx.stop();

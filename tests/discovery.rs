@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::discovery::sim::{self, DiscoveryScenario};
 use selection_coordinator::discovery::{
     Action, CandidateChange, Catalogue, Demand, Discovery, DiscoveryConfig, FetchError, Fetcher,

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::score::Stats;
 use selection_coordinator::{
     CandidateInfo, Config, Core, Event, Grant, Limits, Next, Outcome, Request,
@@ -61,10 +61,10 @@ fn calls() -> usize {
 
 fn stats(rng: &mut SmallRng) -> Stats {
     Stats {
-        success: Some(rng.gen_range(0.5..1.0)),
-        connect_ms: Some(rng.gen_range(5.0..80.0)),
-        ttfb_ms: Some(rng.gen_range(20.0..400.0)),
-        bandwidth_bps: Some(rng.gen_range(1e5..1e8)),
+        success: Some(rng.random_range(0.5..1.0)),
+        connect_ms: Some(rng.random_range(5.0..80.0)),
+        ttfb_ms: Some(rng.random_range(20.0..400.0)),
+        bandwidth_bps: Some(rng.random_range(1e5..1e8)),
         last_sample_s: Some(0.0),
         attempts: 20,
         successes: 18,

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use selection_coordinator::{
     CandidateInfo, Config, Core, Event, FailureClass, Next, Outcome, Request,
@@ -27,7 +27,7 @@ fn trained_core(seed: u64) -> (Core, Instant) {
         core.ready(Request::any(), now, &mut rng).unwrap();
         while let Some(e) = core.poll_event() {
             if let Event::Granted(g) = e {
-                let bad = g.candidate.as_str() == "c0" || rng.gen_bool(0.1);
+                let bad = g.candidate.as_str() == "c0" || rng.random_bool(0.1);
                 let outcome = if bad {
                     Outcome::failure(FailureClass::Overload)
                 } else {

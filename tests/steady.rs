@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::{CandidateInfo, Config, Core, Event, Next, Outcome, Request};
 
 /// Five identical candidates (first byte uniform 5–20 ms), 1,000 outcomes one at a time, then
@@ -22,7 +22,7 @@ fn spread(config: Config, seed: u64) -> f64 {
         let Some(Event::Granted(g)) = core.poll_event() else {
             panic!("no grant")
         };
-        let ttfb = world.gen_range(5.0..20.0);
+        let ttfb = world.random_range(5.0..20.0);
         now += Duration::from_secs_f64(ttfb / 1000.0);
         core.outcome(
             g.attempt,

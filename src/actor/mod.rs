@@ -149,7 +149,7 @@ pub struct Coordinator {
 impl Coordinator {
     /// A coordinator whose draws use an RNG seeded from entropy.
     pub fn new(config: Config, limits: Limits) -> Result<Self, Error> {
-        Self::with_rng(config, limits, SmallRng::from_entropy())
+        Self::with_rng(config, limits, rand::make_rng::<SmallRng>())
     }
 
     /// A coordinator whose draws are reproducible from `seed`.

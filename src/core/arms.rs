@@ -7,7 +7,7 @@
 //! drawn set with the same roll and the coordinator notes whether it would have picked the same
 //! candidate, and what probability it gave the live winner.
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 
 use super::draw::{argmax_by_order, pick_linear};
@@ -137,7 +137,7 @@ impl Core {
         }
         let u = match key {
             Some(k) => key_point(k),
-            None => rng.gen::<f64>(),
+            None => rng.random::<f64>(),
         };
         self.arms
             .iter()

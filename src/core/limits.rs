@@ -145,6 +145,14 @@ impl Core {
         }
     }
 
+    /// A candidate's in-flight limit in force now (the lower of the static and the learned
+    /// one): `None` for unlimited or an unknown id. Cheaper than [`Core::candidate`].
+    pub fn candidate_limit(&self, id: &CandidateId) -> Option<u32> {
+        let idx = self.by_id.get(&self.ids, id.as_str())? as usize;
+        let limit = self.limit_of(&self.slots[idx]);
+        (limit != UNLIMITED).then_some(limit)
+    }
+
     /// Grants to slot `idx` that filled it up to its learned limit (see [`Adaptive`]).
     pub(super) fn limited_count(&self, idx: usize) -> u64 {
         self.adaptive.limited.get(idx).copied().unwrap_or(0)

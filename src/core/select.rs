@@ -1,7 +1,7 @@
 //! The draw itself: the O(log n) tree path, or a draw over an evaluated set (subsets,
 //! fallbacks, deterministic mode, arms and decision records).
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 use super::draw::{argmax_by_order, pick_linear};
 use super::{Core, Key};
@@ -77,7 +77,7 @@ impl Core {
         let uniform = self.model.uniform_channel();
         let n = self.trees[uniform].total();
         let result = if n > 0.0 {
-            let u: f64 = rng.gen();
+            let u: f64 = rng.random();
             let mut acc = 0.0;
             let mut chosen = uniform;
             for (c, ch) in self.model.channels().iter().enumerate() {
@@ -92,7 +92,7 @@ impl Core {
             } else {
                 uniform
             };
-            let u2: f64 = rng.gen();
+            let u2: f64 = rng.random();
             self.trees[tree]
                 .sample(u2 * self.trees[tree].total())
                 .map(|idx| Drawn {
@@ -151,7 +151,7 @@ impl Core {
                 roll: None,
             })
         } else {
-            let u: f64 = rng.gen();
+            let u: f64 = rng.random();
             pick_linear(&ev.probs, u).map(|j| Drawn {
                 idx: ev.keys[j],
                 probability: ev.probs[j],

@@ -164,7 +164,7 @@ impl<F: Fetcher> Discovery<F> {
         sink: S,
     ) -> Result<Self, DiscoveryError> {
         Ok(Discovery {
-            catalogue: Catalogue::new(config, now(), SmallRng::from_entropy())?,
+            catalogue: Catalogue::new(config, now(), rand::make_rng::<SmallRng>())?,
             fetcher: Arc::new(fetcher),
             sink: Box::new(sink),
             initial: candidates,

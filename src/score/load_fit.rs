@@ -98,19 +98,19 @@ impl LoadFit {
 mod tests {
     use super::*;
     use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
 
     #[test]
     fn a_queueing_candidate_shows_evidence_and_a_steady_one_does_not() {
         let mut rng = SmallRng::seed_from_u64(3);
         let (mut queue, mut steady) = (LoadFit::default(), LoadFit::default());
         for _ in 0..2000 {
-            let k: u32 = rng.gen_range(1..16);
-            let noise = rng.gen_range(0.7..1.3);
+            let k: u32 = rng.random_range(1..16);
+            let noise = rng.random_range(0.7..1.3);
             // 4 servers: past 4 in flight the time grows with the queue.
             let q = 10.0 * (k as f64 / 4.0).max(1.0) * noise;
             queue.observe(k, q);
-            steady.observe(k, 10.0 * noise * rng.gen_range(0.5..2.0));
+            steady.observe(k, 10.0 * noise * rng.random_range(0.5..2.0));
         }
         assert!(queue.evidence() > 0.5, "{queue:?}");
         assert!(steady.evidence() < 0.05, "{steady:?}");

@@ -363,16 +363,16 @@ mod tests {
     #[test]
     fn counts_match_a_plain_scan() {
         use rand::rngs::SmallRng;
-        use rand::{Rng, SeedableRng};
+        use rand::{RngExt, SeedableRng};
         let mut rng = SmallRng::seed_from_u64(7);
         for _ in 0..200 {
-            let buckets = rng.gen_range(1..=WINDOW_RING);
+            let buckets = rng.random_range(1..=WINDOW_RING);
             let mut w = ErrorWindow::default();
             let mut log: Vec<(u64, bool)> = Vec::new();
-            let mut b = rng.gen_range(0..5u64);
-            for _ in 0..rng.gen_range(0..60) {
-                b += rng.gen_range(0..3u64);
-                let e = rng.gen_bool(0.3);
+            let mut b = rng.random_range(0..5u64);
+            for _ in 0..rng.random_range(0..60) {
+                b += rng.random_range(0..3u64);
+                let e = rng.random_bool(0.3);
                 w.record(b, buckets, e);
                 log.push((b, e));
             }

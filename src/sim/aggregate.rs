@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::limit_stats::{LimitAcc, LimitTrack};
 use super::report::{
     summarize, ArmReport, Degraded, PolicyReport, RunStats, Series, SeriesReport, Summary,
 };
@@ -32,6 +33,7 @@ pub(crate) struct RunSummary {
     policy: String,
     requests: u64,
     errors: u64,
+    overloads: u64,
     stuck: u64,
     attempts: u64,
     decisions: u64,
@@ -45,7 +47,9 @@ pub(crate) struct RunSummary {
     degraded: Vec<DegRun>,
     wall_s: f64,
     end_s: f64,
+    last_request_s: f64,
     series: Series,
+    limits: LimitTrack,
     arms: Vec<RunSummary>,
 }
 
@@ -121,6 +125,7 @@ impl Series {
                 .map(|b| (b.1 > 0).then(|| b.2 as f64 / b.1 as f64))
                 .collect(),
             share,
+            limit: BTreeMap::new(),
         }
     }
 }
@@ -176,6 +181,7 @@ impl RunStats {
             policy: self.policy,
             requests: self.requests,
             errors: self.errors,
+            overloads: self.overloads,
             stuck: self.stuck,
             attempts: self.attempts,
             decisions: self.decisions,
@@ -184,7 +190,9 @@ impl RunStats {
             per_cand: self.per_cand,
             wall_s: self.wall_s,
             end_s: self.end_s,
+            last_request_s: self.last_request_s,
             series: self.series,
+            limits: self.limits,
             arms,
         }
     }
@@ -249,6 +257,9 @@ pub(crate) struct Acc {
     rec_applies: bool,
     degraded: Vec<DegAcc>,
     series: Option<Series>,
+    goodput_per_s: f64,
+    overload_rate: f64,
+    limits: LimitAcc,
     arms: Vec<Acc>,
 }
 
@@ -279,6 +290,9 @@ impl Acc {
         self.attempts_per_request += r.attempts as f64 / r.requests.max(1) as f64;
         self.decisions_per_s += r.decisions as f64 / r.wall_s.max(1e-9);
         self.virtual_s += r.end_s;
+        self.goodput_per_s += (r.requests - r.errors) as f64 / r.last_request_s.max(1e-9);
+        self.limits.add(&r.limits);
+        self.overload_rate += r.overloads as f64 / r.requests.max(1) as f64;
         for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
             *s += c as f64 / r.attempts.max(1) as f64;
         }
@@ -342,6 +356,10 @@ impl Acc {
             p999: a[3] / n,
         };
         let series = self.series.unwrap_or_default();
+        let mut series_report = series.report(ids);
+        series_report.limit = self
+            .limits
+            .series(ids, &series.tracked, series_report.t_s.len());
         let error_rate = self.error_rate / n;
         let report = PolicyReport {
             policy: self.policy,
@@ -366,6 +384,9 @@ impl Acc {
                 None
             },
             success_within_timeout: self.in_time_rate / n,
+            goodput_per_s: self.goodput_per_s / n,
+            overload_rate: self.overload_rate / n,
+            limit_mean: self.limits.means(ids),
             degraded: self
                 .degraded
                 .iter()
@@ -378,7 +399,7 @@ impl Acc {
                     recovery_s: d.rec.get(),
                 })
                 .collect(),
-            series: series.report(ids),
+            series: series_report,
             decisions_per_s: self.decisions_per_s / n,
             stuck: self.stuck / n,
             virtual_s: self.virtual_s / n,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
@@ -158,7 +158,7 @@ pub(crate) fn sample<R: Rng + ?Sized>(d: &Dist, rng: &mut R) -> f64 {
         Dist::Const(v) => v,
         Dist::Uniform { min, max } => {
             if max > min {
-                rng.gen_range(min..max)
+                rng.random_range(min..max)
             } else {
                 min
             }
@@ -170,7 +170,7 @@ pub(crate) fn sample<R: Rng + ?Sized>(d: &Dist, rng: &mut R) -> f64 {
             let mu = mean.ln() - s2 / 2.0;
             (mu + s2.sqrt() * std_normal(rng)).exp()
         }
-        Dist::Exp { mean } => -mean * (1.0 - rng.gen::<f64>()).ln(),
+        Dist::Exp { mean } => -mean * (1.0 - rng.random::<f64>()).ln(),
     };
     if v.is_finite() {
         v.max(0.0)
@@ -181,7 +181,7 @@ pub(crate) fn sample<R: Rng + ?Sized>(d: &Dist, rng: &mut R) -> f64 {
 
 /// Box-Muller; one of the pair is enough here.
 fn std_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen();
+    let u1: f64 = 1.0 - rng.random::<f64>();
+    let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }

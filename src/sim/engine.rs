@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
@@ -134,7 +134,7 @@ impl<'a> Engine<'a> {
             sc.coordinator.as_ref().map(|c| &c.0),
             sc.limits,
             sc.workload.stall_ms / 1000.0,
-            stream(seed, 3).gen(),
+            stream(seed, 3).random(),
         )?;
         let expanded = sc.expanded();
         let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
@@ -173,7 +173,7 @@ impl<'a> Engine<'a> {
             atts: Vec::new(),
             att_gen: Vec::new(),
             free_atts: Vec::new(),
-            queues: Queues::new(n, stream(seed, 4).gen()),
+            queues: Queues::new(n, stream(seed, 4).random()),
             workers_left: Vec::new(),
             open_requests: 0,
             arrivals_done: false,
@@ -262,6 +262,9 @@ impl<'a> Engine<'a> {
                 Ev::Tick => {
                     let world = world!(self, now);
                     self.policy.tick(now, &world);
+                    for i in 0..self.live.len() {
+                        self.sample_limit(self.live[i] as usize, now);
+                    }
                     let idle = self.heap.is_empty();
                     if idle && (self.open_requests > 0 || !self.arrivals_done) {
                         // Nothing can ever happen again: the policy holds requests it will not
@@ -277,6 +280,7 @@ impl<'a> Engine<'a> {
             }
             self.drain(now);
         }
+        self.stats.limits.finish(self.now);
         self.stats.decisions = self.policy.decisions();
         self.stats.stalls = self.policy.stalls();
         self.stats.wall_s = started.elapsed().as_secs_f64();
@@ -285,7 +289,7 @@ impl<'a> Engine<'a> {
     }
 
     fn gap(&mut self) -> f64 {
-        let u: f64 = self.wl_rng.gen();
+        let u: f64 = self.wl_rng.random();
         -(1.0 - u).ln() / self.sc.workload.rate_per_s
     }
 
@@ -298,6 +302,13 @@ impl<'a> Engine<'a> {
         let spec = &self.sc.candidates[self.spec_of[c as usize]];
         let info = spec.info(id);
         self.policy.add(c, &info, self.now);
+        self.sample_limit(c as usize, self.now);
+    }
+
+    /// Reads the policy's limit for `c` now (`limit_mean` and the `limit` series).
+    fn sample_limit(&mut self, c: usize, now: f64) {
+        let limit = self.policy.limit(c as Cand);
+        self.stats.limits.set(c, limit, now);
     }
 
     fn timeline(&mut self, i: usize, now: f64) {
@@ -327,6 +338,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        self.sample_limit(c, now);
         let live = self.live.len();
         self.stats.mark(ev.action, c, live, now);
     }
@@ -369,7 +381,7 @@ impl<'a> Engine<'a> {
             let mut picked = std::mem::take(&mut self.subset_scratch);
             picked.clear();
             for j in n - k..n {
-                let t = self.wl_rng.gen_range(0..=j);
+                let t = self.wl_rng.random_range(0..=j);
                 let c = self.live[t];
                 if picked.contains(&c) {
                     picked.push(self.live[j]);
@@ -475,6 +487,7 @@ impl<'a> Engine<'a> {
         } else {
             self.schedule_end(a, now);
         }
+        self.sample_limit(c, now);
     }
 
     /// Schedules the first byte and the end of attempt `a`, whose result is known, from `from`
@@ -545,8 +558,14 @@ impl<'a> Engine<'a> {
             self.policy.done(att.req, att.cand, true, now, &world);
         } else {
             self.policy.done(att.req, att.cand, false, now, &world);
+            if att.result.outcome == Outcome::failure(FailureClass::Overload)
+                && self.reqs[att.req as usize].open
+            {
+                self.stats.overloads += 1;
+            }
             self.finish_request(att.req, None, now);
         }
+        self.sample_limit(att.cand as usize, now);
     }
 
     /// A request ends: `first_byte` is the time its successful attempt's first byte came.
@@ -615,6 +634,7 @@ impl<'a> Engine<'a> {
         let timeout = Outcome::failure(FailureClass::Timeout);
         self.policy.outcome(req, att.cand, &timeout, now);
         self.policy.done(req, att.cand, false, now, &world);
+        self.sample_limit(att.cand as usize, now);
         self.finish_request(req, None, now);
     }
 

@@ -28,6 +28,7 @@ mod aggregate;
 mod baselines;
 mod dist;
 mod engine;
+mod limit_stats;
 mod plot;
 mod policy;
 mod queue;
@@ -42,11 +43,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub use dist::Dist;
+pub use limit_stats::{limit_settling, LimitSettle};
 pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, LoopKind, Scenario, ScenarioError, Slowdown,
+    Action, CandidateSpec, CoordinatorSpec, Knee, LoopKind, Scenario, ScenarioError, Slowdown,
     TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};

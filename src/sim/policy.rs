@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::baselines;
+use super::baselines::limiters;
 use super::queue::Queues;
 use super::truth::Truth;
 use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
@@ -105,6 +106,12 @@ pub(crate) trait Policy: Send {
     fn arm(&self, _req: Req) -> Option<usize> {
         None
     }
+    /// The policy's current concurrency limit for `cand`: it grants `cand` an attempt only
+    /// while fewer are in flight (`None`: the policy keeps no limit of its own). The engine
+    /// reads it over time for `limit_mean` and the `limit` series.
+    fn limit(&self, _cand: Cand) -> Option<f64> {
+        None
+    }
 }
 
 /// A policy named on the command line.
@@ -143,10 +150,18 @@ pub enum PolicySpec {
     Clairvoyant,
     /// Knows the truth.
     Oracle,
+    /// Netflix concurrency-limits' `Gradient2Limit` per candidate over a least-loaded p2c.
+    Gradient2,
+    /// Netflix concurrency-limits' `VegasLimit` per candidate over a least-loaded p2c.
+    Vegas,
+    /// Netflix concurrency-limits' `AIMDLimit` per candidate over a least-loaded p2c.
+    Aimd,
+    /// Knows each candidate's true capacity: limit = capacity, least-loaded p2c.
+    OracleLimits,
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 16] = [
+pub const POLICY_NAMES: [&str; 20] = [
     "coordinator",
     "random",
     "round-robin",
@@ -163,6 +178,10 @@ pub const POLICY_NAMES: [&str; 16] = [
     "c3-rate",
     "clairvoyant",
     "oracle",
+    "gradient2",
+    "vegas",
+    "aimd",
+    "oracle-limits",
 ];
 
 impl PolicySpec {
@@ -189,6 +208,10 @@ impl PolicySpec {
             "c3-rate" => PolicySpec::C3Rate,
             "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
+            "gradient2" => PolicySpec::Gradient2,
+            "vegas" => PolicySpec::Vegas,
+            "aimd" => PolicySpec::Aimd,
+            "oracle-limits" => PolicySpec::OracleLimits,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
                     let config = Config::from_name_or_path(spec)
@@ -222,6 +245,10 @@ impl PolicySpec {
             PolicySpec::C3Rate => "c3-rate",
             PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
+            PolicySpec::Gradient2 => "gradient2",
+            PolicySpec::Vegas => "vegas",
+            PolicySpec::Aimd => "aimd",
+            PolicySpec::OracleLimits => "oracle-limits",
         }
     }
 
@@ -271,6 +298,21 @@ impl PolicySpec {
             PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
             PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
+            PolicySpec::Gradient2 => {
+                let l = baselines::Limited::new(|_| limiters::Gradient2::default(), seed ^ 0x6d);
+                baselines::queued(l, limits, rng)
+            }
+            PolicySpec::Vegas => {
+                let l = baselines::Limited::new(limiters::Vegas::new, seed ^ 0x6d);
+                baselines::queued(l, limits, rng)
+            }
+            PolicySpec::Aimd => {
+                let l = baselines::Limited::new(|_| limiters::Aimd::default(), seed ^ 0x6d);
+                baselines::queued(l, limits, rng)
+            }
+            PolicySpec::OracleLimits => {
+                baselines::queued(baselines::OracleLimits::default(), limits, rng)
+            }
         })
     }
 }
@@ -525,5 +567,10 @@ impl Policy for CoordinatorPolicy {
 
     fn arm(&self, req: Req) -> Option<usize> {
         self.arms.get(req as usize).copied().flatten()
+    }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        let id = self.ids.id(cand)?;
+        self.core.candidate_limit(id).map(f64::from)
     }
 }

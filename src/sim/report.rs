@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::limit_stats::LimitTrack;
 use super::policy::Cand;
 use super::scenario::Action;
 
@@ -15,6 +16,8 @@ pub(crate) struct RunStats {
     pub(crate) policy: String,
     pub(crate) requests: u64,
     pub(crate) errors: u64,
+    /// Requests whose last attempt failed with `overload`.
+    pub(crate) overloads: u64,
     pub(crate) stuck: u64,
     pub(crate) attempts: u64,
     pub(crate) decisions: u64,
@@ -24,6 +27,8 @@ pub(crate) struct RunStats {
     pub(crate) ttfb_ms: Vec<f64>,
     pub(crate) wall_s: f64,
     pub(crate) end_s: f64,
+    /// When the last request ended (the run's `end_s` may be a later tick).
+    pub(crate) last_request_s: f64,
     pub(crate) series: Series,
     /// Successful requests whose first byte came within the caller timeout.
     pub(crate) in_time: u64,
@@ -32,6 +37,8 @@ pub(crate) struct RunStats {
     pub(crate) marks: Vec<(Action, usize, usize, f64)>,
     /// The same counts restricted to each arm's requests, when the policy has arms.
     pub(crate) arms: Vec<RunStats>,
+    /// Each candidate's concurrency limit over time, as the policy reports it.
+    pub(crate) limits: LimitTrack,
 }
 
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
@@ -91,6 +98,7 @@ impl RunStats {
             policy: policy.to_string(),
             requests: 0,
             errors: 0,
+            overloads: 0,
             stuck: 0,
             attempts: 0,
             decisions: 0,
@@ -100,6 +108,8 @@ impl RunStats {
             ttfb_ms: Vec::new(),
             wall_s: 0.0,
             end_s: 0.0,
+            last_request_s: 0.0,
+            limits: LimitTrack::new(ids.len(), &tracked, bucket_s),
             series: Series {
                 bucket_s,
                 tracked,
@@ -139,6 +149,7 @@ impl RunStats {
             a.request(now, latency_s, ttfb_s, None);
         }
         self.requests += 1;
+        self.last_request_s = self.last_request_s.max(now);
         self.latency_ms.push(latency_s * 1000.0);
         let b = self.series.bucket(now);
         self.series.totals[b][1] += 1;
@@ -263,6 +274,16 @@ pub struct PolicyReport {
     /// Requests that succeeded with their first byte within the caller timeout
     /// (`workload.timeout_ms`; timeouts count as failures) over all requests.
     pub success_within_timeout: f64,
+    /// Requests that ended with an `overload` failure (their last attempt refused) over all
+    /// requests.
+    pub overload_rate: f64,
+    /// Successful requests per virtual second, from the start of the run to the end of its
+    /// last request.
+    pub goodput_per_s: f64,
+    /// Candidate id -> the time-weighted mean of the concurrency limit the policy kept for it
+    /// (`None`: it never had one); empty (absent from the JSON) for a policy without limits.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub limit_mean: BTreeMap<String, Option<f64>>,
     /// Every degraded candidate: detection and recovery against its own share before.
     pub degraded: Vec<Degraded>,
     /// Per 1 s bucket: each tracked candidate's share of attempts and the error rate.
@@ -312,6 +333,11 @@ pub struct SeriesReport {
     /// Candidate id -> its share of each bucket's attempts (`null`: no attempt). Every
     /// candidate in scenarios of up to 32, else the ones the timeline names.
     pub share: BTreeMap<String, Vec<Option<f64>>>,
+    /// Candidate id -> the time-weighted mean of its concurrency limit in each bucket, over
+    /// the seeds (`null`: no limit then); the same candidates as `share`. Absent for a policy
+    /// without limits.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub limit: BTreeMap<String, Vec<Option<f64>>>,
 }
 
 /// One arm's figures: the policy's figures over the requests whose first attempt that arm
@@ -461,6 +487,11 @@ impl Report {
             " {:>9} {:>9} {:>9} {:>9} {:>7}",
             "lat mean", "lat p99", "ttfb mean", "ttfb p99", "stalls"
         );
+        // Goodput and limits matter where a policy keeps concurrency limits.
+        let limits = self.policies.iter().any(|p| !p.limit_mean.is_empty());
+        if limits {
+            let _ = write!(head, " {:>9} {:>7}", "goodput/s", "limits");
+        }
         if self.timeline {
             let _ = write!(head, " {:>8} {:>8}", "detect", "recover");
         }
@@ -469,6 +500,15 @@ impl Report {
         for p in &self.policies {
             let mut row = figures_row(&short_label(&p.policy), &p.into(), &shown);
             let _ = write!(row, " {:>7.1}", p.stalls);
+            if limits {
+                let _ = write!(row, " {:>9.1}", p.goodput_per_s);
+                if p.limit_mean.is_empty() {
+                    let _ = write!(row, " {:>7}", "-");
+                } else {
+                    let sum: f64 = p.limit_mean.values().flatten().sum();
+                    let _ = write!(row, " {:>7.1}", sum);
+                }
+            }
             if self.timeline {
                 let f = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.1}s"));
                 let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), f(p.recovery_s));
@@ -482,6 +522,13 @@ impl Report {
         }
         if !shown.is_empty() {
             let _ = writeln!(out, "(candidate columns: share of attempts)");
+        }
+        if limits {
+            let _ = writeln!(
+                out,
+                "(goodput/s: successes per second; limits: the candidates' mean concurrency \
+                 limits, summed)"
+            );
         }
         out
     }

@@ -16,7 +16,7 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 10] = [
+pub const BUILTIN: [(&str, &str); 13] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -48,6 +48,15 @@ pub const BUILTIN: [(&str, &str); 10] = [
     ),
     ("c3-clop", include_str!("../../scenarios/c3-clop.toml")),
     ("herd", include_str!("../../scenarios/herd.toml")),
+    ("knee", include_str!("../../scenarios/knee.toml")),
+    (
+        "hidden-capacity",
+        include_str!("../../scenarios/hidden-capacity.toml"),
+    ),
+    (
+        "capacity-shift",
+        include_str!("../../scenarios/capacity-shift.toml"),
+    ),
 ];
 
 /// A scenario file that cannot be used.
@@ -195,6 +204,9 @@ pub struct CandidateSpec {
     /// Queueing: the service rate switches at random between its base and a slower level.
     #[serde(default)]
     pub slowdown: Option<Slowdown>,
+    /// Latency that grows with load past a knee (candidates without a queue).
+    #[serde(default)]
+    pub knee: Option<Knee>,
 }
 
 /// A service rate that changes over time: every `period_ms`, independently of every other
@@ -216,6 +228,46 @@ pub struct Slowdown {
 
 fn half() -> f64 {
     0.5
+}
+
+/// Latency that grows with concurrency past a knee, as in Vector's adaptive concurrency test
+/// harness: an attempt landing on `n` attempts in flight (itself included) takes
+/// `exp^(n - start)` times its sampled time when `n > start`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knee {
+    /// Attempts in flight served at the base latency.
+    pub start: u32,
+    /// Latency factor per attempt in flight past `start` (at least 1).
+    #[serde(deserialize_with = "at_least_1")]
+    pub exp: f64,
+}
+
+fn at_least_1<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v >= 1.0 {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!("must be at least 1, got {v}")))
+    }
+}
+
+/// The largest latency factor a knee applies: past it every attempt times out anyway, and the
+/// times stay finite.
+const KNEE_MAX_FACTOR: f64 = 1e9;
+
+impl Knee {
+    /// The latency factor for an attempt landing on `load` attempts in flight (itself
+    /// included).
+    pub fn factor(&self, load: u32) -> f64 {
+        let past = load.saturating_sub(self.start);
+        if past == 0 {
+            return 1.0;
+        }
+        self.exp
+            .powi(past.min(i32::MAX as u32) as i32)
+            .min(KNEE_MAX_FACTOR)
+    }
 }
 
 impl CandidateSpec {
@@ -295,6 +347,9 @@ pub struct TimelineEvent {
     /// Degrade: new time-varying service.
     #[serde(default)]
     pub slowdown: Option<Slowdown>,
+    /// Degrade: new load-dependent latency.
+    #[serde(default)]
+    pub knee: Option<Knee>,
 }
 
 /// How requests arrive.
@@ -483,10 +538,7 @@ impl Scenario {
             line,
             message,
         };
-        let de = toml::Deserializer::new(text);
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
+        let from_toml = |path: String, inner: toml::de::Error| {
             let span = inner.span();
             let line = span.as_ref().map(|s| line_of(text, s.start));
             let field = if path == "." || path.is_empty() {
@@ -500,6 +552,11 @@ impl Scenario {
                 message.push_str(&snippet(text, span));
             }
             err(field, line, message)
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| from_toml(String::new(), e))?;
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            from_toml(path, e.into_inner())
         })?;
         scenario.validate(text, source_name)?;
         Ok(scenario)
@@ -630,6 +687,15 @@ impl Scenario {
                     &format!("candidates[{i}].{field}"),
                     whole_key(field),
                     format!("`{field}` describes a queue: give the candidate a `service_ms` too"),
+                ));
+            }
+            if c.knee.is_some() && c.service_ms.is_some() {
+                return Err(err(
+                    &format!("candidates[{i}].knee"),
+                    whole_key("knee"),
+                    "`knee` is for a candidate without a queue (a queue's latency grows with \
+                     load by itself): drop `knee` or `service_ms`"
+                        .into(),
                 ));
             }
         }

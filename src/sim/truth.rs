@@ -3,10 +3,10 @@
 //! One model for every consumer: the virtual-time engine behind `selcoord simulate` and the
 //! real-time `selcoord demo` both run their attempts through [`Truth::attempt`].
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 use super::dist::{sample, Dist};
-use super::scenario::{CandidateSpec, Slowdown, TimelineEvent};
+use super::scenario::{CandidateSpec, Knee, Slowdown, TimelineEvent};
 use crate::core::{FailureClass, Outcome};
 
 /// One candidate's hidden truth: how its attempts succeed or fail and how long they take,
@@ -44,6 +44,7 @@ pub struct Truth {
     service_ms: Option<Dist>,
     queue_limit: Option<u32>,
     slowdown: Option<Slowdown>,
+    knee: Option<Knee>,
 }
 
 /// What one attempt did: its outcome for the policy, when it ends and when its first byte came.
@@ -69,6 +70,23 @@ impl AttemptResult {
                 let ms = by_s * 1000.0;
                 s.duration_ms = s.duration_ms.map(|d| d + ms);
                 s.ttfb_ms = s.ttfb_ms.map(|t| t + ms);
+            }
+        }
+        self
+    }
+
+    /// The same attempt taking `factor` times as long: every time from the grant scales.
+    pub(crate) fn scaled(mut self, factor: f64) -> Self {
+        if factor == 1.0 {
+            return self;
+        }
+        self.end_s *= factor;
+        if self.ok {
+            self.first_byte_s *= factor;
+            if let Outcome::Success(s) = &mut self.outcome {
+                s.duration_ms = s.duration_ms.map(|d| d * factor);
+                s.ttfb_ms = s.ttfb_ms.map(|t| t * factor);
+                s.connect_ms = s.connect_ms.map(|c| c * factor);
             }
         }
         self
@@ -143,6 +161,7 @@ impl Truth {
             service_ms: s.service_ms.clone(),
             queue_limit: s.queue_limit,
             slowdown: s.slowdown,
+            knee: s.knee,
         }
     }
 
@@ -187,6 +206,20 @@ impl Truth {
         if let Some(v) = ev.slowdown {
             self.slowdown = Some(v);
         }
+        if let Some(k) = ev.knee {
+            self.knee = Some(k);
+        }
+    }
+
+    /// The attempts in flight it serves at its best: the servers of a queue, its `capacity`,
+    /// the start of its `knee` (the smallest of those it has, at least 1); `None` without any.
+    pub fn concurrency_capacity(&self) -> Option<u32> {
+        let servers = self.is_queue().then_some(self.servers);
+        [servers, self.capacity, self.knee.map(|k| k.start)]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|c| c.max(1))
     }
 
     /// Whether attempts queue for a server (the candidate has a `service_ms`).
@@ -227,14 +260,14 @@ impl Truth {
     /// because of the load alone; draws one number from `rng`.
     pub(crate) fn overload_roll<R: Rng + ?Sized>(&self, load: u32, rng: &mut R) -> bool {
         let over = self.overload_probability(load);
-        let roll: f64 = rng.gen();
+        let roll: f64 = rng.random();
         roll < over
     }
 
     /// What an attempt that was not overloaded does: the `success` roll, then its timings
     /// from the moment it is served (no timeout applied).
     pub(crate) fn serve<R: Rng + ?Sized>(&self, bytes: u64, rng: &mut R) -> AttemptResult {
-        let fail = (rng.gen::<f64>() >= self.success).then_some(self.failure);
+        let fail = (rng.random::<f64>() >= self.success).then_some(self.failure);
         self.respond(fail, bytes, rng)
     }
 
@@ -287,12 +320,17 @@ impl Truth {
     ) -> AttemptResult {
         let fail_class = if self.overload_roll(load, rng) {
             Some(FailureClass::Overload)
-        } else if rng.gen::<f64>() >= self.success {
+        } else if rng.random::<f64>() >= self.success {
             Some(self.failure)
         } else {
             None
         };
         let mut r = self.respond(fail_class, bytes, rng);
+        if let (Some(k), false) = (self.knee, fail_class == Some(FailureClass::Overload)) {
+            if !self.is_queue() {
+                r = r.scaled(k.factor(load));
+            }
+        }
         if self.is_queue() {
             // Without an engine around it there is no queue to wait in: service alone.
             r = r.delayed(self.sample_service_ms(rng) / 1000.0);
@@ -447,6 +485,24 @@ mod tests {
         // Heal: the file's values.
         let healed = Truth::from_spec(&base);
         assert!(!healed.is_queue() && healed.servers() == u32::MAX);
+    }
+
+    #[test]
+    fn past_the_knee_latency_grows_by_its_factor_per_attempt() {
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { start = 10, exp = 1.1 }",
+        ));
+        let end = |load| {
+            t.attempt(load, 0, None, &mut SmallRng::seed_from_u64(1))
+                .end_s()
+        };
+        assert_eq!(end(1), 0.1);
+        assert_eq!(end(10), 0.1);
+        assert!((end(11) - 0.11).abs() < 1e-12, "{}", end(11));
+        assert!((end(13) - 0.1331).abs() < 1e-12, "{}", end(13));
+        // Far past the knee the time stays finite and times out.
+        let r = t.attempt(100_000, 0, Some(1000.0), &mut SmallRng::seed_from_u64(1));
+        assert_eq!(r.outcome(), Outcome::failure(FailureClass::Timeout));
     }
 
     #[test]

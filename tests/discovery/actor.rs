@@ -42,7 +42,7 @@ impl FakeFetcher {
             f.latency
                 .lock()
                 .unwrap()
-                .insert(id.clone(), ms(rng.gen_range(1..max_ms)));
+                .insert(id.clone(), ms(rng.random_range(1..max_ms)));
         }
         f
     }

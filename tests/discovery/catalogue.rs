@@ -125,7 +125,7 @@ fn answers_are_added_fastest_first_within_a_batch() {
     let mut rng = SmallRng::seed_from_u64(4);
     let mut latency: HashMap<CandidateId, u64> = HashMap::new();
     for id in &batch {
-        latency.insert(id.clone(), rng.gen_range(1..400));
+        latency.insert(id.clone(), rng.random_range(1..400));
     }
     // Deliver in an arbitrary order, each at its own latency (all before the 0.5 s cutoff).
     let mut by_arrival: Vec<_> = batch.clone();

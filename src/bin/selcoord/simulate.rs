@@ -21,7 +21,9 @@ pub(crate) struct Args {
     scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
-    /// p2c-peak-ewma, oracle. Default: the scenario's own list. A config file with `[[arms]]`
+    /// p2c-peak-ewma, least-loaded, least-pending, dynamic-snitch, c3, c3-rate, clairvoyant,
+    /// oracle, and the concurrency limiters gradient2, vegas, aimd, oracle-limits
+    /// (docs/baselines.md). Default: the scenario's own list. A config file with `[[arms]]`
     /// also reports each arm (docs/arms.md).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,

@@ -5,7 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::{DiscoveryScenario, ModeReport, ScenarioError, WaitSummary};
 use crate::discovery::catalogue::Catalogue;
@@ -80,7 +80,7 @@ impl Network {
         let l = &s.latency;
         let base_ms = (0..s.candidates)
             .map(|_| {
-                let dead = rng.gen::<f64>() < l.unresponsive;
+                let dead = rng.random::<f64>() < l.unresponsive;
                 let z = standard_normal(rng);
                 (!dead).then(|| l.median_ms * (l.sigma * z).exp())
             })
@@ -96,15 +96,15 @@ impl Network {
     fn fetch(&self, i: usize, rng: &mut SmallRng) -> Option<(Duration, bool)> {
         let base = self.base_ms[i]?;
         let ms = base * (self.jitter * standard_normal(rng)).exp();
-        let ok = rng.gen::<f64>() >= self.error_rate;
+        let ok = rng.random::<f64>() >= self.error_rate;
         Some((Duration::from_secs_f64(ms / 1000.0), ok))
     }
 }
 
 /// Box–Muller: one standard normal sample from two uniforms.
 fn standard_normal(rng: &mut SmallRng) -> f64 {
-    let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
-    let u2: f64 = rng.gen();
+    let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+    let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 

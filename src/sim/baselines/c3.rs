@@ -2,7 +2,7 @@
 //! `expDelay` strategy computes it.
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::c3_rate::RateControl;
 use super::{min_by_score, PickState, Picker};
@@ -118,7 +118,7 @@ impl Picker for C3 {
             return Ok(self.pick(s, st, world, rng));
         }
         // Score order; equal scores in an order that starts at a random place.
-        let start = rng.gen_range(0..s.len());
+        let start = rng.random_range(0..s.len());
         let mut ranked = std::mem::take(&mut self.ranked);
         ranked.clear();
         for i in 0..s.len() {

@@ -9,6 +9,8 @@ mod c3;
 mod c3_rate;
 mod clairvoyant;
 mod least;
+mod limited;
+pub(crate) mod limiters;
 mod mongo;
 mod oracle;
 mod p2c;
@@ -18,7 +20,7 @@ mod snitch;
 use std::collections::VecDeque;
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
@@ -26,6 +28,7 @@ use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
 pub(crate) use c3::C3;
 pub(crate) use clairvoyant::Clairvoyant;
 pub(crate) use least::LeastPending;
+pub(crate) use limited::{Limited, OracleLimits};
 pub(crate) use mongo::MongoErrorBias;
 pub(crate) use oracle::Oracle;
 pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
@@ -68,6 +71,24 @@ pub(crate) trait Picker: Send + std::fmt::Debug {
     fn finished(&mut self, _cand: Cand, _world: &World<'_>, _now: f64) {}
     /// An attempt's outcome; `elapsed_s` since its grant.
     fn outcome(&mut self, _cand: Cand, _outcome: &Outcome, _elapsed_s: f64, _now: f64) {}
+    /// Before each round of grants: what the world is now (oracles read the truth).
+    fn refresh(&mut self, _world: &World<'_>) {}
+    /// The concurrency limit the picker keeps for `cand` now, if any: the queue grants it an
+    /// attempt only while fewer than its integer part are in flight.
+    fn limit(&self, _cand: Cand) -> Option<f64> {
+        None
+    }
+    /// An attempt's outcome for a limit algorithm: `elapsed_s` since its grant, `inflight`
+    /// the attempts in flight on `cand` when it was granted (itself included).
+    fn limit_sample(
+        &mut self,
+        _cand: Cand,
+        _outcome: &Outcome,
+        _elapsed_s: f64,
+        _inflight: u32,
+        _now: f64,
+    ) {
+    }
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +97,8 @@ struct ReqState {
     tried: Vec<Cand>,
     waiting: bool,
     granted_at: f64,
+    /// Attempts in flight on the candidate of its latest grant, itself included.
+    inflight_at_grant: u32,
 }
 
 /// A FIFO queue with skip, per-candidate and global limits, and a picker.
@@ -127,16 +150,34 @@ impl<P: Picker> Queued<P> {
         self.present.get(c as usize).copied().unwrap_or(false) && !r.tried.contains(&c)
     }
 
+    /// Whether `c` is under its static limit and the picker's own.
+    fn open(&self, c: Cand) -> bool {
+        let n = self.in_flight[c as usize];
+        n < self.limit[c as usize] && self.picker.limit(c).is_none_or(|l| (n as f64) < l.floor())
+    }
+
     /// Grants what it can, oldest request first, skipping those that must wait.
     fn pump(&mut self, now: f64, world: &World<'_>) {
         if self.wake_at.is_some_and(|t| t <= now) {
             self.wake_at = None;
         }
+        self.picker.refresh(world);
         let mut wake: Option<f64> = None;
         let mut i = 0;
+        // Whether some live candidate is under its limits (`None`: not known since the last
+        // grant). When none is, a first attempt that may use any candidate must wait: skip it
+        // without looking at each candidate (the same outcome, for long queues).
+        let mut any_open: Option<bool> = None;
         while i < self.queue.len() && self.global < self.limits.global {
             let req = self.queue[i];
             let r = &self.reqs[req as usize];
+            if r.eligible.is_none() && r.tried.is_empty() && !self.live.is_empty() {
+                let open = *any_open.get_or_insert_with(|| self.live.iter().any(|&c| self.open(c)));
+                if !open {
+                    i += 1;
+                    continue;
+                }
+            }
             let mut servable = std::mem::take(&mut self.scratch);
             servable.clear();
             let mut any_left = false;
@@ -144,7 +185,7 @@ impl<P: Picker> Queued<P> {
             for &c in candidates {
                 if self.remaining(r, c) {
                     any_left = true;
-                    if self.in_flight[c as usize] < self.limit[c as usize] {
+                    if self.open(c) {
                         servable.push(c);
                     }
                 }
@@ -178,10 +219,12 @@ impl<P: Picker> Queued<P> {
                 r.tried.push(cand);
                 r.granted_at = now;
                 self.in_flight[cand as usize] += 1;
+                r.inflight_at_grant = self.in_flight[cand as usize];
                 self.global += 1;
                 self.decisions += 1;
                 self.picker.granted(cand, now);
                 self.out.push_back(Decision::Grant { req, cand });
+                any_open = None;
             }
             self.scratch = servable;
         }
@@ -234,8 +277,15 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
-        let elapsed = now - self.reqs[req as usize].granted_at;
+        let r = &self.reqs[req as usize];
+        let (elapsed, inflight) = (now - r.granted_at, r.inflight_at_grant);
         self.picker.outcome(cand, outcome, elapsed, now);
+        self.picker
+            .limit_sample(cand, outcome, elapsed, inflight, now);
+    }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        self.picker.limit(cand)
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
@@ -273,7 +323,7 @@ pub(crate) struct Random;
 
 impl Picker for Random {
     fn pick(&mut self, s: &[Cand], _: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
-        s[rng.gen_range(0..s.len())]
+        s[rng.random_range(0..s.len())]
     }
 }
 
@@ -304,7 +354,7 @@ pub(crate) fn min_by_score(
     rng: &mut SmallRng,
     mut score: impl FnMut(Cand) -> f64,
 ) -> Cand {
-    let start = rng.gen_range(0..s.len());
+    let start = rng.random_range(0..s.len());
     let mut best = s[start];
     let mut best_score = score(best);
     for i in 1..s.len() {
@@ -324,8 +374,8 @@ pub(crate) fn two_random(s: &[Cand], rng: &mut SmallRng) -> (Cand, Cand) {
     if n == 1 {
         return (s[0], s[0]);
     }
-    let i = rng.gen_range(0..n);
-    let mut j = rng.gen_range(0..n - 1);
+    let i = rng.random_range(0..n);
+    let mut j = rng.random_range(0..n - 1);
     if j >= i {
         j += 1;
     }

@@ -1,7 +1,7 @@
 //! The DRIVERS-3217 proof of concept: bias power-of-two-choices by a 10 s error rate.
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::{two_random, PickState, Picker};
 use crate::core::{FailureClass, Outcome};
@@ -45,7 +45,7 @@ impl Picker for MongoErrorBias {
         let (a, b) = two_random(s, rng);
         let (ea, eb) = (self.error_rate(a, st.now), self.error_rate(b, st.now));
         let (lower, diff) = if ea <= eb { (a, eb - ea) } else { (b, ea - eb) };
-        if rng.gen::<f64>() < diff {
+        if rng.random::<f64>() < diff {
             return lower;
         }
         if st.in_flight[a as usize] <= st.in_flight[b as usize] {

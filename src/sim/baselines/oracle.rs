@@ -1,7 +1,7 @@
 //! The oracle: it reads the hidden truth, so it is the limit to measure against.
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::{PickState, Picker};
 use crate::sim::policy::{Cand, World};
@@ -26,7 +26,7 @@ impl Picker for Oracle {
             }
         };
         // Start at a random place so equal candidates share the traffic.
-        let start = rng.gen_range(0..s.len());
+        let start = rng.random_range(0..s.len());
         let mut best = s[start];
         let mut best_key = key(best);
         for i in 1..s.len() {

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
-use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand::RngExt;
 
 use crate::core::{AttemptId, CandidateInfo, Core, Event, Limits, Next, Outcome, Request};
 use crate::score::{Config, ScoreModel};
@@ -100,7 +100,7 @@ impl LassiePairwise {
             let beats_all = (0..n).filter(|&j| j != i).all(|j| {
                 let sj = self.scores[j].1;
                 let p = if si + sj > 0.0 { si / (si + sj) } else { 0.5 };
-                self.rng.gen::<f64>() < p
+                self.rng.random::<f64>() < p
             });
             if beats_all {
                 winners.push(i);

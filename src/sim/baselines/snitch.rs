@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
-use rand::Rng;
+use rand::RngExt;
 
 use super::{min_by_score, PickState, Picker};
 use crate::core::Outcome;
@@ -52,7 +52,7 @@ struct Reservoir {
 
 impl Reservoir {
     fn update(&mut self, value: f64, t: f64, rng: &mut SmallRng) {
-        let u: f64 = 1.0 - rng.gen::<f64>();
+        let u: f64 = 1.0 - rng.random::<f64>();
         let priority = ALPHA * t - u.ln();
         if self.kept.len() < WINDOW {
             self.kept.push(Kept(priority, value));

@@ -4,8 +4,8 @@
 //! two in step.
 
 use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
-use rand::Rng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::RngExt;
 
 use super::draft::{r3, Arrivals, Cand, Draft, Event, Load, Queue};
 use crate::sim::Dist;
@@ -16,12 +16,12 @@ const TAIL_S: f64 = 60.0;
 const RATE_RANGE: (f64, f64) = (50.0, 1000.0);
 
 fn log_uniform(rng: &mut SmallRng, lo: f64, hi: f64) -> f64 {
-    rng.gen_range(lo.ln()..hi.ln()).exp()
+    rng.random_range(lo.ln()..hi.ln()).exp()
 }
 
 /// A lognormal with the given mean and a coefficient of variation drawn in 0.1..0.6.
 fn lognormal(rng: &mut SmallRng, mean: f64) -> Dist {
-    let cv = rng.gen_range(0.1..0.6);
+    let cv = rng.random_range(0.1..0.6);
     Dist::LogNormal {
         mean: r3(mean),
         sd: r3(mean * cv),
@@ -42,7 +42,7 @@ fn scaled(d: &Dist, f: f64) -> Dist {
 /// A failure class and how long such a failure takes: fast refusals, resets and overload
 /// rejections (0.5-5 ms), or timeouts (100-500 ms).
 fn failure_mode(rng: &mut SmallRng) -> (&'static str, Dist) {
-    match rng.gen_range(0..4) {
+    match rng.random_range(0..4) {
         0 => ("transport", Dist::Uniform { min: 0.5, max: 5.0 }),
         1 => ("overload", Dist::Uniform { min: 0.5, max: 5.0 }),
         2 => ("refused", Dist::Uniform { min: 0.5, max: 5.0 }),
@@ -59,10 +59,10 @@ fn failure_mode(rng: &mut SmallRng) -> (&'static str, Dist) {
 /// One candidate of a fleet whose fastest mean first byte is about `base_ms`.
 fn candidate(rng: &mut SmallRng, id: String, base_ms: f64, spread: f64, flaky: f64) -> Cand {
     let mean = base_ms * log_uniform(rng, 1.0, spread);
-    let success = if rng.gen_bool(flaky) {
-        rng.gen_range(0.8..0.98)
+    let success = if rng.random_bool(flaky) {
+        rng.random_range(0.8..0.98)
     } else {
-        rng.gen_range(0.98..1.0)
+        rng.random_range(0.98..1.0)
     };
     let (failure, failure_ms) = failure_mode(rng);
     Cand {
@@ -72,7 +72,7 @@ fn candidate(rng: &mut SmallRng, id: String, base_ms: f64, spread: f64, flaky: f
         success: r3(success),
         failure,
         failure_ms,
-        connect_ms: Dist::Const(r3(rng.gen_range(0.2..2.0))),
+        connect_ms: Dist::Const(r3(rng.random_range(0.2..2.0))),
         ttfb_ms: lognormal(rng, mean),
         capacity: None,
         overload_per_extra: 0.0,
@@ -86,20 +86,20 @@ fn candidate(rng: &mut SmallRng, id: String, base_ms: f64, spread: f64, flaky: f
 /// quarter of the time.
 fn make_queue(rng: &mut SmallRng, c: &mut Cand) {
     let mean = c.ttfb_ms.mean();
-    let service_ms = if rng.gen_bool(0.5) {
+    let service_ms = if rng.random_bool(0.5) {
         Dist::Exp { mean: r3(mean) }
     } else {
         c.ttfb_ms.clone()
     };
-    c.ttfb_ms = Dist::Const(r3(rng.gen_range(0.2..1.0)));
+    c.ttfb_ms = Dist::Const(r3(rng.random_range(0.2..1.0)));
     c.queue = Some(Queue {
-        servers: rng.gen_range(1..=8),
+        servers: rng.random_range(1..=8),
         service_ms,
-        queue_limit: rng.gen_bool(0.5).then(|| rng.gen_range(5..=50)),
-        slowdown: rng.gen_bool(0.25).then(|| {
+        queue_limit: rng.random_bool(0.5).then(|| rng.random_range(5..=50)),
+        slowdown: rng.random_bool(0.25).then(|| {
             (
-                r3(rng.gen_range(200.0..2000.0)),
-                r3(rng.gen_range(2.0..5.0)),
+                r3(rng.random_range(200.0..2000.0)),
+                r3(rng.random_range(2.0..5.0)),
             )
         }),
     });
@@ -110,7 +110,7 @@ fn make_queue(rng: &mut SmallRng, c: &mut Cand) {
 /// candidates ([`make_queue`]).
 fn fleet(rng: &mut SmallRng, n: usize, prefix: &str) -> Vec<Cand> {
     let base = log_uniform(rng, 5.0, 50.0);
-    let queues = rng.gen_bool(0.35);
+    let queues = rng.random_bool(0.35);
     (0..n)
         .map(|i| {
             let mut c = candidate(rng, format!("{prefix}-{i}"), base, 4.0, 0.15);
@@ -143,9 +143,9 @@ fn load(rng: &mut SmallRng, cands: &mut [Cand], duration_s: f64) -> Load {
     };
     let rate = rate.clamp(RATE_RANGE.0, RATE_RANGE.1);
     for c in cands.iter_mut() {
-        if rng.gen_bool(0.3) {
-            c.capacity = Some(((level * rng.gen_range(1.0..4.0)).round() as u32).max(1));
-            c.overload_per_extra = r3(rng.gen_range(0.05..0.3));
+        if rng.random_bool(0.3) {
+            c.capacity = Some(((level * rng.random_range(1.0..4.0)).round() as u32).max(1));
+            c.overload_per_extra = r3(rng.random_range(0.05..0.3));
         }
     }
     Load {
@@ -155,7 +155,7 @@ fn load(rng: &mut SmallRng, cands: &mut [Cand], duration_s: f64) -> Load {
         },
         subset: 0,
         retries: *[0, 1, 1, 2].choose(rng).unwrap_or(&1),
-        attempt_timeout_ms: Some(r3(rng.gen_range(1000.0..3000.0))),
+        attempt_timeout_ms: Some(r3(rng.random_range(1000.0..3000.0))),
     }
 }
 
@@ -182,10 +182,10 @@ fn best(cands: &[Cand], retries: u32) -> usize {
 
 /// The target of a change: the oracle's favourite with probability `p_best`, else any.
 fn target(rng: &mut SmallRng, cands: &[Cand], retries: u32, p_best: f64) -> usize {
-    if rng.gen_bool(p_best) {
+    if rng.random_bool(p_best) {
         best(cands, retries)
     } else {
-        rng.gen_range(0..cands.len())
+        rng.random_range(0..cands.len())
     }
 }
 
@@ -203,28 +203,28 @@ fn slower(ev: &mut Event, c: &Cand, f: f64) {
 fn bad_spell(rng: &mut SmallRng, c: &Cand, timeout_ms: f64) -> (Event, String) {
     let mut ev = Event::default();
     let mut what = Vec::new();
-    let kind = rng.gen_range(0..10);
+    let kind = rng.random_range(0..10);
     if !(4..7).contains(&kind) {
         match &c.queue {
-            Some(q) if q.servers >= 4 && rng.gen_bool(0.3) => {
+            Some(q) if q.servers >= 4 && rng.random_bool(0.3) => {
                 let left = (q.servers / 4).max(1);
                 ev.servers = Some(left);
                 what.push(format!("{left} of {} servers", q.servers));
             }
             Some(_) => {
-                let f = rng.gen_range(3.0..15.0);
+                let f = rng.random_range(3.0..15.0);
                 slower(&mut ev, c, f);
                 what.push(format!("service x{f:.1}"));
             }
             None => {
-                let f = rng.gen_range(5.0..30.0);
+                let f = rng.random_range(5.0..30.0);
                 slower(&mut ev, c, f);
                 what.push(format!("first byte x{f:.1}"));
             }
         }
     }
     if kind >= 4 {
-        let s = r3(rng.gen_range(0.0..0.6));
+        let s = r3(rng.random_range(0.0..0.6));
         let (class, ms) = failure_mode(rng);
         ev.success = Some(s);
         ev.failure = Some(class);
@@ -254,10 +254,10 @@ fn timeout_of(l: &Load) -> f64 {
 /// A candidate (the oracle's favourite 60% of the time) has a bad spell of 10-30 s starting at
 /// 10-30 s, then heals; 3-12 candidates.
 pub(super) fn degrade_heal(rng: &mut SmallRng, name: String) -> Draft {
-    let n = rng.gen_range(3..=12);
+    let n = rng.random_range(3..=12);
     let mut cands = fleet(rng, n, "server");
-    let t0 = r3(rng.gen_range(10.0..30.0));
-    let t1 = r3(t0 + rng.gen_range(10.0..30.0));
+    let t0 = r3(rng.random_range(10.0..30.0));
+    let t1 = r3(t0 + rng.random_range(10.0..30.0));
     let load = load(rng, &mut cands, t1 + TAIL_S);
     let k = target(rng, &cands, load.retries, 0.6);
     let (mut ev, what) = bad_spell(rng, &cands[k], timeout_of(&load));
@@ -281,21 +281,21 @@ pub(super) fn degrade_heal(rng: &mut SmallRng, name: String) -> Draft {
 /// out), at 10-30 s, for 10-30 s. The oracle's favourite is among them 70% of the time and is
 /// then the first event (the one detection and recovery follow).
 pub(super) fn outage(rng: &mut SmallRng, name: String) -> Draft {
-    let n = rng.gen_range(5..=20);
+    let n = rng.random_range(5..=20);
     let mut cands = fleet(rng, n, "server");
-    let t0 = r3(rng.gen_range(10.0..30.0));
-    let t1 = r3(t0 + rng.gen_range(10.0..30.0));
+    let t0 = r3(rng.random_range(10.0..30.0));
+    let t1 = r3(t0 + rng.random_range(10.0..30.0));
     let load = load(rng, &mut cands, t1 + TAIL_S);
-    let k = ((n as f64 * rng.gen_range(0.2..0.8)).round() as usize).clamp(1, n - 1);
+    let k = ((n as f64 * rng.random_range(0.2..0.8)).round() as usize).clamp(1, n - 1);
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(rng);
     let b = best(&cands, load.retries);
     let mut down: Vec<usize> = order.into_iter().filter(|&i| i != b).take(k).collect();
-    if rng.gen_bool(0.7) {
+    if rng.random_bool(0.7) {
         down.pop();
         down.insert(0, b);
     }
-    let hang = rng.gen_bool(0.5);
+    let hang = rng.random_bool(0.5);
     let timeout = timeout_of(&load);
     let mut timeline = Vec::new();
     for &i in &down {
@@ -305,7 +305,7 @@ pub(super) fn outage(rng: &mut SmallRng, name: String) -> Draft {
             ev.failure = Some("timeout");
             ev.failure_ms = Some(Dist::Const(r3(timeout)));
         } else {
-            ev.failure = Some(if rng.gen_bool(0.5) {
+            ev.failure = Some(if rng.random_bool(0.5) {
                 "transport"
             } else {
                 "refused"
@@ -334,13 +334,13 @@ pub(super) fn outage(rng: &mut SmallRng, name: String) -> Draft {
 /// first byte (a queue: its service time) grows, geometrically over 5-12 steps to x3-20, then shrinks the same way over
 /// 5-12 steps; the last step is a heal.
 pub(super) fn drift(rng: &mut SmallRng, name: String) -> Draft {
-    let n = rng.gen_range(3..=12);
+    let n = rng.random_range(3..=12);
     let mut cands = fleet(rng, n, "server");
-    let t0 = rng.gen_range(10.0..20.0);
-    let step = rng.gen_range(1.0..3.0);
-    let up = rng.gen_range(5..=12);
-    let downs = rng.gen_range(5..=12);
-    let peak: f64 = rng.gen_range(3.0..20.0);
+    let t0 = rng.random_range(10.0..20.0);
+    let step = rng.random_range(1.0..3.0);
+    let up = rng.random_range(5..=12);
+    let downs = rng.random_range(5..=12);
+    let peak: f64 = rng.random_range(3.0..20.0);
     let end = t0 + (up + downs - 1) as f64 * step;
     let load = load(rng, &mut cands, end + TAIL_S);
     let k = target(rng, &cands, load.retries, 0.7);
@@ -375,14 +375,14 @@ pub(super) fn drift(rng: &mut SmallRng, name: String) -> Draft {
 }
 
 /// A candidate (the favourite 70% of the time) alternates from 5-20 s on between a bad spell
-/// and its normal self, each half-period 1-10 s (+-20% each time), for 20-60 s, then stays
-/// healed.
+/// and its normal self, each half-period 1-10 s (+-20% each time), for 20-60 s (at least two
+/// bad spells), then stays healed.
 pub(super) fn flap(rng: &mut SmallRng, name: String) -> Draft {
-    let n = rng.gen_range(3..=12);
+    let n = rng.random_range(3..=12);
     let mut cands = fleet(rng, n, "server");
-    let t0 = rng.gen_range(5.0..20.0);
-    let half = rng.gen_range(1.0..10.0);
-    let span = rng.gen_range(20.0..60.0);
+    let t0 = rng.random_range(5.0..20.0);
+    let half = rng.random_range(1.0..10.0);
+    let span = rng.random_range(20.0..60.0);
     let load = load(rng, &mut cands, t0 + span + half * 1.2 + TAIL_S);
     let k = target(rng, &cands, load.retries, 0.7);
     let id = cands[k].id.clone();
@@ -390,7 +390,8 @@ pub(super) fn flap(rng: &mut SmallRng, name: String) -> Draft {
     let mut timeline = Vec::new();
     let mut t = t0;
     let mut degraded = false;
-    while t < t0 + span || degraded {
+    let mut spells = 0;
+    while t < t0 + span || degraded || spells < 2 {
         let mut ev = if degraded {
             Event::plain(r3(t), "heal", &id)
         } else {
@@ -402,8 +403,9 @@ pub(super) fn flap(rng: &mut SmallRng, name: String) -> Draft {
         };
         ev.at_s = r3(t);
         timeline.push(ev);
+        spells += usize::from(!degraded);
         degraded = !degraded;
-        t += half * rng.gen_range(0.8..1.2);
+        t += half * rng.random_range(0.8..1.2);
     }
     Draft {
         name,
@@ -422,13 +424,13 @@ pub(super) fn flap(rng: &mut SmallRng, name: String) -> Draft {
 /// times over a 60-120 s run, never leaving fewer than 2; half the time the fastest candidate
 /// is a late joiner.
 pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
-    let n = rng.gen_range(5..=20);
+    let n = rng.random_range(5..=20);
     let mut cands = fleet(rng, n, "server");
     let fastest = (0..n)
         .min_by(|&a, &b| cands[a].mean_ms().total_cmp(&cands[b].mean_ms()))
         .unwrap_or(0);
-    let mut present: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.7)).collect();
-    if rng.gen_bool(0.5) {
+    let mut present: Vec<bool> = (0..n).map(|_| rng.random_bool(0.7)).collect();
+    if rng.random_bool(0.5) {
         present[fastest] = false;
     }
     for i in 0..n {
@@ -442,10 +444,10 @@ pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
     for (c, &p) in cands.iter_mut().zip(&present) {
         c.present = p;
     }
-    let duration = rng.gen_range(60.0..120.0);
-    let m = rng.gen_range(3..=10);
+    let duration = rng.random_range(60.0..120.0);
+    let m = rng.random_range(3..=10);
     let mut times: Vec<f64> = (0..m)
-        .map(|_| r3(rng.gen_range(5.0..duration - 5.0)))
+        .map(|_| r3(rng.random_range(5.0..duration - 5.0)))
         .collect();
     times.sort_by(f64::total_cmp);
     let load = load(rng, &mut cands, duration);
@@ -454,16 +456,16 @@ pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
     for at in times {
         let absent: Vec<usize> = (0..n).filter(|&i| !present[i]).collect();
         let here: Vec<usize> = (0..n).filter(|&i| present[i]).collect();
-        let join = !absent.is_empty() && (here.len() <= 2 || rng.gen_bool(0.5));
+        let join = !absent.is_empty() && (here.len() <= 2 || rng.random_bool(0.5));
         let i = if join {
             // A late fastest candidate joins first.
-            if !present[fastest] && rng.gen_bool(0.5) {
+            if !present[fastest] && rng.random_bool(0.5) {
                 fastest
             } else {
-                absent[rng.gen_range(0..absent.len())]
+                absent[rng.random_range(0..absent.len())]
             }
         } else if here.len() > 2 {
-            here[rng.gen_range(0..here.len())]
+            here[rng.random_range(0..here.len())]
         } else {
             continue;
         };
@@ -498,9 +500,9 @@ pub(super) fn churn(rng: &mut SmallRng, name: String) -> Draft {
 /// open or closed loop. Nothing changes: what is measured is the cost of learning.
 pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
     let n = log_uniform(rng, 50.0, 2000.0).round() as u32;
-    let classes = rng.gen_range(5..=20u32).min(n);
+    let classes = rng.random_range(5..=20u32).min(n);
     let base = log_uniform(rng, 10.0, 100.0);
-    let mut weights: Vec<f64> = (0..classes).map(|_| rng.gen_range(0.2..1.0)).collect();
+    let mut weights: Vec<f64> = (0..classes).map(|_| rng.random_range(0.2..1.0)).collect();
     let total: f64 = weights.iter().sum();
     weights.iter_mut().for_each(|w| *w /= total);
     let mut counts: Vec<u32> = weights
@@ -514,34 +516,34 @@ pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
         .enumerate()
         .map(|(i, &count)| {
             let mut c = candidate(rng, format!("class{i}"), base, 10.0, 0.0);
-            c.success = r3(rng.gen_range(0.5..1.0));
+            c.success = r3(rng.random_range(0.5..1.0));
             c.count = count;
             c
         })
         .collect();
     let all: u32 = counts.iter().sum();
-    let subset = rng.gen_range(5..=50u32).min(all);
+    let subset = rng.random_range(5..=50u32).min(all);
     let requests = log_uniform(rng, 2000.0, 20000.0).round() as u32;
-    let retries = rng.gen_range(0..=3);
+    let retries = rng.random_range(0..=3);
     let mean_s = cands.iter().map(|c| c.mean_ms()).sum::<f64>() / cands.len() as f64 / 1000.0;
-    let arrivals = if rng.gen_bool(0.5) {
-        let rate = rng.gen_range(100.0..1000.0);
+    let arrivals = if rng.random_bool(0.5) {
+        let rate = rng.random_range(100.0..1000.0);
         Arrivals::Open {
             rate_per_s: r3(rate),
             duration_s: r3(requests as f64 / rate),
         }
     } else {
-        let workers = rng.gen_range(5..=50u32);
+        let workers = rng.random_range(5..=50u32);
         Arrivals::Closed {
             workers,
             operations: (requests / workers).max(1),
-            think_ms: r3(rng.gen_range(0.0..2.0) * mean_s * 1000.0),
+            think_ms: r3(rng.random_range(0.0..2.0) * mean_s * 1000.0),
         }
     };
     for c in &mut cands {
-        if rng.gen_bool(0.2) {
-            c.capacity = Some(rng.gen_range(1..=4));
-            c.overload_per_extra = r3(rng.gen_range(0.05..0.3));
+        if rng.random_bool(0.2) {
+            c.capacity = Some(rng.random_range(1..=4));
+            c.overload_per_extra = r3(rng.random_range(0.05..0.3));
         }
     }
     Draft {
@@ -553,7 +555,7 @@ pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
             arrivals,
             subset,
             retries,
-            attempt_timeout_ms: Some(r3(rng.gen_range(1000.0..3000.0))),
+            attempt_timeout_ms: Some(r3(rng.random_range(1000.0..3000.0))),
         },
         candidates: cands,
         timeline: Vec::new(),

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use super::{simulate, Action, PolicyReport, PolicySpec, Progress, Scenario, ScenarioError};
 
@@ -177,7 +177,7 @@ pub fn generate(
     let mut rng = SmallRng::seed_from_u64(mix(
         mix(suite_seed) ^ mix(family.salt() << 32 | index as u64)
     ));
-    let seed = u64::from(rng.gen::<u32>());
+    let seed = u64::from(rng.random::<u32>());
     let name = format!("{}-{index}", family.name());
     let draft = match family {
         Family::DegradeHeal => families::degrade_heal(&mut rng, name),

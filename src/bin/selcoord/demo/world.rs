@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use selection_coordinator::sim::{CandidateSpec, Scenario, TimelineEvent, Truth, Workload};
 use selection_coordinator::{CandidateId, FailureClass, Outcome, Request};
 
@@ -187,7 +187,7 @@ impl World {
 
     /// Seconds to the next arrival of a Poisson process at `rate` per second.
     pub(super) fn gap(&mut self, rate: f64) -> f64 {
-        let u: f64 = self.rng.gen();
+        let u: f64 = self.rng.random();
         -(1.0 - u).ln() / rate
     }
 }

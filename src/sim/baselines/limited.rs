@@ -1,0 +1,121 @@
+//! Per-candidate concurrency limits over a power-of-two-choices pick: Netflix's limit
+//! algorithms ([`Limited`]) and the oracle that knows every capacity ([`OracleLimits`]).
+//!
+//! The queue ([`super::Queued`]) grants a candidate an attempt only while its attempts in
+//! flight are fewer than its limit; among the candidates under their limit, two random ones
+//! are drawn and the one with fewer attempts in flight wins (`least-loaded`). When every
+//! candidate a request may use is at its limit, the request waits in the queue.
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::limiters::LimitAlgo;
+use super::{PickState, Picker};
+use crate::core::{FailureClass, Outcome};
+use crate::sim::policy::{Cand, World};
+
+/// A power of two choices by attempts in flight, as [`super::P2cOpcount`].
+fn least_loaded_of_two(s: &[Cand], st: &PickState<'_>, rng: &mut SmallRng) -> Cand {
+    let (a, b) = super::two_random(s, rng);
+    if st.in_flight[a as usize] <= st.in_flight[b as usize] {
+        a
+    } else {
+        b
+    }
+}
+
+/// One limit algorithm per candidate, fed as Netflix's `AbstractLimiter` feeds its `Limit`:
+/// a success is a sample, an `overload` or a `timeout` a dropped sample, any other failure
+/// no sample (`onIgnore`). A round trip of 0 gives no sample (`VegasLimit` refuses one).
+#[derive(Debug)]
+pub(crate) struct Limited<L> {
+    make: fn(&mut SmallRng) -> L,
+    algos: Vec<L>,
+    initial: f64,
+    rng: SmallRng,
+}
+
+impl<L: LimitAlgo> Limited<L> {
+    /// `make` builds one candidate's algorithm with its defaults; `seed` seeds the draws some
+    /// algorithms make (Vegas's probe jitter).
+    pub(crate) fn new(make: fn(&mut SmallRng) -> L, seed: u64) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let initial = make(&mut rng).limit() as f64;
+        Limited {
+            make,
+            algos: Vec::new(),
+            initial,
+            rng,
+        }
+    }
+}
+
+impl<L: LimitAlgo> Picker for Limited<L> {
+    fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
+        least_loaded_of_two(s, st, rng)
+    }
+
+    fn refresh(&mut self, world: &World<'_>) {
+        while self.algos.len() < world.truth.len() {
+            let algo = (self.make)(&mut self.rng);
+            self.algos.push(algo);
+        }
+    }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        Some(
+            self.algos
+                .get(cand as usize)
+                .map_or(self.initial, |a| a.limit() as f64),
+        )
+    }
+
+    fn limit_sample(
+        &mut self,
+        cand: Cand,
+        outcome: &Outcome,
+        elapsed_s: f64,
+        inflight: u32,
+        _now: f64,
+    ) {
+        let drop = match outcome {
+            Outcome::Success(_) => false,
+            Outcome::Failure(FailureClass::Overload | FailureClass::Timeout) => true,
+            Outcome::Failure(_) => return,
+        };
+        if elapsed_s <= 0.0 {
+            return;
+        }
+        if let Some(a) = self.algos.get_mut(cand as usize) {
+            a.sample(elapsed_s, inflight, drop, &mut self.rng);
+        }
+    }
+}
+
+/// Knows each candidate's true capacity at every instant and keeps its limit there: the
+/// servers of a queueing candidate, else its `capacity`, else the start of its `knee` (the
+/// smallest of those it has; no limit without any).
+#[derive(Debug, Default)]
+pub(crate) struct OracleLimits {
+    caps: Vec<Option<u32>>,
+}
+
+impl Picker for OracleLimits {
+    fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
+        least_loaded_of_two(s, st, rng)
+    }
+
+    fn refresh(&mut self, world: &World<'_>) {
+        self.caps.clear();
+        self.caps
+            .extend(world.truth.iter().map(|t| t.concurrency_capacity()));
+    }
+
+    fn limit(&self, cand: Cand) -> Option<f64> {
+        self.caps
+            .get(cand as usize)
+            .copied()
+            .flatten()
+            .map(|c| c as f64)
+    }
+}

@@ -1,0 +1,184 @@
+//! Concurrency limits in the simulator: the `knee`, `hidden-capacity` and `capacity-shift`
+//! scenarios, the limit baselines (`oracle-limits`, `gradient2`, `vegas`, `aimd`), the
+//! `limit_mean` / `goodput_per_s` / `limit` series figures and `limit_settling`. Runs are
+//! seeded and cut short to keep the suite quick.
+
+use selection_coordinator::sim::{
+    limit_settling, simulate, PolicyReport, PolicySpec, Report, Scenario,
+};
+
+fn run(sc: &Scenario, policies: &[&str], seeds: &[u64]) -> Report {
+    let specs: Vec<PolicySpec> = policies
+        .iter()
+        .map(|p| PolicySpec::parse(p).unwrap())
+        .collect();
+    simulate(sc, &specs, seeds, 2, None).unwrap()
+}
+
+fn get<'a>(r: &'a Report, policy: &str) -> &'a PolicyReport {
+    r.policies.iter().find(|p| p.policy == policy).unwrap()
+}
+
+/// `hidden-capacity` with `duration_s` of arrivals.
+fn hidden_capacity(duration_s: f64) -> Scenario {
+    let mut sc = Scenario::load("hidden-capacity").unwrap();
+    sc.workload.duration_s = duration_s;
+    sc
+}
+
+/// The capacity the scenario file gives `cap-C`: C.
+fn capacity(id: &str) -> f64 {
+    id.trim_start_matches("cap-").parse().unwrap()
+}
+
+#[test]
+fn oracle_limits_serves_hidden_capacity_without_overload() {
+    let sc = hidden_capacity(15.0);
+    let r = run(&sc, &["oracle-limits", "least-loaded"], &[1, 2]);
+    let oracle = get(&r, "oracle-limits");
+    // Limits at the capacities: no server is ever past its servers, so no wait, no refusal.
+    assert!(oracle.error_rate <= 0.01, "{}", oracle.error_rate);
+    assert!(oracle.overload_rate <= 0.01, "{}", oracle.overload_rate);
+    let offered = oracle.requests / sc.workload.duration_s;
+    assert!(
+        oracle.goodput_per_s >= 0.95 * offered,
+        "goodput {} of {offered} offered",
+        oracle.goodput_per_s
+    );
+    for (id, limit) in &oracle.limit_mean {
+        assert_eq!(*limit, Some(capacity(id)), "{id}");
+    }
+    // Without limits, least-loaded sends the small servers more than they hold: their fast
+    // refusals keep their counts low.
+    let ll = get(&r, "least-loaded");
+    assert!(ll.error_rate > 0.2, "{}", ll.error_rate);
+    // Every one of its failures is a refusal (it makes no request wait).
+    assert_eq!(ll.overload_rate, ll.error_rate);
+    assert!(ll.goodput_per_s < 0.8 * offered, "{}", ll.goodput_per_s);
+    assert!(ll.limit_mean.is_empty() && ll.series.limit.is_empty());
+}
+
+#[test]
+fn the_json_has_goodput_and_limits_only_for_policies_with_limits() {
+    let sc = hidden_capacity(2.0);
+    let r = run(&sc, &["oracle-limits", "least-loaded"], &[3]);
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let p = v["policies"].as_array().unwrap();
+    assert!(p[0]["goodput_per_s"].as_f64().unwrap() > 1000.0);
+    assert_eq!(p[0]["limit_mean"]["cap-40"].as_f64(), Some(40.0));
+    assert_eq!(
+        p[0]["series"]["limit"]["cap-2"][0].as_f64(),
+        Some(2.0),
+        "{}",
+        p[0]["series"]
+    );
+    assert!(p[1]["goodput_per_s"].as_f64().is_some());
+    assert!(p[1].get("limit_mean").is_none());
+    assert!(p[1]["series"].get("limit").is_none());
+    let table = r.table();
+    assert!(
+        table.contains("goodput/s") && table.contains("limits"),
+        "{table}"
+    );
+}
+
+/// Vector's `shallow-knee`: one server, 100 ms up to 10 in flight, x1.1 per request past it,
+/// 1,000 requests ready at once. Nothing in it is random (constant times, one candidate), so
+/// every figure is the same for every seed.
+#[test]
+fn knee_figures_of_each_limiter() {
+    let sc = Scenario::load("knee").unwrap();
+    let r = run(
+        &sc,
+        &[
+            "oracle-limits",
+            "gradient2",
+            "vegas",
+            "aimd",
+            "least-loaded",
+        ],
+        &[1],
+    );
+    let limit = |p: &str| get(&r, p).limit_mean["server"].unwrap();
+    let goodput = |p: &str| get(&r, p).goodput_per_s;
+    // The oracle holds 10 in flight: 100 rounds of 100 ms.
+    assert_eq!(limit("oracle-limits"), 10.0);
+    assert!((goodput("oracle-limits") - 100.0).abs() < 0.5);
+    assert_eq!(get(&r, "oracle-limits").error_rate, 0.0);
+    // Gradient2 never goes below its minimum of 20 and ignores drops: its limit climbs while
+    // the 600-sample long RTT follows the short one, until timeouts (1 s RTTs) pull the
+    // gradient to 0.5. Measured 56.2.
+    let g = limit("gradient2");
+    assert!((50.0..=62.0).contains(&g), "gradient2 limit mean {g}");
+    // AIMD starts at 20 (also its minimum), adds one per sample while busy, and backs off by
+    // 10% only on drops: timeouts, which start at 35 in flight (1.1^25 x 100 ms > 1 s).
+    // Measured 37.2.
+    let a = limit("aimd");
+    assert!((33.0..=41.0).contains(&a), "aimd limit mean {a}");
+    assert!(get(&r, "aimd").error_rate > 0.3);
+    // Vegas reads the queue from the RTT over the no-load RTT (ceil(limit x (1 - noload /
+    // rtt))), decreases past 6 x log10(limit) and settles a little above the knee, where it
+    // sees 15-20% more latency. Measured for seed 1: 15.6, 74.6 requests/s, no timeout
+    // (over seeds 1-10: 16.4, 72.4 requests/s, 1.5% timeouts: its probe jitter is random).
+    let v = limit("vegas");
+    assert!((13.0..=18.0).contains(&v), "vegas limit mean {v}");
+    assert!(get(&r, "vegas").error_rate <= 0.05);
+    assert!((65.0..=85.0).contains(&goodput("vegas")));
+    // With no limit, all 1,000 start at once and time out.
+    assert!(get(&r, "least-loaded").error_rate > 0.9);
+}
+
+/// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
+fn short_shift() -> Scenario {
+    let mut sc = Scenario::load("capacity-shift").unwrap();
+    sc.workload.duration_s = 15.0;
+    for ev in &mut sc.timeline {
+        ev.at_s = if ev.at_s < 45.0 { 5.0 } else { 10.0 };
+    }
+    sc
+}
+
+#[test]
+fn oracle_limits_follow_every_capacity_change_and_gradient2_does_not() {
+    let sc = short_shift();
+    let r = run(&sc, &["oracle-limits", "gradient2", "least-loaded"], &[1]);
+    let oracle = limit_settling(&sc, get(&r, "oracle-limits"), 0.2);
+    // Ten candidates: the start, the halving, the return.
+    assert_eq!(oracle.len(), 30);
+    for s in &oracle {
+        assert_eq!(s.settle_s, Some(1.0), "{s:?}");
+    }
+    let halved: Vec<_> = oracle.iter().filter(|s| s.at_s == 5.0).collect();
+    assert_eq!(halved.len(), 10);
+    assert!(halved
+        .iter()
+        .all(|s| f64::from(s.capacity) == (capacity(&s.candidate) / 2.0).floor()));
+    // Gradient2's minimum of 20 keeps it far from the small capacities.
+    let g = limit_settling(&sc, get(&r, "gradient2"), 0.2);
+    let small = g.iter().find(|s| s.candidate == "cap-2").unwrap();
+    assert_eq!(small.settle_s, None, "{small:?}");
+    assert!(limit_settling(&sc, get(&r, "least-loaded"), 0.2).is_empty());
+}
+
+#[test]
+fn a_knee_on_a_queue_is_refused() {
+    let text = r#"
+name = "bad"
+[workload]
+loop = "closed"
+workers = 1
+operations = 1
+[[candidates]]
+id = "a"
+success = 1.0
+service_ms = 10.0
+knee = { start = 2, exp = 1.1 }
+"#;
+    let err = Scenario::parse(text, "bad.toml").unwrap_err();
+    assert_eq!(err.field, "candidates[0].knee");
+    let bad_exp = text
+        .replace("service_ms = 10.0\n", "")
+        .replace("exp = 1.1", "exp = 0.5");
+    let err = Scenario::parse(&bad_exp, "bad.toml").unwrap_err();
+    assert!(err.message.contains("at least 1"), "{err}");
+}
