@@ -1,0 +1,668 @@
+//! Real HTTP servers: adaptive limits, static limits and tower's p2c over one nginx fleet.
+//!
+//! Starts one Debian `nginx` per cap on loopback ports (see `tests/support/nginx.rs`): each
+//! answers `GET /` after `--sleep-ms` and answers 503 at once past its cap. Then, arm by arm
+//! over the same instances, `--workers` tasks share `--requests` GETs, sent with a pooled
+//! keep-alive HTTP/1 client:
+//!
+//! - `adaptive`: through the coordinator with adaptive per-candidate limits
+//!   (`[adaptive] enabled = true`), no static limit;
+//! - `static N`: through the coordinator with the static limit `per_candidate = N`, for each
+//!   `N` of `--static`; the best of them (most successes per second) is named;
+//! - `tower p2c`: tower's power-of-two-choices `Balance` over the instances, each weighed by
+//!   its requests in flight.
+//!
+//! Every arm reports each GET to its balancer (a 503 is an overload), and the table shows per
+//! arm the requests, successes, errors, error rate, successes per second and the latency of
+//! the successful requests from asking for a slot to the last byte (p50, p99).
+//!
+//! Needs `apt-get install -y nginx libnginx-mod-http-echo`. Run with
+//! `cargo run --release --example http_fleet --features actor -- --help`.
+
+#[path = "../tests/support/nginx.rs"]
+pub mod nginx;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::{StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use selection_coordinator::actor::Coordinator;
+use selection_coordinator::core::UNLIMITED;
+use selection_coordinator::{
+    CandidateInfo, Config, CoordinatorHandle, FailureClass, Limits, Next, Outcome, Request,
+};
+use tower::balance::p2c::Balance;
+use tower::discover::ServiceList;
+use tower::load::{CompleteOnResponse, PendingRequests};
+use tower::{Service, ServiceExt};
+
+use nginx::Fleet;
+
+/// The coordinator config of the adaptive arm.
+pub const ADAPTIVE_CONFIG: &str = "[adaptive]\nenabled = true\n";
+
+/// A GET without its whole answer by then has timed out (bounds a run against a stuck server).
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// One nginx instance per cap: requests it serves at once.
+    pub caps: Vec<u32>,
+    /// Each request's service time at nginx (`echo_sleep`), in milliseconds.
+    pub sleep_ms: u64,
+    /// Requests per arm.
+    pub requests: usize,
+    /// Concurrent workers per arm.
+    pub workers: usize,
+    /// The static per-candidate limits swept.
+    pub statics: Vec<u32>,
+    /// Which arms run: `adaptive`, `static`, `tower`.
+    pub arms: Vec<String>,
+    /// The coordinator's seed.
+    pub seed: u64,
+    /// The adaptive arm's config file (TOML); `None`: [`ADAPTIVE_CONFIG`].
+    pub adaptive_config: Option<std::path::PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            caps: vec![2, 4, 8, 16],
+            sleep_ms: 20,
+            requests: 2000,
+            workers: 32,
+            statics: vec![2, 4, 8, 16],
+            arms: vec!["adaptive".into(), "static".into(), "tower".into()],
+            seed: 1,
+            adaptive_config: None,
+        }
+    }
+}
+
+const USAGE: &str = "\
+usage: http_fleet [--caps 2,4,8,16] [--sleep-ms 20] [--requests 2000] [--workers 32]
+                  [--static 2,4,8,16] [--arms adaptive,static,tower] [--seed 1]
+                  [--adaptive-config FILE (default: [adaptive] enabled = true)]";
+
+fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
+    value
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("{flag}: cannot read {v:?} as a number"))
+        })
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{flag}: cannot read {value:?} as a number"))
+}
+
+impl Options {
+    /// Reads the command line (without the program name). `Ok(None)`: `--help` was asked.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+        let mut o = Options::default();
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            if flag == "--help" || flag == "-h" {
+                return Ok(None);
+            }
+            let value = args
+                .next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+            match flag.as_str() {
+                "--caps" => o.caps = list(&flag, &value)?,
+                "--sleep-ms" => o.sleep_ms = number(&flag, &value)?,
+                "--requests" => o.requests = number(&flag, &value)?,
+                "--workers" => o.workers = number(&flag, &value)?,
+                "--static" => o.statics = list(&flag, &value)?,
+                "--arms" => o.arms = value.split(',').map(|a| a.trim().to_string()).collect(),
+                "--seed" => o.seed = number(&flag, &value)?,
+                "--adaptive-config" => o.adaptive_config = Some(value.into()),
+                _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+            }
+        }
+        o.validate()?;
+        Ok(Some(o))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.caps.is_empty() || self.caps.contains(&0) {
+            return Err("--caps: give at least one cap, each at least 1".into());
+        }
+        if self.requests == 0 || self.workers == 0 {
+            return Err("--requests and --workers must be at least 1".into());
+        }
+        if self.statics.contains(&0) {
+            return Err("--static: every limit must be at least 1".into());
+        }
+        if let Some(arm) = self
+            .arms
+            .iter()
+            .find(|a| !["adaptive", "static", "tower"].contains(&a.as_str()))
+        {
+            return Err(format!(
+                "--arms: unknown arm {arm:?} (adaptive, static, tower)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn runs(&self, arm: &str) -> bool {
+        self.arms.iter().any(|a| a == arm)
+    }
+}
+
+/// What one arm measured.
+#[derive(Clone, Debug)]
+pub struct ArmReport {
+    /// `adaptive`, `static N` or `tower p2c`.
+    pub name: String,
+    /// Requests sent.
+    pub requests: usize,
+    /// Requests that succeeded (one GET answered 200 each).
+    pub ok: usize,
+    /// GETs sent: every request's first one and its retries.
+    pub attempts: usize,
+    /// GETs answered 503 (the instance was past its cap).
+    pub overloaded: usize,
+    /// Successes per instance, in the fleet's order.
+    pub ok_per_instance: Vec<usize>,
+    /// Latency of each successful request (from its first ask to its answer's last byte,
+    /// retries included), ms, sorted.
+    pub latencies_ms: Vec<f64>,
+    /// From the first request to the last answer.
+    pub elapsed: Duration,
+    /// Each instance's limit in force at the end (coordinator arms; empty for tower).
+    pub final_limits: Vec<u32>,
+}
+
+impl ArmReport {
+    /// GETs that failed (503s, other statuses, transport errors, timeouts).
+    pub fn errors(&self) -> usize {
+        self.attempts - self.ok
+    }
+
+    /// Errors per GET sent.
+    pub fn error_rate(&self) -> f64 {
+        self.errors() as f64 / self.attempts.max(1) as f64
+    }
+
+    /// Successful requests per second.
+    pub fn throughput(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The `q` quantile of the successes' latency (nearest rank), ms; 0 without successes.
+    pub fn latency_ms(&self, q: f64) -> f64 {
+        if self.latencies_ms.is_empty() {
+            return 0.0;
+        }
+        let rank = (q * self.latencies_ms.len() as f64).ceil() as usize;
+        self.latencies_ms[rank.clamp(1, self.latencies_ms.len()) - 1]
+    }
+}
+
+/// Every arm's report.
+#[derive(Clone, Debug, Default)]
+pub struct Comparison {
+    /// The adaptive arm, if it ran.
+    pub adaptive: Option<ArmReport>,
+    /// One per static limit swept.
+    pub statics: Vec<ArmReport>,
+    /// Tower's p2c, if it ran.
+    pub tower: Option<ArmReport>,
+}
+
+impl Comparison {
+    /// The static arm with the most successes per second.
+    pub fn best_static(&self) -> Option<&ArmReport> {
+        self.statics
+            .iter()
+            .max_by(|a, b| a.throughput().total_cmp(&b.throughput()))
+    }
+
+    /// The table, one line per arm.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {:<17} {}\n",
+            "arm",
+            "requests",
+            "ok",
+            "attempts",
+            "errors",
+            "503",
+            "error rate",
+            "throughput/s",
+            "p50 ms",
+            "p99 ms",
+            "ok per instance",
+            "final limits"
+        );
+        let arms = self.adaptive.iter().chain(&self.statics).chain(&self.tower);
+        for a in arms {
+            let per: Vec<String> = a.ok_per_instance.iter().map(|n| n.to_string()).collect();
+            let limits: Vec<String> = a
+                .final_limits
+                .iter()
+                .map(|&l| match l {
+                    UNLIMITED => "-".to_string(),
+                    l => l.to_string(),
+                })
+                .collect();
+            out.push_str(&format!(
+                "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<17} {}\n",
+                a.name,
+                a.requests,
+                a.ok,
+                a.attempts,
+                a.errors(),
+                a.overloaded,
+                a.error_rate(),
+                a.throughput(),
+                a.latency_ms(0.50),
+                a.latency_ms(0.99),
+                per.join("/"),
+                limits.join("/")
+            ));
+        }
+        if let Some(best) = self.best_static() {
+            out.push_str(&format!("best static: {}\n", best.name));
+        }
+        out
+    }
+}
+
+/// Runs the arms asked for, one after the other, over `fleet`. Call inside an actix
+/// `System`.
+pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, String> {
+    let uris = fleet
+        .instances
+        .iter()
+        .map(|i| i.url().parse::<Uri>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut comparison = Comparison::default();
+    if options.runs("adaptive") {
+        let config = match &options.adaptive_config {
+            Some(path) => Config::load(path),
+            None => Config::from_toml_str(ADAPTIVE_CONFIG),
+        }
+        .map_err(|e| format!("the adaptive arm's config: {e}"))?;
+        if !config.adaptive.enabled {
+            return Err("the adaptive arm's config does not set [adaptive] enabled = true".into());
+        }
+        comparison.adaptive =
+            Some(through_coordinator("adaptive", config, Limits::default(), &uris, options).await?);
+    }
+    if options.runs("static") {
+        for &limit in &options.statics {
+            let limits = Limits {
+                per_candidate: limit,
+                ..Limits::default()
+            };
+            let name = format!("static {limit}");
+            let report =
+                through_coordinator(&name, Config::default(), limits, &uris, options).await?;
+            comparison.statics.push(report);
+        }
+    }
+    if options.runs("tower") {
+        comparison.tower = Some(through_tower(&uris, options).await?);
+    }
+    Ok(comparison)
+}
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A pooled keep-alive HTTP/1 client (no Nagle delay).
+fn http_client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
+}
+
+/// One GET's result.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// The instance asked.
+    pub instance: usize,
+    /// The status, or `None` if the request failed in transport.
+    pub status: Option<StatusCode>,
+    /// A transport failure was a refused connection.
+    pub refused: bool,
+    /// No answer within [`TIMEOUT`].
+    pub timed_out: bool,
+    /// Time to the response head.
+    pub first_byte: Duration,
+    /// Time to the last byte.
+    pub duration: Duration,
+    /// Body bytes.
+    pub bytes: u64,
+}
+
+impl Attempt {
+    /// What the coordinator learns from it.
+    fn outcome(&self) -> Outcome {
+        match self.status {
+            Some(StatusCode::OK) => Outcome::success()
+                .first_byte(self.first_byte)
+                .bytes(self.bytes)
+                .duration(self.duration),
+            Some(StatusCode::SERVICE_UNAVAILABLE) => Outcome::failure(FailureClass::Overload),
+            Some(_) => Outcome::failure(FailureClass::Transport),
+            None if self.timed_out => Outcome::failure(FailureClass::Timeout),
+            None if self.refused => Outcome::failure(FailureClass::Refused),
+            None => Outcome::failure(FailureClass::Transport),
+        }
+    }
+}
+
+async fn get(client: &HttpClient, uri: &Uri, instance: usize) -> Attempt {
+    let sent = Instant::now();
+    let mut attempt = Attempt {
+        instance,
+        status: None,
+        refused: false,
+        timed_out: false,
+        first_byte: Duration::ZERO,
+        duration: Duration::ZERO,
+        bytes: 0,
+    };
+    let exchange = async {
+        match client.get(uri.clone()).await {
+            Ok(response) => {
+                attempt.first_byte = sent.elapsed();
+                let status = response.status();
+                if let Ok(body) = response.into_body().collect().await {
+                    attempt.status = Some(status);
+                    attempt.bytes = body.to_bytes().len() as u64;
+                }
+            }
+            Err(e) => attempt.refused = e.is_connect(),
+        }
+    };
+    attempt.timed_out = tokio::time::timeout(TIMEOUT, exchange).await.is_err();
+    attempt.duration = sent.elapsed();
+    attempt
+}
+
+/// A request is given up after this many failed GETs.
+pub const MAX_ATTEMPTS: usize = 100;
+
+/// Collects the attempts and requests of one arm.
+struct Tally {
+    name: String,
+    started: Instant,
+    requests: usize,
+    attempts: usize,
+    overloaded: usize,
+    ok_per_instance: Vec<usize>,
+    latencies_ms: Vec<f64>,
+}
+
+impl Tally {
+    fn new(name: &str, instances: usize, requests: usize) -> Self {
+        Tally {
+            name: name.to_string(),
+            started: Instant::now(),
+            requests: 0,
+            attempts: 0,
+            overloaded: 0,
+            ok_per_instance: vec![0; instances],
+            latencies_ms: Vec::with_capacity(requests),
+        }
+    }
+
+    /// Counts one GET; whether it succeeded.
+    fn attempt(&mut self, attempt: &Attempt) -> bool {
+        self.attempts += 1;
+        match attempt.status {
+            Some(StatusCode::OK) => {
+                self.ok_per_instance[attempt.instance] += 1;
+                return true;
+            }
+            Some(StatusCode::SERVICE_UNAVAILABLE) => self.overloaded += 1,
+            _ => {}
+        }
+        false
+    }
+
+    /// Counts one request, with its latency if it succeeded.
+    fn request(&mut self, ok: bool, latency: Duration) {
+        self.requests += 1;
+        if ok {
+            self.latencies_ms.push(latency.as_secs_f64() * 1e3);
+        }
+    }
+
+    fn report(mut self) -> ArmReport {
+        let elapsed = self.started.elapsed();
+        self.latencies_ms.sort_by(f64::total_cmp);
+        ArmReport {
+            name: self.name,
+            requests: self.requests,
+            ok: self.latencies_ms.len(),
+            attempts: self.attempts,
+            overloaded: self.overloaded,
+            ok_per_instance: self.ok_per_instance,
+            latencies_ms: self.latencies_ms,
+            elapsed,
+            final_limits: Vec::new(),
+        }
+    }
+}
+
+/// Takes the next request number, or `None` once `requests` have been taken.
+fn take(next: &Cell<usize>, requests: usize) -> bool {
+    let n = next.get();
+    next.set(n + 1);
+    n < requests
+}
+
+async fn through_coordinator(
+    name: &str,
+    config: Config,
+    limits: Limits,
+    uris: &[Uri],
+    options: &Options,
+) -> Result<ArmReport, String> {
+    let mut coordinator =
+        Coordinator::with_seed(config, limits, options.seed).map_err(|e| e.to_string())?;
+    let mut index = HashMap::new();
+    for i in 0..uris.len() {
+        let id = format!("nginx-{i}");
+        coordinator = coordinator
+            .with_candidate(CandidateInfo::new(id.as_str()))
+            .map_err(|e| e.to_string())?;
+        index.insert(id, i);
+    }
+    let handle: CoordinatorHandle = coordinator.start_handle();
+    let client = http_client();
+    let index = Rc::new(index);
+    let uris: Rc<[Uri]> = uris.into();
+    let next = Rc::new(Cell::new(0));
+    let tally = Rc::new(RefCell::new(Tally::new(name, uris.len(), options.requests)));
+    let requests = options.requests;
+    let workers: Vec<_> = (0..options.workers)
+        .map(|_| {
+            let (handle, client, index, uris) =
+                (handle.clone(), client.clone(), index.clone(), uris.clone());
+            let (next, tally) = (next.clone(), tally.clone());
+            actix::spawn(async move {
+                while take(&next, requests) {
+                    let asked = Instant::now();
+                    let mut ok = false;
+                    for _ in 0..MAX_ATTEMPTS {
+                        let mut permit = handle
+                            .acquire(Request::any())
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let instance = index[permit.candidate().as_str()];
+                        let attempt = get(&client, &uris[instance], instance).await;
+                        permit.report(attempt.outcome());
+                        permit.done(Next::Finish);
+                        ok = tally.borrow_mut().attempt(&attempt);
+                        if ok {
+                            break;
+                        }
+                    }
+                    tally.borrow_mut().request(ok, asked.elapsed());
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.map_err(|e| e.to_string())??;
+    }
+    let state = handle.state().await.map_err(|e| e.to_string())?;
+    drop(handle);
+    let tally = Rc::try_unwrap(tally)
+        .map_err(|_| "a worker outlived its arm".to_string())?
+        .into_inner();
+    let mut report = tally.report();
+    report.final_limits = vec![0; uris.len()];
+    for c in &state.candidates {
+        report.final_limits[index[c.info.id.as_str()]] = c.limit;
+    }
+    Ok(report)
+}
+
+/// One instance as a tower service; failures are answers, so the balancer never drops it.
+#[derive(Clone)]
+struct Instance {
+    client: HttpClient,
+    uri: Uri,
+    index: usize,
+}
+
+impl Service<()> for Instance {
+    type Response = Attempt;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Attempt, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: ()) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(get(&this.client, &this.uri, this.index).await) })
+    }
+}
+
+async fn through_tower(uris: &[Uri], options: &Options) -> Result<ArmReport, String> {
+    let client = http_client();
+    let services: Vec<_> = uris
+        .iter()
+        .enumerate()
+        .map(|(index, uri)| {
+            let instance = Instance {
+                client: client.clone(),
+                uri: uri.clone(),
+                index,
+            };
+            PendingRequests::new(instance, CompleteOnResponse::default())
+        })
+        .collect();
+    let balance = Rc::new(tokio::sync::Mutex::new(Balance::new(ServiceList::new(
+        services,
+    ))));
+    let next = Rc::new(Cell::new(0));
+    let tally = Rc::new(RefCell::new(Tally::new(
+        "tower p2c",
+        uris.len(),
+        options.requests,
+    )));
+    let requests = options.requests;
+    let workers: Vec<_> = (0..options.workers)
+        .map(|_| {
+            let (balance, next, tally) = (balance.clone(), next.clone(), tally.clone());
+            actix::spawn(async move {
+                while take(&next, requests) {
+                    let asked = Instant::now();
+                    let mut ok = false;
+                    for _ in 0..MAX_ATTEMPTS {
+                        let call = {
+                            let mut balance = balance.lock().await;
+                            balance.ready().await.map_err(|e| e.to_string())?.call(())
+                        };
+                        let attempt = call.await.map_err(|e| e.to_string())?;
+                        ok = tally.borrow_mut().attempt(&attempt);
+                        if ok {
+                            break;
+                        }
+                    }
+                    tally.borrow_mut().request(ok, asked.elapsed());
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.map_err(|e| e.to_string())??;
+    }
+    drop(balance);
+    let tally = Rc::try_unwrap(tally)
+        .map_err(|_| "a worker outlived its arm".to_string())?
+        .into_inner();
+    Ok(tally.report())
+}
+
+#[allow(dead_code)] // a plain function where the test binary includes this file
+fn main() {
+    let options = match Options::parse(std::env::args().skip(1)) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let result = run(&options);
+    // The fleet is stopped by now (dropped inside `run`).
+    match result {
+        Ok(comparison) => print!("{}", comparison.table()),
+        Err(e) => {
+            eprintln!("http_fleet: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Starts the fleet, runs the arms in an actix `System` of their own, stops the fleet.
+pub fn run(options: &Options) -> Result<Comparison, String> {
+    let fleet = Fleet::start(&options.caps, options.sleep_ms)?;
+    let caps: Vec<String> = options.caps.iter().map(|c| c.to_string()).collect();
+    eprintln!(
+        "{} nginx instances (caps {}), {} ms service, {} requests from {} workers per arm",
+        options.caps.len(),
+        caps.join("/"),
+        options.sleep_ms,
+        options.requests,
+        options.workers
+    );
+    let comparison = actix::System::new().block_on(compare(&fleet, options))?;
+    drop(fleet);
+    Ok(comparison)
+}

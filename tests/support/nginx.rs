@@ -1,0 +1,251 @@
+//! A fleet of Debian `nginx` instances on loopback ports, for the real-server comparison.
+//!
+//! Each instance runs in the foreground as the current user, in a prefix directory of its own
+//! inside one temporary directory (config, pid file, logs and temp paths all there), as a
+//! single process (`master_process off`) so that killing it leaves nothing behind. An instance
+//! answers `GET /` after `echo_sleep` (the echo module, loaded from where Debian's
+//! `libnginx-mod-http-echo` installs it) and answers 503 at once past its concurrency cap
+//! (`limit_conn` on one zone per instance; idle keep-alive connections do not count, so the
+//! cap is on requests in service). [`Fleet`] kills every instance when dropped, also while a
+//! panic unwinds.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where Debian's `libnginx-mod-http-echo` installs the echo module.
+pub const ECHO_MODULE: &str = "/usr/lib/nginx/modules/ngx_http_echo_module.so";
+
+/// How long an instance may take to answer its first request.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Attempts at starting an instance (a free port can be taken between probing and binding).
+const START_ATTEMPTS: usize = 3;
+
+/// Why the fleet cannot run here: what is missing, and how to install it.
+#[derive(Debug)]
+pub struct Missing(pub String);
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (install with `apt-get install -y nginx libnginx-mod-http-echo`)",
+            self.0
+        )
+    }
+}
+
+/// The `nginx` binary: `/usr/sbin/nginx` (where Debian installs it, outside a non-root
+/// `PATH`), else the first `nginx` on `PATH`.
+pub fn nginx_binary() -> Result<PathBuf, Missing> {
+    let debian = PathBuf::from("/usr/sbin/nginx");
+    if debian.is_file() {
+        return Ok(debian);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("nginx"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Missing("no nginx binary in /usr/sbin or on PATH".into()))
+}
+
+/// Checks that nginx and the echo module are installed.
+pub fn available() -> Result<PathBuf, Missing> {
+    let binary = nginx_binary()?;
+    if !Path::new(ECHO_MODULE).is_file() {
+        return Err(Missing(format!("no echo module at {ECHO_MODULE}")));
+    }
+    Ok(binary)
+}
+
+/// One running nginx instance.
+#[derive(Debug)]
+pub struct Instance {
+    /// Its loopback port.
+    pub port: u16,
+    /// Requests it serves at once; more are answered 503.
+    pub cap: u32,
+    child: Child,
+    prefix: PathBuf,
+}
+
+impl Instance {
+    /// `http://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// Several nginx instances, killed on drop.
+#[derive(Debug)]
+pub struct Fleet {
+    /// The instances, in the order of the caps given to [`Fleet::start`].
+    pub instances: Vec<Instance>,
+    /// Holds the prefix directories; declared last, so removed after the instances stop.
+    _dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Starts one instance per cap, each serving `GET /` in `sleep_ms` milliseconds, and waits
+    /// until every instance answers.
+    pub fn start(caps: &[u32], sleep_ms: u64) -> Result<Fleet, String> {
+        let binary = available().map_err(|m| m.to_string())?;
+        if caps.contains(&0) {
+            return Err("every instance cap must be at least 1".into());
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("nginx-fleet-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        let mut fleet = Fleet {
+            instances: Vec::with_capacity(caps.len()),
+            _dir: dir,
+        };
+        for (i, &cap) in caps.iter().enumerate() {
+            let prefix = fleet._dir.path().join(format!("instance-{i}"));
+            let instance = start_instance(&binary, &prefix, cap, sleep_ms)?;
+            fleet.instances.push(instance);
+        }
+        Ok(fleet)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for instance in &mut self.instances {
+            let _ = instance.child.kill();
+            let _ = instance.child.wait();
+        }
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| format!("cannot bind a loopback port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot read the bound port: {e}"))
+}
+
+/// The configuration of one instance: everything it writes stays under `prefix`.
+fn config(prefix: &Path, port: u16, cap: u32, sleep_ms: u64) -> String {
+    let p = prefix.display();
+    let mut c = String::new();
+    let _ = writeln!(c, "load_module {ECHO_MODULE};");
+    let _ = writeln!(c, "master_process off;");
+    let _ = writeln!(c, "worker_processes 1;");
+    let _ = writeln!(c, "pid {p}/nginx.pid;");
+    let _ = writeln!(c, "error_log {p}/logs/error.log warn;");
+    let _ = writeln!(c, "events {{ worker_connections 4096; }}");
+    let _ = writeln!(c, "http {{");
+    let _ = writeln!(c, "  access_log off;");
+    for temp in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        let _ = writeln!(c, "  {temp}_temp_path {p}/temp/{temp};");
+    }
+    let _ = writeln!(c, "  keepalive_requests 1000000;");
+    let _ = writeln!(c, "  keepalive_timeout 60s;");
+    let _ = writeln!(c, "  limit_conn_zone $server_port zone=cap:1m;");
+    let _ = writeln!(c, "  limit_conn_status 503;");
+    let _ = writeln!(c, "  limit_conn_log_level info;");
+    let _ = writeln!(c, "  server {{");
+    let _ = writeln!(c, "    listen 127.0.0.1:{port};");
+    let _ = writeln!(c, "    location / {{");
+    let _ = writeln!(c, "      limit_conn cap {cap};");
+    let _ = writeln!(c, "      echo_sleep {:.3};", sleep_ms as f64 / 1000.0);
+    let _ = writeln!(c, "      echo ok;");
+    let _ = writeln!(c, "    }}");
+    let _ = writeln!(c, "  }}");
+    let _ = writeln!(c, "}}");
+    c
+}
+
+fn start_instance(
+    binary: &Path,
+    prefix: &Path,
+    cap: u32,
+    sleep_ms: u64,
+) -> Result<Instance, String> {
+    for dir in ["logs", "temp"] {
+        std::fs::create_dir_all(prefix.join(dir))
+            .map_err(|e| format!("cannot create {}: {e}", prefix.join(dir).display()))?;
+    }
+    let mut last_error = String::new();
+    for _ in 0..START_ATTEMPTS {
+        let port = free_port()?;
+        let conf = prefix.join("nginx.conf");
+        std::fs::write(&conf, config(prefix, port, cap, sleep_ms))
+            .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
+        let child = Command::new(binary)
+            .arg("-p")
+            .arg(prefix)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(prefix.join("logs/error.log"))
+            .arg("-g")
+            .arg("daemon off;")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+        let mut instance = Instance {
+            port,
+            cap,
+            child,
+            prefix: prefix.to_path_buf(),
+        };
+        match wait_until_answers(&mut instance) {
+            Ok(()) => return Ok(instance),
+            Err(e) => {
+                let _ = instance.child.kill();
+                let _ = instance.child.wait();
+                last_error = e;
+            }
+        }
+    }
+    Err(last_error)
+}
+
+/// Polls `GET /` until a 200 comes back, the process exits, or [`START_TIMEOUT`] passes.
+fn wait_until_answers(instance: &mut Instance) -> Result<(), String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, instance.port));
+    loop {
+        if let Ok(Some(status)) = instance.child.try_wait() {
+            let log =
+                std::fs::read_to_string(instance.prefix.join("logs/error.log")).unwrap_or_default();
+            return Err(format!(
+                "nginx on port {} exited ({status}): {}",
+                instance.port,
+                log.trim()
+            ));
+        }
+        if probe(addr).unwrap_or(false) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "nginx on port {} did not answer within {START_TIMEOUT:?}",
+                instance.port
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One `GET /` on a fresh connection: did it answer 200?
+fn probe(addr: SocketAddr) -> std::io::Result<bool> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    Ok(response.starts_with(b"HTTP/1.1 200"))
+}
