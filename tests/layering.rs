@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 /// decision records and the digests coordinators share.
 const BELOW_CORE: [&str; 6] = ["vocab", "error", "limit", "score", "decision", "digest"];
 /// The pure layers: none of them may name the drivers above.
-const PURE: [&str; 7] = ["vocab", "error", "limit", "score", "decision", "digest", "core"];
+const PURE: [&str; 7] = [
+    "vocab", "error", "limit", "score", "decision", "digest", "core",
+];
 /// The drivers and their helpers.
 const DRIVERS: [&str; 4] = ["actor", "metrics", "sim", "discovery"];
 

@@ -22,8 +22,10 @@
 //!     grows: doubling until the first sign of queueing or overload, then by one per window.
 //! - **Back-pressure.** An `overload` failure or a `timeout` multiplies the limit by `backoff`,
 //!   at most once per no-load latency, whatever the burst. Neither is a latency sample (a
-//!   timeout's latency is the timeout, not the candidate's). Other failures (transport,
-//!   application, refused, cancelled) say nothing about load and are ignored.
+//!   timeout's latency is the timeout, not the candidate's). A timeout counts only when the
+//!   attempt itself ran at least `TIMEOUT_PRESSURE` no-load latencies: a caller's deadline
+//!   spent mostly waiting before the grant says nothing about the candidate. Other failures
+//!   (transport, application, refused, cancelled) say nothing about load and are ignored.
 //! - The limit stays within `[min, max]`; the limit in force is its integer part.
 
 mod config;
@@ -122,6 +124,11 @@ impl Window {
 /// A closed window whose attempts have not all reported after this many no-load latencies is
 /// judged on what it has (an attempt may never report, e.g. when its candidate goes away).
 const STALE_WINDOW: f64 = 10.0;
+
+/// A timeout is back-pressure only if its attempt ran at least this many no-load latencies
+/// (an attempt granted just before its caller's deadline times out however idle the
+/// candidate is).
+const TIMEOUT_PRESSURE: f64 = 2.0;
 
 /// One candidate's adaptive limit. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -235,8 +242,15 @@ impl Estimator {
         let before = self.limit();
         let member = self.window.holds(sample.granted_s);
         match sample.signal {
-            Signal::Overload | Signal::Timeout => {
-                self.back_pressure(config, &sample, now_s);
+            Signal::Overload => self.back_pressure(config, &sample, now_s),
+            Signal::Timeout => {
+                let ran_ms = (now_s - sample.granted_s) * 1000.0;
+                if self
+                    .no_load_ms
+                    .is_none_or(|ms| ran_ms >= TIMEOUT_PRESSURE * ms)
+                {
+                    self.back_pressure(config, &sample, now_s);
+                }
             }
             Signal::Success(ms) if ms.is_finite() && ms >= 0.0 => {
                 self.success(config, ms, &sample, member);

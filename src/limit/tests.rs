@@ -137,6 +137,28 @@ fn other_failures_are_ignored() {
 }
 
 #[test]
+fn a_timeout_counts_only_when_its_attempt_ran_long() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    // Learn a no-load latency of 50 ms.
+    for i in 0..10 {
+        let t = f64::from(i) * 0.05;
+        e.granted(&c, 1, t);
+        e.observe(&c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
+    }
+    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    // The caller's deadline hit 20 ms after the grant: the candidate is not to blame.
+    let mut short = e.clone();
+    short.granted(&c, 4, 1.0);
+    assert!(!short.observe(&c, at(Signal::Timeout, 4, 4, 1.0), 1.02));
+    assert_eq!(short.limit(), 4);
+    // An attempt that ran 1 s (20 no-load latencies) before timing out is back-pressure.
+    e.granted(&c, 4, 1.0);
+    assert!(e.observe(&c, at(Signal::Timeout, 4, 4, 1.0), 2.0));
+    assert!(e.limit() < 4, "limit {}", e.limit());
+}
+
+#[test]
 fn a_snapshot_round_trips_and_is_checked() {
     let c = cfg();
     let mut e = Estimator::new(&c, 0.0);
