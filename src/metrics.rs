@@ -86,6 +86,13 @@ pub mod names {
     pub const CANDIDATE_IN_FLIGHT: &str = "selcoord_candidate_in_flight";
     /// Gauge: per-candidate in-flight limit, label `candidate` (absent while unlimited).
     pub const CANDIDATE_IN_FLIGHT_LIMIT: &str = "selcoord_candidate_in_flight_limit";
+    /// Gauge: a candidate's estimated no-load latency in seconds, learned by adaptive limits,
+    /// label `candidate` (absent while adaptive limits are off or before its first success).
+    pub const CANDIDATE_NO_LOAD: &str = "selcoord_candidate_no_load_seconds";
+    /// Counter: grants that filled a candidate up to its learned (adaptive) limit while its
+    /// static limit would have taken more, label `candidate`: each one left later requests
+    /// waiting for it or going elsewhere.
+    pub const ADAPTIVE_LIMITED: &str = "selcoord_adaptive_limited_total";
     /// Gauge: score components, labels `candidate`, `component`.
     pub const SCORE_COMPONENT: &str = "selcoord_score_component";
     /// Gauge: probability of the candidate winning the next unrestricted draw if every
@@ -149,7 +156,7 @@ pub mod names {
     ];
 
     /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 25] = [
         DECISIONS,
         WINNER_PROBABILITY,
         WAIT_SECONDS,
@@ -168,6 +175,8 @@ pub mod names {
         IN_FLIGHT_LIMIT,
         CANDIDATE_IN_FLIGHT,
         CANDIDATE_IN_FLIGHT_LIMIT,
+        CANDIDATE_NO_LOAD,
+        ADAPTIVE_LIMITED,
         SCORE_COMPONENT,
         CANDIDATE_PROBABILITY,
         SHADOW_AGREEMENT,
@@ -296,6 +305,16 @@ pub fn describe() {
         CANDIDATE_IN_FLIGHT_LIMIT,
         Unit::Count,
         "A candidate's in-flight limit (absent while unlimited)."
+    );
+    describe_gauge!(
+        CANDIDATE_NO_LOAD,
+        Unit::Seconds,
+        "A candidate's no-load latency as adaptive limits estimate it."
+    );
+    describe_counter!(
+        ADAPTIVE_LIMITED,
+        Unit::Count,
+        "Grants that filled a candidate up to its learned limit while its static limit would have taken more."
     );
     describe_gauge!(
         SCORE_COMPONENT,
@@ -467,6 +486,8 @@ pub struct CoordinatorMetrics {
     primed: bool,
     /// Labelled candidates whose gauges the last tick set.
     shown: HashSet<SharedString>,
+    /// Per labelled candidate, its adaptive `limited` count at the last tick.
+    limited: HashMap<SharedString, u64>,
     /// The `arm` label of each arm index (empty: no arms).
     arms: Vec<SharedString>,
     /// Each shadow's `sampled` count at the last tick (a config change restarts them).
@@ -487,6 +508,7 @@ impl CoordinatorMetrics {
             last: Counters::default(),
             primed: false,
             shown: HashSet::new(),
+            limited: HashMap::new(),
             arms: Vec::new(),
             shadow_sampled: HashMap::new(),
         }
@@ -612,6 +634,18 @@ impl CoordinatorMetrics {
             }
             gauge!(names::CANDIDATE_PROBABILITY, "candidate" => label.clone())
                 .set(preference.get(&view.info.id).copied().unwrap_or(0.0));
+            if view.adaptive.is_some() {
+                if let Some(ms) = view.no_load_ms() {
+                    gauge!(names::CANDIDATE_NO_LOAD, "candidate" => label.clone()).set(ms / 1000.0);
+                }
+                // A restarted core (or a reused label) starts again from zero: take it as the base.
+                let last = self
+                    .limited
+                    .insert(label.clone(), view.limited)
+                    .unwrap_or(0);
+                counter!(names::ADAPTIVE_LIMITED, "candidate" => label.clone())
+                    .increment(view.limited.saturating_sub(last));
+            }
             shown.insert(label);
         }
         // A candidate that is gone holds nothing and cannot win: say so rather than leave its
@@ -620,6 +654,7 @@ impl CoordinatorMetrics {
             gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => gone.clone()).set(0.0);
             gauge!(names::CANDIDATE_PROBABILITY, "candidate" => gone.clone()).set(0.0);
         }
+        self.limited.retain(|label, _| shown.contains(label));
         self.shown = shown;
         if other_count > 0 {
             gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => names::OTHER).set(other_in_flight);
