@@ -10,6 +10,19 @@ fn at(signal: Signal, k: u32, limit: u32, granted_s: f64) -> Sample {
     }
 }
 
+/// An estimator after one window of ten attempts alone, each answered in 50 ms: its no-load
+/// latency is 50 ms and its limit still the initial 4.
+fn alone_at_50_ms(c: &AdaptiveConfig) -> Estimator {
+    let mut e = Estimator::new(c, 0.0);
+    for i in 0..10 {
+        let t = f64::from(i) * 0.05;
+        e.granted(c, 1, t);
+        e.observe(c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
+    }
+    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    e
+}
+
 fn cfg() -> AdaptiveConfig {
     AdaptiveConfig {
         enabled: true,
@@ -94,14 +107,8 @@ fn a_window_judges_all_its_grants_not_the_first_answers() {
         window_samples: 10,
         ..cfg()
     };
-    let mut e = Estimator::new(&c, 0.0);
     // A first window alone: the no-load latency is 50 ms, and the limit was not reached.
-    for i in 0..10 {
-        let t = f64::from(i) * 0.05;
-        e.granted(&c, 1, t);
-        e.observe(&c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
-    }
-    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    let mut e = alone_at_50_ms(&c);
     let mut queued = e.clone();
     // A window of 10 grants at 4 in flight, from 1 s.
     for _ in 0..10 {
@@ -139,14 +146,7 @@ fn other_failures_are_ignored() {
 #[test]
 fn a_timeout_counts_only_when_its_attempt_ran_long() {
     let c = cfg();
-    let mut e = Estimator::new(&c, 0.0);
-    // Learn a no-load latency of 50 ms.
-    for i in 0..10 {
-        let t = f64::from(i) * 0.05;
-        e.granted(&c, 1, t);
-        e.observe(&c, at(Signal::Success(50.0), 1, 4, t), t + 0.05);
-    }
-    assert_eq!((e.limit(), e.no_load_ms()), (4, Some(50.0)));
+    let mut e = alone_at_50_ms(&c);
     // The caller's deadline hit 20 ms after the grant: the candidate is not to blame.
     let mut short = e.clone();
     short.granted(&c, 4, 1.0);
