@@ -29,21 +29,24 @@ impl Core {
         }
         self.advance(now);
         self.attempts[a].reported = true;
-        let k = self.attempts[a].key;
-        let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
-        if self.attempts[a].key.gen == self.slots[k.idx as usize].gen {
-            let att = self.attempts[a];
+        let att = self.attempts[a];
+        let idx = att.key.idx as usize;
+        let elapsed_ms = (self.now_s - att.granted_s).max(0.0) * 1000.0;
+        if att.key.gen == self.slots[idx].gen {
             if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
-                self.load_fit[k.idx as usize].observe(att.concurrency, t);
+                self.load_fit[idx].observe(att.concurrency, t);
             }
-            self.limit_observe(&att, &outcome, Some(elapsed_ms));
+            if self.model.config().adaptive.enabled {
+                self.limit_observe(&att, &outcome, Some(elapsed_ms));
+            }
         }
-        self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
-        let ridx = self.attempts[a].request as usize;
+        self.apply_outcome(idx, &outcome, Some(elapsed_ms));
+        let ridx = att.request as usize;
+        let r = &self.requests[ridx];
         Ok(Reported {
-            request: RequestId::new(ridx as u32, self.requests[ridx].gen),
-            candidate: self.ids[k.idx as usize].clone(),
-            arm: (!self.arms.is_empty()).then_some(self.requests[ridx].arm as usize),
+            request: RequestId::new(att.request, r.gen),
+            candidate: self.ids[idx].clone(),
+            arm: (!self.arms.is_empty()).then_some(r.arm as usize),
         })
     }
 
@@ -61,9 +64,9 @@ impl Core {
         let bucket = self.bucket();
         let now_s = self.now_s;
         let slot = &mut self.slots[idx];
-        let mut stats = slot.stats.unpack();
-        let eject = self.model.observe(
-            &mut stats,
+        // The statistics are updated in place, packed.
+        let eject = self.model.observe_packed(
+            &mut slot.stats,
             &mut self.overall,
             outcome,
             elapsed_ms,
@@ -73,12 +76,11 @@ impl Core {
         if eject {
             let cap = (self.model.config().ejection.max_share * self.live_count as f64).floor();
             if (self.ejected_count as f64) < cap && slot.live {
-                self.model.eject(&mut stats, now_s);
+                self.model.eject_packed(&mut slot.stats, now_s);
                 self.counters.ejections += 1;
             }
         }
-        slot.stats = PackedStats::pack(&stats);
-        self.refresh_leaf_from(idx, &stats);
+        self.refresh_after_outcome(idx);
     }
 
     /// Releases an attempt's slot and says what the request does next.

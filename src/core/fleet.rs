@@ -4,7 +4,7 @@
 use super::draw::SumTree;
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::{Components, FleetState, Learned, ScoreContext, Stats};
+use crate::score::{Components, FleetState, Learned, ScoreContext};
 
 /// How often the coarse refresh also recomputes the components no channel reads (they are
 /// only displayed), in seconds of core time.
@@ -15,15 +15,15 @@ pub(crate) const BUCKET_BASE: u64 = 1 << 10;
 
 /// What moved since a candidate's last refresh, which says how much of it is recomputed.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Refresh<'a> {
+pub(super) enum Refresh {
     /// Only its in-flight count (a grant or a release): the learned components are kept from
     /// the last full refresh; only the load component, read on assembly, moves.
     Load,
     /// Its info, the config or its liveness: everything is recomputed from its statistics.
     Full,
-    /// An outcome, with the statistics it just updated: everything is recomputed from them,
-    /// except the components no channel reads, which are kept.
-    Outcome(&'a Stats),
+    /// An outcome just updated its statistics: everything is recomputed from them, except the
+    /// components no channel reads, which are kept.
+    Outcome,
     /// The coarse refresh of every candidate: everything is recomputed (the unread components
     /// at most once a second), and the leaves are written deferred, for one rebuild after.
     Coarse,
@@ -137,6 +137,7 @@ impl Core {
 
     /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still
     /// counts in its in-flight number).
+    #[inline]
     pub(super) fn score_context(&self, idx: usize, reporting: bool) -> ScoreContext {
         let slot = &self.slots[idx];
         ScoreContext {
@@ -235,10 +236,9 @@ impl Core {
         self.refresh_slot(idx, Refresh::Full);
     }
 
-    /// [`Core::refresh_leaf`] given the candidate's statistics already unpacked (an outcome
-    /// has them in hand).
-    pub(crate) fn refresh_leaf_from(&mut self, idx: usize, stats: &Stats) {
-        self.refresh_slot(idx, Refresh::Outcome(stats));
+    /// [`Core::refresh_leaf`] after an outcome updated the candidate's statistics.
+    pub(crate) fn refresh_after_outcome(&mut self, idx: usize) {
+        self.refresh_slot(idx, Refresh::Outcome);
     }
 
     /// After a grant or a release only the in-flight count moved: recompute the load component
@@ -268,12 +268,8 @@ impl Core {
 
     /// Recomputes one candidate's flags, counts and (unless only its load moved) learned
     /// components, and lists or writes its leaves, as `how` says.
-    pub(super) fn refresh_slot(&mut self, idx: usize, how: Refresh<'_>) {
-        let (deferred, stats) = match how {
-            Refresh::Load | Refresh::Full => (false, None),
-            Refresh::Outcome(stats) => (false, Some(stats)),
-            Refresh::Coarse => (true, None),
-        };
+    pub(super) fn refresh_slot(&mut self, idx: usize, how: Refresh) {
+        let deferred = matches!(how, Refresh::Coarse);
         let now_s = self.now_s;
         let slot = &self.slots[idx];
         let limit = self.limit_of(slot);
@@ -286,34 +282,23 @@ impl Core {
         let learned = if !slot.live {
             Some(Learned::default())
         } else if !matches!(how, Refresh::Load) {
-            // Only an outcome hands its statistics in.
-            let from_outcome = stats.is_some();
-            let unpacked;
-            let stats = match stats {
-                Some(s) => s,
-                None => {
-                    unpacked = slot.stats.unpack();
-                    &unpacked
-                }
-            };
-            // Remote evidence, when this core shares, is scored as a prior on top.
-            let blended;
-            let stats = match self.share.is_some().then(|| self.blended(idx, stats)) {
-                Some(Some(b)) => {
-                    blended = b;
-                    &blended
-                }
-                _ => stats,
-            };
+            let from_outcome = matches!(how, Refresh::Outcome);
             // Components no channel reads cannot move a draw: an outcome keeps them, and the
             // coarse refresh recomputes them at most once a second (`next_unused_s`), for
             // display.
             let keep = from_outcome || (deferred && self.now_s < self.next_unused_s);
             let previous = keep.then_some(&slot.learned);
-            Some(
-                self.model
-                    .learned(stats, &self.score_context(idx, from_outcome), previous),
-            )
+            let ctx = self.score_context(idx, from_outcome);
+            // Remote evidence, when this core shares, is scored as a prior on top; otherwise
+            // the packed statistics are read as they are.
+            match self
+                .share
+                .as_ref()
+                .and_then(|_| self.blended(idx, &slot.stats.unpack()))
+            {
+                Some(b) => Some(self.model.learned(&b, &ctx, previous)),
+                None => Some(self.model.learned(&slot.stats, &ctx, previous)),
+            }
         } else {
             None
         };

@@ -54,7 +54,8 @@ impl LoadFit {
         if !x.is_finite() {
             return;
         }
-        let k = (k.max(1) as f32).ln();
+        // One attempt in flight is the common case, and ln(1) is exactly 0.
+        let k = if k <= 1 { 0.0 } else { (k as f32).ln() };
         self.n = self.n.saturating_add(1);
         let a = FIT_ALPHA.max(1.0 / self.n as f32);
         let dk = k - self.k;

@@ -47,8 +47,8 @@ pub use config::{
 pub use load_fit::LoadFit;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
-pub(crate) use stats::PackedStats;
 pub use stats::{ErrorWindow, Overall, Stats};
+pub(crate) use stats::{PackedStats, StatsView};
 
 use crate::vocab::CandidateInfo;
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
@@ -263,10 +263,15 @@ impl ScoreModel {
         }
     }
 
-    fn decay_factor(&self, stats: &Stats, now_s: f64) -> f64 {
-        match (self.config.ema.half_life_s, stats.last_sample_s) {
+    #[inline]
+    fn decay_factor<S: StatsView>(&self, stats: &S, now_s: f64) -> f64 {
+        // Without a half-life the statistics are not read at all.
+        let Some(h) = self.config.ema.half_life_s else {
+            return 1.0;
+        };
+        match stats.last_sample_s() {
             // 2^-x, written with exp2: the same value as 0.5^x at a fraction of pow's cost.
-            (Some(h), Some(last)) if now_s > last => (-(now_s - last) / h).exp2(),
+            Some(last) if now_s > last => (-(now_s - last) / h).exp2(),
             _ => 1.0,
         }
     }
@@ -298,16 +303,16 @@ impl ScoreModel {
     /// The components a candidate's statistics decide (what the core caches per candidate),
     /// each finite and in `[0, 1]`. Those no channel reads are taken from `previous` when given
     /// instead of computed (each is an `exp`): an outcome's refresh passes the cached ones.
-    pub(crate) fn learned(
+    pub(crate) fn learned<S: StatsView>(
         &self,
-        stats: &Stats,
+        stats: &S,
         ctx: &ScoreContext,
         previous: Option<&Learned>,
     ) -> Learned {
         let kept = |k: usize| previous.filter(|_| self.unused[k]);
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = self.config.ema.success_prior;
-        let success = match stats.success {
+        let success = match stats.success() {
             Some(s) => prior + (s - prior) * decay,
             None => prior,
         };
@@ -332,15 +337,15 @@ impl ScoreModel {
         };
         let connect = match kept(CONNECT) {
             Some(p) => p.connect,
-            None => relative(stats.connect_ms, ctx.overall.connect_ms, false),
+            None => relative(stats.connect_ms(), ctx.overall.connect_ms, false),
         };
-        let ttfb = relative(stats.ttfb_ms, ctx.overall.ttfb_ms, false);
+        let ttfb = relative(stats.ttfb_ms(), ctx.overall.ttfb_ms, false);
         let bandwidth = match kept(BANDWIDTH) {
             Some(p) => p.bandwidth,
-            None => relative(stats.bandwidth_bps, ctx.overall.bandwidth_bps, true),
+            None => relative(stats.bandwidth_bps(), ctx.overall.bandwidth_bps, true),
         };
         let win = &self.config.window;
-        let (errors, total) = stats.window.counts(ctx.bucket, win.buckets as usize);
+        let (errors, total) = stats.window().counts(ctx.bucket, win.buckets as usize);
         let overload = if total < win.min_samples || total == 0 {
             1.0
         } else {
@@ -349,7 +354,7 @@ impl ScoreModel {
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
-        let mut per_success = stats.attempt_ms.map(|t| per_success(t.max(1.0), success));
+        let mut per_success = stats.attempt_ms().map(|t| per_success(t.max(1.0), success));
         if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
             per_success = Some(ps * (d.shrunk - d.raw).exp());
         }
@@ -374,7 +379,7 @@ impl ScoreModel {
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
                 ctx.pending_ms,
-                stats.attempt_ms,
+                stats.attempt_ms(),
                 ctx.overall.attempt_ms,
                 success,
                 decay,

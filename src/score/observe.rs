@@ -1,14 +1,31 @@
 //! The update rules: how an outcome moves a candidate's statistics, and ejection.
 
 use super::evidence;
-use super::stats::ema;
-use super::{Overall, ScoreModel, Stats};
+use super::stats::{
+    ema, finite_or_zero, pack_opt, saturate_u16, unpack_opt, ATTEMPT_MS, BANDWIDTH_BPS, CONNECT_MS,
+    EJECTED_UNTIL_S, LAST_SAMPLE_S, SUCCESS, TTFB_MS,
+};
+#[cfg(test)]
+use super::Stats;
+use super::{Overall, PackedStats, ScoreModel};
 use crate::vocab::{FailureClass, Outcome};
 
 /// Weight of the newest outcome in [`Stats::overload_evidence`]: about 50 outcomes of memory,
 /// long enough that a candidate that overloads under bursts keeps its load penalty between
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+
+/// `a.max(b)` for two numbers that are not NaN: the same value, without the NaN handling
+/// that `f64::max` adds (the weights here are positive: the config's alpha, validated in
+/// (0, 1], a warm-up weight, or the filter's gain, always in [0, 1]).
+#[inline]
+fn max_of(a: f64, b: f64) -> f64 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
 
 impl ScoreModel {
     /// The attempt time an outcome contributes: a success's first byte when reported, else
@@ -22,11 +39,12 @@ impl ScoreModel {
         .filter(|t| t.is_finite() && *t >= 0.0)
     }
 
-    /// Applies an outcome to the statistics. Returns true when the candidate should be ejected
-    /// now (the caller checks the ejected share).
-    pub(crate) fn observe(
+    /// Applies an outcome to a candidate's statistics, in place in their packed form (each
+    /// value read and written exactly as unpacking, updating and packing them would). Returns
+    /// true when the candidate should be ejected now (the caller checks the ejected share).
+    pub(crate) fn observe_packed(
         &self,
-        stats: &mut Stats,
+        stats: &mut PackedStats,
         overall: &mut Overall,
         outcome: &Outcome,
         elapsed_ms: Option<f64>,
@@ -34,20 +52,24 @@ impl ScoreModel {
         bucket: u64,
     ) -> bool {
         let cfg = &self.config;
+        let attempts = u64::from(stats.attempts);
         // Warm-up: a running mean until its weight falls to alpha. The success prior counts as
         // one sample (unless the first sample replaces it); the times have no prior, and the
         // success-only ones (connect, ttfb, bandwidth) count successes.
         let (a, a_time, a_ok) = if cfg.ema.warm_up {
-            let n = stats.attempts as f64;
+            let n = attempts as f64;
             let prior = if cfg.ema.first_sample_replaces_prior {
                 0.0
             } else {
                 1.0
             };
             (
-                cfg.ema.alpha.max(1.0 / (n + 1.0 + prior)),
-                cfg.ema.alpha.max(1.0 / (n + 1.0)),
-                cfg.ema.alpha.max(1.0 / (stats.successes as f64 + 1.0)),
+                max_of(cfg.ema.alpha, 1.0 / (n + 1.0 + prior)),
+                max_of(cfg.ema.alpha, 1.0 / (n + 1.0)),
+                max_of(
+                    cfg.ema.alpha,
+                    1.0 / (u64::from(stats.successes) as f64 + 1.0),
+                ),
             )
         } else {
             (cfg.ema.alpha, cfg.ema.alpha, cfg.ema.alpha)
@@ -63,18 +85,24 @@ impl ScoreModel {
         };
         // Bring stored values to "now" first, so decay is real and not only a view.
         let decay = self.decay_factor(stats, now_s);
+        let v = &mut stats.values;
+        let mut success = unpack_opt(v[SUCCESS]);
+        let mut connect_ms = unpack_opt(v[CONNECT_MS]);
+        let mut ttfb_ms = unpack_opt(v[TTFB_MS]);
+        let mut bandwidth_bps = unpack_opt(v[BANDWIDTH_BPS]);
+        let mut attempt_ms = unpack_opt(v[ATTEMPT_MS]);
         if decay < 1.0 {
             let prior = cfg.ema.success_prior;
-            stats.success = stats.success.map(|s| prior + (s - prior) * decay);
+            success = success.map(|s| prior + (s - prior) * decay);
             let pull = |x: &mut Option<f64>, o: Option<f64>| {
                 if let (Some(v), Some(o)) = (x.as_mut(), o) {
                     *v = o + (*v - o) * decay;
                 }
             };
-            pull(&mut stats.connect_ms, overall.connect_ms);
-            pull(&mut stats.ttfb_ms, overall.ttfb_ms);
-            pull(&mut stats.bandwidth_bps, overall.bandwidth_bps);
-            pull(&mut stats.attempt_ms, overall.attempt_ms);
+            pull(&mut connect_ms, overall.connect_ms);
+            pull(&mut ttfb_ms, overall.ttfb_ms);
+            pull(&mut bandwidth_bps, overall.bandwidth_bps);
+            pull(&mut attempt_ms, overall.attempt_ms);
         }
         // Time to a result: a success's first byte when reported, else the whole attempt.
         let first_byte = match outcome {
@@ -84,87 +112,126 @@ impl ScoreModel {
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
-                    let since = stats.last_sample_s.map_or(0.0, |l| now_s - l);
+                    let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);
+                    // The stored noise carries the surprise flag in its sign, as the filter
+                    // takes it.
                     let f = evidence::update(
-                        stats.attempt_ms,
+                        attempt_ms,
                         stats.attempt_var,
-                        if stats.attempt_surprise {
-                            -stats.attempt_noise
-                        } else {
-                            stats.attempt_noise
-                        },
+                        stats.attempt_noise,
                         t,
                         since,
                         drift,
-                        stats.attempts,
+                        attempts,
                     );
-                    stats.attempt_ms = Some(f.mean_ms);
-                    stats.attempt_var = f.var;
-                    stats.attempt_noise = f.noise.abs();
-                    stats.attempt_surprise = f.noise.is_sign_negative();
+                    attempt_ms = Some(f.mean_ms);
+                    stats.attempt_var = finite_or_zero(f.var);
+                    let noise = finite_or_zero(f.noise.abs());
+                    stats.attempt_noise = if f.noise.is_sign_negative() {
+                        -noise
+                    } else {
+                        noise
+                    };
                     // A surprising time says the candidate may have changed: the sample
                     // moves its other averages (success, first byte, ...) as much as the
                     // filter trusts it. Otherwise they keep their own steady weights.
                     if f.surprise {
-                        a = a.max(f.gain);
-                        a_ok = a_ok.max(f.gain);
+                        a = max_of(a, f.gain);
+                        a_ok = max_of(a_ok, f.gain);
                     } else {
                         // The success average ages with the time estimate, at half its pace:
                         // a stale candidate's success moves with its probes too.
-                        a = a.max(0.5 * f.gain);
+                        a = max_of(a, 0.5 * f.gain);
                     }
                 }
-                None => stats.attempt_ms = Some(ema(stats.attempt_ms, t, a_time)),
+                None => attempt_ms = Some(ema(attempt_ms, t, a_time)),
             }
             overall.attempt_ms = Some(ema(overall.attempt_ms, t, oa));
         }
-        let previous = match stats.success {
+        let previous = match success {
             Some(s) => Some(s),
             None if cfg.ema.first_sample_replaces_prior => None,
             None => Some(cfg.ema.success_prior),
         };
-        stats.success = Some(ema(previous, success_sample, a));
+        let v = &mut stats.values;
+        v[SUCCESS] = ema(previous, success_sample, a);
+        v[ATTEMPT_MS] = pack_opt(attempt_ms);
+        v[LAST_SAMPLE_S] = now_s;
         stats.window.record(bucket, buckets, overload);
         let o = if overload { 1.0 } else { 0.0 };
         stats.overload_evidence += OVERLOAD_EVIDENCE_ALPHA * (o - stats.overload_evidence);
-        stats.attempts += 1;
-        stats.last_sample_s = Some(now_s);
+        stats.attempts = stats.attempts.saturating_add(1);
         if success_sample > 0.0 {
-            stats.successes += 1;
+            stats.successes = stats.successes.saturating_add(1);
             stats.consecutive_failures = 0;
             if let Outcome::Success(s) = outcome {
                 if let Some(c) = s.connect_ms {
-                    stats.connect_ms = Some(ema(stats.connect_ms, c, a_ok));
+                    connect_ms = Some(ema(connect_ms, c, a_ok));
                     overall.connect_ms = Some(ema(overall.connect_ms, c, oa));
                 }
                 if let Some(t) = s.ttfb_ms {
-                    stats.ttfb_ms = Some(ema(stats.ttfb_ms, t, a_ok));
+                    ttfb_ms = Some(ema(ttfb_ms, t, a_ok));
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }
                 if let (Some(bytes), Some(d)) = (s.bytes, s.duration_ms) {
                     let bw = bytes as f64 / (d / 1000.0);
                     // A zero duration, or one so short the rate overflows, says nothing about bandwidth.
                     if d > 0.0 && bw.is_finite() {
-                        stats.bandwidth_bps = Some(ema(stats.bandwidth_bps, bw, a_ok));
+                        bandwidth_bps = Some(ema(bandwidth_bps, bw, a_ok));
                         overall.bandwidth_bps = Some(ema(overall.bandwidth_bps, bw, oa));
                     }
                 }
             }
+            let v = &mut stats.values;
+            v[CONNECT_MS] = pack_opt(connect_ms);
+            v[TTFB_MS] = pack_opt(ttfb_ms);
+            v[BANDWIDTH_BPS] = pack_opt(bandwidth_bps);
             false
         } else {
-            stats.consecutive_failures = stats.consecutive_failures.saturating_add(1);
+            let v = &mut stats.values;
+            v[CONNECT_MS] = pack_opt(connect_ms);
+            v[TTFB_MS] = pack_opt(ttfb_ms);
+            v[BANDWIDTH_BPS] = pack_opt(bandwidth_bps);
+            let failures = u32::from(stats.consecutive_failures).saturating_add(1);
+            stats.consecutive_failures = saturate_u16(failures);
             cfg.ejection.enabled
-                && stats.consecutive_failures >= cfg.ejection.consecutive_failures
-                && stats.ejected_until_s.is_none_or(|u| u <= now_s)
+                && failures >= cfg.ejection.consecutive_failures
+                && unpack_opt(v[EJECTED_UNTIL_S]).is_none_or(|u| u <= now_s)
         }
     }
 
-    /// Starts an ejection: its length grows with each repeat, capped.
+    /// [`ScoreModel::observe_packed`] on unpacked statistics (for tests).
+    #[cfg(test)]
+    pub(crate) fn observe(
+        &self,
+        stats: &mut Stats,
+        overall: &mut Overall,
+        outcome: &Outcome,
+        elapsed_ms: Option<f64>,
+        now_s: f64,
+        bucket: u64,
+    ) -> bool {
+        let mut packed = PackedStats::pack(stats);
+        let eject = self.observe_packed(&mut packed, overall, outcome, elapsed_ms, now_s, bucket);
+        *stats = packed.unpack();
+        eject
+    }
+
+    /// [`ScoreModel::eject_packed`] on unpacked statistics (for tests).
+    #[cfg(test)]
     pub(crate) fn eject(&self, stats: &mut Stats, now_s: f64) {
+        let mut packed = PackedStats::pack(stats);
+        self.eject_packed(&mut packed, now_s);
+        *stats = packed.unpack();
+    }
+
+    /// Starts an ejection: its length grows with each repeat, capped.
+    pub(crate) fn eject_packed(&self, stats: &mut PackedStats, now_s: f64) {
         let e = &self.config.ejection;
-        stats.ejections = stats.ejections.saturating_add(1);
-        let secs = (e.base_s * stats.ejections as f64).min(e.max_s);
-        stats.ejected_until_s = Some(now_s + secs);
+        let ejections = u32::from(stats.ejections).saturating_add(1);
+        let secs = (e.base_s * ejections as f64).min(e.max_s);
+        stats.ejections = saturate_u16(ejections);
+        stats.values[EJECTED_UNTIL_S] = now_s + secs;
         stats.consecutive_failures = 0;
     }
 }

@@ -2,7 +2,7 @@
 //! shrunk toward the fleet's center by its uncertainty against the spread the candidates really
 //! show (empirical Bayes). The core computes the center and the spread at each coarse refresh.
 
-use super::{per_success, PackedStats, ScoreContext, ScoreModel, Stats};
+use super::{per_success, PackedStats, ScoreContext, ScoreModel, StatsView};
 
 /// A candidate's time per success (log scale) before and after pooling; see
 /// [`ScoreModel::pooled_deviation`].
@@ -26,21 +26,27 @@ impl ScoreModel {
     /// (`shrunk`): pulled toward the fleet's center (the mean of every candidate's `raw`) by
     /// `var / (spread + var)`, so a deviation within noise counts for nothing and a clear one
     /// in full. `None` when pooling is off or nothing is known yet.
-    pub(crate) fn pooled_deviation(&self, stats: &Stats, ctx: &ScoreContext) -> Option<Pooled> {
+    pub(crate) fn pooled_deviation<S: StatsView>(
+        &self,
+        stats: &S,
+        ctx: &ScoreContext,
+    ) -> Option<Pooled> {
         if !self.pooling() {
             return None;
         }
         let ema = &self.config.ema;
-        let t = stats.attempt_ms?;
+        let t = stats.attempt_ms()?;
         let o = ctx.overall.attempt_ms?;
         let o = if o > 0.0 { o } else { 1.0 };
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = ema.success_prior;
-        let success = stats.success.map_or(prior, |s| prior + (s - prior) * decay);
+        let success = stats
+            .success()
+            .map_or(prior, |s| prior + (s - prior) * decay);
         let raw = per_success(o + (t.max(1.0) - o) * decay, success).ln();
         // The variance as of the last sample: staleness is the probe schedule's business, and
         // pooling a stale candidate toward the average would spend draws exploring it.
-        let var = f64::from(stats.attempt_var);
+        let var = f64::from(stats.attempt_var());
         let keep = if ctx.spread > 0.0 {
             ctx.spread / (ctx.spread + var)
         } else {
@@ -57,16 +63,14 @@ impl ScoreModel {
 
     /// What the coarse refresh pools of one candidate: `ln(time per success)` and the
     /// estimate's variance, as [`ScoreModel::pooled_deviation`] reads them, from the packed
-    /// statistics. With a half-life set, decay needs the whole statistics: unpacked then.
+    /// statistics.
     pub(crate) fn pooled_terms(
         &self,
         packed: &PackedStats,
         ctx: &ScoreContext,
     ) -> Option<(f64, f64)> {
         if self.config.ema.half_life_s.is_some() {
-            return self
-                .pooled_deviation(&packed.unpack(), ctx)
-                .map(|d| (d.raw, d.var));
+            return self.pooled_deviation(packed, ctx).map(|d| (d.raw, d.var));
         }
         if !self.pooling() {
             return None;

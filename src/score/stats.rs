@@ -177,25 +177,44 @@ pub struct Stats {
 /// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
 /// "none", which saves the eight-byte tag of each `Option<f64>` and keeps the whole record in
 /// under three cache lines. Unpacked to a [`Stats`] to score or update, packed back after.
+///
+/// The update rules (`observe.rs`) work on it in place, and the scoring reads it through
+/// [`StatsView`], so an outcome neither unpacks nor repacks it.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub(crate) struct PackedStats {
-    /// success, connect_ms, ttfb_ms, bandwidth_bps, attempt_ms, last_sample_s, ejected_until_s.
-    values: [f64; 7],
-    window: ErrorWindow,
+    /// success, connect_ms, ttfb_ms, bandwidth_bps, attempt_ms, last_sample_s, ejected_until_s
+    /// (indexed by [`SUCCESS`] and the constants after it).
+    pub(super) values: [f64; 7],
+    pub(super) window: ErrorWindow,
     /// Saturating at `u16::MAX`: the config caps the ejection threshold there, and an
     /// ejection's length reaches `ejection.max_s` long before.
-    consecutive_failures: u16,
-    ejections: u16,
-    overload_evidence: f32,
+    pub(super) consecutive_failures: u16,
+    pub(super) ejections: u16,
+    pub(super) overload_evidence: f32,
     /// Saturating at `u32::MAX` (they only steer the warm-up and the unknown-candidate gate,
     /// both long over by then), which leaves room for the attempt-time filter's two variances.
-    attempts: u32,
-    successes: u32,
-    attempt_var: f32,
+    pub(super) attempts: u32,
+    pub(super) successes: u32,
+    pub(super) attempt_var: f32,
     /// Negative when the last sample was a surprise ([`Stats::attempt_surprise`]).
-    attempt_noise: f32,
+    pub(super) attempt_noise: f32,
 }
+
+/// Index of [`Stats::success`] in [`PackedStats`]' values.
+pub(super) const SUCCESS: usize = 0;
+/// Index of [`Stats::connect_ms`].
+pub(super) const CONNECT_MS: usize = 1;
+/// Index of [`Stats::ttfb_ms`].
+pub(super) const TTFB_MS: usize = 2;
+/// Index of [`Stats::bandwidth_bps`].
+pub(super) const BANDWIDTH_BPS: usize = 3;
+/// Index of [`Stats::attempt_ms`].
+pub(super) const ATTEMPT_MS: usize = 4;
+/// Index of [`Stats::last_sample_s`].
+pub(super) const LAST_SAMPLE_S: usize = 5;
+/// Index of [`Stats::ejected_until_s`].
+pub(super) const EJECTED_UNTIL_S: usize = 6;
 
 impl Default for PackedStats {
     fn default() -> Self {
@@ -204,18 +223,18 @@ impl Default for PackedStats {
 }
 
 #[inline]
-fn pack_opt(x: Option<f64>) -> f64 {
+pub(super) fn pack_opt(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
 }
 
 #[inline]
-fn saturate_u16(x: u32) -> u16 {
+pub(super) fn saturate_u16(x: u32) -> u16 {
     u16::try_from(x).unwrap_or(u16::MAX)
 }
 
 /// A variance as stored: hostile or overflowed values read as "nothing known" (0).
 #[inline]
-fn finite_or_zero(x: f32) -> f32 {
+pub(super) fn finite_or_zero(x: f32) -> f32 {
     if x.is_finite() && x > 0.0 {
         x
     } else {
@@ -224,7 +243,7 @@ fn finite_or_zero(x: f32) -> f32 {
 }
 
 #[inline]
-fn unpack_opt(x: f64) -> Option<f64> {
+pub(super) fn unpack_opt(x: f64) -> Option<f64> {
     (!x.is_nan()).then_some(x)
 }
 
@@ -322,6 +341,97 @@ impl PackedStats {
     #[inline]
     pub(crate) fn ejected_until_s(&self) -> Option<f64> {
         unpack_opt(self.values[6])
+    }
+}
+
+/// What the scoring reads of a candidate's statistics, from a [`Stats`] or, without unpacking
+/// it, from a [`PackedStats`] (which reads exactly as its unpacked form would).
+pub(crate) trait StatsView {
+    /// [`Stats::success`].
+    fn success(&self) -> Option<f64>;
+    /// [`Stats::connect_ms`].
+    fn connect_ms(&self) -> Option<f64>;
+    /// [`Stats::ttfb_ms`].
+    fn ttfb_ms(&self) -> Option<f64>;
+    /// [`Stats::bandwidth_bps`].
+    fn bandwidth_bps(&self) -> Option<f64>;
+    /// [`Stats::attempt_ms`].
+    fn attempt_ms(&self) -> Option<f64>;
+    /// [`Stats::last_sample_s`].
+    fn last_sample_s(&self) -> Option<f64>;
+    /// [`Stats::attempt_var`].
+    fn attempt_var(&self) -> f32;
+    /// [`Stats::window`].
+    fn window(&self) -> &ErrorWindow;
+}
+
+impl StatsView for Stats {
+    #[inline]
+    fn success(&self) -> Option<f64> {
+        self.success
+    }
+    #[inline]
+    fn connect_ms(&self) -> Option<f64> {
+        self.connect_ms
+    }
+    #[inline]
+    fn ttfb_ms(&self) -> Option<f64> {
+        self.ttfb_ms
+    }
+    #[inline]
+    fn bandwidth_bps(&self) -> Option<f64> {
+        self.bandwidth_bps
+    }
+    #[inline]
+    fn attempt_ms(&self) -> Option<f64> {
+        self.attempt_ms
+    }
+    #[inline]
+    fn last_sample_s(&self) -> Option<f64> {
+        self.last_sample_s
+    }
+    #[inline]
+    fn attempt_var(&self) -> f32 {
+        self.attempt_var
+    }
+    #[inline]
+    fn window(&self) -> &ErrorWindow {
+        &self.window
+    }
+}
+
+impl StatsView for PackedStats {
+    #[inline]
+    fn success(&self) -> Option<f64> {
+        unpack_opt(self.values[SUCCESS])
+    }
+    #[inline]
+    fn connect_ms(&self) -> Option<f64> {
+        unpack_opt(self.values[CONNECT_MS])
+    }
+    #[inline]
+    fn ttfb_ms(&self) -> Option<f64> {
+        unpack_opt(self.values[TTFB_MS])
+    }
+    #[inline]
+    fn bandwidth_bps(&self) -> Option<f64> {
+        unpack_opt(self.values[BANDWIDTH_BPS])
+    }
+    #[inline]
+    fn attempt_ms(&self) -> Option<f64> {
+        unpack_opt(self.values[ATTEMPT_MS])
+    }
+    #[inline]
+    fn last_sample_s(&self) -> Option<f64> {
+        unpack_opt(self.values[LAST_SAMPLE_S])
+    }
+    #[inline]
+    fn attempt_var(&self) -> f32 {
+        self.attempt_var
+    }
+    #[inline]
+    fn window(&self) -> &ErrorWindow {
+        &self.window
     }
 }
 
