@@ -4,13 +4,6 @@
 use super::*;
 
 impl Core {
-    pub(super) fn attempt_index(&self, id: AttemptId) -> Result<usize, Error> {
-        match self.attempts.get(id.index()) {
-            Some(a) if a.active && a.gen == id.generation() => Ok(id.index()),
-            _ => Err(Error::UnknownAttempt(id)),
-        }
-    }
-
     /// Reports what happened in an attempt; updates the statistics. Only the first report of
     /// an attempt counts ([`Error::DuplicateOutcome`] for the rest).
     ///
@@ -23,7 +16,7 @@ impl Core {
         now: Instant,
     ) -> Result<Reported, Error> {
         outcome.validate()?;
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         if self.attempts[a].reported {
             return Err(Error::DuplicateOutcome(id));
         }
@@ -52,7 +45,7 @@ impl Core {
     /// the candidate is slow to answer (see `weights.time_to_success`), and without this call
     /// a long transfer counts as such until its outcome.
     pub fn first_byte(&mut self, id: AttemptId) -> Result<(), Error> {
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         self.attempts[a].answered = true;
         Ok(())
     }
@@ -89,7 +82,7 @@ impl Core {
         now: Instant,
         rng: &mut R,
     ) -> Result<(), Error> {
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         self.advance(now);
         let att = self.attempts[a];
         self.release_attempt(a);
@@ -132,13 +125,9 @@ impl Core {
     }
 
     pub(super) fn release_attempt(&mut self, a: usize) {
-        let att = &mut self.attempts[a];
-        att.active = false;
-        let att = *att;
-        self.free_attempts.push(a as u32);
+        let att = self.attempts.finish(a);
         let idx = att.key.idx as usize;
         self.slots[idx].in_flight -= 1;
-        self.global_in_flight -= 1;
         if self.slots[idx].live {
             self.refresh_load(idx);
         } else if self.slots[idx].in_flight == 0 {

@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use attempt_slots::NewAttempt;
 use select::DrawMode;
 
 impl Core {
@@ -20,7 +21,7 @@ impl Core {
                 self.queue.clear_stale();
                 break;
             }
-            if self.global_in_flight >= self.limits.global || self.avail == 0 {
+            if self.attempts.in_flight() >= self.limits.global || self.avail == 0 {
                 break;
             }
             let fast = self.queue.fast_head(&self.requests);
@@ -104,29 +105,15 @@ impl Core {
             gen: self.slots[cidx].gen,
         };
         self.slots[cidx].in_flight += 1;
-        self.global_in_flight += 1;
         self.limit_granted(cidx);
         self.refresh_load(cidx);
-        let a = match self.free_attempts.pop() {
-            Some(a) => a,
-            None => {
-                self.attempts.push(AttemptSlot::default());
-                self.attempts.len() as u32 - 1
-            }
-        };
-        let agen = self.attempts[a as usize].gen.wrapping_add(1);
-        self.attempts[a as usize] = AttemptSlot {
-            gen: agen,
-            active: true,
-            reported: false,
-            answered: false,
+        let attempt = self.attempts.start(NewAttempt {
             key,
             request: idx,
             concurrency: self.slots[cidx].in_flight,
             limit: self.limit_of(&self.slots[cidx]),
             granted_s: self.now_s,
-        };
-        let attempt = AttemptId::new(a, agen);
+        });
         let r = &mut self.requests[idx as usize];
         r.pending -= 1;
         r.in_flight += 1;

@@ -12,6 +12,7 @@
 //! so nothing waits on anything but capacity: there is no deadlock to fall into.
 
 mod arms;
+mod attempt_slots;
 mod attempts;
 mod candidates;
 mod digest;
@@ -47,6 +48,7 @@ use crate::limit::LimitSnapshot;
 use crate::score::{
     Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
 };
+use attempt_slots::{AttemptSlot, Attempts};
 use draw::SumTree;
 use evaluate::Evaluation;
 use fleet::Slot;
@@ -318,22 +320,6 @@ impl ReqSlot {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct AttemptSlot {
-    gen: u32,
-    active: bool,
-    reported: bool,
-    /// The caller said a first byte came: no longer evidence of a slow answer.
-    answered: bool,
-    key: Key,
-    request: u32,
-    /// The candidate's attempts in flight when this one was granted, itself included.
-    concurrency: u32,
-    /// The candidate's limit in force when this one was granted.
-    limit: u32,
-    granted_s: f64,
-}
-
 const NO_DEADLINE: u64 = u64::MAX;
 
 /// `Core::oldest_pending` of a slot with no attempt known to be running.
@@ -378,9 +364,7 @@ pub struct Core {
     free_requests: Vec<u32>,
     queue: WaitQueue,
 
-    attempts: Vec<AttemptSlot>,
-    free_attempts: Vec<u32>,
-    global_in_flight: u32,
+    attempts: Attempts,
 
     events: VecDeque<Event>,
     /// Whether a request's end is told as [`Event::Closed`].
@@ -441,9 +425,7 @@ impl Core {
             requests: Vec::new(),
             free_requests: Vec::new(),
             queue: WaitQueue::default(),
-            attempts: Vec::new(),
-            free_attempts: Vec::new(),
-            global_in_flight: 0,
+            attempts: Attempts::default(),
             pool: pool::Pool::default(),
             load_fit: Vec::new(),
             adaptive: limits::Adaptive::default(),

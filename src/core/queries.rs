@@ -172,7 +172,7 @@ impl Core {
 
     /// Attempts in flight.
     pub fn in_flight(&self) -> u32 {
-        self.global_in_flight
+        self.attempts.in_flight()
     }
 
     /// Open requests (waiting or running).
@@ -212,7 +212,7 @@ impl Core {
 
     /// The request an attempt serves (`None` once the attempt is released or reclaimed).
     pub fn attempt_request(&self, id: AttemptId) -> Option<RequestId> {
-        let a = self.attempt_index(id).ok()?;
+        let a = self.attempts.index(id).ok()?;
         let r = self.attempts[a].request;
         Some(RequestId::new(r, self.requests[r as usize].gen))
     }
@@ -226,7 +226,7 @@ impl Core {
 
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
-        let a = self.attempt_index(id).ok()?;
+        let a = self.attempts.index(id).ok()?;
         Some(&self.ids[self.attempts[a].key.idx as usize])
     }
 
@@ -234,7 +234,7 @@ impl Core {
     /// false for every waiting request: the core never leaves capacity unused (the
     /// no-stuck-request invariant, checked by the property tests).
     pub fn any_servable_waiting(&self) -> bool {
-        if self.global_in_flight >= self.limits.global {
+        if self.attempts.in_flight() >= self.limits.global {
             return false;
         }
         let fast_waiting = self.queue.fast(&self.requests).next().is_some();
@@ -262,14 +262,15 @@ impl Core {
                 return Err(format!("candidate {i} at capacity is drawable"));
             }
         }
-        if in_flight != self.global_in_flight {
+        if in_flight != self.attempts.in_flight() {
             return Err(format!(
                 "in flight {} != sum over candidates {}",
-                self.global_in_flight, in_flight
+                self.attempts.in_flight(),
+                in_flight
             ));
         }
         let active_attempts = self.attempts.iter().filter(|a| a.active).count() as u32;
-        if active_attempts != self.global_in_flight {
+        if active_attempts != self.attempts.in_flight() {
             return Err("active attempts != in flight".into());
         }
         let avail = self.slots.iter().filter(|s| s.available).count();
