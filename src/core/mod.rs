@@ -10,6 +10,19 @@
 //! its eligible candidates that have free capacity, and repeats until nothing more can be
 //! granted. A request that cannot be served now is skipped, never blocking the ones behind it,
 //! so nothing waits on anything but capacity: there is no deadlock to fall into.
+//!
+//! `Core` is one state machine delegating to owned parts, each in its own file:
+//!
+//! | part | file | holds |
+//! |---|---|---|
+//! | fleet | `slots.rs` | candidate slots, infos and ids, the id index, the channel sum trees, the counts; its refresh (which needs the model, the clock and the limits) is in `fleet.rs` |
+//! | wait queue | `queue.rs` | waiting requests in arrival order, their deadlines |
+//! | attempts | `attempt_slots.rs` | attempts in flight, their free list and count; outcomes, releases and leases are in `attempts.rs` |
+//! | clock | `clock.rs` | the epoch, the latest `now`, the values derived from it, the refresh schedule |
+//! | outbox | `outbox.rs` | events, sampled decision records, counters |
+//!
+//! The request lifecycle is in `requests.rs`, the pump and the booking of a grant in
+//! `grant.rs`, the draw itself in `select.rs` (the tree) and `evaluate.rs` (the evaluated set).
 
 mod arms;
 mod attempt_slots;

@@ -1,5 +1,5 @@
 //! The fleet part: the candidate slots, their static info and ids, the id index, the sum
-//! trees over the drawable slots, and the counts kept so a decision never scans.
+//! trees over the drawable slots, and the counts that spare the common checks a scan.
 
 use rand::{Rng, RngExt};
 
