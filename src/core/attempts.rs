@@ -37,6 +37,16 @@ impl Core {
                 self.load_fit[k.idx as usize].observe(att.concurrency, t);
             }
             self.limit_observe(&att, &outcome, Some(elapsed_ms));
+            if let Outcome::Success(Success {
+                feedback: Some(report),
+                ..
+            }) = &outcome
+            {
+                let cfg = self.model.config();
+                let alpha = cfg.ema.overall_alpha;
+                self.feedback
+                    .observe(k.idx as usize, report, &cfg.feedback, alpha);
+            }
         }
         self.apply_outcome(k.idx as usize, &outcome, Some(elapsed_ms));
         let ridx = self.attempts[a].request as usize;

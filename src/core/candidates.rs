@@ -75,6 +75,7 @@ impl Core {
             self.ids[idx as usize] = info.id.clone();
             self.infos[idx as usize] = info;
         }
+        self.feedback.reset(idx as usize);
         self.by_id.insert(&self.ids, idx);
         self.limit_added(idx as usize);
         self.live_count += 1;

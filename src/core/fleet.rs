@@ -132,6 +132,7 @@ impl Core {
             self.limit_of(s),
             &s.stats,
             &fleet,
+            self.feedback.relative(idx, s.in_flight),
         )
     }
 

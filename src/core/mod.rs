@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::vocab::{
     AttemptId, CandidateId, CandidateInfo, Eligible, FailureClass, Next, Outcome, Request,
-    RequestId, Success,
+    RequestId, ServerFeedback, Success,
 };
 pub use arms::ShadowStats;
 
@@ -45,7 +45,8 @@ use crate::decision::{DecisionReason, DecisionRecord, ShadowVerdict};
 use crate::error::{Error, Rejection};
 use crate::limit::LimitSnapshot;
 use crate::score::{
-    Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
+    Components, Config, FeedbackBook, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel,
+    Stats,
 };
 use draw::SumTree;
 use evaluate::Evaluation;
@@ -402,6 +403,8 @@ pub struct Core {
     pool: pool::Pool,
     /// Per slot, whether its candidate slows under concurrency.
     load_fit: Vec<LoadFit>,
+    /// Per slot, what its server reported about its queue and service time.
+    feedback: FeedbackBook,
     /// Evidence from other coordinators, when this one shares (`None` until it does).
     share: Option<Box<digest::ShareState>>,
     /// Per slot, the adaptive limit's estimator.
@@ -446,6 +449,7 @@ impl Core {
             global_in_flight: 0,
             pool: pool::Pool::default(),
             load_fit: Vec::new(),
+            feedback: FeedbackBook::default(),
             adaptive: limits::Adaptive::default(),
             events: VecDeque::new(),
             close_events: false,

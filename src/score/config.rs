@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::components::Weights;
+use super::feedback::FeedbackConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
@@ -236,6 +237,8 @@ pub struct Config {
     pub time_exponent: f64,
     /// Which candidates the load component applies to.
     pub load: LoadConfig,
+    /// How what servers report with their responses (queue, service time) weighs.
+    pub feedback: FeedbackConfig,
     /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
     /// candidate is still probed and can recover.
     pub floor: f64,
@@ -316,6 +319,7 @@ impl Default for Config {
                 price: 0.0,
                 uniform: 0.0,
                 time_to_success: 0.0,
+                feedback: 0.0,
             },
             tag_weights: BTreeMap::new(),
             exponent: 24.0,
@@ -325,6 +329,7 @@ impl Default for Config {
                 unknown_samples: 5,
                 queueing: true,
             },
+            feedback: FeedbackConfig::default(),
             floor: 0.01,
             deterministic: false,
             ema: EmaConfig {
@@ -376,6 +381,7 @@ impl Config {
             exponent: 1.0,
             time_exponent: 0.0,
             load: LoadConfig::ALWAYS,
+            feedback: FeedbackConfig::OFF,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -421,6 +427,7 @@ impl Config {
             exponent: 1.0,
             time_exponent: 0.0,
             load: LoadConfig::ALWAYS,
+            feedback: FeedbackConfig::OFF,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -613,6 +620,7 @@ impl Config {
                  set weights.uniform = 1 for a plain uniform draw",
             ));
         }
+        self.feedback.check(&mut problems);
         self.share.check(&mut problems);
         self.adaptive.check(&mut problems);
         self.validate_variants(&mut problems);
