@@ -303,7 +303,9 @@ impl Default for Config {
     /// still unknown); exponent 24 turns a clear score gap into a near-certain choice; stake,
     /// price and tags are off until a deployment weighs them. The 1% floor keeps probing a
     /// shunned candidate so it can recover; statistics start as plain averages and settle
-    /// into EMAs of alpha 0.1, without decay.
+    /// into EMAs of alpha 0.1, without decay. Servers that report their queue and service time
+    /// with each response ([`crate::ServerFeedback`]) are drawn by their expected completion
+    /// as well, a factor `exp(3 (1 - r))`.
     fn default() -> Self {
         Config {
             preset: None,

@@ -35,19 +35,13 @@ pub struct FeedbackConfig {
     /// Weight of the newest report in a candidate's averages of queue and service time, in
     /// (0, 1] (C3: 0.9).
     pub alpha: f64,
-    /// Once a candidate reports, its load component no longer counts its attempts in flight
-    /// as queueing (`load.queueing`, `load.unknown_samples`): the factor above counts them,
-    /// knowing the service time, where the load component takes every candidate for equally
-    /// fast. Its overload evidence still counts.
-    pub replace_load: bool,
 }
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
         FeedbackConfig {
-            exponent: 2.0,
+            exponent: 3.0,
             alpha: 0.5,
-            replace_load: true,
         }
     }
 }
@@ -57,7 +51,6 @@ impl FeedbackConfig {
     pub const OFF: FeedbackConfig = FeedbackConfig {
         exponent: 0.0,
         alpha: 0.5,
-        replace_load: false,
     };
 
     /// Adds a problem per unusable field.
@@ -285,7 +278,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: f64::NAN,
                     alpha: 0.5,
-                    replace_load: true,
                 },
                 "feedback.exponent",
             ),
@@ -293,7 +285,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: -1.0,
                     alpha: 0.5,
-                    replace_load: true,
                 },
                 "feedback.exponent",
             ),
@@ -301,7 +292,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: 65.0,
                     alpha: 0.5,
-                    replace_load: true,
                 },
                 "feedback.exponent",
             ),
@@ -309,7 +299,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: 1.0,
                     alpha: 0.0,
-                    replace_load: true,
                 },
                 "feedback.alpha",
             ),
@@ -317,7 +306,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: 1.0,
                     alpha: 1.5,
-                    replace_load: true,
                 },
                 "feedback.alpha",
             ),
@@ -325,7 +313,6 @@ mod tests {
                 FeedbackConfig {
                     exponent: 1.0,
                     alpha: f64::NAN,
-                    replace_load: true,
                 },
                 "feedback.alpha",
             ),

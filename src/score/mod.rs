@@ -439,17 +439,12 @@ impl ScoreModel {
         fleet: &FleetState,
         feedback: Option<f64>,
     ) -> Components {
-        // A reporting candidate's queue is charged by the feedback factor instead.
-        let (attempts, queueing) = match feedback {
-            Some(_) if self.config.feedback.replace_load => (u64::MAX, 0.0),
-            _ => (stats.attempts(), fleet.queueing),
-        };
         let load = self.load_component(
             in_flight,
             limit,
-            attempts,
+            stats.attempts(),
             stats.overload_evidence(),
-            queueing,
+            fleet.queueing,
         );
         let probe = probe_due(
             in_flight,
