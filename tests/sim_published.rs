@@ -57,12 +57,25 @@ fn c3_clop_keeps_the_published_tail_ordering() {
 fn c3_clop_coordinator_with_server_feedback_beats_c3_at_the_tail() {
     let mut sc = Scenario::load("c3-clop").unwrap();
     sc.workload.duration_s = 2.0;
-    assert!(sc.workload.server_feedback, "C3's servers report their queue");
+    assert!(
+        sc.workload.server_feedback,
+        "C3's servers report their queue"
+    );
     let r = run(&sc, &["coordinator", "c3"], &[1, 2, 3]);
     let ours = policy(&r, "coordinator").latency_ms;
     let c3 = policy(&r, "c3").latency_ms;
-    assert!(ours.p999 <= c3.p999, "p99.9: coordinator {} vs c3 {}", ours.p999, c3.p999);
-    assert!(ours.mean <= c3.mean, "mean: coordinator {} vs c3 {}", ours.mean, c3.mean);
+    assert!(
+        ours.p999 <= c3.p999,
+        "p99.9: coordinator {} vs c3 {}",
+        ours.p999,
+        c3.p999
+    );
+    assert!(
+        ours.mean <= c3.mean,
+        "mean: coordinator {} vs c3 {}",
+        ours.mean,
+        c3.mean
+    );
     // Without the servers' reports the coordinator sees the queues only through latency, late.
     sc.workload.server_feedback = false;
     let blind = run(&sc, &["coordinator"], &[1, 2, 3]);

@@ -252,9 +252,9 @@ mod tests {
 
     #[test]
     fn the_factor_falls_by_e_to_the_exponent_per_service_time() {
-        for r in [0.0, 0.5, 1.0, 2.0, 7.5] {
+        for r in [0.0f64, 0.5, 1.0, 2.0, 7.5] {
             let c = component(Some(r));
-            assert!((c - (-r as f64).exp()).abs() < 1e-12);
+            assert!((c - (-r).exp()).abs() < 1e-12);
             let f = factor(c, 3.0);
             assert!(
                 (f - (3.0 * (1.0 - r)).exp()).abs() < 1e-9 * f.max(1.0),
