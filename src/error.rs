@@ -31,7 +31,8 @@ pub enum Error {
         /// What is wrong, e.g. `is NaN`.
         problem: String,
     },
-    /// A number in an outcome is unusable (NaN, infinite or negative).
+    /// A number in an outcome is unusable (NaN, infinite or negative, or a server's report
+    /// out of its bounds).
     #[error("outcome field `{field}` = {value} {problem}")]
     InvalidOutcome {
         /// The field, e.g. `connect_ms`.

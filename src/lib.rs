@@ -96,7 +96,7 @@ mod vocab;
 pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, CloseReason, Core, Eligible, Event, FailureClass, Grant,
-    Limits, Next, Outcome, Reported, Request, RequestId, Success,
+    Limits, Next, Outcome, Reported, Request, RequestId, ServerFeedback, Success,
 };
 pub use crate::decision::{DecisionReason, DecisionRecord};
 pub use crate::error::{Error, Rejection};

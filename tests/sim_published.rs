@@ -2,7 +2,8 @@
 //! report. Full runs of `linkerd-spike` (60 s of virtual time) on two seeds; `c3-clop` on
 //! three seeds of 2 s of arrivals (about 100,000 requests a run, as absim's small-clop sends)
 //! instead of the scenario's 10 s, to stay short in debug builds. The figures these
-//! ranges come from (10 seeds, full runs) are in `docs/baselines.md`.
+//! ranges come from (10 seeds, full runs) are in `docs/baselines.md`. On `c3-clop` the
+//! coordinator, given the servers' reports as C3 is, keeps its tail and mean at or below C3's.
 
 use selection_coordinator::sim::{simulate, PolicyReport, PolicySpec, Report, Scenario};
 
@@ -50,6 +51,41 @@ fn c3_clop_keeps_the_published_tail_ordering() {
     assert!(c3 < ds, "c3 {c3} vs dynamic-snitch {ds}");
     // The C3 paper: up to 3x better at the 99.9th percentile than the dynamic snitch.
     assert!(c3 <= 0.67 * ds, "c3 {c3} vs dynamic-snitch {ds}");
+}
+
+#[test]
+fn c3_clop_coordinator_with_server_feedback_beats_c3_at_the_tail() {
+    let mut sc = Scenario::load("c3-clop").unwrap();
+    sc.workload.duration_s = 2.0;
+    assert!(
+        sc.workload.server_feedback,
+        "C3's servers report their queue"
+    );
+    let r = run(&sc, &["coordinator", "c3"], &[1, 2, 3]);
+    let ours = policy(&r, "coordinator").latency_ms;
+    let c3 = policy(&r, "c3").latency_ms;
+    assert!(
+        ours.p999 <= c3.p999,
+        "p99.9: coordinator {} vs c3 {}",
+        ours.p999,
+        c3.p999
+    );
+    assert!(
+        ours.mean <= c3.mean,
+        "mean: coordinator {} vs c3 {}",
+        ours.mean,
+        c3.mean
+    );
+    // Without the servers' reports the coordinator sees the queues only through latency, late.
+    sc.workload.server_feedback = false;
+    let blind = run(&sc, &["coordinator"], &[1, 2, 3]);
+    let blind = &policy(&blind, "coordinator").latency_ms;
+    assert!(
+        blind.p999 > ours.p999,
+        "p99.9 without feedback {} vs with {}",
+        blind.p999,
+        ours.p999
+    );
 }
 
 #[test]

@@ -32,6 +32,17 @@ impl Core {
             if self.model.config().adaptive.enabled {
                 self.limit_observe(&att, &outcome, Some(elapsed_ms));
             }
+            if let Outcome::Success(Success {
+                feedback: Some(report),
+                ..
+            }) = &outcome
+            {
+                let cfg = self.model.config();
+                let alpha = cfg.ema.overall_alpha;
+                self.fleet
+                    .feedback
+                    .observe(idx, report, &cfg.feedback, alpha);
+            }
         }
         self.apply_outcome(idx, &outcome, Some(elapsed_ms));
         let ridx = att.request as usize;

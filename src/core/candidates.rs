@@ -75,6 +75,7 @@ impl Core {
             self.fleet.ids[idx as usize] = info.id.clone();
             self.fleet.infos[idx as usize] = info;
         }
+        self.fleet.feedback.reset(idx as usize);
         self.fleet.by_id.insert(&self.fleet.ids, idx);
         self.limit_added(idx as usize);
         self.fleet.live_count += 1;

@@ -65,6 +65,7 @@ impl Core {
             self.limit_of(s),
             &s.stats,
             &fleet,
+            self.fleet.feedback.relative(idx, s.in_flight),
         )
     }
 

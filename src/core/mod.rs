@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::vocab::{
     AttemptId, CandidateId, CandidateInfo, Eligible, FailureClass, Next, Outcome, Request,
-    RequestId, Success,
+    RequestId, ServerFeedback, Success,
 };
 pub use arms::ShadowStats;
 

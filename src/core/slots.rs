@@ -8,7 +8,7 @@ use super::index::IdIndex;
 use super::select::{DrawSet, Drawn};
 use super::{CandidateId, CandidateInfo, Key};
 use crate::decision::DecisionReason;
-use crate::score::{Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel};
+use crate::score::{FeedbackBook, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel};
 
 /// One candidate's state inside the core: what a decision, an outcome and a release touch.
 /// Its static info lives apart (`Fleet::infos`, `Fleet::ids`) so a cycle reads only this, a few
@@ -94,6 +94,8 @@ pub(super) struct Fleet {
     pub(super) oldest_pending: Vec<u32>,
     /// Per slot, whether its candidate slows under concurrency.
     pub(super) load_fit: Vec<LoadFit>,
+    /// Per slot, what its server reported about its queue and service time.
+    pub(super) feedback: FeedbackBook,
     /// Leaves zeroed for one tree draw, as (slot, channel, value), to put back after it.
     saved_leaves: Vec<(usize, usize, f64)>,
 }
@@ -119,6 +121,7 @@ impl Fleet {
             stale: Vec::new(),
             oldest_pending: Vec::new(),
             load_fit: Vec::new(),
+            feedback: FeedbackBook::default(),
             saved_leaves: Vec::new(),
         }
     }

@@ -47,7 +47,7 @@ impl Request {
 }
 
 impl Outcome {
-    /// Checks every number: finite and not negative.
+    /// Checks every number: finite and not negative, a server's report within its bounds.
     pub fn validate(&self) -> Result<(), Error> {
         if let Outcome::Success(s) = self {
             for (field, v) in [
@@ -62,6 +62,13 @@ impl Outcome {
                         problem,
                     })?;
                 }
+            }
+            if let Some((field, value, problem)) = s.feedback.and_then(|f| f.problem()) {
+                return Err(Error::InvalidOutcome {
+                    field,
+                    value,
+                    problem,
+                });
             }
         }
         Ok(())

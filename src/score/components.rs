@@ -39,6 +39,7 @@ macro_rules! score_components {
 
         /// One candidate's score components, each in `[0, 1]`.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
         pub struct Components {
             $(
                 $(#[doc = $doc])*
@@ -130,5 +131,12 @@ score_components! {
     TIME_TO_SUCCESS time_to_success: weight(
         "Expected time to a first byte per success, failed attempts included, against the",
         "all-candidate average (`exp(-(attempt_ms / success) / overall)`)."
+    );
+    /// Expected completion from server feedback: `exp(-r)`, `r` the reported queue plus this
+    /// coordinator's attempts in flight plus one, times the reported service time, in average
+    /// service times; `exp(-1)` for a candidate that never reported.
+    FEEDBACK feedback: weight(
+        "Expected completion from what the server reports (`exp(-r)`, `r` in average service",
+        "times; `exp(-1)` without reports). Its main use is the factor `feedback.exponent`."
     );
 }

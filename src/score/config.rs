@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::components::Weights;
+use super::feedback::FeedbackConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use crate::error::{ConfigError, Problem};
@@ -236,6 +237,8 @@ pub struct Config {
     pub time_exponent: f64,
     /// Which candidates the load component applies to.
     pub load: LoadConfig,
+    /// How what servers report with their responses (queue, service time) weighs.
+    pub feedback: FeedbackConfig,
     /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
     /// candidate is still probed and can recover.
     pub floor: f64,
@@ -300,7 +303,9 @@ impl Default for Config {
     /// still unknown); exponent 24 turns a clear score gap into a near-certain choice; stake,
     /// price and tags are off until a deployment weighs them. The 1% floor keeps probing a
     /// shunned candidate so it can recover; statistics start as plain averages and settle
-    /// into EMAs of alpha 0.1, without decay.
+    /// into EMAs of alpha 0.1, without decay. Servers that report their queue and service time
+    /// with each response ([`crate::ServerFeedback`]) are drawn by their expected completion
+    /// as well, a factor `exp(3 (1 - r))`.
     fn default() -> Self {
         Config {
             preset: None,
@@ -316,6 +321,7 @@ impl Default for Config {
                 price: 0.0,
                 uniform: 0.0,
                 time_to_success: 0.0,
+                feedback: 0.0,
             },
             tag_weights: BTreeMap::new(),
             exponent: 24.0,
@@ -325,6 +331,7 @@ impl Default for Config {
                 unknown_samples: 5,
                 queueing: true,
             },
+            feedback: FeedbackConfig::default(),
             floor: 0.01,
             deterministic: false,
             ema: EmaConfig {
@@ -376,6 +383,7 @@ impl Config {
             exponent: 1.0,
             time_exponent: 0.0,
             load: LoadConfig::ALWAYS,
+            feedback: FeedbackConfig::OFF,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -421,6 +429,7 @@ impl Config {
             exponent: 1.0,
             time_exponent: 0.0,
             load: LoadConfig::ALWAYS,
+            feedback: FeedbackConfig::OFF,
             floor: 0.0,
             deterministic: false,
             ema: EmaConfig {
@@ -613,6 +622,7 @@ impl Config {
                  set weights.uniform = 1 for a plain uniform draw",
             ));
         }
+        self.feedback.check(&mut problems);
         self.share.check(&mut problems);
         self.adaptive.check(&mut problems);
         self.validate_variants(&mut problems);

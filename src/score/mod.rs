@@ -13,10 +13,12 @@
 //! | `price` | `exp(-price / exp_factor)` |
 //! | `tags` | weighted share of the configured tags the candidate has |
 //! | `uniform` | 1 (exploration) |
+//! | `feedback` | `exp(-r)`, `r` the expected completion from what the server reports (queue, service time) and this coordinator's attempts in flight, in average service times; `exp(-1)` without reports |
 //!
 //! In [`Mode::Sum`] (lassie) the weight is `(sum of w_k * c_k)^exponent`, times
 //! `time_to_success^time_exponent` when that is above 0, and the probability is proportional
-//! to it. In [`Mode::Mixture`] (Livepeer) the probability is
+//! to it, and times `exp(feedback.exponent * (1 - r))` for a candidate whose server reports
+//! (see [`FeedbackConfig`]). In [`Mode::Mixture`] (Livepeer) the probability is
 //! `sum over k of w_k * c_k / (sum of c_k over the drawn set)` with the weights normalised to
 //! sum to 1. Either way a `floor` share of every draw is spread uniformly, so every candidate in
 //! the drawn set keeps at least `floor / n`.
@@ -28,6 +30,7 @@
 mod components;
 mod config;
 mod evidence;
+mod feedback;
 mod load;
 mod load_fit;
 mod observe;
@@ -44,6 +47,8 @@ pub use config::{
     Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
     WindowConfig, PRESETS,
 };
+pub(crate) use feedback::FeedbackBook;
+pub use feedback::FeedbackConfig;
 pub use load_fit::LoadFit;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
@@ -153,6 +158,8 @@ pub struct ScoreModel {
     power: Power,
     /// `time_exponent`, when above 0.
     time_power: Option<Power>,
+    /// `feedback.exponent`, when above 0.
+    feedback_exponent: Option<f64>,
     channels: Vec<Channel>,
     tag_total: f64,
     /// Per component index: no channel reads it (weight 0), so an outcome's refresh may keep
@@ -219,6 +226,7 @@ impl ScoreModel {
             weights: comp_weights,
             power: Power::of(config.exponent),
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
+            feedback_exponent: (config.feedback.exponent > 0.0).then_some(config.feedback.exponent),
             config,
             channels,
             tag_total,
@@ -297,7 +305,7 @@ impl ScoreModel {
             ctx.now_s,
             ctx.probe_after_s,
         );
-        self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe)
+        self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
     }
 
     /// The components a candidate's statistics decide (what the core caches per candidate),
@@ -422,8 +430,10 @@ impl ScoreModel {
     }
 
     /// Every component from the cached learned ones and the slot's current state: the same
-    /// values [`ScoreModel::components`] gives for them.
+    /// values [`ScoreModel::components`] gives for them. `feedback`: the candidate's expected
+    /// completion from its server's reports ([`FeedbackBook::relative`]), `None` without any.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         &self,
         learned: &Learned,
@@ -432,6 +442,7 @@ impl ScoreModel {
         limit: u32,
         stats: &PackedStats,
         fleet: &FleetState,
+        feedback: Option<f64>,
     ) -> Components {
         let load = self.load_component(
             in_flight,
@@ -446,7 +457,7 @@ impl ScoreModel {
             fleet.now_s,
             fleet.probe_after_s,
         );
-        self.assemble_parts(learned, fixed, fleet.stake_total, load, probe)
+        self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
 
     fn assemble_parts(
@@ -456,6 +467,7 @@ impl ScoreModel {
         stake_total: f64,
         load: f64,
         probe: bool,
+        feedback: Option<f64>,
     ) -> Components {
         let stake = if stake_total > 0.0 {
             fixed.stake / stake_total
@@ -478,6 +490,12 @@ impl ScoreModel {
                 learned.time_to_success.max(AVERAGE_TIME)
             } else {
                 learned.time_to_success
+            },
+            // A probe goes by the same rule: a shunned candidate's last reports are old.
+            feedback: match feedback {
+                None => AVERAGE_TIME,
+                Some(_) if probe => feedback::component(feedback).max(AVERAGE_TIME),
+                Some(_) => feedback::component(feedback),
             },
         }
     }
@@ -548,9 +566,15 @@ impl ScoreModel {
                 // average), so the factor is exp(-k r): a candidate twice as slow to a
                 // success loses the same share whatever the other components add up to,
                 // which a term of the sum, drowned by constant components, cannot do.
-                match self.time_power {
+                let w = match self.time_power {
                     Some(k) => w * k.apply(c.time_to_success),
                     None => w,
+                };
+                // The same for the expected completion the servers' reports give; exactly
+                // 1 for a candidate that never reported.
+                match self.feedback_exponent {
+                    Some(k) if c.feedback != AVERAGE_TIME => w * feedback::factor(c.feedback, k),
+                    _ => w,
                 }
             }
             // Stake is a share of all live candidates; the channel total re-normalises it over

@@ -16,7 +16,7 @@ use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{AttemptResult, Truth};
-use crate::core::{FailureClass, Outcome};
+use crate::core::{FailureClass, Outcome, ServerFeedback};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -558,9 +558,9 @@ impl<'a> Engine<'a> {
         let att = self.atts[a as usize];
         self.load[att.cand as usize] -= 1;
         self.reqs[att.req as usize].att = NO_ATT;
+        let outcome = self.reported(att.cand as usize, &att.result.outcome, now);
         let world = world!(self, now);
-        self.policy
-            .outcome(att.req, att.cand, &att.result.outcome, now);
+        self.policy.outcome(att.req, att.cand, &outcome, now);
         let r = &mut self.reqs[att.req as usize];
         if att.result.ok {
             self.policy.done(att.req, att.cand, false, now, &world);
@@ -578,6 +578,22 @@ impl<'a> Engine<'a> {
             self.finish_request(att.req, None, now);
         }
         self.sample_limit(att.cand as usize, now);
+    }
+
+    /// The outcome as the policy hears it: with `server_feedback`, a queueing candidate's
+    /// success carries its server's report, read when the response arrives (the same moment
+    /// and values `c3` reads through its view of the queues): the attempts waiting, and the
+    /// mean service time at the level the server runs at.
+    fn reported(&self, c: usize, outcome: &Outcome, now: f64) -> Outcome {
+        let truth = &self.truth[c];
+        if !self.sc.workload.server_feedback || !truth.is_queue() {
+            return *outcome;
+        }
+        let service_ms = truth.mean_service_ms() * self.queues.factor(c, truth.slowdown(), now);
+        outcome.feedback(ServerFeedback {
+            queue: self.queues.waiting(c).min(ServerFeedback::MAX_QUEUE),
+            service_ms: service_ms.clamp(0.0, ServerFeedback::MAX_SERVICE_MS),
+        })
     }
 
     /// A request ends: `first_byte` is the time its successful attempt's first byte came.

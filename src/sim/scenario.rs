@@ -413,6 +413,11 @@ pub struct Workload {
     /// How long a request stuck by a stalled policy waits before it is looked at again, ms.
     #[serde(default = "stall_default", deserialize_with = "positive")]
     pub stall_ms: f64,
+    /// Queueing candidates' servers piggyback their queue and service time on each success
+    /// (as C3's servers do), so the coordinator's outcomes carry a
+    /// [`ServerFeedback`](crate::ServerFeedback). Off: outcomes carry client-side times only.
+    #[serde(default)]
+    pub server_feedback: bool,
 }
 
 fn stall_default() -> f64 {

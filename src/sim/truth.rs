@@ -378,6 +378,7 @@ impl Truth {
                         ttfb_ms: Some(connect + t),
                         bytes: (bytes > 0).then_some(bytes),
                         duration_ms: Some(total),
+                        feedback: None,
                     }),
                 };
                 AttemptResult {

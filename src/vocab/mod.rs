@@ -6,12 +6,14 @@
 //! are the re-exports in [`crate::core`] and at the crate root.
 
 mod candidate;
+mod feedback;
 mod ids;
 mod outcome;
 mod outcome_builder;
 mod request;
 
 pub use candidate::CandidateInfo;
+pub use feedback::ServerFeedback;
 pub use ids::{AttemptId, CandidateId, RequestId};
 pub use outcome::{FailureClass, Outcome, Success};
 pub use request::{Eligible, Next, Request};

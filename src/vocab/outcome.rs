@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::ServerFeedback;
+
 /// Why an attempt failed. Each class feeds the statistics differently (see the scoring docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -59,6 +61,10 @@ pub struct Success {
     pub bytes: Option<u64>,
     /// Whole attempt duration, ms.
     pub duration_ms: Option<f64>,
+    /// What the server reported about its queue and service time, if it piggybacks such a
+    /// report on its responses ([`Outcome::feedback`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<ServerFeedback>,
 }
 
 /// What happened in an attempt.
@@ -102,6 +108,7 @@ impl Outcome {
             ttfb_ms: Some(ttfb_ms),
             bytes: Some(bytes),
             duration_ms: Some(duration_ms),
+            feedback: None,
         })
     }
 

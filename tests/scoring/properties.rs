@@ -46,6 +46,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                         price: w[7],
                         uniform: w[8],
                         time_to_success: w[2] * 0.5,
+                        feedback: 0.0,
                     },
                     tag_weights: [("verified".to_string(), w[9])].into_iter().collect(),
                     exponent,
