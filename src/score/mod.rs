@@ -40,6 +40,7 @@ mod share;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod variants;
 
 pub use crate::error::{ConfigError, Problem};
 pub use components::{Components, Weights};
