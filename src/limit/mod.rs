@@ -128,7 +128,7 @@ const STALE_WINDOW: f64 = 10.0;
 /// A timeout is back-pressure only if its attempt ran at least this many no-load latencies
 /// (an attempt granted just before its caller's deadline times out however idle the
 /// candidate is).
-const TIMEOUT_PRESSURE: f64 = 2.0;
+pub const TIMEOUT_PRESSURE: f64 = 2.0;
 
 /// One candidate's adaptive limit. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
