@@ -118,7 +118,7 @@ impl Core {
         // A request that waited less than half its whole deadline is always granted: an
         // estimate too high would otherwise refuse every request, and nothing would correct it.
         let r = &self.requests[req as usize];
-        let budget_ms = left_ms + (self.now_s - r.arrival_s).max(0.0) * 1000.0;
+        let budget_ms = left_ms + (self.clock.now_s - r.arrival_s).max(0.0) * 1000.0;
         left_ms < (DEADLINE_NO_LOADS * no_load_ms).min(budget_ms / 2.0)
     }
 
