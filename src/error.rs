@@ -81,6 +81,10 @@ pub enum Rejection {
     Cancelled,
     /// The coordinator restarted while it waited; ask again.
     CoordinatorRestarted,
+    /// Too little of its deadline was left when a slot came free: less than twice the drawn
+    /// candidate's learned no-load latency (adaptive limits only). Granting it would most
+    /// likely time out after the grant and keep the candidate busy for nothing.
+    DeadlineTooClose,
 }
 
 impl Rejection {
@@ -92,16 +96,18 @@ impl Rejection {
             Rejection::NoEligibleCandidate => "no_eligible_candidate",
             Rejection::Cancelled => "cancelled",
             Rejection::CoordinatorRestarted => "coordinator_restarted",
+            Rejection::DeadlineTooClose => "deadline_too_close",
         }
     }
 
     /// Every reason, for metrics and dashboards.
-    pub const ALL: [Rejection; 5] = [
+    pub const ALL: [Rejection; 6] = [
         Rejection::DeadlinePassed,
         Rejection::QueueFull,
         Rejection::NoEligibleCandidate,
         Rejection::Cancelled,
         Rejection::CoordinatorRestarted,
+        Rejection::DeadlineTooClose,
     ];
 }
 
@@ -113,6 +119,9 @@ impl fmt::Display for Rejection {
             Rejection::NoEligibleCandidate => "no eligible candidate exists",
             Rejection::Cancelled => "cancelled",
             Rejection::CoordinatorRestarted => "the coordinator restarted; ask again",
+            Rejection::DeadlineTooClose => {
+                "too little of the deadline was left to be served in time"
+            }
         })
     }
 }

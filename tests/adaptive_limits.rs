@@ -507,3 +507,82 @@ proptest! {
         }
     }
 }
+
+/// What became of each request: `Some(true)` granted, `Some(false)` rejected for a deadline too
+/// close, `None` nothing yet.
+fn fates(core: &mut Core, ids: &[selection_coordinator::RequestId]) -> Vec<Option<bool>> {
+    let mut out = vec![None; ids.len()];
+    while let Some(ev) = core.poll_event() {
+        let (request, fate) = match ev {
+            Event::Granted(g) => (g.request, true),
+            Event::Rejected { request, reason } => {
+                assert_eq!(reason, selection_coordinator::Rejection::DeadlineTooClose);
+                (request, false)
+            }
+            _ => continue,
+        };
+        if let Some(i) = ids.iter().position(|r| *r == request) {
+            out[i] = Some(fate);
+        }
+    }
+    out
+}
+
+/// Under overload the oldest waiting request has the least time left. With adaptive limits, a
+/// request with less than twice the candidate's no-load latency left when a slot comes free is
+/// rejected (`DeadlineTooClose`) and the next one, which can still make it, is granted;
+/// without adaptive limits nothing changes: the oldest is granted.
+#[test]
+fn a_request_too_close_to_its_deadline_is_rejected_and_the_next_granted() {
+    for enabled in [true, false] {
+        let config = if enabled {
+            adaptive(1)
+        } else {
+            Config::default()
+        };
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut core = Core::new(config, t0)
+            .unwrap()
+            .with_limits(Limits {
+                per_candidate: 1,
+                ..Limits::default()
+            })
+            .unwrap();
+        core.add_candidate(CandidateInfo::new("server"), t0, &mut rng)
+            .unwrap();
+        let granted = |core: &mut Core| loop {
+            match core.poll_event() {
+                Some(Event::Granted(g)) => break g.attempt,
+                Some(_) => continue,
+                None => panic!("no grant"),
+            }
+        };
+        // Alone, answered in 100 ms: the no-load latency is 100 ms.
+        core.ready(Request::any(), at(0.0), &mut rng).unwrap();
+        let a = granted(&mut core);
+        core.outcome(a, Outcome::success(), at(0.1)).unwrap();
+        core.done(a, Next::Finish, at(0.1), &mut rng).unwrap();
+        // The slot is taken until 1.05 s; two requests wait, with deadlines 1 s after arrival.
+        core.ready(Request::any(), at(0.2), &mut rng).unwrap();
+        let busy = granted(&mut core);
+        let late = core
+            .ready(Request::any().with_deadline(at(1.2)), at(0.2), &mut rng)
+            .unwrap();
+        let next = core
+            .ready(Request::any().with_deadline(at(1.3)), at(0.3), &mut rng)
+            .unwrap();
+        // A failure that says nothing about load frees the slot: 150 ms left for the first
+        // waiting request, 250 ms for the second.
+        core.outcome(busy, Outcome::failure(FailureClass::Transport), at(1.05))
+            .unwrap();
+        core.done(busy, Next::Finish, at(1.05), &mut rng).unwrap();
+        let f = fates(&mut core, &[late, next]);
+        if enabled {
+            assert_eq!(f, [Some(false), Some(true)], "adaptive limits on");
+        } else {
+            assert_eq!(f, [Some(true), None], "adaptive limits off");
+        }
+    }
+}

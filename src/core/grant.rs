@@ -82,6 +82,10 @@ impl Core {
         };
         // Book the slot.
         let cidx = d.idx as usize;
+        if self.limit_deadline_too_close(idx, cidx, now_ns) {
+            self.reject(idx, Rejection::DeadlineTooClose);
+            return true;
+        }
         // Plain loads of the winner's id bytes and slot lines first: on a fleet larger than
         // the cache they all miss, and issued together the misses overlap, where the id's
         // locked reference-count increment below, and the outcome's statistics update later,

@@ -6,6 +6,12 @@
 use super::*;
 use crate::limit::{AdaptiveConfig, Estimator, LimitSnapshot, Sample, Signal};
 
+/// A request is granted only with at least this many of the drawn candidate's no-load
+/// latencies left before its deadline (see [`Core::limit_deadline_too_close`]). The same
+/// number of no-load latencies that an attempt must run for its timeout to count as
+/// back-pressure.
+pub(super) const DEADLINE_NO_LOADS: f64 = crate::limit::TIMEOUT_PRESSURE;
+
 /// Per-slot adaptive state, empty while adaptive limits are off.
 #[derive(Debug, Default)]
 pub(super) struct Adaptive {
@@ -85,6 +91,35 @@ impl Core {
         if e.observe(cfg, sample, self.clock.now_s) {
             self.fleet.slots[idx].adaptive_limit = e.limit();
         }
+    }
+
+    /// Whether request `req`, about to be granted on slot `cidx`, has too little of its
+    /// deadline left to be served there: less than [`DEADLINE_NO_LOADS`] of the slot's learned
+    /// no-load latencies. Always false while adaptive limits are off, for a request without a
+    /// deadline, and for a candidate without a latency estimate yet.
+    ///
+    /// Under overload the oldest waiting request is the one with the least time left; granted,
+    /// it would time out after its grant while the candidate keeps serving it, and no attempt
+    /// would ever succeed again (a limit learns nothing from such timeouts). Rejecting it
+    /// serves the next one, which can still make it.
+    #[inline]
+    pub(super) fn limit_deadline_too_close(&self, req: u32, cidx: usize, now_ns: u64) -> bool {
+        let deadline_ns = self.requests[req as usize].deadline_ns;
+        if deadline_ns == NO_DEADLINE || !self.adaptive_config().enabled {
+            return false;
+        }
+        let Some(Some(e)) = self.adaptive.estimators.get(cidx) else {
+            return false;
+        };
+        let Some(no_load_ms) = e.no_load_ms() else {
+            return false;
+        };
+        let left_ms = deadline_ns.saturating_sub(now_ns) as f64 / 1e6;
+        // A request that waited less than half its whole deadline is always granted: an
+        // estimate too high would otherwise refuse every request, and nothing would correct it.
+        let r = &self.requests[req as usize];
+        let budget_ms = left_ms + (self.clock.now_s - r.arrival_s).max(0.0) * 1000.0;
+        left_ms < (DEADLINE_NO_LOADS * no_load_ms).min(budget_ms / 2.0)
     }
 
     /// After a grant on slot `idx`: tells its estimator, and counts the grant when the learned

@@ -235,7 +235,7 @@ pub struct Counters {
     /// Decisions by reason: draw, only choice, deterministic, fallback.
     pub by_reason: [u64; 4],
     /// Rejections by reason (order of [`Rejection::ALL`]).
-    pub rejections: [u64; 5],
+    pub rejections: [u64; 6],
     /// Ejections started.
     pub ejections: u64,
     /// Attempts reclaimed by the lease.

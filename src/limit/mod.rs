@@ -18,10 +18,17 @@
 //!     (the latency's own noise, measured at light load): queueing. By Little's law the
 //!     candidate completes `k / m` per second, so it would run them without queueing at
 //!     `k / r` in flight: the limit drops to that (at most halving).
-//!   - otherwise, if the window reached the limit (an attempt was granted at it), the limit
-//!     grows: doubling until the first sign of queueing or overload, then by one per window.
+//!   - otherwise, if the window reached the limit (an attempt was granted at it) and did
+//!     not wait, the limit grows by one (a probe), after as many clean windows as the last
+//!     failed probes asked for (doubling per failed probe: up to 8 after one that queued, up
+//!     to 1,024 after one that was refused), and at least once a second.
+//! - **Slow start.** Until the first sign of queueing or overload, every success granted at
+//!   the full limit and answered about as fast as without load adds one: the limit doubles
+//!   per round trip, one attempt at a time.
 //! - **Back-pressure.** An `overload` failure or a `timeout` multiplies the limit by `backoff`,
-//!   at most once per no-load latency, whatever the burst. Neither is a latency sample (a
+//!   at most once per no-load latency, whatever the burst; within that interval a failure
+//!   granted since the cut still lowers the limit to its own concurrency less one, and a
+//!   failed probe is only undone. Neither is a latency sample (a
 //!   timeout's latency is the timeout, not the candidate's). A timeout counts only when the
 //!   attempt itself ran at least `TIMEOUT_PRESSURE` no-load latencies: a caller's deadline
 //!   spent mostly waiting before the grant says nothing about the candidate. Other failures
@@ -128,7 +135,7 @@ const STALE_WINDOW: f64 = 10.0;
 /// A timeout is back-pressure only if its attempt ran at least this many no-load latencies
 /// (an attempt granted just before its caller's deadline times out however idle the
 /// candidate is).
-const TIMEOUT_PRESSURE: f64 = 2.0;
+pub const TIMEOUT_PRESSURE: f64 = 2.0;
 
 /// One candidate's adaptive limit. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -148,13 +155,25 @@ pub struct Estimator {
     grew: bool,
     window: Window,
     last_cut_s: f64,
+    /// When the limit last changed (a cut or a growth), seconds.
+    last_change_s: f64,
 }
 
 /// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
 const CUT_INTERVAL_UNKNOWN_S: f64 = 0.01;
 
-/// The most clean windows waited for between two growths.
+/// The most clean windows waited for between two growths after a probe that queued: a probe
+/// past a capacity that queues costs some latency.
 const MAX_PROBE_WAIT: u32 = 8;
+
+/// The most clean windows waited for between two growths after a probe that was refused (or
+/// timed out): every probe past such a capacity costs a failed attempt, so they grow rare (the
+/// time bound [`MAX_PROBE_INTERVAL_S`] still applies).
+const MAX_PROBE_WAIT_REFUSED: u32 = 1024;
+
+/// A probe past a limit that held this long is due whatever the windows counted, seconds: a
+/// capacity that rose is found within about this long.
+const MAX_PROBE_INTERVAL_S: f64 = 1.0;
 
 impl Estimator {
     /// A new estimator at `config.initial`, starting its first window at `now_s`.
@@ -173,6 +192,7 @@ impl Estimator {
                 ..Window::default()
             },
             last_cut_s: f64::NEG_INFINITY,
+            last_change_s: now_s,
         }
     }
 
@@ -277,20 +297,32 @@ impl Estimator {
         if sample.granted_s < self.last_cut_s {
             return;
         }
-        // And at most one cut per no-load latency, whatever the burst.
+        let proven = f64::from(sample.concurrency.max(1)) - 1.0;
+        // And at most one cut per no-load latency, whatever the burst; within it, an attempt
+        // granted since the cut still proves its own concurrency too many (a candidate that
+        // refuses at once would otherwise be sent a refusal per slot per millisecond).
         let interval = self
             .no_load_ms
             .map_or(CUT_INTERVAL_UNKNOWN_S, |ms| (ms / 1000.0).max(1e-6));
         if now_s - self.last_cut_s < interval {
+            if proven < self.limit {
+                self.limit = proven.max(self.limit / 2.0);
+            }
             return;
         }
         self.last_cut_s = now_s;
+        self.last_change_s = now_s;
+        let probe = self.grew && !self.slow_start;
         self.slow_start = false;
-        self.after_cut();
-        // The attempt proved its concurrency too many: below it at once (a doubling that
-        // overshot is undone in one step), but never more than halving on one failure.
-        let proven = f64::from(sample.concurrency.max(1)) - 1.0;
-        self.limit = (self.limit * config.backoff).min(proven.max(self.limit / 2.0));
+        self.after_cut(MAX_PROBE_WAIT_REFUSED);
+        // The attempt proved its concurrency too many: below it at once (a slow start that
+        // overshot is undone in one step), but never more than halving on one failure. A
+        // probe one past a limit that held fails at that one: it is undone, no more.
+        self.limit = if probe && proven >= self.limit - 1.0 {
+            self.limit - 1.0
+        } else {
+            (self.limit * config.backoff).min(proven.max(self.limit / 2.0))
+        };
         self.restart_window(now_s);
     }
 
@@ -335,6 +367,18 @@ impl Estimator {
             self.window.n += 1;
             self.window.sum_ms += ms;
         }
+        // Slow start: one more for every success granted at the full limit, so the limit
+        // doubles per round trip but a step past the capacity is one attempt, not a doubling:
+        // a candidate that refuses past it at once answers the first one over before the
+        // next step.
+        // Only while answers come about as fast as without load: a success that queued says
+        // the capacity is near, and the window it belongs to judges by how much.
+        let calm = self
+            .no_load_ms
+            .is_none_or(|base| ms <= base * (1.0 + config.tolerance + 2.0 * self.noise.sqrt()));
+        if self.slow_start && k >= sample.limit && calm {
+            self.limit += 1.0;
+        }
     }
 
     fn end_window(&mut self, config: &AdaptiveConfig, now_s: f64) {
@@ -355,14 +399,22 @@ impl Estimator {
         let allowance = config.tolerance.min(1.0 / k) + 2.0 * (self.noise / n).sqrt();
         let waiting = 1.0 - 1.0 / r;
         if waiting > allowance {
+            // In slow start the limit grew during the window: judge the concurrency the
+            // window ran at.
+            let ran = if self.slow_start {
+                self.limit.min(f64::from(w.max_k.max(1)))
+            } else {
+                self.limit
+            };
             self.slow_start = false;
             // Back-pressure from attempts granted before this cut was sent under the old limit.
             self.last_cut_s = now_s;
-            self.after_cut();
+            self.last_change_s = now_s;
+            self.after_cut(MAX_PROBE_WAIT);
             // By Little's law the candidate would have served the window's throughput without
             // waiting at `limit / r` in flight; at least one less, at most halving.
-            let target = (self.limit / r).min(self.limit - 1.0);
-            self.limit = target.max(self.limit / 2.0);
+            let target = (ran / r).min(ran - 1.0);
+            self.limit = target.max(ran / 2.0);
             return;
         }
         if r < 1.0 - allowance {
@@ -379,14 +431,11 @@ impl Estimator {
             }
             self.clean += 1;
             self.grew = false;
-            if self.slow_start || self.clean >= self.probe_wait {
-                self.limit = if self.slow_start {
-                    self.limit * 2.0
-                } else {
-                    self.limit + 1.0
-                };
+            if self.clean >= self.probe_wait || now_s - self.last_change_s >= MAX_PROBE_INTERVAL_S {
+                self.limit += 1.0;
                 self.grew = true;
                 self.clean = 0;
+                self.last_change_s = now_s;
             }
         } else {
             self.grew = false;
@@ -394,9 +443,9 @@ impl Estimator {
     }
 
     /// A cut: a growth it follows queued, so the next probe waits longer.
-    fn after_cut(&mut self) {
+    fn after_cut(&mut self, max_wait: u32) {
         if self.grew {
-            self.probe_wait = (self.probe_wait * 2).min(MAX_PROBE_WAIT);
+            self.probe_wait = (self.probe_wait * 2).min(max_wait);
         }
         self.grew = false;
         self.clean = 0;

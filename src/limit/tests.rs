@@ -76,7 +76,7 @@ fn every_bad_field_is_named() {
 }
 
 #[test]
-fn growth_doubles_until_queueing_then_jumps_to_the_unqueued_concurrency() {
+fn slow_start_doubles_per_round_until_queueing_then_jumps_to_the_unqueued_concurrency() {
     // A candidate that answers in 100 ms up to 8 in flight and queues beyond (M/D/8).
     let c = cfg();
     let mut e = Estimator::new(&c, 0.0);
@@ -114,22 +114,23 @@ fn a_window_judges_all_its_grants_not_the_first_answers() {
     for _ in 0..10 {
         queued.granted(&c, 4, 1.0);
     }
-    // Nine answer fast: the window waits for the tenth.
+    // Nine answer fast (slow start adds one for each): the window waits for the tenth.
     for _ in 0..9 {
         queued.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(queued.limit(), 4);
+    assert_eq!(queued.limit(), 13);
     // The tenth was queued long: the window's mean is 1.9 x the no-load latency, queueing.
     queued.observe(&c, at(Signal::Success(500.0), 4, 4, 1.0), 1.5);
     assert!(queued.limit() < 4, "limit {}", queued.limit());
-    // The same window answered fast throughout: the limit was reached, it doubles.
+    // The same window answered fast throughout: in slow start every success granted at the
+    // full limit adds one.
     for _ in 0..10 {
         e.granted(&c, 4, 1.0);
     }
     for _ in 0..10 {
         e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(e.limit(), 8);
+    assert_eq!(e.limit(), 14);
 }
 
 #[test]
@@ -184,4 +185,57 @@ fn a_snapshot_round_trips_and_is_checked() {
         ..s
     };
     assert!(bad.check("a").unwrap_err().contains("no_load_ms"));
+}
+
+/// A closed loop of `workers` against one candidate that serves `cap` attempts at once in
+/// `service_ms` and refuses any past that within 0.3 ms (nginx's `limit_conn`): returns the
+/// refusals until `successes` succeeded, and the final limit.
+fn refusing_server(cap: u32, service_ms: f64, workers: u32, successes: u32) -> (u32, u32) {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    // (end time, granted at, concurrency at grant, limit at grant, refused)
+    let mut running: Vec<(f64, f64, u32, u32, bool)> = Vec::new();
+    let (mut now, mut ok, mut refused) = (0.0, 0, 0);
+    while ok < successes {
+        // Grant while under the limit (the workers always have a request waiting).
+        while (running.len() as u32) < e.limit().min(workers) {
+            let k = running.len() as u32 + 1;
+            let serving = running.iter().filter(|r| !r.4).count() as u32;
+            let refuse = serving >= cap;
+            let end = now + if refuse { 0.0003 } else { service_ms / 1000.0 };
+            e.granted(&c, k, now);
+            running.push((end, now, k, e.limit(), refuse));
+        }
+        let i = (0..running.len())
+            .min_by(|&a, &b| running[a].0.total_cmp(&running[b].0))
+            .unwrap();
+        let (end, granted, k, limit, refuse) = running.swap_remove(i);
+        now = end;
+        let signal = if refuse {
+            refused += 1;
+            Signal::Overload
+        } else {
+            ok += 1;
+            Signal::Success((end - granted) * 1000.0)
+        };
+        e.observe(&c, at(signal, k, limit, granted), now);
+    }
+    (refused, e.limit())
+}
+
+/// nginx's `limit_conn` answers 503 within a fraction of a millisecond past its cap: every
+/// refusal frees its slot at once, so a limit left above the cap for one cut interval costs a
+/// refusal per slot per millisecond. Slow start steps one attempt at a time, a refusal at a
+/// concurrency proves it too many even within a cut's interval, and a refused probe makes the
+/// next one rarer.
+#[test]
+fn a_candidate_that_refuses_past_its_capacity_costs_few_refusals() {
+    for cap in [2, 4, 8, 16] {
+        let (refused, limit) = refusing_server(cap, 20.0, 32, 2000);
+        assert!(
+            refused <= 30,
+            "cap {cap}: {refused} refused over 2000 successes"
+        );
+        assert_eq!(limit, cap, "cap {cap}");
+    }
 }

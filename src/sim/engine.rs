@@ -160,6 +160,8 @@ impl<'a> Engine<'a> {
             .map(|name| RunStats::new(name, &ids, Vec::new(), sc.series_bucket_s))
             .collect();
         let timeout_s = sc.workload.timeout_ms.map(|t| t / 1000.0);
+        let mut policy = policy;
+        policy.caller_timeout(timeout_s);
         stats.timeout_s = timeout_s;
         for a in &mut stats.arms {
             a.timeout_s = timeout_s;

@@ -92,6 +92,9 @@ pub(crate) trait Policy: Send {
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>);
     /// Time passes (refreshes, deadlines, stalled requests).
     fn tick(&mut self, now: f64, world: &World<'_>);
+    /// How long a caller waits for its request (`workload.timeout_ms`, seconds), told once
+    /// before the first request; a policy that takes deadlines gives each request its own.
+    fn caller_timeout(&mut self, _timeout_s: Option<f64>) {}
     /// The next decision, if any.
     fn poll(&mut self) -> Option<Decision>;
     /// Decisions made.
@@ -411,6 +414,8 @@ pub(crate) struct CoordinatorPolicy {
     /// come during the `ready` or `done` of their own request and never enter this map.
     waiting: FastMap<u64, Req>,
     out: std::collections::VecDeque<Decision>,
+    /// The caller's timeout: each request's deadline is its arrival plus this.
+    timeout_s: Option<f64>,
 }
 
 impl CoordinatorPolicy {
@@ -428,6 +433,7 @@ impl CoordinatorPolicy {
             arms: Vec::new(),
             waiting: FastMap::default(),
             out: Default::default(),
+            timeout_s: None,
         })
     }
 
@@ -533,6 +539,10 @@ impl Policy for CoordinatorPolicy {
             self.arms.resize(req as usize + 1, None);
         }
         self.arms[req as usize] = None;
+        let request = match self.timeout_s {
+            Some(t) => request.with_deadline(self.clock.at(now + t)),
+            None => request,
+        };
         match self.core.ready(request, self.clock.at(now), &mut self.rng) {
             Ok(id) => {
                 self.requests[req as usize] = (Some(id), None);
@@ -576,6 +586,10 @@ impl Policy for CoordinatorPolicy {
     fn tick(&mut self, now: f64, _world: &World<'_>) {
         self.core.tick(self.clock.at(now), &mut self.rng);
         self.drain(None);
+    }
+
+    fn caller_timeout(&mut self, timeout_s: Option<f64>) {
+        self.timeout_s = timeout_s;
     }
 
     fn poll(&mut self) -> Option<Decision> {
