@@ -159,8 +159,8 @@ fn the_command_line_dumps_and_reruns() {
         let want = &inst["policies"][k];
         assert_eq!(p["policy"], want["policy"]);
         for (field, theirs) in [
-            ("detection_s", &p["detection_s"]),
-            ("recovery_s", &p["recovery_s"]),
+            ("detection_fair_s", &p["detection_s"]),
+            ("recovery_fair_s", &p["recovery_s"]),
             ("error_rate", &p["error_rate"]),
             ("ttfb_mean_ms", &p["ttfb_ms"]["mean"]),
             ("virtual_s", &p["virtual_s"]),
@@ -263,6 +263,8 @@ fn figures(
         policy: policy.into(),
         detection_s: det,
         recovery_s: rec,
+        detection_fair_s: det,
+        recovery_fair_s: rec,
         error_rate: err,
         ttfb_mean_ms: ttfb,
         virtual_s: 100.0,

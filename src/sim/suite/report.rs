@@ -5,18 +5,28 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::sim::PolicyReport;
+use crate::sim::{Degraded, PolicyReport};
 
 /// One policy's figures on one scenario (one run).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InstanceFigures {
     /// The policy's label.
     pub policy: String,
-    /// As in `simulate --json`: degrade until the tracked candidate's share falls below 20% of
-    /// its fair share; `None` if it never did.
+    /// Degrade until the share of every degraded candidate this policy used before falls
+    /// below 20% of its own share before (the slowest of them, from `simulate --json`'s
+    /// `degraded` list); `None` if one never did or nothing degraded; 0 if the policy used
+    /// none of them.
     pub detection_s: Option<f64>,
-    /// Heal until its share is back at 80% of its fair share; `None` if it never was.
+    /// Heal until the share of every such candidate is back at 80% of its own share before
+    /// (the slowest); `None` if one never was or nothing healed; 0 if the policy used none.
     pub recovery_s: Option<f64>,
+    /// As in `simulate --json`'s `detection_s`: the first degraded candidate against its fair
+    /// share (1 / candidates present). Reported, not summarized: a policy that rightly kept a
+    /// slow candidate at a small share never "recovers" to a fair share.
+    pub detection_fair_s: Option<f64>,
+    /// As in `simulate --json`'s `recovery_s`: the first healed candidate against its fair
+    /// share. Reported, not summarized.
+    pub recovery_fair_s: Option<f64>,
     /// Requests that ended without a success / requests.
     pub error_rate: f64,
     /// Mean first byte of the successful requests, ms (0 without any).
@@ -30,13 +40,35 @@ impl InstanceFigures {
     pub fn new(label: &str, r: &PolicyReport) -> Self {
         InstanceFigures {
             policy: label.to_string(),
-            detection_s: r.detection_s,
-            recovery_s: r.recovery_s,
+            detection_s: slowest(&r.degraded, |d| Some(d.degraded_at_s), |d| d.detection_s),
+            recovery_s: slowest(&r.degraded, |d| d.healed_at_s, |d| d.recovery_s),
+            detection_fair_s: r.detection_s,
+            recovery_fair_s: r.recovery_s,
             error_rate: r.error_rate,
             ttfb_mean_ms: r.ttfb_ms.mean,
             virtual_s: r.virtual_s,
         }
     }
+}
+
+/// The slowest `figure` over the degraded candidates whose `event` happened and that had a
+/// share before their degrade; `None` if one of them never got there or no `event` happened,
+/// 0 if the policy had sent nothing to any of them (nothing to move away from or back to).
+fn slowest(
+    degraded: &[Degraded],
+    event: impl Fn(&Degraded) -> Option<f64>,
+    figure: impl Fn(&Degraded) -> Option<f64>,
+) -> Option<f64> {
+    let mut out = None;
+    for d in degraded.iter().filter(|d| event(d).is_some()) {
+        let prev: f64 = out.unwrap_or(0.0);
+        if d.share_before.unwrap_or(0.0) <= 0.0 {
+            out = Some(prev);
+            continue;
+        }
+        out = Some(prev.max(figure(d)?));
+    }
+    out
 }
 
 /// One generated scenario and what every policy did on it.
@@ -277,5 +309,66 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deg(share: f64, det: Option<f64>, healed: bool, rec: Option<f64>) -> Degraded {
+        Degraded {
+            candidate: "c".into(),
+            degraded_at_s: 10.0,
+            share_before: Some(share),
+            detection_s: det,
+            healed_at_s: healed.then_some(30.0),
+            recovery_s: rec,
+        }
+    }
+
+    fn det(d: &[Degraded]) -> Option<f64> {
+        slowest(d, |d| Some(d.degraded_at_s), |d| d.detection_s)
+    }
+
+    fn rec(d: &[Degraded]) -> Option<f64> {
+        slowest(d, |d| d.healed_at_s, |d| d.recovery_s)
+    }
+
+    #[test]
+    fn the_slowest_used_candidate_counts() {
+        let d = [
+            deg(0.4, Some(1.0), true, Some(2.0)),
+            deg(0.2, Some(3.0), true, Some(1.5)),
+        ];
+        assert_eq!(det(&d), Some(3.0));
+        assert_eq!(rec(&d), Some(2.0));
+    }
+
+    #[test]
+    fn one_that_never_returns_makes_the_scenario_never() {
+        let d = [
+            deg(0.4, Some(1.0), true, Some(2.0)),
+            deg(0.2, None, true, None),
+        ];
+        assert_eq!(det(&d), None);
+        assert_eq!(rec(&d), None);
+    }
+
+    #[test]
+    fn a_candidate_the_policy_never_used_has_nothing_to_detect_or_recover() {
+        let d = [deg(0.0, None, true, None)];
+        assert_eq!(det(&d), Some(0.0));
+        assert_eq!(rec(&d), Some(0.0));
+        // Unused ones do not hide a used one's figure.
+        let d = [deg(0.0, None, true, None), deg(0.3, Some(2.0), true, None)];
+        assert_eq!(det(&d), Some(2.0));
+        assert_eq!(rec(&d), None);
+    }
+
+    #[test]
+    fn without_the_event_there_is_no_figure() {
+        assert_eq!(det(&[]), None);
+        assert_eq!(rec(&[deg(0.4, Some(1.0), false, None)]), None);
     }
 }
