@@ -141,6 +141,10 @@ fn one_round_of_failures_after_a_run_of_successes_is_enough() {
     );
     let after = probability(&b, "c");
     assert!(after < 0.2 * before, "before {before}, after {after}");
+    // The prior now holds the new failures, not the successes of the rounds before: what is
+    // left is the optimistic prior (one sample) and the sender's average filling the cap.
+    let success = b.candidate(&CandidateId::new("c")).unwrap().components.success;
+    assert!(success < 0.5, "success {success}");
 }
 
 /// Any number, hostile ones included.
