@@ -175,10 +175,12 @@ fn candidates() -> Vec<&'static str> {
 }
 
 /// The scoring config of these tests: digests from a sender are applied at most every 0.1 s
-/// (well under [`PERIOD`], so network jitter does not reject one as too soon).
+/// (well under [`PERIOD`], so network jitter does not reject one as too soon), and local
+/// evidence halves every second, as in the simulator's fleet scenarios.
 fn scoring() -> Config {
     let mut config = Config::default();
     config.share.min_interval_s = 0.1;
+    config.share.local_half_life_s = 1.0;
     config
 }
 
@@ -230,6 +232,27 @@ async fn stream(h: &CoordinatorHandle, candidate: &str, n: usize, outcome: Outco
     }
 }
 
+/// `n` attempts on `candidate` at `h` running together, each failing after `after`: a
+/// degraded candidate whose failures take time, as timeouts do.
+async fn timeouts(h: &CoordinatorHandle, candidate: &str, n: usize, after: Duration) {
+    let mut permits = Vec::with_capacity(n);
+    for _ in 0..n {
+        let permit = tokio::time::timeout(
+            Duration::from_secs(5),
+            h.acquire(Request::only([candidate])),
+        )
+        .await
+        .expect("the coordinator stalled: no grant within 5 s")
+        .expect("acquire failed");
+        permits.push(permit);
+    }
+    tokio::time::sleep(after).await;
+    for mut permit in permits {
+        permit.report(failed());
+        permit.done(Next::Finish);
+    }
+}
+
 /// The success component a coordinator gives `candidate` now.
 async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
     let state = h.addr().send(GetState).await.unwrap();
@@ -244,7 +267,12 @@ async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
 
 /// The probability that a request open to every candidate draws `candidate` now.
 async fn probability(h: &CoordinatorHandle, candidate: &str) -> f64 {
-    let record = h.addr().send(Explain(Request::any())).await.unwrap().unwrap();
+    let record = h
+        .addr()
+        .send(Explain(Request::any()))
+        .await
+        .unwrap()
+        .unwrap();
     record
         .candidates
         .iter()
@@ -334,13 +362,17 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
     let dir = tempfile::tempdir().unwrap();
     let server = NatsServer::start(dir.path(), None);
     let (a, fa, b, fb) = pair(&server.url()).await;
+    // b has used c1 too, as the simulator's fleet clients have used the candidate that
+    // degrades, and not for the last few periods.
+    warm_up(&b).await;
+    tokio::time::sleep(PERIOD * 3).await;
     let before = success(&b, "c1").await;
     let drawn_before = probability(&b, "c1").await;
     assert!(drawn_before > 0.1, "b draws c1 before: {drawn_before}");
 
-    // c1 degrades at a; b never sends to it.
+    // c1 degrades at a (its attempts time out after a third of a period); b never sends to it.
     let sent = fa.counts().sent;
-    stream(&a, "c1", 20, failed()).await;
+    timeouts(&a, "c1", 20, PERIOD / 3).await;
     let at_a = success(&a, "c1").await;
     assert!(
         at_a < before - 0.3,
@@ -445,7 +477,15 @@ async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_res
     let sent = fa.counts().sent;
     stream(&a, "c1", 40, ok()).await;
     let healed = success(&a, "c1").await;
-    let periods = periods_until(&b, ("c1", Watch::Success), false, (low + healed) / 2.0, &fa, sent).await;
+    let periods = periods_until(
+        &b,
+        ("c1", Watch::Success),
+        false,
+        (low + healed) / 2.0,
+        &fa,
+        sent,
+    )
+    .await;
     assert!(
         periods <= 2,
         "b took {periods} digest periods to learn of the heal"
