@@ -124,7 +124,8 @@ fn one_round_of_failures_after_a_run_of_successes_is_enough() {
         let since = *t;
         drive(a, "c", 5, outcome, 50, t);
         *t += Duration::from_millis(750);
-        b.apply_digest(*t, &a.digest_since(*t, Some(since))).unwrap();
+        b.apply_digest(*t, &a.digest_since(*t, Some(since)))
+            .unwrap();
         b.tick(*t, &mut rng);
     };
     for _ in 0..8 {
@@ -143,7 +144,11 @@ fn one_round_of_failures_after_a_run_of_successes_is_enough() {
     assert!(after < 0.2 * before, "before {before}, after {after}");
     // The prior now holds the new failures, not the successes of the rounds before: what is
     // left is the optimistic prior (one sample) and the sender's average filling the cap.
-    let success = b.candidate(&CandidateId::new("c")).unwrap().components.success;
+    let success = b
+        .candidate(&CandidateId::new("c"))
+        .unwrap()
+        .components
+        .success;
     assert!(success < 0.5, "success {success}");
 }
 
