@@ -11,7 +11,7 @@ use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 
 use super::draw::{argmax_by_order, pick_linear};
-use super::evaluate::Evaluation;
+use super::evaluate::{Detail, Evaluation};
 use super::select::DrawSet;
 use super::Core;
 use crate::decision::ShadowVerdict;
@@ -173,13 +173,13 @@ impl Core {
                 continue;
             }
             let model = self.shadows[i].model.as_ref();
-            self.evaluate_with(model, set, &mut ev, false);
+            self.evaluate_with(model, set, &mut ev, Detail::Probabilities);
             let deterministic = model.unwrap_or(&self.model).config().deterministic;
             let pick = if deterministic {
                 let order: Vec<u64> = ev
                     .keys
                     .iter()
-                    .map(|&k| self.slots[k as usize].added_seq)
+                    .map(|&k| self.fleet.slots[k as usize].added_seq)
                     .collect();
                 argmax_by_order(&ev.probs, &order)
             } else {
@@ -195,7 +195,7 @@ impl Core {
             let agreed = choice == Some(winner);
             let verdict = ShadowVerdict {
                 name: self.shadows[i].stats.name.clone(),
-                choice: choice.map(|k| self.ids[k as usize].clone()),
+                choice: choice.map(|k| self.fleet.ids[k as usize].clone()),
                 agreed,
                 winner_probability: p_winner,
             };

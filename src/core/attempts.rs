@@ -4,13 +4,6 @@
 use super::*;
 
 impl Core {
-    pub(super) fn attempt_index(&self, id: AttemptId) -> Result<usize, Error> {
-        match self.attempts.get(id.index()) {
-            Some(a) if a.active && a.gen == id.generation() => Ok(id.index()),
-            _ => Err(Error::UnknownAttempt(id)),
-        }
-    }
-
     /// Reports what happened in an attempt; updates the statistics. Only the first report of
     /// an attempt counts ([`Error::DuplicateOutcome`] for the rest).
     ///
@@ -23,18 +16,18 @@ impl Core {
         now: Instant,
     ) -> Result<Reported, Error> {
         outcome.validate()?;
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         if self.attempts[a].reported {
             return Err(Error::DuplicateOutcome(id));
         }
         self.advance(now);
         self.attempts[a].reported = true;
         let k = self.attempts[a].key;
-        let elapsed_ms = (self.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
-        if self.attempts[a].key.gen == self.slots[k.idx as usize].gen {
+        let elapsed_ms = (self.clock.now_s - self.attempts[a].granted_s).max(0.0) * 1000.0;
+        if self.attempts[a].key.gen == self.fleet.slots[k.idx as usize].gen {
             let att = self.attempts[a];
             if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
-                self.load_fit[k.idx as usize].observe(att.concurrency, t);
+                self.fleet.load_fit[k.idx as usize].observe(att.concurrency, t);
             }
             self.limit_observe(&att, &outcome, Some(elapsed_ms));
         }
@@ -42,7 +35,7 @@ impl Core {
         let ridx = self.attempts[a].request as usize;
         Ok(Reported {
             request: RequestId::new(ridx as u32, self.requests[ridx].gen),
-            candidate: self.ids[k.idx as usize].clone(),
+            candidate: self.fleet.ids[k.idx as usize].clone(),
             arm: (!self.arms.is_empty()).then_some(self.requests[ridx].arm as usize),
         })
     }
@@ -52,29 +45,30 @@ impl Core {
     /// the candidate is slow to answer (see `weights.time_to_success`), and without this call
     /// a long transfer counts as such until its outcome.
     pub fn first_byte(&mut self, id: AttemptId) -> Result<(), Error> {
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         self.attempts[a].answered = true;
         Ok(())
     }
 
     pub(super) fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
         let bucket = self.bucket();
-        let now_s = self.now_s;
-        let slot = &mut self.slots[idx];
+        let now_s = self.clock.now_s;
+        let slot = &mut self.fleet.slots[idx];
         let mut stats = slot.stats.unpack();
         let eject = self.model.observe(
             &mut stats,
-            &mut self.overall,
+            &mut self.fleet.overall,
             outcome,
             elapsed_ms,
             now_s,
             bucket,
         );
         if eject {
-            let cap = (self.model.config().ejection.max_share * self.live_count as f64).floor();
-            if (self.ejected_count as f64) < cap && slot.live {
+            let cap =
+                (self.model.config().ejection.max_share * self.fleet.live_count as f64).floor();
+            if (self.fleet.ejected_count as f64) < cap && slot.live {
                 self.model.eject(&mut stats, now_s);
-                self.counters.ejections += 1;
+                self.out.counters.ejections += 1;
             }
         }
         slot.stats = PackedStats::pack(&stats);
@@ -89,7 +83,7 @@ impl Core {
         now: Instant,
         rng: &mut R,
     ) -> Result<(), Error> {
-        let a = self.attempt_index(id)?;
+        let a = self.attempts.index(id)?;
         self.advance(now);
         let att = self.attempts[a];
         self.release_attempt(a);
@@ -118,7 +112,7 @@ impl Core {
                     if r.queued == Queued::Fast {
                         self.queue.remove(r, ridx);
                     }
-                    if self.has_eligible(self.requests[ridx as usize].set()) {
+                    if self.fleet.has_eligible(self.requests[ridx as usize].set()) {
                         self.enqueue(ridx);
                     } else {
                         self.reject(ridx, Rejection::NoEligibleCandidate);
@@ -132,17 +126,13 @@ impl Core {
     }
 
     pub(super) fn release_attempt(&mut self, a: usize) {
-        let att = &mut self.attempts[a];
-        att.active = false;
-        let att = *att;
-        self.free_attempts.push(a as u32);
+        let att = self.attempts.finish(a);
         let idx = att.key.idx as usize;
-        self.slots[idx].in_flight -= 1;
-        self.global_in_flight -= 1;
-        if self.slots[idx].live {
+        self.fleet.slots[idx].in_flight -= 1;
+        if self.fleet.slots[idx].live {
             self.refresh_load(idx);
-        } else if self.slots[idx].in_flight == 0 {
-            self.free_slots.push(idx as u32);
+        } else if self.fleet.slots[idx].in_flight == 0 {
+            self.fleet.free_slots.push(idx as u32);
         }
         self.requests[att.request as usize].in_flight -= 1;
     }
@@ -151,32 +141,32 @@ impl Core {
     /// refreshes scores when due, and grants what it can.
     pub fn tick<R: Rng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
         self.advance(now);
-        let now_ns = self.now_ns();
+        let now_ns = self.clock.now_ns;
         // A rejection takes the request, and its deadline, out of the queue.
         while let Some(idx) = self.queue.due(now_ns) {
             self.reject(idx, Rejection::DeadlinePassed);
         }
         if let Some(lease) = self.limits.max_attempt_s {
-            let cutoff = self.now_s - lease;
+            let cutoff = self.clock.now_s - lease;
             for a in 0..self.attempts.len() {
                 let att = self.attempts[a];
                 if att.active && att.granted_s <= cutoff {
                     let req_gen = self.requests[att.request as usize].gen;
                     if !att.reported {
                         let timeout = Outcome::Failure(FailureClass::Timeout);
-                        if att.key.gen == self.slots[att.key.idx as usize].gen {
+                        if att.key.gen == self.fleet.slots[att.key.idx as usize].gen {
                             self.limit_observe(&att, &timeout, None);
                         }
                         self.apply_outcome(
                             att.key.idx as usize,
                             &Outcome::Failure(FailureClass::Timeout),
-                            Some((self.now_s - att.granted_s) * 1000.0),
+                            Some((self.clock.now_s - att.granted_s) * 1000.0),
                         );
                     }
-                    let candidate = self.ids[att.key.idx as usize].clone();
+                    let candidate = self.fleet.ids[att.key.idx as usize].clone();
                     self.release_attempt(a);
-                    self.counters.reclaimed += 1;
-                    self.events.push_back(Event::Reclaimed {
+                    self.out.counters.reclaimed += 1;
+                    self.out.push(Event::Reclaimed {
                         request: RequestId::new(att.request, req_gen),
                         attempt: AttemptId::new(a as u32, att.gen),
                         candidate,
@@ -185,7 +175,7 @@ impl Core {
                 }
             }
         }
-        if self.now_s >= self.next_refresh_s {
+        if self.clock.now_s >= self.clock.next_refresh_s {
             self.dirty = true;
         }
         self.pump(rng);
@@ -195,7 +185,7 @@ impl Core {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.queue
             .first_deadline()
-            .map(|d| self.epoch + std::time::Duration::from_nanos(d))
+            .map(|d| self.clock.instant_at(d))
     }
 
     /// When the core next needs [`Core::tick`]: the earliest waiting deadline or the next
@@ -208,15 +198,16 @@ impl Core {
         // microsecond after it make sure a `tick` at the instant returned finds the work due,
         // whatever the rounding between seconds and nanoseconds.
         const MARGIN_NS: u64 = 1_000;
-        let refresh_ns = (self.next_refresh_s * 1e9).ceil() as u64;
+        let refresh_ns = (self.clock.next_refresh_s * 1e9).ceil() as u64;
         let due_ns = match self.queue.first_deadline() {
             Some(d) => d.min(refresh_ns),
             None => refresh_ns,
         };
         let after = std::time::Duration::from_nanos(due_ns.saturating_add(MARGIN_NS));
         // Past what an `Instant` can hold (a refresh period of centuries): a year is as good.
-        self.epoch
+        self.clock
+            .epoch
             .checked_add(after)
-            .unwrap_or_else(|| self.epoch + std::time::Duration::from_secs(365 * 86_400))
+            .unwrap_or_else(|| self.clock.epoch + std::time::Duration::from_secs(365 * 86_400))
     }
 }

@@ -23,15 +23,15 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
-        if self.by_id.contains(&self.ids, info.id.as_str()) {
+        if self.fleet.by_id.contains(&self.fleet.ids, info.id.as_str()) {
             return Err(Error::DuplicateCandidate(info.id));
         }
         self.advance(now);
-        let (idx, gen) = match self.free_slots.pop() {
-            Some(i) => (i, self.slots[i as usize].gen.wrapping_add(1)),
-            None => (self.slots.len() as u32, 0),
+        let (idx, gen) = match self.fleet.free_slots.pop() {
+            Some(i) => (i, self.fleet.slots[i as usize].gen.wrapping_add(1)),
+            None => (self.fleet.slots.len() as u32, 0),
         };
-        self.stake_total += info.stake;
+        self.fleet.stake_total += info.stake;
         let slot = Slot {
             stats: PackedStats::pack(&stats),
             learned: Learned::default(),
@@ -40,7 +40,7 @@ impl Core {
             adaptive_limit: UNLIMITED,
             in_flight: 0,
             gen,
-            added_seq: self.next_added,
+            added_seq: self.fleet.next_added,
             live: true,
             usable: false,
             available: false,
@@ -49,35 +49,35 @@ impl Core {
             ejected: false,
             in_tree: false,
             // A reused slot may still be listed for the next draw's leaf writes.
-            stale: self.slots.get(idx as usize).is_some_and(|s| s.stale),
+            stale: self.fleet.slots.get(idx as usize).is_some_and(|s| s.stale),
         };
-        self.next_added += 1;
-        if idx as usize == self.slots.len() {
-            if self.slots.len() == self.slots.capacity() {
+        self.fleet.next_added += 1;
+        if idx as usize == self.fleet.slots.len() {
+            if self.fleet.slots.len() == self.fleet.slots.capacity() {
                 // A candidate takes about 400 bytes across these vectors: growing by a
                 // sixteenth instead of doubling keeps the unused tail under 6.25 % (still
                 // amortised O(1): each move copies at most 16 times what was added since).
-                let more = (self.slots.len() / 16).max(16);
-                self.slots.reserve_exact(more);
-                self.infos.reserve_exact(more);
-                self.ids.reserve_exact(more);
-                self.oldest_pending.reserve_exact(more);
-                self.load_fit.reserve_exact(more);
+                let more = (self.fleet.slots.len() / 16).max(16);
+                self.fleet.slots.reserve_exact(more);
+                self.fleet.infos.reserve_exact(more);
+                self.fleet.ids.reserve_exact(more);
+                self.fleet.oldest_pending.reserve_exact(more);
+                self.fleet.load_fit.reserve_exact(more);
             }
-            self.slots.push(slot);
-            self.oldest_pending.push(NO_ATTEMPT);
-            self.load_fit.push(LoadFit::default());
-            self.ids.push(info.id.clone());
-            self.infos.push(info);
+            self.fleet.slots.push(slot);
+            self.fleet.oldest_pending.push(NO_ATTEMPT);
+            self.fleet.load_fit.push(LoadFit::default());
+            self.fleet.ids.push(info.id.clone());
+            self.fleet.infos.push(info);
         } else {
-            self.slots[idx as usize] = slot;
-            self.load_fit[idx as usize] = LoadFit::default();
-            self.ids[idx as usize] = info.id.clone();
-            self.infos[idx as usize] = info;
+            self.fleet.slots[idx as usize] = slot;
+            self.fleet.load_fit[idx as usize] = LoadFit::default();
+            self.fleet.ids[idx as usize] = info.id.clone();
+            self.fleet.infos[idx as usize] = info;
         }
-        self.by_id.insert(&self.ids, idx);
+        self.fleet.by_id.insert(&self.fleet.ids, idx);
         self.limit_added(idx as usize);
-        self.live_count += 1;
+        self.fleet.live_count += 1;
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
         if self.model.config().weights.stake > 0.0 {
@@ -96,12 +96,13 @@ impl Core {
     ) -> Result<(), Error> {
         info.validate()?;
         let idx = self
+            .fleet
             .by_id
-            .get(&self.ids, info.id.as_str())
+            .get(&self.fleet.ids, info.id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
         self.advance(now);
-        self.stake_total += info.stake - self.infos[idx].stake;
-        self.infos[idx] = info;
+        self.fleet.stake_total += info.stake - self.fleet.infos[idx].stake;
+        self.fleet.infos[idx] = info;
         self.refresh_static(idx);
         self.refresh_leaf(idx);
         self.dirty = true;
@@ -119,17 +120,18 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         let idx = self
+            .fleet
             .by_id
-            .remove(&self.ids, id.as_str())
+            .remove(&self.fleet.ids, id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(id.clone()))? as usize;
         self.advance(now);
-        self.stake_total -= self.infos[idx].stake;
-        self.slots[idx].live = false;
-        self.live_count -= 1;
+        self.fleet.stake_total -= self.fleet.infos[idx].stake;
+        self.fleet.slots[idx].live = false;
+        self.fleet.live_count -= 1;
         self.refresh_static(idx);
         self.refresh_leaf(idx);
-        if self.slots[idx].in_flight == 0 {
-            self.free_slots.push(idx as u32);
+        if self.fleet.slots[idx].in_flight == 0 {
+            self.fleet.free_slots.push(idx as u32);
         }
         self.dirty = true;
         self.reject_ineligible();
@@ -156,7 +158,7 @@ impl Core {
         }
         self.remap_arms(&old_arms, rng);
         self.limits_reconfigured();
-        self.time_changed(); // the bucket width may have changed
+        self.clock.derive(self.model.config().window.bucket_s); // the width may have changed
         self.rebuild_trees();
         self.reject_ineligible();
         self.pump(rng);
@@ -179,12 +181,5 @@ impl Core {
         }
         self.pump(rng);
         Ok(())
-    }
-
-    pub(super) fn key_of(&self, id: &CandidateId) -> Option<Key> {
-        self.by_id.get(&self.ids, id.as_str()).map(|idx| Key {
-            idx,
-            gen: self.slots[idx as usize].gen,
-        })
     }
 }

@@ -175,14 +175,14 @@ impl Core {
         let Some(share) = self.share.as_deref_mut() else {
             return;
         };
-        let now_s = self.now_s;
+        let now_s = self.clock.now_s;
         let expiry_s = self.model.config().share.expiry_s;
         for idx in 0..share.by_slot.len() {
             let slot = &share.by_slot[idx];
             if slot.pooled_until_s > now_s || slot.reports.is_empty() && slot.pooled.is_none() {
                 continue;
             }
-            let gen = self.slots.get(idx).map_or(u32::MAX, |s| s.gen);
+            let gen = self.fleet.slots.get(idx).map_or(u32::MAX, |s| s.gen);
             let slot = &share.by_slot[idx];
             let recent = slot.recent.as_tuple();
             let pooled = self
@@ -218,15 +218,16 @@ impl Core {
     /// driver that sends every period may send only what changed since its previous digest,
     /// and a full one now and then for coordinators that joined meanwhile.
     pub fn digest_since(&self, now: Instant, since: Option<Instant>) -> Digest {
-        let since_s = since.map(|s| s.saturating_duration_since(self.epoch).as_secs_f64());
-        let now_s = self
-            .now_s
-            .max(now.saturating_duration_since(self.epoch).as_secs_f64());
+        let since_s = since.map(|s| s.saturating_duration_since(self.clock.epoch).as_secs_f64());
+        let now_s = self.clock.now_s.max(
+            now.saturating_duration_since(self.clock.epoch)
+                .as_secs_f64(),
+        );
         let cfg = self.model.config();
         let buckets = cfg.window.buckets as usize;
         let bucket = fleet::BUCKET_BASE + (now_s / cfg.window.bucket_s) as u64;
         let mut entries = Vec::new();
-        for (idx, slot) in self.slots.iter().enumerate() {
+        for (idx, slot) in self.fleet.slots.iter().enumerate() {
             if !slot.live {
                 continue;
             }
@@ -241,7 +242,7 @@ impl Core {
             let (errors, total) = s.window.counts(bucket, buckets);
             let finite = |x: Option<f64>| x.filter(|v| v.is_finite() && *v >= 0.0);
             entries.push(CandidateDigest {
-                id: self.ids[idx].clone(),
+                id: self.fleet.ids[idx].clone(),
                 success: s.success.unwrap_or(cfg.ema.success_prior).clamp(0.0, 1.0),
                 attempt_ms: finite(s.attempt_ms).map(|t| t.min(crate::digest::MAX_TIME_MS)),
                 attempt_var: f64::from(s.attempt_var).clamp(0.0, crate::digest::MAX_VARIANCE),
@@ -296,7 +297,7 @@ impl Core {
         }
         digest.check(&cfg)?;
         self.advance(now);
-        let now_s = self.now_s;
+        let now_s = self.clock.now_s;
         let share = self.share.get_or_insert_with(Box::default);
         if digest.sender == share.name {
             return Err(DigestError::OwnSender(digest.sender.clone()));
@@ -343,10 +344,10 @@ impl Core {
             s.last_seq = digest.seq;
             s.last_applied_s = now_s;
         }
-        if share.by_slot.len() < self.slots.len() {
+        if share.by_slot.len() < self.fleet.slots.len() {
             share
                 .by_slot
-                .resize_with(self.slots.len(), SlotReports::default);
+                .resize_with(self.fleet.slots.len(), SlotReports::default);
         }
         let memory = (1.0 / self.model.config().ema.alpha).ceil();
         let mut applied = Applied::default();
@@ -356,7 +357,7 @@ impl Core {
                 applied.reject(err);
                 continue;
             }
-            let Some(idx) = self.by_id.get(&self.ids, e.id.as_str()) else {
+            let Some(idx) = self.fleet.by_id.get(&self.fleet.ids, e.id.as_str()) else {
                 applied.reject(DigestError::UnknownCandidate(e.id.clone()));
                 continue;
             };
@@ -365,7 +366,7 @@ impl Core {
                 applied.reject(DigestError::DuplicateEntry(e.id.clone()));
                 continue;
             }
-            let gen = self.slots[idx].gen;
+            let gen = self.fleet.slots[idx].gen;
             let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
             let evidence = RemoteEvidence {
                 success: e.success,
@@ -436,23 +437,25 @@ impl Core {
     pub(super) fn blended(&self, idx: usize, local: &Stats) -> Option<Stats> {
         let share = self.share.as_deref()?;
         let slot = share.by_slot.get(idx)?;
-        if slot.gen != self.slots[idx].gen {
+        if slot.gen != self.fleet.slots[idx].gen {
             return None;
         }
         let fresh;
-        let pooled = if slot.pooled_until_s > self.now_s {
+        let pooled = if slot.pooled_until_s > self.clock.now_s {
             slot.pooled.as_ref()?
         } else {
             // Out of date and not yet pooled again (an outcome between a digest and the next
             // full refresh): pool this one now.
             let expiry_s = self.model.config().share.expiry_s;
             let recent = slot.recent.as_tuple();
-            fresh = self
-                .model
-                .pool(share.usable(idx, slot.gen, self.now_s, expiry_s), recent)?;
+            fresh = self.model.pool(
+                share.usable(idx, slot.gen, self.clock.now_s, expiry_s),
+                recent,
+            )?;
             &fresh
         };
-        self.model.blend(local, pooled, self.now_s, self.bucket())
+        self.model
+            .blend(local, pooled, self.clock.now_s, self.bucket())
     }
 }
 

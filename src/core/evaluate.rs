@@ -6,6 +6,15 @@ use super::*;
 use crate::decision::{ConsideredCandidate, Fallback, FilterNote};
 use crate::score::{ChannelKind, ScoreModel};
 
+/// How much an evaluation writes down besides the probabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// The drawn set, its probabilities and the fallbacks taken: what a draw needs.
+    Probabilities,
+    /// Also which candidates each filter removed and why, for a record or an explanation.
+    FilterNotes,
+}
+
 /// Scratch space for an evaluated draw, reused across decisions.
 #[derive(Debug, Default)]
 pub(crate) struct Evaluation {
@@ -37,8 +46,8 @@ impl Evaluation {
 
 impl Core {
     /// Computes the drawn set with every filter and fallback, and each candidate's probability.
-    /// O(k) for a subset, O(n) for all. Fills `ev`; `detail` also records filter notes.
-    pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: bool) {
+    /// O(k) for a subset, O(n) for all. Fills `ev`, with filter notes as `detail` says.
+    pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: Detail) {
         self.evaluate_with(None, set, ev, detail);
     }
 
@@ -50,26 +59,26 @@ impl Core {
         model: Option<&ScoreModel>,
         set: DrawSet<'_>,
         ev: &mut Evaluation,
-        detail: bool,
+        detail: Detail,
     ) {
         ev.clear();
         let push = |ev: &mut Evaluation, i: u32, s: &Slot| {
             let free = s.available || (ev.any_load && s.usable);
-            if free && !Self::excluded(set.exclude, i, s.gen) && self.caps_ok(i, set.caps) {
+            if free && !Fleet::excluded(set.exclude, i, s.gen) && self.fleet.caps_ok(i, set.caps) {
                 ev.keys.push(i);
             }
         };
         match set.eligible {
             Some(keys) => {
                 for k in keys {
-                    let s = &self.slots[k.idx as usize];
+                    let s = &self.fleet.slots[k.idx as usize];
                     if s.gen == k.gen {
                         push(ev, k.idx, s);
                     }
                 }
             }
             None => {
-                for (i, s) in self.slots.iter().enumerate() {
+                for (i, s) in self.fleet.slots.iter().enumerate() {
                     push(ev, i as u32, s);
                 }
             }
@@ -77,7 +86,7 @@ impl Core {
         let variant = model.is_some();
         let m = model.unwrap_or(&self.model);
         let cfg = m.config();
-        if detail && !variant && !cfg.price.ignore_max_if_none_pass {
+        if detail == Detail::FilterNotes && !variant && !cfg.price.ignore_max_if_none_pass {
             if let Some(max) = cfg.price.max {
                 // A strict maximum price makes candidates unusable outright, so they never reach
                 // the filters below; a record still says who was removed and why.
@@ -104,9 +113,9 @@ impl Core {
                 "none passed: all candidates kept",
                 |i| {
                     if variant {
-                        cfg.perf.passes(&self.infos[i].perf_scores)
+                        cfg.perf.passes(&self.fleet.infos[i].perf_scores)
                     } else {
-                        self.slots[i].perf_ok
+                        self.fleet.slots[i].perf_ok
                     }
                 },
             );
@@ -121,9 +130,11 @@ impl Core {
                 "none under the maximum price: limit ignored",
                 |i| {
                     if variant {
-                        cfg.price.max.is_none_or(|max| self.infos[i].price <= max)
+                        cfg.price
+                            .max
+                            .is_none_or(|max| self.fleet.infos[i].price <= max)
                     } else {
-                        self.slots[i].price_ok
+                        self.fleet.slots[i].price_ok
                     }
                 },
             );
@@ -135,13 +146,13 @@ impl Core {
                 "ejection",
                 "ejected after consecutive failures".into(),
                 "all ejected: ejection ignored",
-                |i| !self.slots[i].ejected,
+                |i| !self.fleet.slots[i].ejected,
             );
         }
         if variant {
             for &i in &ev.keys {
-                let s = &self.slots[i as usize];
-                let fixed = m.fixed(&self.infos[i as usize]);
+                let s = &self.fleet.slots[i as usize];
+                let fixed = m.fixed(&self.fleet.infos[i as usize]);
                 let c = m.components(
                     &fixed,
                     &s.stats.unpack(),
@@ -197,24 +208,25 @@ impl Core {
         let eligible = |i: u32, s: &Slot| {
             s.live
                 && !s.price_ok
-                && !Self::excluded(set.exclude, i, s.gen)
-                && self.caps_ok(i, set.caps)
+                && !Fleet::excluded(set.exclude, i, s.gen)
+                && self.fleet.caps_ok(i, set.caps)
         };
         let removed: Vec<_> = match set.eligible {
             Some(keys) => keys
                 .iter()
                 .filter(|k| {
-                    let s = &self.slots[k.idx as usize];
+                    let s = &self.fleet.slots[k.idx as usize];
                     s.gen == k.gen && eligible(k.idx, s)
                 })
-                .map(|k| self.ids[k.idx as usize].clone())
+                .map(|k| self.fleet.ids[k.idx as usize].clone())
                 .collect(),
             None => self
+                .fleet
                 .slots
                 .iter()
                 .enumerate()
                 .filter(|(i, s)| eligible(*i as u32, s))
-                .map(|(i, _)| self.ids[i].clone())
+                .map(|(i, _)| self.fleet.ids[i].clone())
                 .collect(),
         };
         if !removed.is_empty() {
@@ -229,7 +241,7 @@ impl Core {
     pub(super) fn apply_filter(
         &self,
         ev: &mut Evaluation,
-        detail: bool,
+        detail: Detail,
         name: &str,
         why: String,
         fallback: &str,
@@ -246,12 +258,12 @@ impl Core {
             });
             return;
         }
-        if detail {
+        if detail == Detail::FilterNotes {
             let removed = ev
                 .keys
                 .iter()
                 .filter(|&&i| !pass(i as usize))
-                .map(|&i| self.ids[i as usize].clone())
+                .map(|&i| self.fleet.ids[i as usize].clone())
                 .collect();
             ev.filters.push(FilterNote {
                 filter: name.to_string(),
@@ -289,13 +301,13 @@ impl Core {
                 let score = m.score(&comps);
                 let weight = if sum_mode { ev.values[j * nc] } else { p };
                 ConsideredCandidate {
-                    id: self.ids[i as usize].clone(),
+                    id: self.fleet.ids[i as usize].clone(),
                     components: comps,
                     score,
                     weight,
                     probability: p,
                     limit: {
-                        let l = self.limit_of(&self.slots[i as usize]);
+                        let l = self.limit_of(&self.fleet.slots[i as usize]);
                         (l != UNLIMITED).then_some(l)
                     },
                 }

@@ -1,7 +1,6 @@
 //! The fleet of candidate slots: their limits, cached components, filter flags, the
 //! channel sum trees' leaves, and the refresh that keeps them current.
 
-use super::draw::SumTree;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::score::{Components, FleetState, Learned, ScoreContext, Stats};
@@ -10,8 +9,7 @@ use crate::score::{Components, FleetState, Learned, ScoreContext, Stats};
 /// only displayed), in seconds of core time.
 const UNUSED_REFRESH_S: f64 = 1.0;
 
-/// See [`Core::bucket`].
-pub(crate) const BUCKET_BASE: u64 = 1 << 10;
+pub(crate) use super::clock::BUCKET_BASE;
 
 /// What moved since a candidate's last refresh, which says how much of it is recomputed.
 #[derive(Clone, Copy, Debug)]
@@ -27,54 +25,6 @@ pub(super) enum Refresh<'a> {
     /// The coarse refresh of every candidate: everything is recomputed (the unread components
     /// at most once a second), and the leaves are written deferred, for one rebuild after.
     Coarse,
-}
-
-/// One candidate's state inside the core: what a decision, an outcome and a release touch.
-/// Its static info lives apart (`Core::infos`, `Core::ids`) so a cycle reads only this, a few
-/// cache lines, even when the fleet is far larger than the cache.
-///
-/// 256 bytes, aligned to the cache line: exactly four lines each, in a fixed order (`repr(C)`)
-/// so [`Slot::touch`] can reach every line.
-#[derive(Debug, Clone)]
-#[repr(C, align(64))]
-pub(crate) struct Slot {
-    pub(crate) in_flight: u32,
-    pub(crate) gen: u32,
-    /// The info's own in-flight limit; 0 for none (an info's limit is at least 1).
-    pub(crate) own_limit: u32,
-    /// The learned limit ([`UNLIMITED`] while adaptive limits are off); in the padding before
-    /// `added_seq`, so the slot keeps its size.
-    pub(crate) adaptive_limit: u32,
-    pub(crate) added_seq: u64,
-    /// Added and not removed.
-    pub(crate) live: bool,
-    /// Live and allowed by the strict price limit: may ever be granted.
-    pub(crate) usable: bool,
-    /// Usable and below its in-flight limit.
-    pub(crate) available: bool,
-    pub(crate) perf_ok: bool,
-    pub(crate) price_ok: bool,
-    pub(crate) ejected: bool,
-    /// Has positive leaves in the trees (available and passing every filter).
-    pub(crate) in_tree: bool,
-    /// Its score-channel leaves wait in `Core::stale` for the next draw.
-    pub(crate) stale: bool,
-    /// The score parts fixed by the info and the config.
-    pub(crate) fixed: Fixed,
-    /// The learned components at the last full refresh; see [`Core::components_of`].
-    pub(crate) learned: Learned,
-    pub(crate) stats: PackedStats,
-}
-
-impl Slot {
-    /// Reads one value from each of the slot's four cache lines. A grant calls it: its outcome
-    /// will read and write the statistics, and on a fleet larger than the cache the four
-    /// misses then overlap instead of coming one after another.
-    #[inline]
-    pub(crate) fn touch(&self) -> (u32, f64, u64) {
-        let (first, last) = self.stats.ends();
-        (self.in_flight, self.learned.last() + first, u64::from(last))
-    }
 }
 
 impl Core {
@@ -94,34 +44,17 @@ impl Core {
         }
     }
 
-    pub(crate) fn key_valid(&self, k: Key) -> bool {
-        self.slots
-            .get(k.idx as usize)
-            .is_some_and(|s| s.gen == k.gen && s.live)
-    }
-
-    pub(super) fn excluded(exclude: &[Key], idx: u32, gen: u32) -> bool {
-        exclude.iter().any(|k| k.idx == idx && k.gen == gen)
-    }
-
-    pub(super) fn caps_ok(&self, idx: u32, caps: &[String]) -> bool {
-        caps.is_empty()
-            || caps
-                .iter()
-                .all(|c| self.infos[idx as usize].capabilities.iter().any(|x| x == c))
-    }
-
     /// Slot `idx`'s components: the learned ones as of its last full refresh, the rest as
     /// they stand. Zero for a removed candidate.
     #[inline]
     pub(crate) fn components_of(&self, idx: usize) -> Components {
-        let s = &self.slots[idx];
+        let s = &self.fleet.slots[idx];
         if !s.live {
             return Components::default();
         }
         let fleet = FleetState {
-            stake_total: self.stake_total,
-            now_s: self.now_s,
+            stake_total: self.fleet.stake_total,
+            now_s: self.clock.now_s,
             probe_after_s: self.pool.probe_after_s,
             queueing: self.pool.queueing,
         };
@@ -138,12 +71,12 @@ impl Core {
     /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still
     /// counts in its in-flight number).
     pub(super) fn score_context(&self, idx: usize, reporting: bool) -> ScoreContext {
-        let slot = &self.slots[idx];
+        let slot = &self.fleet.slots[idx];
         ScoreContext {
-            overall: self.pool.overall.unwrap_or(self.overall),
-            now_s: self.now_s,
+            overall: self.pool.overall.unwrap_or(self.fleet.overall),
+            now_s: self.clock.now_s,
             bucket: self.bucket(),
-            stake_total: self.stake_total,
+            stake_total: self.fleet.stake_total,
             in_flight: slot.in_flight,
             limit: self.limit_of(slot),
             // Usually no other attempt of it runs: then there is nothing to look up.
@@ -164,10 +97,10 @@ impl Core {
     /// reported since, or its slot now holds another attempt, that is checked here, so the
     /// value is always the age of an attempt of this candidate still running (or 0).
     pub(super) fn pending_ms(&self, idx: usize) -> f64 {
-        let Some(&a) = self.oldest_pending.get(idx) else {
+        let Some(&a) = self.fleet.oldest_pending.get(idx) else {
             return 0.0;
         };
-        let slot = &self.slots[idx];
+        let slot = &self.fleet.slots[idx];
         match self.attempts.get(a as usize) {
             Some(att)
                 if att.active
@@ -176,7 +109,7 @@ impl Core {
                     && att.key.idx as usize == idx
                     && att.key.gen == slot.gen =>
             {
-                (self.now_s - att.granted_s).max(0.0) * 1000.0
+                (self.clock.now_s - att.granted_s).max(0.0) * 1000.0
             }
             _ => 0.0,
         }
@@ -184,13 +117,15 @@ impl Core {
 
     /// Finds each candidate's oldest attempt still running without a report. O(attempts + n).
     pub(super) fn find_oldest_pending(&mut self) {
-        self.oldest_pending.clear();
-        self.oldest_pending.resize(self.slots.len(), NO_ATTEMPT);
+        self.fleet.oldest_pending.clear();
+        self.fleet
+            .oldest_pending
+            .resize(self.fleet.slots.len(), NO_ATTEMPT);
         for (a, att) in self.attempts.iter().enumerate() {
             if !att.active || att.reported || att.answered {
                 continue;
             }
-            let Some(o) = self.oldest_pending.get_mut(att.key.idx as usize) else {
+            let Some(o) = self.fleet.oldest_pending.get_mut(att.key.idx as usize) else {
                 continue;
             };
             if *o == NO_ATTEMPT || self.attempts[*o as usize].granted_s > att.granted_s {
@@ -199,22 +134,22 @@ impl Core {
         }
     }
 
-    /// The current window bucket. Numbering starts well above 0 so a restored window always
-    /// has room for its history before the new epoch.
+    /// The current window bucket (see [`Clock::bucket`](super::clock::Clock::bucket)).
+    #[inline]
     pub(crate) fn bucket(&self) -> u64 {
-        self.bucket
+        self.clock.bucket()
     }
 
     /// Recomputes static filter flags after the info or the config changed.
     pub(crate) fn refresh_static(&mut self, idx: usize) {
         let cfg = self.model.config();
-        let info = &self.infos[idx];
+        let info = &self.fleet.infos[idx];
         let perf_ok = cfg.perf.passes(&info.perf_scores);
         let price_ok = cfg.price.max.is_none_or(|m| info.price <= m);
         let strict = !cfg.price.ignore_max_if_none_pass;
         let fixed = self.model.fixed(info);
         let own_limit = info.max_in_flight.unwrap_or(0);
-        let slot = &mut self.slots[idx];
+        let slot = &mut self.fleet.slots[idx];
         slot.perf_ok = perf_ok;
         slot.price_ok = price_ok;
         slot.fixed = fixed;
@@ -223,9 +158,9 @@ impl Core {
         if usable != slot.usable {
             slot.usable = usable;
             if usable {
-                self.usable_count += 1;
+                self.fleet.usable_count += 1;
             } else {
-                self.usable_count -= 1;
+                self.fleet.usable_count -= 1;
             }
         }
     }
@@ -245,25 +180,15 @@ impl Core {
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
     pub(crate) fn refresh_load(&mut self, idx: usize) {
-        let slot = &self.slots[idx];
+        let slot = &self.fleet.slots[idx];
         let available = slot.usable && slot.in_flight < self.limit_of(slot);
         // The usual case: the candidate stays available and is not ejected (only an outcome
         // ejects), so no flag or count moves and only its score leaves wait for the next draw.
         if available == slot.available && !slot.ejected {
-            self.mark_stale(idx);
+            self.fleet.mark_stale(idx);
             return;
         }
         self.refresh_slot(idx, Refresh::Load);
-    }
-
-    /// Lists a candidate's score leaves for the next draw's write.
-    #[inline]
-    pub(super) fn mark_stale(&mut self, idx: usize) {
-        let slot = &mut self.slots[idx];
-        if !slot.stale {
-            slot.stale = true;
-            self.stale.push(idx as u32);
-        }
     }
 
     /// Recomputes one candidate's flags, counts and (unless only its load moved) learned
@@ -274,8 +199,8 @@ impl Core {
             Refresh::Outcome(stats) => (false, Some(stats)),
             Refresh::Coarse => (true, None),
         };
-        let now_s = self.now_s;
-        let slot = &self.slots[idx];
+        let now_s = self.clock.now_s;
+        let slot = &self.fleet.slots[idx];
         let limit = self.limit_of(slot);
         let available = slot.usable && slot.in_flight < limit;
         // With ejection switched off (a reload, or restored statistics) an old ejection time
@@ -308,7 +233,7 @@ impl Core {
             // Components no channel reads cannot move a draw: an outcome keeps them, and the
             // coarse refresh recomputes them at most once a second (`next_unused_s`), for
             // display.
-            let keep = from_outcome || (deferred && self.now_s < self.next_unused_s);
+            let keep = from_outcome || (deferred && self.clock.now_s < self.clock.next_unused_s);
             let previous = keep.then_some(&slot.learned);
             Some(
                 self.model
@@ -318,40 +243,40 @@ impl Core {
             None
         };
         let in_tree = available && slot.perf_ok && slot.price_ok && !ejected;
-        let slot = &mut self.slots[idx];
+        let slot = &mut self.fleet.slots[idx];
         if let Some(l) = learned {
             slot.learned = l;
         }
         if available != slot.available {
             slot.available = available;
             if available {
-                self.avail += 1;
+                self.fleet.avail += 1;
             } else {
-                self.avail -= 1;
+                self.fleet.avail -= 1;
             }
         }
         if ejected != slot.ejected {
             slot.ejected = ejected;
             if ejected {
-                self.ejected_count += 1;
+                self.fleet.ejected_count += 1;
             } else {
-                self.ejected_count -= 1;
+                self.fleet.ejected_count -= 1;
             }
         }
         let entered_or_left = in_tree != slot.in_tree;
         if entered_or_left {
             slot.in_tree = in_tree;
             if in_tree {
-                self.avail_pass += 1;
+                self.fleet.avail_pass += 1;
             } else {
-                self.avail_pass -= 1;
+                self.fleet.avail_pass -= 1;
             }
         }
         let uniform = self.model.uniform_channel();
         if deferred {
-            for c in 0..self.trees.len() {
+            for c in 0..self.fleet.trees.len() {
                 let v = self.leaf_value(c, idx);
-                self.trees[c].set_deferred(idx, v);
+                self.fleet.trees[c].set_deferred(idx, v);
             }
             return;
         }
@@ -361,15 +286,15 @@ impl Core {
         // once at the next draw, so a grant, an outcome and a release of the same candidate
         // between two draws cost one leaf update instead of three.
         if entered_or_left {
-            self.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
+            self.fleet.trees[uniform].set(idx, if in_tree { 1.0 } else { 0.0 });
         }
-        self.mark_stale(idx);
+        self.fleet.mark_stale(idx);
     }
 
     /// The value leaf `idx` of channel `c` should hold now.
     #[inline]
     pub(super) fn leaf_value(&self, c: usize, idx: usize) -> f64 {
-        let slot = &self.slots[idx];
+        let slot = &self.fleet.slots[idx];
         if !slot.in_tree {
             0.0
         } else if c == self.model.uniform_channel() {
@@ -384,26 +309,24 @@ impl Core {
     /// candidates.
     pub(crate) fn flush_stale(&mut self) {
         let uniform = self.model.uniform_channel();
-        let mut stale = std::mem::take(&mut self.stale);
-        for &idx in &stale {
-            let idx = idx as usize;
-            self.slots[idx].stale = false;
-            for c in 0..self.trees.len() {
+        for i in 0..self.fleet.stale.len() {
+            let idx = self.fleet.stale[i] as usize;
+            self.fleet.slots[idx].stale = false;
+            for c in 0..self.fleet.trees.len() {
                 if c != uniform {
                     let v = self.leaf_value(c, idx);
-                    self.trees[c].set(idx, v);
+                    self.fleet.trees[c].set(idx, v);
                 }
             }
         }
-        stale.clear();
-        self.stale = stale;
+        self.fleet.stale.clear();
     }
 
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
     /// all-candidate averages move, ejections end. O(n).
     pub(crate) fn refresh_all(&mut self) {
-        let n = self.slots.len();
-        for tree in &mut self.trees {
+        let n = self.fleet.slots.len();
+        for tree in &mut self.fleet.trees {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
@@ -412,98 +335,48 @@ impl Core {
         for idx in 0..n {
             self.refresh_slot(idx, Refresh::Coarse);
         }
-        if self.now_s >= self.next_unused_s {
-            self.next_unused_s = self.now_s + UNUSED_REFRESH_S;
+        if self.clock.now_s >= self.clock.next_unused_s {
+            self.clock.next_unused_s = self.clock.now_s + UNUSED_REFRESH_S;
         }
-        for tree in &mut self.trees {
+        for tree in &mut self.fleet.trees {
             tree.rebuild();
         }
         // Every leaf was just written.
-        for &idx in &self.stale {
-            self.slots[idx as usize].stale = false;
+        for &idx in &self.fleet.stale {
+            self.fleet.slots[idx as usize].stale = false;
         }
-        self.stale.clear();
+        self.fleet.stale.clear();
         self.dirty = false;
-        self.next_refresh_s = self.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+        self.clock.next_refresh_s =
+            self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
     }
 
     /// Rebuilds the trees after the channel layout changed (a new config).
     pub(crate) fn rebuild_trees(&mut self) {
         // A component the old config left unread may be read now: recompute every one.
-        self.next_unused_s = f64::NEG_INFINITY;
-        self.trees = vec![SumTree::default(); self.model.channels().len()];
-        for slot in &mut self.slots {
+        self.clock.next_unused_s = f64::NEG_INFINITY;
+        self.fleet.trees = vec![SumTree::default(); self.model.channels().len()];
+        for slot in &mut self.fleet.slots {
             slot.in_tree = false;
             slot.stale = false;
         }
-        self.stale.clear();
-        self.avail_pass = 0;
-        for idx in 0..self.slots.len() {
+        self.fleet.stale.clear();
+        self.fleet.avail_pass = 0;
+        for idx in 0..self.fleet.slots.len() {
             self.refresh_static(idx);
         }
         self.refresh_all();
     }
 
-    /// Whether a request could be granted now: some candidate in its set has capacity.
-    pub(crate) fn servable(&self, set: DrawSet<'_>) -> bool {
-        if self.avail == 0 {
-            return false;
-        }
-        match set.eligible {
-            Some(keys) => keys.iter().any(|k| {
-                let s = &self.slots[k.idx as usize];
-                s.gen == k.gen
-                    && s.available
-                    && !Self::excluded(set.exclude, k.idx, k.gen)
-                    && self.caps_ok(k.idx, set.caps)
-            }),
-            None if set.caps.is_empty() => {
-                let excluded_available = set
-                    .exclude
-                    .iter()
-                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].available)
-                    .count();
-                self.avail > excluded_available
-            }
-            None => self.slots.iter().enumerate().any(|(i, s)| {
-                s.available
-                    && !Self::excluded(set.exclude, i as u32, s.gen)
-                    && self.caps_ok(i as u32, set.caps)
-            }),
-        }
-    }
-
-    /// Whether any candidate the request may use exists at all, with capacity or not.
-    pub(crate) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
-        match set.eligible {
-            Some(keys) => keys.iter().any(|k| {
-                let s = &self.slots[k.idx as usize];
-                s.gen == k.gen
-                    && s.usable
-                    && !Self::excluded(set.exclude, k.idx, k.gen)
-                    && self.caps_ok(k.idx, set.caps)
-            }),
-            None if set.caps.is_empty() => {
-                let excluded_usable = set
-                    .exclude
-                    .iter()
-                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].usable)
-                    .count();
-                self.usable_count > excluded_usable
-            }
-            None => self.slots.iter().enumerate().any(|(i, s)| {
-                s.usable
-                    && !Self::excluded(set.exclude, i as u32, s.gen)
-                    && self.caps_ok(i as u32, set.caps)
-            }),
-        }
-    }
-
     /// Probability of leaf `idx` in the trees, counting the leaves still waiting in the stale
-    /// list at their current value (none wait during a draw: it flushes first).
+    /// list at their current value (a draw writes them first and reads
+    /// [`Fleet::tree_probability`](super::slots::Fleet::tree_probability)).
     pub(crate) fn leaf_probability(&self, idx: usize) -> f64 {
+        if self.fleet.stale.is_empty() {
+            return self.fleet.tree_probability(idx, &self.model);
+        }
         let uniform = self.model.uniform_channel();
-        let n = self.trees[uniform].total();
+        let n = self.fleet.trees[uniform].total();
         if n <= 0.0 {
             return 0.0;
         }
@@ -514,30 +387,30 @@ impl Core {
                 p += ch.mass / n;
                 continue;
             }
-            let mut t = self.trees[c].total();
-            let mut leaf = self.trees[c].get(idx);
-            if !self.stale.is_empty() {
+            let mut t = self.fleet.trees[c].total();
+            let mut leaf = self.fleet.trees[c].get(idx);
+            if !self.fleet.stale.is_empty() {
                 let mut replaced = 0.0;
-                for &j in &self.stale {
+                for &j in &self.fleet.stale {
                     let j = j as usize;
-                    let old = self.trees[c].get(j);
+                    let old = self.fleet.trees[c].get(j);
                     replaced += old;
                     t += self.leaf_value(c, j) - old;
                 }
                 // A stale leaf that dwarfed all the others leaves only its rounding noise in
                 // `t`: sum the leaves afresh (a query; a draw flushes stale leaves first).
                 if replaced > t * 1e6 {
-                    t = (0..self.slots.len())
+                    t = (0..self.fleet.slots.len())
                         .map(|j| {
-                            if self.slots[j].stale {
+                            if self.fleet.slots[j].stale {
                                 self.leaf_value(c, j)
                             } else {
-                                self.trees[c].get(j)
+                                self.fleet.trees[c].get(j)
                             }
                         })
                         .sum();
                 }
-                if self.slots[idx].stale {
+                if self.fleet.slots[idx].stale {
                     leaf = self.leaf_value(c, idx);
                 }
             }
@@ -548,19 +421,5 @@ impl Core {
             }
         }
         p + empty / n
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Slot;
-
-    #[test]
-    fn a_slot_is_four_cache_lines() {
-        assert_eq!(std::mem::size_of::<Slot>(), 256);
-        assert_eq!(std::mem::align_of::<Slot>(), 64);
-        // `touch` reads one value per line.
-        assert!(std::mem::offset_of!(Slot, learned) + 48 > 64);
-        assert!(std::mem::offset_of!(Slot, learned) + 48 <= 128);
     }
 }

@@ -2,12 +2,13 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use select::DrawMode;
+use attempt_slots::NewAttempt;
+use select::{DrawMode, DrawPath};
 
 impl Core {
     /// Grants until nothing more can be granted.
     pub(super) fn pump<R: Rng + ?Sized>(&mut self, rng: &mut R) {
-        if self.dirty || self.now_s >= self.next_refresh_s {
+        if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
             self.refresh_all();
         }
         // Within one pump capacity only shrinks, so a general request found unservable stays
@@ -20,7 +21,7 @@ impl Core {
                 self.queue.clear_stale();
                 break;
             }
-            if self.global_in_flight >= self.limits.global || self.avail == 0 {
+            if self.attempts.in_flight() >= self.limits.global || self.fleet.avail == 0 {
                 break;
             }
             let fast = self.queue.fast_head(&self.requests);
@@ -28,7 +29,7 @@ impl Core {
             let start = cursor.map(|c| c + 1).unwrap_or(0);
             let mut chosen = None;
             for (seq, idx) in self.queue.general(start, bound) {
-                if self.servable(self.requests[idx as usize].set()) {
+                if self.fleet.servable(self.requests[idx as usize].set()) {
                     chosen = Some(idx);
                     break;
                 }
@@ -48,22 +49,12 @@ impl Core {
     /// Grants one attempt to request `idx`. Returns false if nothing could be drawn (which the
     /// servability check rules out; kept as a guard against looping).
     pub(super) fn grant_one<R: Rng + ?Sized>(&mut self, idx: u32, rng: &mut R) -> bool {
-        let now_ns = self.now_ns();
+        let now_ns = self.clock.now_ns;
         if self.requests[idx as usize].deadline_ns <= now_ns {
             self.reject(idx, Rejection::DeadlinePassed);
             return true;
         }
-        // Without the feature this is a constant false and the recording code compiles away:
-        // the baseline that shows records cost nothing while off.
-        let record = cfg!(feature = "decision-records") && self.record_rate > 0.0 && {
-            self.record_acc += self.record_rate;
-            if self.record_acc >= 1.0 {
-                self.record_acc -= 1.0;
-                true
-            } else {
-                false
-            }
-        };
+        let record = self.out.sample_record();
         let extras = self.requests[idx as usize].extras.take();
         let set = Extras::set(extras.as_deref());
         let arm = (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm as usize);
@@ -86,7 +77,7 @@ impl Core {
             _ => Vec::new(),
         };
         self.requests[idx as usize].extras = extras;
-        let Some((d, evaluated)) = drawn else {
+        let Some((d, path)) = drawn else {
             return false;
         };
         // Book the slot.
@@ -96,42 +87,28 @@ impl Core {
         // locked reference-count increment below, and the outcome's statistics update later,
         // would otherwise take them one after another.
         std::hint::black_box((
-            self.ids[cidx].as_str().as_bytes().first().copied(),
-            self.slots[cidx].touch(),
+            self.fleet.ids[cidx].as_str().as_bytes().first().copied(),
+            self.fleet.slots[cidx].touch(),
         ));
         let key = Key {
             idx: d.idx,
-            gen: self.slots[cidx].gen,
+            gen: self.fleet.slots[cidx].gen,
         };
-        self.slots[cidx].in_flight += 1;
-        self.global_in_flight += 1;
+        self.fleet.slots[cidx].in_flight += 1;
         self.limit_granted(cidx);
         self.refresh_load(cidx);
-        let a = match self.free_attempts.pop() {
-            Some(a) => a,
-            None => {
-                self.attempts.push(AttemptSlot::default());
-                self.attempts.len() as u32 - 1
-            }
-        };
-        let agen = self.attempts[a as usize].gen.wrapping_add(1);
-        self.attempts[a as usize] = AttemptSlot {
-            gen: agen,
-            active: true,
-            reported: false,
-            answered: false,
+        let attempt = self.attempts.start(NewAttempt {
             key,
             request: idx,
-            concurrency: self.slots[cidx].in_flight,
-            limit: self.limit_of(&self.slots[cidx]),
-            granted_s: self.now_s,
-        };
-        let attempt = AttemptId::new(a, agen);
+            concurrency: self.fleet.slots[cidx].in_flight,
+            limit: self.limit_of(&self.fleet.slots[cidx]),
+            granted_s: self.clock.now_s,
+        });
         let r = &mut self.requests[idx as usize];
         r.pending -= 1;
         r.in_flight += 1;
         let request = RequestId::new(idx, r.gen);
-        let waited_s = self.now_s - r.arrival_s;
+        let waited_s = self.clock.now_s - r.arrival_s;
         if r.pending == 0 {
             self.drop_pending(idx);
         } else {
@@ -140,20 +117,20 @@ impl Core {
             x.exclude.push(key);
             self.queue.move_to_general(r, idx);
         }
-        self.counters.decisions += 1;
-        if !evaluated {
-            self.counters.tree_decisions += 1;
+        self.out.counters.decisions += 1;
+        if path == DrawPath::Tree {
+            self.out.counters.tree_decisions += 1;
         }
         let reason_ix = DecisionReason::ALL
             .iter()
             .position(|x| *x == d.reason)
             .unwrap_or(0);
-        self.counters.by_reason[reason_ix] += 1;
-        let candidate = self.ids[cidx].clone();
-        if record && evaluated {
+        self.out.counters.by_reason[reason_ix] += 1;
+        let candidate = self.fleet.ids[cidx].clone();
+        if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }
-        self.events.push_back(Event::Granted(Grant {
+        self.out.push(Event::Granted(Grant {
             request,
             attempt,
             candidate,
@@ -180,7 +157,7 @@ impl Core {
         shadows: Vec<ShadowVerdict>,
     ) {
         let record = DecisionRecord {
-            time_s: self.now_s,
+            time_s: self.clock.now_s,
             request,
             attempt: Some(attempt),
             reason: d.reason,
@@ -196,6 +173,6 @@ impl Core {
             arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
             shadows,
         };
-        self.records.push_back(record);
+        self.out.push_record(record);
     }
 }

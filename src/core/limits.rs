@@ -45,17 +45,17 @@ impl Core {
                 *e = None;
                 a.limited[idx] = 0;
             }
-            self.slots[idx].adaptive_limit = UNLIMITED;
+            self.fleet.slots[idx].adaptive_limit = UNLIMITED;
             return;
         }
-        let n = self.slots.len();
+        let n = self.fleet.slots.len();
         if a.estimators.len() < n {
             a.estimators.resize(n, None);
             a.limited.resize(n, 0);
         }
         a.limited[idx] = 0;
-        let e = Estimator::new(cfg, self.now_s);
-        self.slots[idx].adaptive_limit = e.limit();
+        let e = Estimator::new(cfg, self.clock.now_s);
+        self.fleet.slots[idx].adaptive_limit = e.limit();
         a.estimators[idx] = Some(e);
     }
 
@@ -82,8 +82,8 @@ impl Core {
             limit: att.limit,
             granted_s: att.granted_s,
         };
-        if e.observe(cfg, sample, self.now_s) {
-            self.slots[idx].adaptive_limit = e.limit();
+        if e.observe(cfg, sample, self.clock.now_s) {
+            self.fleet.slots[idx].adaptive_limit = e.limit();
         }
     }
 
@@ -91,7 +91,7 @@ impl Core {
     /// limit, not the static one, now stops further grants.
     #[inline]
     pub(super) fn limit_granted(&mut self, idx: usize) {
-        let s = &self.slots[idx];
+        let s = &self.fleet.slots[idx];
         if s.adaptive_limit == UNLIMITED {
             return; // adaptive limits are off
         }
@@ -99,7 +99,7 @@ impl Core {
         let full = in_flight >= learned && learned < self.static_limit_of(s);
         let cfg = &self.model.config().adaptive;
         if let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) {
-            e.granted(cfg, in_flight, self.now_s);
+            e.granted(cfg, in_flight, self.clock.now_s);
         }
         if full {
             if let Some(c) = self.adaptive.limited.get_mut(idx) {
@@ -112,15 +112,19 @@ impl Core {
     /// slot's learned limit (the caller refreshes every slot after).
     pub(super) fn limits_reconfigured(&mut self) {
         let cfg = self.adaptive_config().clone();
-        let n = if cfg.enabled { self.slots.len() } else { 0 };
-        let now_s = self.now_s;
+        let n = if cfg.enabled {
+            self.fleet.slots.len()
+        } else {
+            0
+        };
+        let now_s = self.clock.now_s;
         let a = &mut self.adaptive;
         a.estimators.resize(n, None);
         a.limited.resize(n, 0);
         a.estimators.shrink_to_fit();
         a.limited.shrink_to_fit();
         if !cfg.enabled {
-            for slot in &mut self.slots {
+            for slot in &mut self.fleet.slots {
                 slot.adaptive_limit = UNLIMITED;
             }
             return;
@@ -134,7 +138,7 @@ impl Core {
             } else {
                 *e = Some(Estimator::new(&cfg, now_s));
             }
-            self.slots[idx].adaptive_limit = e.as_ref().map_or(UNLIMITED, Estimator::limit);
+            self.fleet.slots[idx].adaptive_limit = e.as_ref().map_or(UNLIMITED, Estimator::limit);
         }
     }
 
@@ -154,8 +158,8 @@ impl Core {
             return;
         }
         if let Some(e) = self.adaptive.estimators.get_mut(idx) {
-            let restored = Estimator::restore(cfg, saved, self.now_s);
-            self.slots[idx].adaptive_limit = restored.limit();
+            let restored = Estimator::restore(cfg, saved, self.clock.now_s);
+            self.fleet.slots[idx].adaptive_limit = restored.limit();
             *e = Some(restored);
         }
     }
@@ -163,8 +167,8 @@ impl Core {
     /// A candidate's in-flight limit in force now (the lower of the static and the learned
     /// one): `None` for unlimited or an unknown id. Cheaper than [`Core::candidate`].
     pub fn candidate_limit(&self, id: &CandidateId) -> Option<u32> {
-        let idx = self.by_id.get(&self.ids, id.as_str())? as usize;
-        let limit = self.limit_of(&self.slots[idx]);
+        let idx = self.fleet.by_id.get(&self.fleet.ids, id.as_str())? as usize;
+        let limit = self.limit_of(&self.fleet.slots[idx]);
         (limit != UNLIMITED).then_some(limit)
     }
 

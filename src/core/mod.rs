@@ -10,10 +10,25 @@
 //! its eligible candidates that have free capacity, and repeats until nothing more can be
 //! granted. A request that cannot be served now is skipped, never blocking the ones behind it,
 //! so nothing waits on anything but capacity: there is no deadlock to fall into.
+//!
+//! `Core` is one state machine delegating to owned parts, each in its own file:
+//!
+//! | part | file | holds |
+//! |---|---|---|
+//! | fleet | `slots.rs` | candidate slots, infos and ids, the id index, the channel sum trees, the counts; its refresh (which needs the model, the clock and the limits) is in `fleet.rs` |
+//! | wait queue | `queue.rs` | waiting requests in arrival order, their deadlines |
+//! | attempts | `attempt_slots.rs` | attempts in flight, their free list and count; outcomes, releases and leases are in `attempts.rs` |
+//! | clock | `clock.rs` | the epoch, the latest `now`, the values derived from it, the refresh schedule |
+//! | outbox | `outbox.rs` | events, sampled decision records, counters |
+//!
+//! The request lifecycle is in `requests.rs`, the pump and the booking of a grant in
+//! `grant.rs`, the draw itself in `select.rs` (the tree) and `evaluate.rs` (the evaluated set).
 
 mod arms;
+mod attempt_slots;
 mod attempts;
 mod candidates;
+mod clock;
 mod digest;
 mod draw;
 mod evaluate;
@@ -21,15 +36,16 @@ mod fleet;
 mod grant;
 mod index;
 mod limits;
+mod outbox;
 mod pool;
 mod preference;
 mod queries;
 mod queue;
 mod requests;
 mod select;
+mod slots;
 mod snapshot;
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use rand::Rng;
@@ -47,12 +63,14 @@ use crate::limit::LimitSnapshot;
 use crate::score::{
     Components, Config, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel, Stats,
 };
+use attempt_slots::{AttemptSlot, Attempts};
+use clock::{Clock, NO_DEADLINE};
 use draw::SumTree;
-use evaluate::Evaluation;
-use fleet::Slot;
-use index::IdIndex;
+use evaluate::{Detail, Evaluation};
+use outbox::Outbox;
 use queue::{Queued, WaitQueue};
 use select::{DrawSet, Drawn};
+use slots::{Fleet, Slot};
 
 /// "No limit" for the `u32` limits.
 pub const UNLIMITED: u32 = u32::MAX;
@@ -318,25 +336,7 @@ impl ReqSlot {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct AttemptSlot {
-    gen: u32,
-    active: bool,
-    reported: bool,
-    /// The caller said a first byte came: no longer evidence of a slow answer.
-    answered: bool,
-    key: Key,
-    request: u32,
-    /// The candidate's attempts in flight when this one was granted, itself included.
-    concurrency: u32,
-    /// The candidate's limit in force when this one was granted.
-    limit: u32,
-    granted_s: f64,
-}
-
-const NO_DEADLINE: u64 = u64::MAX;
-
-/// `Core::oldest_pending` of a slot with no attempt known to be running.
+/// `Fleet::oldest_pending` of a slot with no attempt known to be running.
 const NO_ATTEMPT: u32 = u32::MAX;
 
 /// The coordinator's state machine. See the [module docs](self).
@@ -344,64 +344,25 @@ const NO_ATTEMPT: u32 = u32::MAX;
 pub struct Core {
     model: ScoreModel,
     limits: Limits,
-    epoch: Instant,
-    /// The latest `now` seen: a call with the same instant skips the clock arithmetic.
-    last_now: Instant,
-    now_s: f64,
-    /// `now_s` in nanoseconds.
-    now_ns: u64,
-    /// The window bucket `now_s` falls in.
-    bucket: u64,
-    next_refresh_s: f64,
-    /// When the coarse refresh next recomputes the components no channel reads.
-    next_unused_s: f64,
+    clock: Clock,
     dirty: bool,
 
-    slots: Vec<Slot>,
-    /// Each slot's static info, apart from the slot: only changes and records read it.
-    infos: Vec<CandidateInfo>,
-    /// Each slot's id, densely packed: a grant reads one without touching the info.
-    ids: Vec<CandidateId>,
-    free_slots: Vec<u32>,
-    by_id: IdIndex,
-    trees: Vec<SumTree>,
-    usable_count: usize,
-    avail: usize,
-    avail_pass: usize,
-    ejected_count: usize,
-    live_count: usize,
-    stake_total: f64,
-    overall: Overall,
-    next_added: u64,
+    /// The candidates, their trees and counts.
+    fleet: Fleet,
 
     requests: Vec<ReqSlot>,
     free_requests: Vec<u32>,
     queue: WaitQueue,
 
-    attempts: Vec<AttemptSlot>,
-    free_attempts: Vec<u32>,
-    global_in_flight: u32,
+    attempts: Attempts,
 
-    events: VecDeque<Event>,
-    /// Whether a request's end is told as [`Event::Closed`].
-    close_events: bool,
-    records: VecDeque<DecisionRecord>,
-    record_rate: f64,
-    record_acc: f64,
-    counters: Counters,
+    /// Events, decision records and counters for the driver.
+    out: Outbox,
     eval: Evaluation,
-    saved_leaves: Vec<(usize, usize, f64)>,
     arms: Vec<arms::ArmState>,
     shadows: Vec<arms::ShadowState>,
-    /// Candidates whose score leaves are written at the next draw.
-    stale: Vec<u32>,
-    /// Per slot, an attempt of it still running without a report as of the last full refresh,
-    /// the oldest then ([`NO_ATTEMPT`] for none); see [`Core::pending_ms`].
-    oldest_pending: Vec<u32>,
     /// Fleet-wide inputs of pooled estimates and the probe schedule.
     pool: pool::Pool,
-    /// Per slot, whether its candidate slows under concurrency.
-    load_fit: Vec<LoadFit>,
     /// Evidence from other coordinators, when this one shares (`None` until it does).
     share: Option<Box<digest::ShareState>>,
     /// Per slot, the adaptive limit's estimator.
@@ -412,56 +373,26 @@ impl Core {
     /// A core with the given scoring config and default [`Limits`]; `now` is its epoch.
     pub fn new(config: Config, now: Instant) -> Result<Self, Error> {
         let model = ScoreModel::new(config)?;
-        let trees = vec![SumTree::default(); model.channels().len()];
+        let channels = model.channels().len();
+        let clock = Clock::new(now, model.config().window.bucket_s);
         let mut core = Core {
             model,
             limits: Limits::default(),
-            epoch: now,
-            last_now: now,
-            now_ns: 0,
-            bucket: 0,
-            now_s: 0.0,
-            next_refresh_s: 0.0,
-            next_unused_s: 0.0,
+            clock,
             dirty: false,
-            slots: Vec::new(),
-            infos: Vec::new(),
-            ids: Vec::new(),
-            free_slots: Vec::new(),
-            by_id: IdIndex::default(),
-            trees,
-            usable_count: 0,
-            avail: 0,
-            avail_pass: 0,
-            ejected_count: 0,
-            live_count: 0,
-            stake_total: 0.0,
-            overall: Overall::default(),
-            next_added: 0,
+            fleet: Fleet::new(channels),
             requests: Vec::new(),
             free_requests: Vec::new(),
             queue: WaitQueue::default(),
-            attempts: Vec::new(),
-            free_attempts: Vec::new(),
-            global_in_flight: 0,
+            attempts: Attempts::default(),
             pool: pool::Pool::default(),
-            load_fit: Vec::new(),
             adaptive: limits::Adaptive::default(),
-            events: VecDeque::new(),
-            close_events: false,
-            records: VecDeque::new(),
-            record_rate: 0.0,
-            record_acc: 0.0,
-            counters: Counters::default(),
+            out: Outbox::default(),
             eval: Evaluation::default(),
-            saved_leaves: Vec::new(),
             arms: Vec::new(),
             shadows: Vec::new(),
-            stale: Vec::new(),
-            oldest_pending: Vec::new(),
             share: None,
         };
-        core.time_changed();
         core.build_variants()?;
         Ok(core)
     }
@@ -473,37 +404,8 @@ impl Core {
         Ok(self)
     }
 
+    #[inline]
     fn advance(&mut self, now: Instant) {
-        if now <= self.last_now {
-            return;
-        }
-        self.last_now = now;
-        let t = now.saturating_duration_since(self.epoch).as_secs_f64();
-        if t > self.now_s {
-            self.now_s = t;
-            self.time_changed();
-        }
-    }
-
-    /// Derived clock values, computed once per new `now` rather than at every use (the
-    /// float-to-integer conversions showed on the decision path).
-    fn time_changed(&mut self) {
-        self.now_ns = (self.now_s * 1e9) as u64;
-        self.bucket =
-            fleet::BUCKET_BASE + (self.now_s / self.model.config().window.bucket_s) as u64;
-    }
-
-    fn deadline_ns(&self, deadline: Option<Instant>) -> u64 {
-        match deadline {
-            None => NO_DEADLINE,
-            Some(d) => {
-                let ns = d.saturating_duration_since(self.epoch).as_nanos();
-                ns.min(u64::MAX as u128 - 1) as u64
-            }
-        }
-    }
-
-    fn now_ns(&self) -> u64 {
-        self.now_ns
+        self.clock.advance(now, self.model.config().window.bucket_s);
     }
 }

@@ -53,24 +53,24 @@ impl Core {
     /// Recomputes the pool after a coarse refresh. O(n).
     pub(crate) fn refresh_pool(&mut self) {
         let ema = &self.model.config().ema;
-        let now_s = self.now_s;
+        let now_s = self.clock.now_s;
         // Decisions per second, smoothed over a few refreshes.
         let dt = now_s - self.pool.at_s;
         if dt > 0.0 {
-            let r = (self.counters.decisions - self.pool.decisions) as f64 / dt;
+            let r = (self.out.counters.decisions - self.pool.decisions) as f64 / dt;
             self.pool.rate = if self.pool.rate > 0.0 {
                 self.pool.rate + 0.3 * (r - self.pool.rate)
             } else {
                 r
             };
-            self.pool.decisions = self.counters.decisions;
+            self.pool.decisions = self.out.counters.decisions;
             self.pool.at_s = now_s;
         }
         self.pool.probe_after_s = match (ema.drift > 0.0, ema.probe_s) {
             (true, p) if p > 0.0 => {
                 let budget = PROBE_SHARE * self.pool.rate;
                 let stretched = if budget > 0.0 {
-                    self.live_count as f64 / budget
+                    self.fleet.live_count as f64 / budget
                 } else {
                     f64::INFINITY
                 };
@@ -79,8 +79,8 @@ impl Core {
             _ => f64::INFINITY,
         };
         let (mut live, mut q) = (0usize, 0.0f64);
-        for (idx, fit) in self.load_fit.iter().enumerate() {
-            if self.slots[idx].live {
+        for (idx, fit) in self.fleet.load_fit.iter().enumerate() {
+            if self.fleet.slots[idx].live {
                 live += 1;
                 q += f64::from(fit.evidence());
             }
@@ -96,10 +96,10 @@ impl Core {
             self.pool.overall = None;
             return;
         }
-        self.pool.overall = Some(self.overall);
+        self.pool.overall = Some(self.fleet.overall);
         let (mut k, mut sum, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0, 0.0);
         let ctx: ScoreContext = self.pool_context();
-        for (idx, slot) in self.slots.iter().enumerate() {
+        for (idx, slot) in self.fleet.slots.iter().enumerate() {
             if !slot.live {
                 continue;
             }
@@ -138,10 +138,10 @@ impl Core {
     /// A context with what [`crate::score::ScoreModel::pooled_deviation`] reads.
     fn pool_context(&self) -> ScoreContext {
         ScoreContext {
-            overall: self.overall,
-            now_s: self.now_s,
-            bucket: self.bucket,
-            stake_total: self.stake_total,
+            overall: self.fleet.overall,
+            now_s: self.clock.now_s,
+            bucket: self.clock.bucket(),
+            stake_total: self.fleet.stake_total,
             in_flight: 0,
             limit: u32::MAX,
             pending_ms: 0.0,

@@ -1,7 +1,7 @@
 //! What the policy prefers now, whatever the load: each candidate's probability in the next
 //! unrestricted draw if every candidate had a free slot.
 
-use super::evaluate::Evaluation;
+use super::evaluate::{Detail, Evaluation};
 use super::select::DrawSet;
 use super::{CandidateId, Core};
 
@@ -20,11 +20,11 @@ impl Core {
     pub fn preference(&self) -> Vec<(CandidateId, f64)> {
         let mut ev = Evaluation::default();
         ev.any_load = true;
-        self.evaluate(DrawSet::ALL, &mut ev, false);
+        self.evaluate(DrawSet::ALL, &mut ev, Detail::Probabilities);
         ev.keys
             .iter()
             .zip(&ev.probs)
-            .map(|(&i, &p)| (self.ids[i as usize].clone(), p))
+            .map(|(&i, &p)| (self.fleet.ids[i as usize].clone(), p))
             .collect()
     }
 }

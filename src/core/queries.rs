@@ -6,30 +6,26 @@ use super::*;
 impl Core {
     /// The next event, oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.out.poll()
     }
 
     /// Whether a request's end is told as [`Event::Closed`] (off by default). A driver that
     /// keeps something per request turns it on and forgets the request at that event, instead
     /// of following the request's transitions itself.
     pub fn set_close_events(&mut self, on: bool) {
-        self.close_events = on;
+        self.out.set_close_events(on);
     }
 
     /// Records a share of decisions (0 = none, the default; 1 = every decision). Sampling is
     /// a deterministic accumulator, so recording never changes which candidates win. Without
     /// the `decision-records` feature (on by default) nothing is ever recorded.
     pub fn set_record_rate(&mut self, rate: f64) {
-        self.record_rate = if rate.is_finite() {
-            rate.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+        self.out.set_record_rate(rate);
     }
 
     /// The next decision record, oldest first.
     pub fn poll_record(&mut self) -> Option<DecisionRecord> {
-        self.records.pop_front()
+        self.out.poll_record()
     }
 
     /// What a draw for `request` would do now, without granting anything: every candidate in
@@ -37,7 +33,7 @@ impl Core {
     pub fn explain(&mut self, request: &Request, now: Instant) -> Result<DecisionRecord, Error> {
         request.validate()?;
         self.advance(now);
-        if self.dirty || self.now_s >= self.next_refresh_s {
+        if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
             self.refresh_all();
         }
         let eligible = match &request.eligible {
@@ -45,7 +41,8 @@ impl Core {
             Eligible::Only(ids) => Some(
                 ids.iter()
                     .map(|id| {
-                        self.key_of(id)
+                        self.fleet
+                            .key_of(id)
                             .ok_or_else(|| Error::UnknownCandidate(id.clone()))
                     })
                     .collect::<Result<Vec<_>, _>>()?,
@@ -54,15 +51,16 @@ impl Core {
         let exclude: Vec<Key> = request
             .exclude
             .iter()
-            .filter_map(|id| self.key_of(id))
+            .filter_map(|id| self.fleet.key_of(id))
             .collect();
         let set = DrawSet {
             eligible: eligible.as_deref(),
             exclude: &exclude,
             caps: &request.capabilities,
         };
-        let mut ev = std::mem::take(&mut self.eval);
-        self.evaluate(set, &mut ev, true);
+        // A query, not a draw: its own scratch space, so the draws' stays untouched.
+        let mut ev = Evaluation::default();
+        self.evaluate(set, &mut ev, Detail::FilterNotes);
         let candidates = self.considered(&ev);
         let best = candidates
             .iter()
@@ -74,7 +72,7 @@ impl Core {
             })
             .map(|(_, c)| (c.id.clone(), c.probability));
         let record = DecisionRecord {
-            time_s: self.now_s,
+            time_s: self.clock.now_s,
             request: RequestId::new(u32::MAX, 0),
             attempt: None,
             reason: if self.model.config().deterministic {
@@ -95,7 +93,6 @@ impl Core {
             arm: None,
             shadows: Vec::new(),
         };
-        self.eval = ev;
         Ok(record)
     }
 
@@ -116,23 +113,26 @@ impl Core {
     /// Probability of `id` in the O(log n) tree for an unrestricted request (0 if it is not
     /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
     pub fn tree_probability(&self, id: &CandidateId) -> f64 {
-        match self.by_id.get(&self.ids, id.as_str()) {
-            Some(idx) if self.slots[idx as usize].in_tree => self.leaf_probability(idx as usize),
+        match self.fleet.by_id.get(&self.fleet.ids, id.as_str()) {
+            Some(idx) if self.fleet.slots[idx as usize].in_tree => {
+                self.leaf_probability(idx as usize)
+            }
             _ => 0.0,
         }
     }
 
     /// One candidate.
     pub fn candidate(&self, id: &CandidateId) -> Option<CandidateView<'_>> {
-        self.by_id
-            .get(&self.ids, id.as_str())
+        self.fleet
+            .by_id
+            .get(&self.fleet.ids, id.as_str())
             .map(|i| self.view(i as usize))
     }
 
     pub(super) fn view(&self, i: usize) -> CandidateView<'_> {
-        let s = &self.slots[i];
+        let s = &self.fleet.slots[i];
         CandidateView {
-            info: &self.infos[i],
+            info: &self.fleet.infos[i],
             stats: s.stats.unpack(),
             components: self.components_of(i),
             in_flight: s.in_flight,
@@ -147,16 +147,16 @@ impl Core {
     /// Every candidate, including removed ones whose attempts are still running, in the order
     /// they were added.
     pub fn candidates(&self) -> impl Iterator<Item = CandidateView<'_>> + '_ {
-        let mut order: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].live || self.slots[i].in_flight > 0)
+        let mut order: Vec<usize> = (0..self.fleet.slots.len())
+            .filter(|&i| self.fleet.slots[i].live || self.fleet.slots[i].in_flight > 0)
             .collect();
-        order.sort_by_key(|&i| self.slots[i].added_seq);
+        order.sort_by_key(|&i| self.fleet.slots[i].added_seq);
         order.into_iter().map(|i| self.view(i))
     }
 
     /// Number of live candidates.
     pub fn candidate_count(&self) -> usize {
-        self.live_count
+        self.fleet.live_count
     }
 
     /// Whether a request still exists (waiting, running, or kept open). Once false, every call
@@ -172,7 +172,7 @@ impl Core {
 
     /// Attempts in flight.
     pub fn in_flight(&self) -> u32 {
-        self.global_in_flight
+        self.attempts.in_flight()
     }
 
     /// Open requests (waiting or running).
@@ -192,27 +192,27 @@ impl Core {
 
     /// The all-candidate averages.
     pub fn overall(&self) -> Overall {
-        self.overall
+        self.fleet.overall
     }
 
     /// Counters of decisions, rejections, ejections and reclaimed attempts.
     pub fn counters(&self) -> Counters {
-        self.counters
+        self.out.counters
     }
 
     /// Seconds since the epoch, as far as the core has seen.
     pub fn now_s(&self) -> f64 {
-        self.now_s
+        self.clock.now_s
     }
 
     /// The core's epoch (its `now` at construction).
     pub fn epoch(&self) -> Instant {
-        self.epoch
+        self.clock.epoch
     }
 
     /// The request an attempt serves (`None` once the attempt is released or reclaimed).
     pub fn attempt_request(&self, id: AttemptId) -> Option<RequestId> {
-        let a = self.attempt_index(id).ok()?;
+        let a = self.attempts.index(id).ok()?;
         let r = self.attempts[a].request;
         Some(RequestId::new(r, self.requests[r as usize].gen))
     }
@@ -226,30 +226,30 @@ impl Core {
 
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
-        let a = self.attempt_index(id).ok()?;
-        Some(&self.ids[self.attempts[a].key.idx as usize])
+        let a = self.attempts.index(id).ok()?;
+        Some(&self.fleet.ids[self.attempts[a].key.idx as usize])
     }
 
     /// Whether a waiting request could be granted right now. After any call returns this is
     /// false for every waiting request: the core never leaves capacity unused (the
     /// no-stuck-request invariant, checked by the property tests).
     pub fn any_servable_waiting(&self) -> bool {
-        if self.global_in_flight >= self.limits.global {
+        if self.attempts.in_flight() >= self.limits.global {
             return false;
         }
         let fast_waiting = self.queue.fast(&self.requests).next().is_some();
-        (fast_waiting && self.servable(DrawSet::ALL))
+        (fast_waiting && self.fleet.servable(DrawSet::ALL))
             || self
                 .queue
                 .general(0, u64::MAX)
-                .any(|(_, idx)| self.servable(self.requests[idx as usize].set()))
+                .any(|(_, idx)| self.fleet.servable(self.requests[idx as usize].set()))
     }
 
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut in_flight = 0u32;
-        for (i, s) in self.slots.iter().enumerate() {
+        for (i, s) in self.fleet.slots.iter().enumerate() {
             let limit = self.limit_of(s);
             if s.live && s.in_flight > limit && s.available {
                 return Err(format!("candidate {i} over its limit yet available"));
@@ -262,23 +262,27 @@ impl Core {
                 return Err(format!("candidate {i} at capacity is drawable"));
             }
         }
-        if in_flight != self.global_in_flight {
+        if in_flight != self.attempts.in_flight() {
             return Err(format!(
                 "in flight {} != sum over candidates {}",
-                self.global_in_flight, in_flight
+                self.attempts.in_flight(),
+                in_flight
             ));
         }
         let active_attempts = self.attempts.iter().filter(|a| a.active).count() as u32;
-        if active_attempts != self.global_in_flight {
+        if active_attempts != self.attempts.in_flight() {
             return Err("active attempts != in flight".into());
         }
-        let avail = self.slots.iter().filter(|s| s.available).count();
-        let avail_pass = self.slots.iter().filter(|s| s.in_tree).count();
-        let usable = self.slots.iter().filter(|s| s.usable).count();
-        if avail != self.avail || avail_pass != self.avail_pass || usable != self.usable_count {
+        let avail = self.fleet.slots.iter().filter(|s| s.available).count();
+        let avail_pass = self.fleet.slots.iter().filter(|s| s.in_tree).count();
+        let usable = self.fleet.slots.iter().filter(|s| s.usable).count();
+        if avail != self.fleet.avail
+            || avail_pass != self.fleet.avail_pass
+            || usable != self.fleet.usable_count
+        {
             return Err(format!(
                 "counters drifted: avail {avail}/{} pass {avail_pass}/{} usable {usable}/{}",
-                self.avail, self.avail_pass, self.usable_count
+                self.fleet.avail, self.fleet.avail_pass, self.fleet.usable_count
             ));
         }
         let waiting = self
@@ -294,15 +298,15 @@ impl Core {
                 return Err("a request runs more than its parallelism".into());
             }
         }
-        let stale = self.slots.iter().filter(|s| s.stale).count();
-        if stale != self.stale.len() {
+        let stale = self.fleet.slots.iter().filter(|s| s.stale).count();
+        if stale != self.fleet.stale.len() {
             return Err(format!(
                 "{stale} candidates flagged stale, {} listed",
-                self.stale.len()
+                self.fleet.stale.len()
             ));
         }
         let uniform = self.model.uniform_channel();
-        if (self.trees[uniform].total() - avail_pass as f64).abs() > 1e-6 {
+        if (self.fleet.trees[uniform].total() - avail_pass as f64).abs() > 1e-6 {
             return Err("uniform tree total != drawable count".into());
         }
         Ok(())

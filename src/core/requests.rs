@@ -28,6 +28,7 @@ impl Core {
                 let mut keys = Vec::with_capacity(ids.len());
                 for id in ids {
                     let k = self
+                        .fleet
                         .key_of(id)
                         .ok_or_else(|| Error::UnknownCandidate(id.clone()))?;
                     if !keys.contains(&k) {
@@ -41,7 +42,7 @@ impl Core {
         let exclude: Vec<Key> = request
             .exclude
             .iter()
-            .filter_map(|id| self.key_of(id))
+            .filter_map(|id| self.fleet.key_of(id))
             .collect();
         let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
         {
@@ -53,7 +54,7 @@ impl Core {
                 caps: request.capabilities,
             }))
         };
-        let deadline_ns = self.deadline_ns(request.deadline);
+        let deadline_ns = self.clock.deadline_ns(request.deadline);
         let (idx, gen) = match self.free_requests.pop() {
             Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
             None => {
@@ -73,7 +74,7 @@ impl Core {
             in_flight: 0,
             parallelism: request.parallelism,
             seq,
-            arrival_s: self.now_s,
+            arrival_s: self.clock.now_s,
             deadline_ns,
             arm,
             extras,
@@ -83,11 +84,11 @@ impl Core {
             self.reject(idx, Rejection::QueueFull);
             return Ok(id);
         }
-        if !self.has_eligible(self.requests[idx as usize].set()) {
+        if !self.fleet.has_eligible(self.requests[idx as usize].set()) {
             self.reject(idx, Rejection::NoEligibleCandidate);
             return Ok(id);
         }
-        if deadline_ns <= self.now_ns() {
+        if deadline_ns <= self.clock.now_ns {
             self.reject(idx, Rejection::DeadlinePassed);
             return Ok(id);
         }
@@ -127,7 +128,7 @@ impl Core {
             )));
         }
         self.requests[idx as usize].pending += 1;
-        if !self.has_eligible(self.requests[idx as usize].set()) {
+        if !self.fleet.has_eligible(self.requests[idx as usize].set()) {
             self.reject(idx, Rejection::NoEligibleCandidate);
             return Ok(());
         }
@@ -182,11 +183,11 @@ impl Core {
         // The first reason sticks: a request cancelled or rejected once stays so.
         r.closed.get_or_insert(CloseReason::Rejected(reason));
         let id = RequestId::new(idx, r.gen);
-        self.counters.rejections[Rejection::ALL
+        self.out.counters.rejections[Rejection::ALL
             .iter()
             .position(|x| *x == reason)
             .unwrap_or(0)] += 1;
-        self.events.push_back(Event::Rejected {
+        self.out.push(Event::Rejected {
             request: id,
             reason,
         });
@@ -201,11 +202,9 @@ impl Core {
             r.active = false;
             r.extras = None;
             self.free_requests.push(idx);
-            if self.close_events {
-                let request = RequestId::new(idx, r.gen);
-                let reason = r.closed.unwrap_or(ended);
-                self.events.push_back(Event::Closed { request, reason });
-            }
+            let request = RequestId::new(idx, r.gen);
+            let reason = r.closed.unwrap_or(ended);
+            self.out.closed(request, reason);
         }
     }
 
@@ -215,9 +214,9 @@ impl Core {
             .queue
             .general(0, u64::MAX)
             .map(|(_, idx)| idx)
-            .filter(|&idx| !self.has_eligible(self.requests[idx as usize].set()))
+            .filter(|&idx| !self.fleet.has_eligible(self.requests[idx as usize].set()))
             .collect();
-        if !self.has_eligible(DrawSet::ALL) {
+        if !self.fleet.has_eligible(DrawSet::ALL) {
             doomed.extend(self.queue.fast(&self.requests));
         }
         for idx in doomed {

@@ -4,6 +4,7 @@
 use rand::{Rng, RngExt};
 
 use super::draw::{argmax_by_order, pick_linear};
+use super::evaluate::Detail;
 use super::{Core, Key};
 use crate::decision::DecisionReason;
 
@@ -16,6 +17,15 @@ pub(crate) enum DrawMode {
     Evaluate,
     /// Evaluated, with what each filter removed noted, for a decision record.
     Record,
+}
+
+/// Which way a draw went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DrawPath {
+    /// The O(log n) sum trees.
+    Tree,
+    /// An evaluated draw: the set, its probabilities and its notes are in `Core::eval`.
+    Evaluated,
 }
 
 /// What a request may draw from.
@@ -49,70 +59,7 @@ impl Core {
         if set.eligible.is_some() || !set.caps.is_empty() || self.model.config().deterministic {
             return false;
         }
-        let excluded_in_tree = set
-            .exclude
-            .iter()
-            .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].in_tree)
-            .count();
-        self.avail_pass > excluded_in_tree
-    }
-
-    /// Draws from the trees, with the excluded candidates' leaves zeroed for the draw.
-    pub(super) fn tree_draw<R: Rng + ?Sized>(
-        &mut self,
-        exclude: &[Key],
-        rng: &mut R,
-    ) -> Option<Drawn> {
-        self.flush_stale();
-        let mut saved = std::mem::take(&mut self.saved_leaves);
-        saved.clear();
-        for k in exclude {
-            if self.key_valid(*k) && self.slots[k.idx as usize].in_tree {
-                for (c, tree) in self.trees.iter_mut().enumerate() {
-                    saved.push((k.idx as usize, c, tree.get(k.idx as usize)));
-                    tree.set(k.idx as usize, 0.0);
-                }
-            }
-        }
-        let uniform = self.model.uniform_channel();
-        let n = self.trees[uniform].total();
-        let result = if n > 0.0 {
-            let u: f64 = rng.random();
-            let mut acc = 0.0;
-            let mut chosen = uniform;
-            for (c, ch) in self.model.channels().iter().enumerate() {
-                acc += ch.mass;
-                if u < acc && ch.mass > 0.0 {
-                    chosen = c;
-                    break;
-                }
-            }
-            let tree = if self.trees[chosen].total() > 0.0 {
-                chosen
-            } else {
-                uniform
-            };
-            let u2: f64 = rng.random();
-            self.trees[tree]
-                .sample(u2 * self.trees[tree].total())
-                .map(|idx| Drawn {
-                    idx: idx as u32,
-                    probability: self.leaf_probability(idx),
-                    reason: if n == 1.0 {
-                        DecisionReason::OnlyChoice
-                    } else {
-                        DecisionReason::Draw
-                    },
-                    roll: Some(u),
-                })
-        } else {
-            None
-        };
-        for &(idx, c, v) in saved.iter().rev() {
-            self.trees[c].set(idx, v);
-        }
-        self.saved_leaves = saved;
-        result
+        self.fleet.tree_has_unexcluded(set.exclude)
     }
 
     /// Makes one decision for `set`: the tree when it applies, else an evaluated draw, as
@@ -124,15 +71,24 @@ impl Core {
         rng: &mut R,
         mode: DrawMode,
         arm: Option<usize>,
-    ) -> Option<(Drawn, bool)> {
+    ) -> Option<(Drawn, DrawPath)> {
         let variant = arm
             .and_then(|a| self.arms.get(a))
             .and_then(|a| a.model.as_ref());
         if mode == DrawMode::Fast && variant.is_none() && self.tree_applies(set) {
-            return self.tree_draw(set.exclude, rng).map(|d| (d, false));
+            self.flush_stale();
+            return self
+                .fleet
+                .tree_draw(set.exclude, &self.model, rng)
+                .map(|d| (d, DrawPath::Tree));
         }
         let mut ev = std::mem::take(&mut self.eval);
-        self.evaluate_with(variant, set, &mut ev, mode == DrawMode::Record);
+        let detail = if mode == DrawMode::Record {
+            Detail::FilterNotes
+        } else {
+            Detail::Probabilities
+        };
+        self.evaluate_with(variant, set, &mut ev, detail);
         let deterministic = variant
             .map(|m| m.config().deterministic)
             .unwrap_or(self.model.config().deterministic);
@@ -142,7 +98,7 @@ impl Core {
             let order: Vec<u64> = ev
                 .keys
                 .iter()
-                .map(|&i| self.slots[i as usize].added_seq)
+                .map(|&i| self.fleet.slots[i as usize].added_seq)
                 .collect();
             argmax_by_order(&ev.probs, &order).map(|j| Drawn {
                 idx: ev.keys[j],
@@ -166,6 +122,6 @@ impl Core {
             })
         };
         self.eval = ev;
-        drawn.map(|d| (d, true))
+        drawn.map(|d| (d, DrawPath::Evaluated))
     }
 }

@@ -21,7 +21,7 @@ impl Core {
     /// What the core has learned, with every time stored relative to now, so it can be loaded
     /// by a core with another epoch (after a restart).
     pub fn snapshot(&self) -> Snapshot {
-        let now_s = self.now_s;
+        let now_s = self.clock.now_s;
         let bucket = self.bucket();
         let buckets = self.model.config().window.buckets as usize;
         let candidates = self
@@ -58,7 +58,7 @@ impl Core {
             .collect();
         Snapshot {
             version: SNAPSHOT_VERSION,
-            overall: self.overall,
+            overall: self.fleet.overall,
             candidates,
         }
     }
@@ -74,10 +74,10 @@ impl Core {
     ) -> Result<(), Error> {
         snapshot.validate()?;
         self.advance(now);
-        let now_s = self.now_s;
+        let now_s = self.clock.now_s;
         let bucket = self.bucket();
         let buckets = self.model.config().window.buckets as usize;
-        self.overall = snapshot.overall;
+        self.fleet.overall = snapshot.overall;
         for c in &snapshot.candidates {
             let s = &c.stats;
             let stats = Stats {
@@ -98,15 +98,16 @@ impl Core {
                 attempt_noise: s.attempt_noise,
                 attempt_surprise: s.attempt_surprise,
             };
-            let idx = match self.by_id.get(&self.ids, c.info.id.as_str()) {
+            let idx = match self.fleet.by_id.get(&self.fleet.ids, c.info.id.as_str()) {
                 Some(idx) => {
-                    self.slots[idx as usize].stats = PackedStats::pack(&stats);
+                    self.fleet.slots[idx as usize].stats = PackedStats::pack(&stats);
                     idx as usize
                 }
                 None => {
                     self.add_with_stats(c.info.clone(), stats, now, rng)?;
-                    self.by_id
-                        .get(&self.ids, c.info.id.as_str())
+                    self.fleet
+                        .by_id
+                        .get(&self.fleet.ids, c.info.id.as_str())
                         .ok_or_else(|| Error::UnknownCandidate(c.info.id.clone()))?
                         as usize
                 }

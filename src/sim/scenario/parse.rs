@@ -1,0 +1,275 @@
+//! Reading a scenario: parsing the TOML with field paths and lines in errors, loading a
+//! built-in by name or a file by path, and validating what serde cannot check alone.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// The built-in discovery scenario (see `crate::discovery::sim`): listed with the others, run
+/// by the discovery simulator.
+const DISCOVERY_BUILTIN: &str = "livepeer-discovery";
+
+/// The name in `names` closest to `name` by edit distance, if it is close enough to be a typo
+/// (at most a third of the longer name's characters differ, and at most 3).
+fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut diagonal = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let next = (diagonal + usize::from(ca != cb))
+                    .min(row[j] + 1)
+                    .min(row[j + 1] + 1);
+                diagonal = row[j + 1];
+                row[j + 1] = next;
+            }
+        }
+        row[b.len()]
+    };
+    names
+        .iter()
+        .map(|n| (distance(name, n), *n))
+        .filter(|(d, n)| *d <= 3 && *d * 3 <= name.chars().count().max(n.chars().count()))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Where `span` starts in `text`, as TOML's own errors show it: the column, then the line with
+/// carets under the span (cut at the line's end).
+fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
+    let boundary = |mut i: usize| {
+        i = i.min(text.len());
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = boundary(span.start);
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim_end_matches('\r');
+    let column = text[line_start..start].chars().count() + 1;
+    let number = line_of(text, start).to_string();
+    let pad = " ".repeat(number.len());
+    let end = boundary(span.end.clamp(start, line_start + line.len()));
+    let carets = text[start..end].chars().count().max(1);
+    format!(
+        "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
+        " ".repeat(column - 1),
+        "^".repeat(carets)
+    )
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `source_name` is used in errors.
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, ScenarioError> {
+        let err = |field: String, line: Option<usize>, message: String| ScenarioError {
+            source_name: source_name.to_string(),
+            field,
+            line,
+            message,
+        };
+        let from_toml = |path: String, inner: toml::de::Error| {
+            let span = inner.span();
+            let line = span.as_ref().map(|s| line_of(text, s.start));
+            let field = if path == "." || path.is_empty() {
+                "(document)".to_string()
+            } else {
+                path
+            };
+            let mut message = inner.message().trim().to_string();
+            if let Some(span) = span {
+                message.push('\n');
+                message.push_str(&snippet(text, span));
+            }
+            err(field, line, message)
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| from_toml(String::new(), e))?;
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            from_toml(path, e.into_inner())
+        })?;
+        scenario.validate(text, source_name)?;
+        Ok(scenario)
+    }
+
+    /// Loads a built-in scenario by name, or a file by path.
+    ///
+    /// A name that is neither a built-in nor a file is an "unknown scenario" error listing the
+    /// built-ins, with the closest one suggested; a path that cannot be read says why.
+    pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(text, &format!("builtin:{name}"));
+        }
+        let whole = |message: String| ScenarioError {
+            source_name: name_or_path.to_string(),
+            field: "(document)".into(),
+            line: None,
+            message,
+        };
+        let builtins = || {
+            let mut names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            names.push(DISCOVERY_BUILTIN);
+            names
+        };
+        if name_or_path == DISCOVERY_BUILTIN {
+            return Err(whole(format!(
+                "`{DISCOVERY_BUILTIN}` is a discovery scenario (kind = \"discovery\"): it compares \
+                 discovery modes and runs with `selcoord simulate` (`discovery::sim::run`), not as \
+                 a selection scenario"
+            )));
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let looks_like_a_name = e.kind() == std::io::ErrorKind::NotFound
+                && path.extension().is_none()
+                && path.components().count() == 1;
+            let list = builtins().join(", ");
+            if looks_like_a_name {
+                let hint = closest(name_or_path, &builtins())
+                    .map(|n| format!("did you mean `{n}`? "))
+                    .unwrap_or_default();
+                whole(format!(
+                    "unknown scenario `{name_or_path}`: {hint}built-in scenarios: {list}; or give \
+                     the path of a scenario TOML file"
+                ))
+            } else {
+                whole(format!("cannot read it ({e}); built-in scenarios: {list}"))
+            }
+        })?;
+        Self::parse(&text, name_or_path)
+    }
+
+    /// Every candidate id in order (replicas expanded) with its spec index.
+    pub fn expanded(&self) -> Vec<(String, usize)> {
+        let mut out = Vec::new();
+        for (i, c) in self.candidates.iter().enumerate() {
+            if c.count == 1 {
+                out.push((c.id.clone(), i));
+            } else {
+                for k in 0..c.count {
+                    out.push((format!("{}-{k}", c.id), i));
+                }
+            }
+        }
+        out
+    }
+
+    fn validate(&self, text: &str, source_name: &str) -> Result<(), ScenarioError> {
+        let err = |field: &str, line: Option<usize>, message: String| ScenarioError {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            line,
+            message,
+        };
+        let whole_key = |key: &str| {
+            text.lines()
+                .position(|l| l.trim_start().starts_with(key))
+                .map(|i| i + 1)
+        };
+        if self.candidates.is_empty() {
+            return Err(err(
+                "candidates",
+                None,
+                "at least one [[candidates]] entry is needed".into(),
+            ));
+        }
+        let w = &self.workload;
+        match w.kind {
+            LoopKind::Closed if w.workers == 0 || w.operations == 0 => {
+                return Err(err(
+                    "workload.workers",
+                    whole_key("workers").or(whole_key("[workload]")),
+                    "a closed loop needs workers >= 1 and operations >= 1".into(),
+                ))
+            }
+            LoopKind::Open if w.rate_per_s <= 0.0 || w.duration_s <= 0.0 => {
+                return Err(err(
+                    "workload.rate_per_s",
+                    whole_key("rate_per_s").or(whole_key("[workload]")),
+                    "an open loop needs rate_per_s > 0 and duration_s > 0".into(),
+                ))
+            }
+            _ => {}
+        }
+        let total: u64 = self.candidates.iter().map(|c| c.count as u64).sum();
+        if total > MAX_CANDIDATES {
+            let i = self
+                .candidates
+                .iter()
+                .position(|c| c.count as u64 > MAX_CANDIDATES / 2)
+                .unwrap_or(0);
+            return Err(err(
+                &format!("candidates[{i}].count"),
+                whole_key("count"),
+                format!("{total} candidates in all; a scenario may have at most {MAX_CANDIDATES}"),
+            ));
+        }
+        for (i, c) in self.candidates.iter().enumerate() {
+            let queue_field = [
+                ("servers", c.servers.is_some()),
+                ("queue_limit", c.queue_limit.is_some()),
+                ("slowdown", c.slowdown.is_some()),
+            ]
+            .into_iter()
+            .find(|f| f.1);
+            if let (Some((field, _)), None) = (queue_field, &c.service_ms) {
+                return Err(err(
+                    &format!("candidates[{i}].{field}"),
+                    whole_key(field),
+                    format!("`{field}` describes a queue: give the candidate a `service_ms` too"),
+                ));
+            }
+            if c.knee.is_some() && c.service_ms.is_some() {
+                return Err(err(
+                    &format!("candidates[{i}].knee"),
+                    whole_key("knee"),
+                    "`knee` is for a candidate without a queue (a queue's latency grows with \
+                     load by itself): drop `knee` or `service_ms`"
+                        .into(),
+                ));
+            }
+        }
+        let ids = self.expanded();
+        let mut seen = std::collections::HashSet::new();
+        for (id, spec) in &ids {
+            if !seen.insert(id.as_str()) {
+                return Err(err(
+                    &format!("candidates[{spec}].id"),
+                    whole_key(&format!("id = \"{}\"", self.candidates[*spec].id)),
+                    format!("duplicate candidate id `{id}`"),
+                ));
+            }
+        }
+        for (i, ev) in self.timeline.iter().enumerate() {
+            if !seen.contains(ev.candidate.get_ref().as_str()) {
+                return Err(err(
+                    &format!("timeline[{i}].candidate"),
+                    Some(line_of(text, ev.candidate.span().start)),
+                    format!("unknown candidate `{}`", ev.candidate.get_ref()),
+                ));
+            }
+        }
+        if let Err(e) = check_limits(self.limits) {
+            return Err(err("limits", whole_key("[limits]"), e));
+        }
+        Ok(())
+    }
+}
+
+/// The core's own check of the limits (it refuses bad ones when they are set).
+fn check_limits(limits: Limits) -> Result<(), String> {
+    crate::core::Core::new(Config::default(), std::time::Instant::now())
+        .and_then(|c| c.with_limits(limits))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
