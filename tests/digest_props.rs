@@ -109,6 +109,49 @@ fn a_digest_carries_what_one_learned_to_another() {
     assert!(expired > 0.5 * before, "before {before}, expired {expired}");
 }
 
+#[test]
+fn one_round_of_failures_after_a_run_of_successes_is_enough() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    for id in ["a", "b", "d"] {
+        drive(&mut b, id, 20, &ok, 50, &mut t);
+    }
+    // `a` reports "c" every second, good for a while; `b` never sends to it.
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut round = |a: &mut Core, b: &mut Core, outcome: &Outcome, t: &mut Instant| {
+        let since = *t;
+        drive(a, "c", 5, outcome, 50, t);
+        *t += Duration::from_millis(750);
+        b.apply_digest(*t, &a.digest_since(*t, Some(since)))
+            .unwrap();
+        b.tick(*t, &mut rng);
+    };
+    for _ in 0..8 {
+        round(&mut a, &mut b, &ok, &mut t);
+    }
+    let before = probability(&b, "c");
+    assert!(before > 0.1, "b draws c before: {before}");
+    // One round of failures: the successes before it no longer count.
+    round(
+        &mut a,
+        &mut b,
+        &Outcome::failure(FailureClass::Transport),
+        &mut t,
+    );
+    let after = probability(&b, "c");
+    assert!(after < 0.2 * before, "before {before}, after {after}");
+    // The prior now holds the new failures, not the successes of the rounds before: what is
+    // left is the optimistic prior (one sample) and the sender's average filling the cap.
+    let success = b
+        .candidate(&CandidateId::new("c"))
+        .unwrap()
+        .components
+        .success;
+    assert!(success < 0.5, "success {success}");
+}
+
 /// Any number, hostile ones included.
 fn any_number() -> impl Strategy<Value = f64> {
     prop_oneof![

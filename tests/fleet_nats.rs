@@ -2,8 +2,9 @@
 //! `.ci/run` installs it), started on 127.0.0.1 with a free port and killed on drop.
 //!
 //! - Two coordinators in this process, sharing through the server: the second learns of a
-//!   candidate degraded at the first within 2 digest periods, counted in the first's
-//!   published digests (not in wall-clock time).
+//!   candidate degraded at the first, and stops drawing it (below 20 % of its probability
+//!   before, as the simulator's fleet mode measures), within 2 digest periods, counted in the
+//!   first's published digests (not in wall-clock time).
 //! - Killing the server mid-run: both coordinators keep granting (no errors, no stalls), and
 //!   sharing resumes after a restart on the same port.
 //! - Authentication: user/password and a credentials file (operator mode), accepted when
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use selection_coordinator::actor::{Coordinator, CoordinatorHandle, GetState};
+use selection_coordinator::actor::{Coordinator, CoordinatorHandle, Explain, GetState};
 use selection_coordinator::fleet::{Auth, Fleet, FleetConfig, FleetError};
 use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Request};
 
@@ -174,10 +175,12 @@ fn candidates() -> Vec<&'static str> {
 }
 
 /// The scoring config of these tests: digests from a sender are applied at most every 0.1 s
-/// (well under [`PERIOD`], so network jitter does not reject one as too soon).
+/// (well under [`PERIOD`], so network jitter does not reject one as too soon), and local
+/// evidence halves every second, as in the simulator's fleet scenarios.
 fn scoring() -> Config {
     let mut config = Config::default();
     config.share.min_interval_s = 0.1;
+    config.share.local_half_life_s = 1.0;
     config
 }
 
@@ -229,6 +232,27 @@ async fn stream(h: &CoordinatorHandle, candidate: &str, n: usize, outcome: Outco
     }
 }
 
+/// `n` attempts on `candidate` at `h` running together, each failing after `after`: a
+/// degraded candidate whose failures take time, as timeouts do.
+async fn timeouts(h: &CoordinatorHandle, candidate: &str, n: usize, after: Duration) {
+    let mut permits = Vec::with_capacity(n);
+    for _ in 0..n {
+        let permit = tokio::time::timeout(
+            Duration::from_secs(5),
+            h.acquire(Request::only([candidate])),
+        )
+        .await
+        .expect("the coordinator stalled: no grant within 5 s")
+        .expect("acquire failed");
+        permits.push(permit);
+    }
+    tokio::time::sleep(after).await;
+    for mut permit in permits {
+        permit.report(failed());
+        permit.done(Next::Finish);
+    }
+}
+
 /// The success component a coordinator gives `candidate` now.
 async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
     let state = h.addr().send(GetState).await.unwrap();
@@ -241,17 +265,41 @@ async fn success(h: &CoordinatorHandle, candidate: &str) -> f64 {
         .success
 }
 
+/// The probability that a request open to every candidate draws `candidate` now.
+async fn probability(h: &CoordinatorHandle, candidate: &str) -> f64 {
+    let record = h
+        .addr()
+        .send(Explain(Request::any()))
+        .await
+        .unwrap()
+        .unwrap();
+    record
+        .candidates
+        .iter()
+        .find(|c| c.id.as_str() == candidate)
+        .map_or(0.0, |c| c.probability)
+}
+
 /// Input the coordinator ignored as an error (none is expected in these tests).
 async fn errors(h: &CoordinatorHandle) -> u64 {
     h.addr().send(GetState).await.unwrap().shell.errors()
 }
 
-/// Waits until `b`'s success component of `candidate` crosses `threshold` (downwards when
-/// `falling`), and returns how many digests `a_fleet` published from `sent_before` until then:
-/// the delay in digest periods.
+/// What [`periods_until`] watches at `b`.
+#[derive(Clone, Copy, Debug)]
+enum Watch {
+    /// The success component of the candidate.
+    Success,
+    /// The probability of drawing it.
+    Probability,
+}
+
+/// Waits until `watch` of `candidate` at `b` crosses `threshold` (downwards when `falling`),
+/// and returns how many digests `a_fleet` published from `sent_before` until then: the delay
+/// in digest periods.
 async fn periods_until(
     b: &CoordinatorHandle,
-    candidate: &str,
+    (candidate, watch): (&str, Watch),
     falling: bool,
     threshold: f64,
     a_fleet: &Fleet,
@@ -259,7 +307,10 @@ async fn periods_until(
 ) -> u64 {
     let start = Instant::now();
     loop {
-        let s = success(b, candidate).await;
+        let s = match watch {
+            Watch::Success => success(b, candidate).await,
+            Watch::Probability => probability(b, candidate).await,
+        };
         if (falling && s < threshold) || (!falling && s > threshold) {
             return a_fleet.counts().sent - sent_before;
         }
@@ -311,23 +362,46 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
     let dir = tempfile::tempdir().unwrap();
     let server = NatsServer::start(dir.path(), None);
     let (a, fa, b, fb) = pair(&server.url()).await;
+    // b has used c1 too, as the simulator's fleet clients have used the candidate that
+    // degrades, and not for the last few periods.
+    warm_up(&b).await;
+    tokio::time::sleep(PERIOD * 3).await;
     let before = success(&b, "c1").await;
+    let drawn_before = probability(&b, "c1").await;
+    assert!(drawn_before > 0.1, "b draws c1 before: {drawn_before}");
 
-    // c1 degrades at a; b never sends to it.
+    // c1 degrades at a (its attempts time out after a third of a period); b never sends to it.
     let sent = fa.counts().sent;
-    stream(&a, "c1", 20, failed()).await;
+    timeouts(&a, "c1", 20, PERIOD / 3).await;
     let at_a = success(&a, "c1").await;
     assert!(
         at_a < before - 0.3,
         "a itself must see c1 degraded: {before} -> {at_a}"
     );
     let halfway = (before + at_a) / 2.0;
-    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    let periods = periods_until(&b, ("c1", Watch::Success), true, halfway, &fa, sent).await;
     let after = success(&b, "c1").await;
     println!("b learned of c1's degradation within {periods} digest period(s): {before:.3} -> {after:.3} (a: {at_a:.3})");
     assert!(
         periods <= 2,
         "b took {periods} digest periods to learn of c1"
+    );
+    // As the simulator measures a fleet: b stops drawing c1 (below 20 % of its probability
+    // before) within 2 digest periods.
+    let stopped = periods_until(
+        &b,
+        ("c1", Watch::Probability),
+        true,
+        0.2 * drawn_before,
+        &fa,
+        sent,
+    )
+    .await;
+    let drawn_after = probability(&b, "c1").await;
+    println!("b stopped drawing c1 within {stopped} digest period(s): {drawn_before:.3} -> {drawn_after:.3}");
+    assert!(
+        stopped <= 2,
+        "b took {stopped} digest periods to stop drawing c1"
     );
     // The others are untouched.
     assert!(success(&b, "c0").await > halfway);
@@ -390,7 +464,7 @@ async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_res
     let at_a = success(&a, "c1").await;
     let halfway = (before + at_a) / 2.0;
     let sent = fa.counts().sent;
-    let periods = periods_until(&b, "c1", true, halfway, &fa, sent).await;
+    let periods = periods_until(&b, ("c1", Watch::Success), true, halfway, &fa, sent).await;
     println!(
         "after the restart b learned of c1 within {periods} digest period(s) of a's first digest"
     );
@@ -403,7 +477,15 @@ async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_res
     let sent = fa.counts().sent;
     stream(&a, "c1", 40, ok()).await;
     let healed = success(&a, "c1").await;
-    let periods = periods_until(&b, "c1", false, (low + healed) / 2.0, &fa, sent).await;
+    let periods = periods_until(
+        &b,
+        ("c1", Watch::Success),
+        false,
+        (low + healed) / 2.0,
+        &fa,
+        sent,
+    )
+    .await;
     assert!(
         periods <= 2,
         "b took {periods} digest periods to learn of the heal"

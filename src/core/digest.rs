@@ -38,13 +38,71 @@ struct SlotReports {
     gen: u32,
     reports: Vec<Report>,
     pooled: Option<Pooled>,
-    /// Outcomes the senders saw since their previous digests: attempts and successes,
-    /// decaying with `share.local_half_life_s`, as of `recent_s`.
-    recent: (f64, f64),
-    recent_s: f64,
+    /// Outcomes the senders saw since their previous digests.
+    recent: RecentOutcomes,
     /// The pooled form is out of date from this time on (a report expires, a blackout ends)
     /// or at once (a report came): the next refresh pools again.
     pooled_until_s: f64,
+}
+
+/// How strongly the outcomes senders report must favour "the success rate halved" over "it
+/// is what it was" (a log-likelihood ratio: 20 to 1) before the outcomes from before the
+/// change are forgotten.
+const CHANGE_EVIDENCE: f64 = 3.0;
+
+/// The outcomes senders saw since their previous digests (attempts and successes, each
+/// counting one), pooled over senders and decaying with `share.local_half_life_s`.
+///
+/// Bad news counts at once, good news slowly: a CUSUM test on the arriving outcomes against
+/// the pooled success rate watches for that rate halving. When the test fires (two failures
+/// in a row on a candidate that rarely fails, for instance), the outcomes from before the rise
+/// are dropped and the pooled rate is that of the outcomes since. A recovery has no such
+/// shortcut: failures fade with the half-life.
+#[derive(Debug, Clone, Copy, Default)]
+struct RecentOutcomes {
+    attempts: f64,
+    successes: f64,
+    /// As of this time, seconds on this core's clock.
+    at_s: f64,
+    /// The CUSUM statistic (log-likelihood ratio of "halved" against "unchanged"), >= 0.
+    drop: f64,
+    /// The outcomes since the statistic last left 0 (attempts, successes), decaying alike.
+    run: (f64, f64),
+}
+
+impl RecentOutcomes {
+    /// Adds `attempts` outcomes, `successes` of them successes, seen at `now_s`.
+    fn add(&mut self, attempts: f64, successes: f64, now_s: f64, half_life_s: f64) {
+        let decay = (-(now_s - self.at_s).max(0.0) / half_life_s).exp2();
+        self.attempts *= decay;
+        self.successes *= decay;
+        self.run = (self.run.0 * decay, self.run.1 * decay);
+        self.at_s = now_s;
+        // The pooled rate so far (one success and one failure as a prior), and half of it.
+        let p0 = (self.successes + 1.0) / (self.attempts + 2.0);
+        let p1 = 0.5 * p0;
+        let failures = (attempts - successes).max(0.0);
+        let step = successes * (p1 / p0).ln() + failures * ((1.0 - p1) / (1.0 - p0)).ln();
+        if self.drop <= 0.0 {
+            self.run = (0.0, 0.0);
+        }
+        self.drop = (self.drop + step).max(0.0);
+        if self.drop > 0.0 {
+            self.run = (self.run.0 + attempts, self.run.1 + successes);
+        }
+        self.attempts += attempts;
+        self.successes += successes;
+        if self.drop > CHANGE_EVIDENCE {
+            (self.attempts, self.successes) = self.run;
+            self.drop = 0.0;
+            self.run = (0.0, 0.0);
+        }
+    }
+
+    /// (attempts, successes, as of) for the pooling.
+    fn as_tuple(&self) -> (f64, f64, f64) {
+        (self.attempts, self.successes, self.at_s)
+    }
 }
 
 /// The sharing state of a core.
@@ -126,7 +184,7 @@ impl Core {
             }
             let gen = self.fleet.slots.get(idx).map_or(u32::MAX, |s| s.gen);
             let slot = &share.by_slot[idx];
-            let recent = (slot.recent.0, slot.recent.1, slot.recent_s);
+            let recent = slot.recent.as_tuple();
             let pooled = self
                 .model
                 .pool(share.usable(idx, gen, now_s, expiry_s), recent);
@@ -327,7 +385,7 @@ impl Core {
                 slot.gen = gen;
                 slot.reports.clear();
                 slot.pooled = None;
-                slot.recent = (0.0, 0.0);
+                slot.recent = RecentOutcomes::default();
             }
             match slot.reports.iter_mut().find(|r| r.sender == index) {
                 Some(r) => {
@@ -341,13 +399,8 @@ impl Core {
                         if da > 0 && ds <= da {
                             let (da, ds) = (da as f64, ds as f64);
                             let cap = memory.min(da) / da;
-                            let decay =
-                                (-(now_s - slot.recent_s).max(0.0) / cfg.local_half_life_s).exp2();
-                            slot.recent = (
-                                slot.recent.0 * decay + da * cap,
-                                slot.recent.1 * decay + ds * cap,
-                            );
-                            slot.recent_s = now_s;
+                            slot.recent
+                                .add(da * cap, ds * cap, now_s, cfg.local_half_life_s);
                         }
                     }
                     r.evidence = evidence;
@@ -394,7 +447,7 @@ impl Core {
             // Out of date and not yet pooled again (an outcome between a digest and the next
             // full refresh): pool this one now.
             let expiry_s = self.model.config().share.expiry_s;
-            let recent = (slot.recent.0, slot.recent.1, slot.recent_s);
+            let recent = slot.recent.as_tuple();
             fresh = self.model.pool(
                 share.usable(idx, slot.gen, self.clock.now_s, expiry_s),
                 recent,

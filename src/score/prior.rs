@@ -130,7 +130,16 @@ impl ScoreModel {
             }
             p.samples += n;
             newest = newest.max(e.sample_s);
-            success.add(e.success, n);
+            // While a sender has no more samples than an average remembers, its counts give
+            // its plain success rate, without the optimistic prior its average started from:
+            // pooled over many senders with a sample or two each, those priors would add up
+            // to a bias toward success.
+            let rate = if (e.samples as f64) <= memory {
+                e.successes.min(e.samples) as f64 / e.samples as f64
+            } else {
+                e.success
+            };
+            success.add(rate, n);
             ttfb.add(e.ttfb_ms, n);
             connect.add(e.connect_ms, n);
             bandwidth.add(e.bandwidth_bps, n);
