@@ -175,53 +175,36 @@ impl Fleet {
 
     /// Whether a request could be granted now: some candidate in its set has capacity.
     pub(super) fn servable(&self, set: DrawSet<'_>) -> bool {
-        if self.avail == 0 {
-            return false;
-        }
-        match set.eligible {
-            Some(keys) => keys.iter().any(|k| {
-                let s = &self.slots[k.idx as usize];
-                s.gen == k.gen
-                    && s.available
-                    && !Self::excluded(set.exclude, k.idx, k.gen)
-                    && self.caps_ok(k.idx, set.caps)
-            }),
-            None if set.caps.is_empty() => {
-                let excluded_available = set
-                    .exclude
-                    .iter()
-                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].available)
-                    .count();
-                self.avail > excluded_available
-            }
-            None => self.slots.iter().enumerate().any(|(i, s)| {
-                s.available
-                    && !Self::excluded(set.exclude, i as u32, s.gen)
-                    && self.caps_ok(i as u32, set.caps)
-            }),
-        }
+        self.avail != 0 && self.any_in(set, |s| s.available, self.avail)
     }
 
     /// Whether any candidate the request may use exists at all, with capacity or not.
     pub(super) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
+        self.any_in(set, |s| s.usable, self.usable_count)
+    }
+
+    /// Whether some candidate in `set` passes `has`; `count` is how many slots pass it fleet-wide
+    /// (kept up to date), which answers a plain request without a scan.
+    #[inline]
+    fn any_in(&self, set: DrawSet<'_>, has: impl Fn(&Slot) -> bool, count: usize) -> bool {
         match set.eligible {
             Some(keys) => keys.iter().any(|k| {
                 let s = &self.slots[k.idx as usize];
                 s.gen == k.gen
-                    && s.usable
+                    && has(s)
                     && !Self::excluded(set.exclude, k.idx, k.gen)
                     && self.caps_ok(k.idx, set.caps)
             }),
             None if set.caps.is_empty() => {
-                let excluded_usable = set
+                let excluded = set
                     .exclude
                     .iter()
-                    .filter(|k| self.key_valid(**k) && self.slots[k.idx as usize].usable)
+                    .filter(|k| self.key_valid(**k) && has(&self.slots[k.idx as usize]))
                     .count();
-                self.usable_count > excluded_usable
+                count > excluded
             }
             None => self.slots.iter().enumerate().any(|(i, s)| {
-                s.usable
+                has(s)
                     && !Self::excluded(set.exclude, i as u32, s.gen)
                     && self.caps_ok(i as u32, set.caps)
             }),
