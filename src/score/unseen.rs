@@ -1,0 +1,113 @@
+//! What the draw assumes of a candidate it has never or rarely sampled (`[unseen]`).
+//!
+//! Without a sample, a candidate's time per success is unknown. Scoring it as the average
+//! attempt of the moment (what the fleet's traffic, drawn to the best candidates, currently
+//! costs) is an optimistic guess: on a large fleet most candidates of each request's subset
+//! are unknown, and each draws about as much as the best known one, so the coordinator keeps
+//! sampling the population at random. With `unseen.prior = "pooled"` an unknown candidate is
+//! instead scored at what the sampled candidates are worth on average: the pooled center of
+//! their `ln(time per success)` (the same empirical-Bayes pool that shrinks rarely sampled
+//! candidates toward it, [`super::ScoreModel::pooled_deviation`]), less `optimism` standard
+//! deviations of the spread the candidates really show. A known good candidate then wins over
+//! the unknown ones beside it, and an unknown one still wins over a known bad one. The same
+//! bonus, scaled by what remains uncertain of its estimate after pooling, goes to a candidate
+//! sampled once or twice, so exploration follows uncertainty and fades with the samples.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ScoreContext, ScoreModel};
+
+/// What an unsampled candidate's time per success is taken to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnseenPrior {
+    /// The average attempt of the moment (the all-candidate average of attempt times): as good
+    /// as what the traffic costs now.
+    Average,
+    /// The pooled center of the sampled candidates' times per success (on a log scale), less
+    /// `optimism` standard deviations of their spread. Needs `ema.pooling` (and `ema.drift`
+    /// above 0); without it the prior is `average`.
+    Pooled,
+}
+
+/// How candidates never or rarely sampled are scored; see the module docs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UnseenConfig {
+    /// What an unsampled candidate's time per success is taken to be.
+    pub prior: UnseenPrior,
+    /// With `prior = "pooled"`: how many standard deviations of what is still unknown of a
+    /// candidate's time per success (log scale) count in its favour. An unsampled candidate
+    /// is unknown by the candidates' whole spread; a sampled one by its pooled estimate's
+    /// remaining uncertainty, which shrinks with its samples. At least 0; 0 scores each at its
+    /// expected value.
+    pub optimism: f64,
+    /// With `prior = "pooled"`: the variance one sample leaves of a candidate's
+    /// `ln(time per success)` (a failure and a success differ by far more than two successes
+    /// do), so a candidate sampled `n` times is pooled as uncertain by at least this over `n`.
+    /// 0: only the time filter's own variance counts.
+    pub sample_var: f64,
+}
+
+impl Default for UnseenConfig {
+    fn default() -> Self {
+        super::Config::default().unseen
+    }
+}
+
+impl UnseenConfig {
+    /// An unsampled candidate is as good as the average attempt (lassie, Livepeer).
+    pub const AVERAGE: UnseenConfig = UnseenConfig {
+        prior: UnseenPrior::Average,
+        optimism: 0.0,
+        sample_var: 0.0,
+    };
+}
+
+impl ScoreModel {
+    /// Whether unsampled candidates take the pooled prior.
+    #[inline]
+    pub(crate) fn pooled_prior(&self) -> bool {
+        self.config.unseen.prior == UnseenPrior::Pooled && self.pooling()
+    }
+
+    /// With the pooled prior: the time per success an unsampled candidate is drawn at, ms;
+    /// `None` (scored as average) before a refresh has found a center or without the prior.
+    pub(crate) fn unseen_per_success(&self, ctx: &ScoreContext) -> Option<f64> {
+        if !self.pooled_prior() || !ctx.center.is_finite() {
+            return None;
+        }
+        let ln = ctx.center - self.config.unseen.optimism * ctx.spread.max(0.0).sqrt();
+        let ps = ln.exp();
+        (ps.is_finite() && ps > 0.0).then_some(ps)
+    }
+
+    /// With the pooled prior: what a sampled candidate's pooled `ln(time per success)` gains
+    /// from what remains unknown of it: `optimism` times the standard deviation of the pooled
+    /// estimate, `keep * var` (`keep` the share of its own deviation pooling keeps, `var` its
+    /// estimate's variance). 0 without the prior.
+    #[inline]
+    pub(crate) fn uncertainty_bonus(&self, keep: f64, var: f64) -> f64 {
+        if !self.pooled_prior() || self.config.unseen.optimism <= 0.0 {
+            return 0.0;
+        }
+        let v = (keep * var).max(0.0);
+        if v.is_finite() {
+            self.config.unseen.optimism * v.sqrt()
+        } else {
+            0.0
+        }
+    }
+
+    /// The variance pooling weighs a sampled candidate's estimate by: the time filter's own
+    /// (`var`), and with the pooled prior at least `sample_var / samples`.
+    #[inline]
+    pub(crate) fn pooling_var(&self, var: f64, samples: u64) -> f64 {
+        let v1 = self.config.unseen.sample_var;
+        if v1 > 0.0 && self.pooled_prior() {
+            var.max(v1 / samples.max(1) as f64)
+        } else {
+            var
+        }
+    }
+}
