@@ -10,7 +10,7 @@ use super::components::Weights;
 use super::feedback::FeedbackConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
-use super::unseen::UnseenConfig;
+use super::unseen::{UnseenConfig, UnseenPrior};
 use crate::error::{ConfigError, Problem};
 use crate::limit::AdaptiveConfig;
 
@@ -357,7 +357,10 @@ impl Default for Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::AVERAGE,
+            unseen: UnseenConfig {
+                prior: UnseenPrior::Pooled,
+                optimism: 0.0,
+            },
         }
     }
 }
@@ -537,7 +540,6 @@ impl Config {
         num("ema.drift", self.ema.drift);
         num("ema.probe_s", self.ema.probe_s);
         num("unseen.optimism", self.unseen.optimism);
-        num("unseen.sample_var", self.unseen.sample_var);
         num("window.bucket_s", self.window.bucket_s);
         num("price.exp_factor", self.price.exp_factor);
         if let Some(m) = self.price.max {

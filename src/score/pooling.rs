@@ -46,7 +46,7 @@ impl ScoreModel {
         let raw = per_success(o + (t.max(1.0) - o) * decay, success).ln();
         // The variance as of the last sample: staleness is the probe schedule's business, and
         // pooling a stale candidate toward the average would spend draws exploring it.
-        let var = self.pooling_var(f64::from(stats.attempt_var()), stats.samples());
+        let var = f64::from(stats.attempt_var());
         let keep = if ctx.spread > 0.0 {
             ctx.spread / (ctx.spread + var)
         } else {
@@ -80,7 +80,6 @@ impl ScoreModel {
         ctx.overall.attempt_ms?;
         let success = success.unwrap_or(self.config.ema.success_prior);
         let raw = per_success(t.max(1.0), success).ln();
-        let var = self.pooling_var(f64::from(var), packed.attempts());
-        raw.is_finite().then_some((raw, var))
+        raw.is_finite().then_some((raw, f64::from(var)))
     }
 }

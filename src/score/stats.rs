@@ -363,15 +363,9 @@ pub(crate) trait StatsView {
     fn attempt_var(&self) -> f32;
     /// [`Stats::window`].
     fn window(&self) -> &ErrorWindow;
-    /// [`Stats::attempts`].
-    fn samples(&self) -> u64;
 }
 
 impl StatsView for Stats {
-    #[inline]
-    fn samples(&self) -> u64 {
-        self.attempts
-    }
     #[inline]
     fn success(&self) -> Option<f64> {
         self.success
@@ -407,10 +401,6 @@ impl StatsView for Stats {
 }
 
 impl StatsView for PackedStats {
-    #[inline]
-    fn samples(&self) -> u64 {
-        self.attempts()
-    }
     #[inline]
     fn success(&self) -> Option<f64> {
         unpack_opt(self.values[SUCCESS])

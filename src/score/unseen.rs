@@ -42,11 +42,6 @@ pub struct UnseenConfig {
     /// remaining uncertainty, which shrinks with its samples. At least 0; 0 scores each at its
     /// expected value.
     pub optimism: f64,
-    /// With `prior = "pooled"`: the variance one sample leaves of a candidate's
-    /// `ln(time per success)` (a failure and a success differ by far more than two successes
-    /// do), so a candidate sampled `n` times is pooled as uncertain by at least this over `n`.
-    /// 0: only the time filter's own variance counts.
-    pub sample_var: f64,
 }
 
 impl Default for UnseenConfig {
@@ -60,7 +55,6 @@ impl UnseenConfig {
     pub const AVERAGE: UnseenConfig = UnseenConfig {
         prior: UnseenPrior::Average,
         optimism: 0.0,
-        sample_var: 0.0,
     };
 }
 
@@ -98,16 +92,95 @@ impl ScoreModel {
             0.0
         }
     }
+}
 
-    /// The variance pooling weighs a sampled candidate's estimate by: the time filter's own
-    /// (`var`), and with the pooled prior at least `sample_var / samples`.
-    #[inline]
-    pub(crate) fn pooling_var(&self, var: f64, samples: u64) -> f64 {
-        let v1 = self.config.unseen.sample_var;
-        if v1 > 0.0 && self.pooled_prior() {
-            var.max(v1 / samples.max(1) as f64)
-        } else {
-            var
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::{Config, Overall, Stats};
+    use crate::vocab::CandidateInfo;
+
+    fn ctx(center: f64, spread: f64) -> ScoreContext {
+        ScoreContext {
+            overall: Overall {
+                attempt_ms: Some(100.0),
+                ..Overall::default()
+            },
+            now_s: 0.0,
+            bucket: 0,
+            stake_total: 0.0,
+            in_flight: 0,
+            limit: u32::MAX,
+            pending_ms: 0.0,
+            spread,
+            center,
+            probe_after_s: f64::INFINITY,
+            queueing: 0.0,
         }
+    }
+
+    fn time(config: Config, stats: &Stats, ctx: &ScoreContext) -> f64 {
+        let m = ScoreModel::new(config).expect("valid config");
+        m.components(&m.fixed(&CandidateInfo::new("a")), stats, ctx)
+            .time_to_success
+    }
+
+    fn with(prior: UnseenPrior, optimism: f64) -> Config {
+        Config {
+            unseen: UnseenConfig { prior, optimism },
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn an_unsampled_candidate_is_worth_the_pooled_center() {
+        // The sampled candidates take 200 ms per success on (geometric) average; the average
+        // attempt is 100 ms.
+        let c = ctx(200f64.ln(), 0.25);
+        let unknown = Stats::default();
+        let pooled = time(with(UnseenPrior::Pooled, 0.0), &unknown, &c);
+        assert!((pooled - (-2.0f64).exp()).abs() < 1e-12, "{pooled}");
+        // Optimism: one standard deviation of the spread (0.5 on the log scale) in its favour.
+        let hopeful = time(with(UnseenPrior::Pooled, 1.0), &unknown, &c);
+        let expected = (-(200f64.ln() - 0.5).exp() / 100.0).exp();
+        assert!((hopeful - expected).abs() < 1e-12, "{hopeful}");
+        // "average": as good as the average attempt, whatever the others are worth.
+        let average = time(with(UnseenPrior::Average, 0.0), &unknown, &c);
+        assert!((average - (-1.0f64).exp()).abs() < 1e-12, "{average}");
+        // Before a refresh has found a center, the pooled prior falls back to the average.
+        let early = time(with(UnseenPrior::Pooled, 0.0), &unknown, &ctx(f64::NAN, 0.0));
+        assert!((early - (-1.0f64).exp()).abs() < 1e-12, "{early}");
+    }
+
+    #[test]
+    fn optimism_favours_the_uncertain_sampled_candidate_only() {
+        let c = ctx(100f64.ln(), 0.25);
+        // Two candidates at the center by their estimates, one sure of it, one not.
+        let sure = Stats {
+            attempt_ms: Some(100.0),
+            success: Some(1.0),
+            attempt_var: 0.0,
+            ..Stats::default()
+        };
+        let unsure = Stats {
+            attempt_var: 0.25,
+            ..sure.clone()
+        };
+        let calm = with(UnseenPrior::Pooled, 0.0);
+        assert_eq!(time(calm.clone(), &sure, &c), time(calm, &unsure, &c));
+        let hopeful = with(UnseenPrior::Pooled, 1.0);
+        assert_eq!(
+            time(hopeful.clone(), &sure, &c),
+            (-1.0f64).exp(),
+            "nothing unknown, no bonus"
+        );
+        assert!(time(hopeful.clone(), &unsure, &c) > time(hopeful, &sure, &c));
+    }
+
+    #[test]
+    fn a_negative_optimism_is_refused() {
+        let bad = with(UnseenPrior::Pooled, -1.0);
+        let err = bad.validate().expect_err("negative optimism");
+        assert!(err.to_string().contains("unseen.optimism"), "{err}");
     }
 }
