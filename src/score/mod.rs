@@ -54,9 +54,9 @@ pub use feedback::FeedbackConfig;
 pub use load_fit::LoadFit;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
-pub use unseen::{UnseenConfig, UnseenPrior};
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
+pub use unseen::{UnseenConfig, UnseenPrior};
 
 use crate::vocab::CandidateInfo;
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};

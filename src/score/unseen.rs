@@ -148,7 +148,11 @@ mod tests {
         let average = time(with(UnseenPrior::Average, 0.0), &unknown, &c);
         assert!((average - (-1.0f64).exp()).abs() < 1e-12, "{average}");
         // Before a refresh has found a center, the pooled prior falls back to the average.
-        let early = time(with(UnseenPrior::Pooled, 0.0), &unknown, &ctx(f64::NAN, 0.0));
+        let early = time(
+            with(UnseenPrior::Pooled, 0.0),
+            &unknown,
+            &ctx(f64::NAN, 0.0),
+        );
         assert!((early - (-1.0f64).exp()).abs() < 1e-12, "{early}");
     }
 
