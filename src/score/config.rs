@@ -10,7 +10,7 @@ use super::components::Weights;
 use super::feedback::FeedbackConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
-use super::unseen::{UnseenConfig, UnseenPrior};
+use super::unseen::UnseenConfig;
 use crate::error::{ConfigError, Problem};
 use crate::limit::AdaptiveConfig;
 
@@ -357,10 +357,7 @@ impl Default for Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig {
-                prior: UnseenPrior::Pooled,
-                optimism: 0.0,
-            },
+            unseen: UnseenConfig::AVERAGE,
         }
     }
 }

@@ -51,7 +51,7 @@ impl Default for UnseenConfig {
 }
 
 impl UnseenConfig {
-    /// An unsampled candidate is as good as the average attempt (lassie, Livepeer).
+    /// An unsampled candidate is as good as the average attempt (the default; lassie, Livepeer).
     pub const AVERAGE: UnseenConfig = UnseenConfig {
         prior: UnseenPrior::Average,
         optimism: 0.0,
