@@ -42,6 +42,7 @@ mod preference;
 mod queries;
 mod queue;
 mod requests;
+mod scoring;
 mod select;
 mod slots;
 mod snapshot;
