@@ -111,6 +111,7 @@ impl Core {
     /// After a grant or a release only the in-flight count moved: recompute the load component
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
+    #[inline]
     pub(crate) fn refresh_load(&mut self, idx: usize) {
         let slot = &self.fleet.slots[idx];
         let available = slot.usable && slot.in_flight < self.limit_of(slot);
