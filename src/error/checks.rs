@@ -50,22 +50,17 @@ impl Outcome {
     /// Checks every number: finite and not negative, a server's report within its bounds.
     pub fn validate(&self) -> Result<(), Error> {
         if let Outcome::Success(s) = self {
-            // The usual outcome passes with one test per number; the field-by-field check
-            // below only runs to name what is wrong.
-            let usable = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
-            if !(usable(s.connect_ms) && usable(s.ttfb_ms) && usable(s.duration_ms)) {
-                for (field, v) in [
-                    ("connect_ms", s.connect_ms),
-                    ("ttfb_ms", s.ttfb_ms),
-                    ("duration_ms", s.duration_ms),
-                ] {
-                    if let Some(v) = v {
-                        check_number(v).map_err(|problem| Error::InvalidOutcome {
-                            field,
-                            value: v,
-                            problem,
-                        })?;
-                    }
+            for (field, v) in [
+                ("connect_ms", s.connect_ms),
+                ("ttfb_ms", s.ttfb_ms),
+                ("duration_ms", s.duration_ms),
+            ] {
+                if let Some(v) = v {
+                    check_number(v).map_err(|problem| Error::InvalidOutcome {
+                        field,
+                        value: v,
+                        problem,
+                    })?;
                 }
             }
             if let Some((field, value, problem)) = s.feedback.and_then(|f| f.problem()) {
