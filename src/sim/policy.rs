@@ -416,11 +416,16 @@ pub(crate) struct CoordinatorPolicy {
     out: std::collections::VecDeque<Decision>,
     /// The caller's timeout: each request's deadline is its arrival plus this.
     timeout_s: Option<f64>,
+    /// Whether any limit can be in force (adaptive limits, a per-candidate limit, or a
+    /// candidate's own `max_in_flight`); without one, [`Policy::limit`] is `None` for every
+    /// candidate and needs no lookup.
+    limited: bool,
 }
 
 impl CoordinatorPolicy {
     pub(crate) fn new(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, String> {
         let base = Instant::now();
+        let limited = config.adaptive.enabled || limits.per_candidate != crate::core::UNLIMITED;
         let core = Core::new(config, base)
             .and_then(|c| c.with_limits(limits))
             .map_err(|e| e.to_string())?;
@@ -432,6 +437,7 @@ impl CoordinatorPolicy {
             requests: Vec::new(),
             arms: Vec::new(),
             waiting: FastMap::default(),
+            limited,
             out: Default::default(),
             timeout_s: None,
         })
@@ -511,6 +517,7 @@ impl CoordinatorPolicy {
 
 impl Policy for CoordinatorPolicy {
     fn add(&mut self, cand: Cand, info: &CandidateInfo, now: f64) {
+        self.limited |= info.max_in_flight.is_some();
         self.ids.insert(cand, info.id.clone());
         // Ids are unique and info validated by the scenario; a refusal would be a bug there.
         let _ = self
@@ -617,6 +624,9 @@ impl Policy for CoordinatorPolicy {
     }
 
     fn limit(&self, cand: Cand) -> Option<f64> {
+        if !self.limited {
+            return None;
+        }
         let id = self.ids.id(cand)?;
         self.core.candidate_limit(id).map(f64::from)
     }
