@@ -40,6 +40,7 @@ mod share;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod unseen;
 mod variants;
 
 pub use crate::error::{ConfigError, Problem};
@@ -55,6 +56,7 @@ pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
+pub use unseen::{UnseenConfig, UnseenPrior};
 
 use crate::vocab::CandidateInfo;
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
@@ -364,8 +366,11 @@ impl ScoreModel {
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
         let mut per_success = stats.attempt_ms().map(|t| per_success(t.max(1.0), success));
-        if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
-            per_success = Some(ps * (d.shrunk - d.raw).exp());
+        match (per_success, self.pooled_deviation(stats, ctx)) {
+            (Some(ps), Some(d)) => per_success = Some(ps * (d.shrunk - d.raw).exp()),
+            // Never sampled: what the sampled candidates are worth (`[unseen]`).
+            (None, _) => per_success = self.unseen_per_success(ctx),
+            _ => {}
         }
         // A candidate that queues is slower now because of the work it holds, which the load
         // component counts as it changes; its time, learned from attempts that finished, lags
@@ -515,13 +520,21 @@ impl ScoreModel {
         queueing: f32,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
-            1.0 / (1.0 + in_flight as f64)
+            // Nothing in flight, the usual state after a release: 1 / 1 without the division.
+            if in_flight == 0 {
+                1.0
+            } else {
+                1.0 / (1.0 + in_flight as f64)
+            }
         } else {
             1.0 - in_flight as f64 / limit.max(1) as f64
         };
         let gate = &self.config.load;
         if gate.gate > 0.0 {
-            let unknown = if gate.unknown_samples > 0 {
+            // Past `unknown_samples` attempts the ratio is at least 1 and the term is 0: the
+            // same value without the division.
+            let unknown = if gate.unknown_samples > 0 && attempts < u64::from(gate.unknown_samples)
+            {
                 (1.0 - attempts as f64 / gate.unknown_samples as f64).max(0.0)
             } else {
                 0.0
@@ -640,7 +653,22 @@ impl Power {
     fn apply(self, x: f64) -> f64 {
         match self {
             Power::One => x,
-            Power::Whole(n) => powi(x.max(0.0), n),
+            Power::Whole(n) => {
+                let x = x.max(0.0);
+                // The default exponents written out: the very products `powi` forms, in its
+                // order (x^24 = x^8 x^16, x^12 = x^4 x^8), without its loop.
+                match n {
+                    24 => {
+                        let x8 = square(square(square(x)));
+                        x8 * square(x8)
+                    }
+                    12 => {
+                        let x4 = square(square(x));
+                        x4 * square(x4)
+                    }
+                    _ => powi(x, n),
+                }
+            }
             Power::Real(e) => x.max(0.0).powf(e),
         }
     }
@@ -661,6 +689,11 @@ fn powi(mut x: f64, mut n: u32) -> f64 {
         }
         x *= x;
     }
+}
+
+#[inline(always)]
+fn square(x: f64) -> f64 {
+    x * x
 }
 
 /// A component as the draw may use it: finite and in `[0, 1]` (`+ 0.0` turns -0.0, where an
