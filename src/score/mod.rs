@@ -35,6 +35,7 @@ mod load;
 mod load_fit;
 mod observe;
 mod pooling;
+mod power;
 mod prior;
 mod share;
 mod stats;
@@ -52,6 +53,7 @@ pub use config::{
 pub(crate) use feedback::FeedbackBook;
 pub use feedback::FeedbackConfig;
 pub use load_fit::LoadFit;
+use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
@@ -626,74 +628,6 @@ const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 #[inline]
 pub(crate) fn per_success(time_ms: f64, success: f64) -> f64 {
     time_ms / success.max(MIN_SUCCESS_FOR_TIME)
-}
-
-/// The sharpening exponent, sorted into the cheapest way to apply it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Power {
-    One,
-    /// Whole exponents 2 to 64 (the defaults are 24 and 12) by repeated squaring: several
-    /// times cheaper than `powf` on the hot path, within an ulp or two of it.
-    Whole(u32),
-    Real(f64),
-}
-
-impl Power {
-    fn of(e: f64) -> Self {
-        if e == 1.0 {
-            Power::One
-        } else if (2.0..=64.0).contains(&e) && (e as u32) as f64 == e {
-            Power::Whole(e as u32)
-        } else {
-            Power::Real(e)
-        }
-    }
-
-    #[inline]
-    fn apply(self, x: f64) -> f64 {
-        match self {
-            Power::One => x,
-            Power::Whole(n) => {
-                let x = x.max(0.0);
-                // The default exponents written out: the very products `powi` forms, in its
-                // order (x^24 = x^8 x^16, x^12 = x^4 x^8), without its loop.
-                match n {
-                    24 => {
-                        let x8 = square(square(square(x)));
-                        x8 * square(x8)
-                    }
-                    12 => {
-                        let x4 = square(square(x));
-                        x4 * square(x4)
-                    }
-                    _ => powi(x, n),
-                }
-            }
-            Power::Real(e) => x.max(0.0).powf(e),
-        }
-    }
-}
-
-/// `x^n` by repeated squaring, the same steps (so the same bits) as `f64::powi`, but inlined
-/// where `powi` calls a runtime routine.
-#[inline]
-fn powi(mut x: f64, mut n: u32) -> f64 {
-    let mut r = 1.0;
-    loop {
-        if n & 1 == 1 {
-            r *= x;
-        }
-        n >>= 1;
-        if n == 0 {
-            return r;
-        }
-        x *= x;
-    }
-}
-
-#[inline(always)]
-fn square(x: f64) -> f64 {
-    x * x
 }
 
 /// A component as the draw may use it: finite and in `[0, 1]` (`+ 0.0` turns -0.0, where an
