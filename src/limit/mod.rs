@@ -365,8 +365,8 @@ impl Estimator {
                 self.light_n = u32::from(light);
             }
             // A light sample may raise the estimate only once the limit was cut (it is then
-            // near the capacity, and half of it runs unqueued) and if granted since: doubling
-            // can overshoot the capacity more than twofold, and so can a limit that the
+            // near the capacity, and half of it runs unqueued) and if granted since: a slow
+            // start can overshoot the capacity severalfold, and so can a limit that the
             // candidate's capacity just fell under.
             Some(base)
                 if light

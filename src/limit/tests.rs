@@ -239,3 +239,23 @@ fn a_candidate_that_refuses_past_its_capacity_costs_few_refusals() {
         assert_eq!(limit, cap, "cap {cap}");
     }
 }
+
+/// A slow start grows fourfold per round trip, so its first failure may find the limit far
+/// past the capacity: it is undone in one step, below the failed attempt's concurrency, not
+/// only halved.
+#[test]
+fn the_first_failure_of_a_slow_start_undoes_it_in_one_step() {
+    let c = cfg();
+    let mut e = alone_at_50_ms(&c);
+    // Ten grants at the full limit of 4, answered fast: the limit grows by three for each.
+    for _ in 0..10 {
+        e.granted(&c, 4, 1.0);
+    }
+    for _ in 0..10 {
+        e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
+    assert_eq!(e.limit(), 34);
+    // The attempt granted at 9 in flight is refused: 8 is the most the candidate took.
+    e.observe(&c, at(Signal::Overload, 9, 34, 1.06), 1.061);
+    assert_eq!(e.limit(), 8);
+}
