@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::draw::{argmax_by_order, pick_linear};
 use super::evaluate::{Detail, Evaluation};
+use super::scoring::Scoring;
 use super::select::DrawSet;
 use super::Core;
 use crate::decision::ShadowVerdict;
@@ -158,56 +159,6 @@ impl Core {
         mask
     }
 
-    /// Asks each sampled shadow what it would pick from `set` with the live draw's roll.
-    pub(crate) fn judge_shadows(
-        &mut self,
-        set: DrawSet<'_>,
-        winner: u32,
-        roll: Option<f64>,
-        mask: u64,
-    ) -> Vec<ShadowVerdict> {
-        let mut ev = Evaluation::default();
-        let mut verdicts = Vec::new();
-        for i in 0..self.shadows.len().min(64) {
-            if mask & (1 << i) == 0 {
-                continue;
-            }
-            let model = self.shadows[i].model.as_ref();
-            self.evaluate_with(model, set, &mut ev, Detail::Probabilities);
-            let deterministic = model.unwrap_or(&self.model).config().deterministic;
-            let pick = if deterministic {
-                let order: Vec<u64> = ev
-                    .keys
-                    .iter()
-                    .map(|&k| self.fleet.slots[k as usize].added_seq)
-                    .collect();
-                argmax_by_order(&ev.probs, &order)
-            } else {
-                pick_linear(&ev.probs, roll.unwrap_or(0.5))
-            };
-            let choice = pick.map(|j| ev.keys[j]);
-            let p_winner = ev
-                .keys
-                .iter()
-                .position(|&k| k == winner)
-                .map(|j| ev.probs[j])
-                .unwrap_or(0.0);
-            let agreed = choice == Some(winner);
-            let verdict = ShadowVerdict {
-                name: self.shadows[i].stats.name.clone(),
-                choice: choice.map(|k| self.fleet.ids[k as usize].clone()),
-                agreed,
-                winner_probability: p_winner,
-            };
-            let st = &mut self.shadows[i].stats;
-            st.sampled += 1;
-            st.agreed += agreed as u64;
-            st.winner_probability_sum += p_winner;
-            verdicts.push(verdict);
-        }
-        verdicts
-    }
-
     /// After a reload: open requests keep their arm when an arm of that name still exists;
     /// the others are assigned again by share.
     pub(crate) fn remap_arms<R: Rng + ?Sized>(&mut self, old: &[String], rng: &mut R) {
@@ -246,6 +197,59 @@ impl Core {
     /// How each shadow policy has done since the config was last set.
     pub fn shadow_stats(&self) -> Vec<ShadowStats> {
         self.shadows.iter().map(|s| s.stats.clone()).collect()
+    }
+}
+
+impl ShadowState {
+    /// Asks each sampled shadow what it would pick from `set` with the live draw's roll.
+    pub(crate) fn judge_shadows(
+        shadows: &mut [ShadowState],
+        scoring: Scoring<'_>,
+        set: DrawSet<'_>,
+        winner: u32,
+        roll: Option<f64>,
+        mask: u64,
+    ) -> Vec<ShadowVerdict> {
+        let mut ev = Evaluation::default();
+        let mut verdicts = Vec::new();
+        for i in 0..shadows.len().min(64) {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let model = shadows[i].model.as_ref();
+            scoring.evaluate_with(model, set, &mut ev, Detail::Probabilities);
+            let deterministic = model.unwrap_or(scoring.model).config().deterministic;
+            let pick = if deterministic {
+                let order: Vec<u64> = ev
+                    .keys
+                    .iter()
+                    .map(|&k| scoring.fleet.slots[k as usize].added_seq)
+                    .collect();
+                argmax_by_order(&ev.probs, &order)
+            } else {
+                pick_linear(&ev.probs, roll.unwrap_or(0.5))
+            };
+            let choice = pick.map(|j| ev.keys[j]);
+            let p_winner = ev
+                .keys
+                .iter()
+                .position(|&k| k == winner)
+                .map(|j| ev.probs[j])
+                .unwrap_or(0.0);
+            let agreed = choice == Some(winner);
+            let verdict = ShadowVerdict {
+                name: shadows[i].stats.name.clone(),
+                choice: choice.map(|k| scoring.fleet.ids[k as usize].clone()),
+                agreed,
+                winner_probability: p_winner,
+            };
+            let st = &mut shadows[i].stats;
+            st.sampled += 1;
+            st.agreed += agreed as u64;
+            st.winner_probability_sum += p_winner;
+            verdicts.push(verdict);
+        }
+        verdicts
     }
 }
 

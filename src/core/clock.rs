@@ -74,6 +74,7 @@ impl Clock {
     }
 
     /// A deadline as nanoseconds since the epoch ([`NO_DEADLINE`] for none).
+    #[inline]
     pub(super) fn deadline_ns(&self, deadline: Option<Instant>) -> u64 {
         match deadline {
             None => NO_DEADLINE,

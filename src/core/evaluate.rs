@@ -5,6 +5,7 @@
 use super::*;
 use crate::decision::{ConsideredCandidate, Fallback, FilterNote};
 use crate::score::{ChannelKind, ScoreModel};
+use scoring::{ScoredAt, Scoring};
 
 /// How much an evaluation writes down besides the probabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,9 +49,16 @@ impl Core {
     /// Computes the drawn set with every filter and fallback, and each candidate's probability.
     /// O(k) for a subset, O(n) for all. Fills `ev`, with filter notes as `detail` says.
     pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: Detail) {
-        self.evaluate_with(None, set, ev, detail);
+        self.scoring().evaluate_with(None, set, ev, detail);
     }
 
+    /// Builds the considered-candidate list of a filled evaluation.
+    pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
+        self.scoring().considered_with(None, ev)
+    }
+}
+
+impl Scoring<'_> {
     /// [`Core::evaluate`] with another model (an arm's or a shadow's): its weights, mode,
     /// exponent, floor and filters over the same candidates and statistics. A strict maximum
     /// price is the coordinator's own (top-level) rule; an arm's price limit always falls back.
@@ -84,7 +92,7 @@ impl Core {
             }
         }
         let variant = model.is_some();
-        let m = model.unwrap_or(&self.model);
+        let m = model.unwrap_or(self.model);
         let cfg = m.config();
         if detail == Detail::FilterNotes && !variant && !cfg.price.ignore_max_if_none_pass {
             if let Some(max) = cfg.price.max {
@@ -156,7 +164,7 @@ impl Core {
                 let c = m.components(
                     &fixed,
                     &s.stats.unpack(),
-                    &self.score_context(i as usize, false),
+                    &self.score_context(i as usize, ScoredAt::Rest),
                 );
                 ev.comps.push(c);
             }
@@ -274,18 +282,13 @@ impl Core {
         ev.keys.retain(|&i| pass(i as usize));
     }
 
-    /// Builds the considered-candidate list of a filled evaluation.
-    pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
-        self.considered_with(None, ev)
-    }
-
     /// [`Core::considered`] for an evaluation made with another model.
     pub(crate) fn considered_with(
         &self,
         model: Option<&ScoreModel>,
         ev: &Evaluation,
     ) -> Vec<ConsideredCandidate> {
-        let m = model.unwrap_or(&self.model);
+        let m = model.unwrap_or(self.model);
         let nc = m.channels().len();
         let sum_mode = matches!(m.channels()[0].kind, ChannelKind::SumScore);
         ev.keys

@@ -3,7 +3,8 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::{Components, FleetState, Learned, ScoreContext};
+use crate::score::{Components, Learned};
+use scoring::ScoredAt;
 
 /// How often the coarse refresh also recomputes the components no channel reads (they are
 /// only displayed), in seconds of core time.
@@ -31,90 +32,20 @@ impl Core {
     /// The limit in force: the lower of the static one and the learned one.
     #[inline]
     pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
-        self.static_limit_of(slot).min(slot.adaptive_limit)
+        self.scoring().limit_of(slot)
     }
 
     /// The static limit: the candidate's own `max_in_flight`, else `Limits::per_candidate`.
     #[inline]
     pub(crate) fn static_limit_of(&self, slot: &Slot) -> u32 {
-        if slot.own_limit == 0 {
-            self.limits.per_candidate
-        } else {
-            slot.own_limit
-        }
+        self.scoring().static_limit_of(slot)
     }
 
     /// Slot `idx`'s components: the learned ones as of its last full refresh, the rest as
     /// they stand. Zero for a removed candidate.
     #[inline]
     pub(crate) fn components_of(&self, idx: usize) -> Components {
-        let s = &self.fleet.slots[idx];
-        if !s.live {
-            return Components::default();
-        }
-        let fleet = FleetState {
-            stake_total: self.fleet.stake_total,
-            now_s: self.clock.now_s,
-            probe_after_s: self.pool.probe_after_s,
-            queueing: self.pool.queueing,
-        };
-        self.model.assemble(
-            &s.learned,
-            &s.fixed,
-            s.in_flight,
-            self.limit_of(s),
-            &s.stats,
-            &fleet,
-            self.fleet.feedback.relative(idx, s.in_flight),
-        )
-    }
-
-    /// `reporting`: one of the candidate's attempts is reporting its outcome now (and still
-    /// counts in its in-flight number).
-    #[inline]
-    pub(super) fn score_context(&self, idx: usize, reporting: bool) -> ScoreContext {
-        let slot = &self.fleet.slots[idx];
-        ScoreContext {
-            overall: self.pool.overall.unwrap_or(self.fleet.overall),
-            now_s: self.clock.now_s,
-            bucket: self.bucket(),
-            stake_total: self.fleet.stake_total,
-            in_flight: slot.in_flight,
-            limit: self.limit_of(slot),
-            // Usually no other attempt of it runs: then there is nothing to look up.
-            pending_ms: if slot.in_flight > u32::from(reporting) {
-                self.pending_ms(idx)
-            } else {
-                0.0
-            },
-            spread: self.pool.spread,
-            center: self.pool.center,
-            probe_after_s: self.pool.probe_after_s,
-            queueing: self.pool.queueing,
-        }
-    }
-
-    /// How long an attempt of slot `idx` has been running without a report, milliseconds; 0
-    /// when none is known. The attempt is the oldest one as of the last full refresh; if it has
-    /// reported since, or its slot now holds another attempt, that is checked here, so the
-    /// value is always the age of an attempt of this candidate still running (or 0).
-    pub(super) fn pending_ms(&self, idx: usize) -> f64 {
-        let Some(&a) = self.fleet.oldest_pending.get(idx) else {
-            return 0.0;
-        };
-        let slot = &self.fleet.slots[idx];
-        match self.attempts.get(a as usize) {
-            Some(att)
-                if att.active
-                    && !att.reported
-                    && !att.answered
-                    && att.key.idx as usize == idx
-                    && att.key.gen == slot.gen =>
-            {
-                (self.clock.now_s - att.granted_s).max(0.0) * 1000.0
-            }
-            _ => 0.0,
-        }
+        self.scoring().components_of(idx)
     }
 
     /// Finds each candidate's oldest attempt still running without a report. O(attempts + n).
@@ -180,6 +111,7 @@ impl Core {
     /// After a grant or a release only the in-flight count moved: recompute the load component
     /// and keep the others from the last full refresh (an outcome, a change, the coarse tick),
     /// which saves the transcendental functions on the hot path. O(C log n).
+    #[inline]
     pub(crate) fn refresh_load(&mut self, idx: usize) {
         let slot = &self.fleet.slots[idx];
         let available = slot.usable && slot.in_flight < self.limit_of(slot);
@@ -214,7 +146,12 @@ impl Core {
             // display.
             let keep = from_outcome || (deferred && self.clock.now_s < self.clock.next_unused_s);
             let previous = keep.then_some(&slot.learned);
-            let ctx = self.score_context(idx, from_outcome);
+            let at = if from_outcome {
+                ScoredAt::Outcome
+            } else {
+                ScoredAt::Rest
+            };
+            let ctx = self.scoring().score_context(idx, at);
             // Remote evidence, when this core shares, is scored as a prior on top; otherwise
             // the packed statistics are read as they are.
             match self
@@ -280,32 +217,7 @@ impl Core {
     /// The value leaf `idx` of channel `c` should hold now.
     #[inline]
     pub(super) fn leaf_value(&self, c: usize, idx: usize) -> f64 {
-        let slot = &self.fleet.slots[idx];
-        if !slot.in_tree {
-            0.0
-        } else if c == self.model.uniform_channel() {
-            1.0
-        } else {
-            self.model
-                .channel_value(self.model.channels()[c].kind, &self.components_of(idx))
-        }
-    }
-
-    /// Writes the score leaves that changed since the last draw. O(s C log n) for s stale
-    /// candidates.
-    pub(crate) fn flush_stale(&mut self) {
-        let uniform = self.model.uniform_channel();
-        for i in 0..self.fleet.stale.len() {
-            let idx = self.fleet.stale[i] as usize;
-            self.fleet.slots[idx].stale = false;
-            for c in 0..self.fleet.trees.len() {
-                if c != uniform {
-                    let v = self.leaf_value(c, idx);
-                    self.fleet.trees[c].set(idx, v);
-                }
-            }
-        }
-        self.fleet.stale.clear();
+        self.scoring().leaf_value(c, idx)
     }
 
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the

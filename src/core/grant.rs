@@ -2,8 +2,9 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use arms::ShadowState;
 use attempt_slots::NewAttempt;
-use select::{DrawMode, DrawPath};
+use select::{DrawMode, DrawPath, Drawer};
 
 impl Core {
     /// Grants until nothing more can be granted.
@@ -55,8 +56,6 @@ impl Core {
             return true;
         }
         let record = self.out.sample_record();
-        let extras = self.requests[idx as usize].extras.take();
-        let set = Extras::set(extras.as_deref());
         let arm = (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm as usize);
         let shadows = if self.shadows.is_empty() {
             0
@@ -71,12 +70,44 @@ impl Core {
         } else {
             DrawMode::Fast
         };
-        let drawn = self.draw(set, rng, mode, arm);
+        // The request's draw set is read in place while the draw writes the fleet and the
+        // evaluation buffer: the parts are borrowed apart.
+        let Core {
+            model,
+            limits,
+            clock,
+            fleet,
+            requests,
+            attempts,
+            eval,
+            arms,
+            shadows: shadow_states,
+            pool,
+            ..
+        } = self;
+        let set = requests[idx as usize].set();
+        let mut drawer = Drawer {
+            fleet,
+            eval,
+            model,
+            limits,
+            clock,
+            pool,
+            attempts,
+            arms,
+        };
+        let drawn = drawer.draw(set, rng, mode, arm);
         let verdicts = match drawn {
-            Some((d, _)) if shadows != 0 => self.judge_shadows(set, d.idx, d.roll, shadows),
+            Some((d, _)) if shadows != 0 => ShadowState::judge_shadows(
+                shadow_states,
+                drawer.scoring(),
+                set,
+                d.idx,
+                d.roll,
+                shadows,
+            ),
             _ => Vec::new(),
         };
-        self.requests[idx as usize].extras = extras;
         let Some((d, path)) = drawn else {
             return false;
         };
@@ -165,7 +196,7 @@ impl Core {
             request,
             attempt: Some(attempt),
             reason: d.reason,
-            candidates: self.considered_with(
+            candidates: self.scoring().considered_with(
                 arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
                 &self.eval,
             ),

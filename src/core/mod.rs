@@ -23,6 +23,10 @@
 //!
 //! The request lifecycle is in `requests.rs`, the pump and the booking of a grant in
 //! `grant.rs`, the draw itself in `select.rs` (the tree) and `evaluate.rs` (the evaluated set).
+//! Scoring reads the model, the limits, the clock, the fleet, the pooled inputs and the
+//! attempts through one borrowed view (`scoring.rs`), and a draw borrows the fleet and the
+//! evaluation buffer beside it (`select.rs`), so a grant reads its request's draw set in place
+//! while the draw writes the fleet: no part is taken out of the core and put back.
 
 mod arms;
 mod attempt_slots;
@@ -42,6 +46,7 @@ mod preference;
 mod queries;
 mod queue;
 mod requests;
+mod scoring;
 mod select;
 mod slots;
 mod snapshot;
@@ -318,6 +323,7 @@ struct ReqSlot {
 
 impl Extras {
     /// What a request with these extras (none: a plain request) may draw from.
+    #[inline]
     fn set(extras: Option<&Extras>) -> DrawSet<'_> {
         match extras {
             None => DrawSet::ALL,
@@ -331,6 +337,7 @@ impl Extras {
 }
 
 impl ReqSlot {
+    #[inline]
     fn set(&self) -> DrawSet<'_> {
         Extras::set(self.extras.as_deref())
     }

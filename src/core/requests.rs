@@ -165,11 +165,13 @@ impl Core {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn enqueue(&mut self, idx: u32) {
         self.queue.push(&mut self.requests[idx as usize], idx);
     }
 
     /// Takes a request out of the queue and drops its pending asks.
+    #[inline]
     pub(super) fn drop_pending(&mut self, idx: u32) {
         let r = &mut self.requests[idx as usize];
         self.queue.remove(r, idx);

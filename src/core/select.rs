@@ -3,10 +3,17 @@
 
 use rand::{Rng, RngExt};
 
+use super::arms::ArmState;
+use super::attempt_slots::Attempts;
+use super::clock::Clock;
 use super::draw::{argmax_by_order, pick_linear};
-use super::evaluate::Detail;
-use super::{Core, Key};
+use super::evaluate::{Detail, Evaluation};
+use super::pool::Pool;
+use super::scoring::Scoring;
+use super::slots::Fleet;
+use super::{Key, Limits};
 use crate::decision::DecisionReason;
+use crate::score::ScoreModel;
 
 /// How a draw is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +31,8 @@ pub(crate) enum DrawMode {
 pub(crate) enum DrawPath {
     /// The O(log n) sum trees.
     Tree,
-    /// An evaluated draw: the set, its probabilities and its notes are in `Core::eval`.
+    /// An evaluated draw: the set, its probabilities and its notes are in the evaluation
+    /// buffer.
     Evaluated,
 }
 
@@ -32,8 +40,8 @@ pub(crate) enum DrawPath {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DrawSet<'a> {
     pub(crate) eligible: Option<&'a [Key]>,
-    pub(crate) exclude: &'a [Key],
-    pub(crate) caps: &'a [String],
+    pub(super) exclude: &'a [Key],
+    pub(super) caps: &'a [String],
 }
 
 impl DrawSet<'_> {
@@ -53,18 +61,79 @@ pub(crate) struct Drawn {
     pub(crate) roll: Option<f64>,
 }
 
-impl Core {
+/// The parts a draw touches: the fleet (a tree draw writes the stale leaves first and zeroes
+/// the excluded ones for the draw), the evaluation buffer, and, read only, the rest of what
+/// scoring reads and the arms. Borrowed apart from the requests, so a request's own draw set
+/// can be read while it draws.
+pub(super) struct Drawer<'a> {
+    pub(super) fleet: &'a mut Fleet,
+    pub(super) eval: &'a mut Evaluation,
+    pub(super) model: &'a ScoreModel,
+    pub(super) limits: &'a Limits,
+    pub(super) clock: &'a Clock,
+    pub(super) pool: &'a Pool,
+    pub(super) attempts: &'a Attempts,
+    pub(super) arms: &'a [ArmState],
+}
+
+impl Drawer<'_> {
+    /// What scoring reads, and the evaluation buffer to write.
+    #[inline]
+    fn split(&mut self) -> (Scoring<'_>, &mut Evaluation) {
+        (
+            Scoring {
+                model: self.model,
+                limits: self.limits,
+                clock: self.clock,
+                fleet: self.fleet,
+                pool: self.pool,
+                attempts: self.attempts,
+            },
+            self.eval,
+        )
+    }
+
+    /// What scoring reads.
+    #[inline]
+    pub(crate) fn scoring(&self) -> Scoring<'_> {
+        Scoring {
+            model: self.model,
+            limits: self.limits,
+            clock: self.clock,
+            fleet: self.fleet,
+            pool: self.pool,
+            attempts: self.attempts,
+        }
+    }
+
     /// Whether the O(log n) tree draw applies to this set.
-    pub(super) fn tree_applies(&self, set: DrawSet<'_>) -> bool {
+    fn tree_applies(&self, set: DrawSet<'_>) -> bool {
         if set.eligible.is_some() || !set.caps.is_empty() || self.model.config().deterministic {
             return false;
         }
         self.fleet.tree_has_unexcluded(set.exclude)
     }
 
+    /// Writes the score leaves that changed since the last draw. O(s C log n) for s stale
+    /// candidates.
+    fn flush_stale(&mut self) {
+        let uniform = self.model.uniform_channel();
+        for i in 0..self.fleet.stale.len() {
+            let idx = self.fleet.stale[i] as usize;
+            self.fleet.slots[idx].stale = false;
+            for c in 0..self.fleet.trees.len() {
+                if c != uniform {
+                    let v = self.scoring().leaf_value(c, idx);
+                    self.fleet.trees[c].set(idx, v);
+                }
+            }
+        }
+        self.fleet.stale.clear();
+    }
+
     /// Makes one decision for `set`: the tree when it applies, else an evaluated draw, as
-    /// `mode` says. An evaluated draw fills `self.eval`; an arm with its own model always
-    /// evaluates.
+    /// `mode` says. An evaluated draw fills the evaluation buffer; an arm with its own model
+    /// always evaluates.
     pub(crate) fn draw<R: Rng + ?Sized>(
         &mut self,
         set: DrawSet<'_>,
@@ -79,26 +148,26 @@ impl Core {
             self.flush_stale();
             return self
                 .fleet
-                .tree_draw(set.exclude, &self.model, rng)
+                .tree_draw(set.exclude, self.model, rng)
                 .map(|d| (d, DrawPath::Tree));
         }
-        let mut ev = std::mem::take(&mut self.eval);
         let detail = if mode == DrawMode::Record {
             Detail::FilterNotes
         } else {
             Detail::Probabilities
         };
-        self.evaluate_with(variant, set, &mut ev, detail);
+        let (scoring, ev) = self.split();
+        scoring.evaluate_with(variant, set, ev, detail);
         let deterministic = variant
             .map(|m| m.config().deterministic)
-            .unwrap_or(self.model.config().deterministic);
+            .unwrap_or(scoring.model.config().deterministic);
         let drawn = if ev.keys.is_empty() {
             None
         } else if deterministic {
             let order: Vec<u64> = ev
                 .keys
                 .iter()
-                .map(|&i| self.fleet.slots[i as usize].added_seq)
+                .map(|&i| scoring.fleet.slots[i as usize].added_seq)
                 .collect();
             argmax_by_order(&ev.probs, &order).map(|j| Drawn {
                 idx: ev.keys[j],
@@ -121,7 +190,6 @@ impl Core {
                 roll: Some(u),
             })
         };
-        self.eval = ev;
         drawn.map(|d| (d, DrawPath::Evaluated))
     }
 }

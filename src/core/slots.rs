@@ -174,11 +174,13 @@ impl Fleet {
     }
 
     /// Whether a request could be granted now: some candidate in its set has capacity.
+    #[inline]
     pub(super) fn servable(&self, set: DrawSet<'_>) -> bool {
         self.avail != 0 && self.any_in(set, |s| s.available, self.avail)
     }
 
     /// Whether any candidate the request may use exists at all, with capacity or not.
+    #[inline]
     pub(super) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
         self.any_in(set, |s| s.usable, self.usable_count)
     }

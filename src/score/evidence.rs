@@ -105,7 +105,12 @@ pub(crate) fn update(
     // The sample variance is learned from surprises clipped at the threshold, so one outlier
     // (or the first sample of a change) does not make the filter deaf to the next; a candidate
     // that is really that variable raises it over a few dozen samples.
-    let b = (1.0 / (samples as f64 + 1.0)).max(NOISE_ALPHA);
+    // From 1 / NOISE_ALPHA samples on, 1 / (samples + 1) is below the floor: no division.
+    let b = if samples as f64 >= 1.0 / NOISE_ALPHA {
+        NOISE_ALPHA
+    } else {
+        (1.0 / (samples as f64 + 1.0)).max(NOISE_ALPHA)
+    };
     let seen = e2.min(cs * cs * (p + r));
     let learned = (r + b * ((seen - p).max(0.0) - r)).clamp(MIN_NOISE, max_noise);
     // A first surprise may be an outlier: it only marks the estimate as in doubt.

@@ -20,6 +20,8 @@ const FIT_ALPHA: f32 = 0.002;
 /// An elasticity of this much above its noise (twice the attempts in flight, 40 % slower)
 /// counts as full evidence.
 const FULL_SLOPE: f32 = 0.5;
+/// Attempts after which `1 / n` is surely below [`FIT_ALPHA`] (twice its inverse).
+const WARM: u32 = 1_000;
 /// Standard errors the slope must clear before any of it counts.
 const SIGNIFICANCE: f32 = 2.0;
 /// Per attempt, the share of the evidence kept when the fit shows less.
@@ -57,7 +59,12 @@ impl LoadFit {
         // One attempt in flight is the common case, and ln(1) is exactly 0.
         let k = if k <= 1 { 0.0 } else { (k as f32).ln() };
         self.n = self.n.saturating_add(1);
-        let a = FIT_ALPHA.max(1.0 / self.n as f32);
+        // Once warm, 1 / n is below the floor: no division.
+        let a = if self.n > WARM {
+            FIT_ALPHA
+        } else {
+            FIT_ALPHA.max(1.0 / self.n as f32)
+        };
         let dk = k - self.k;
         let dx = x - self.x;
         self.k += a * dk;
@@ -68,7 +75,10 @@ impl LoadFit {
         self.kx = (1.0 - a) * (self.kx + a * dk * dx);
         // Queueing is what a server is, not a passing mood: once seen, the evidence fades
         // only over many thousands of attempts, so balancing it away does not switch it off.
-        self.evidence = self.compute().max(self.evidence * EVIDENCE_KEEP);
+        // Both are finite and in [0, 1]: a plain comparison.
+        let kept = self.evidence * EVIDENCE_KEEP;
+        let now = self.compute();
+        self.evidence = if now > kept { now } else { kept };
     }
 
     fn compute(&self) -> f32 {

@@ -515,13 +515,21 @@ impl ScoreModel {
         queueing: f32,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
-            1.0 / (1.0 + in_flight as f64)
+            // Nothing in flight, the usual state after a release: 1 / 1 without the division.
+            if in_flight == 0 {
+                1.0
+            } else {
+                1.0 / (1.0 + in_flight as f64)
+            }
         } else {
             1.0 - in_flight as f64 / limit.max(1) as f64
         };
         let gate = &self.config.load;
         if gate.gate > 0.0 {
-            let unknown = if gate.unknown_samples > 0 {
+            // Past `unknown_samples` attempts the ratio is at least 1 and the term is 0: the
+            // same value without the division.
+            let unknown = if gate.unknown_samples > 0 && attempts < u64::from(gate.unknown_samples)
+            {
                 (1.0 - attempts as f64 / gate.unknown_samples as f64).max(0.0)
             } else {
                 0.0
@@ -640,7 +648,22 @@ impl Power {
     fn apply(self, x: f64) -> f64 {
         match self {
             Power::One => x,
-            Power::Whole(n) => powi(x.max(0.0), n),
+            Power::Whole(n) => {
+                let x = x.max(0.0);
+                // The default exponents written out: the very products `powi` forms, in its
+                // order (x^24 = x^8 x^16, x^12 = x^4 x^8), without its loop.
+                match n {
+                    24 => {
+                        let x8 = square(square(square(x)));
+                        x8 * square(x8)
+                    }
+                    12 => {
+                        let x4 = square(square(x));
+                        x4 * square(x4)
+                    }
+                    _ => powi(x, n),
+                }
+            }
             Power::Real(e) => x.max(0.0).powf(e),
         }
     }
@@ -661,6 +684,11 @@ fn powi(mut x: f64, mut n: u32) -> f64 {
         }
         x *= x;
     }
+}
+
+#[inline(always)]
+fn square(x: f64) -> f64 {
+    x * x
 }
 
 /// A component as the draw may use it: finite and in `[0, 1]` (`+ 0.0` turns -0.0, where an

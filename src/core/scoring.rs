@@ -1,0 +1,154 @@
+//! A read-only view of the parts scoring reads: the model, the limits, the clock, the fleet,
+//! the pooled inputs and the attempts. A candidate's components, its score context, its leaf
+//! values and an evaluated draw need only these, so they borrow them apart from the parts a
+//! decision writes (the evaluation buffer, the requests, the shadows' tallies).
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use crate::score::{FleetState, ScoreContext};
+use pool::Pool;
+
+/// The parts scoring reads, borrowed together (see the [module docs](self)).
+#[derive(Clone, Copy)]
+pub(super) struct Scoring<'a> {
+    pub(super) model: &'a ScoreModel,
+    pub(super) limits: &'a Limits,
+    pub(super) clock: &'a Clock,
+    pub(super) fleet: &'a Fleet,
+    pub(super) pool: &'a Pool,
+    pub(super) attempts: &'a Attempts,
+}
+
+/// When a candidate is scored, which says whether one of its attempts in flight is the one
+/// reporting (and so cannot be the one still running unreported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ScoredAt {
+    /// A refresh or a draw: every attempt in flight may still be running unreported.
+    Rest,
+    /// Its outcome: one attempt in flight is the one reporting now; only the others may run.
+    Outcome,
+}
+
+impl Core {
+    /// The parts scoring reads, borrowed together.
+    #[inline]
+    pub(super) fn scoring(&self) -> Scoring<'_> {
+        Scoring {
+            model: &self.model,
+            limits: &self.limits,
+            clock: &self.clock,
+            fleet: &self.fleet,
+            pool: &self.pool,
+            attempts: &self.attempts,
+        }
+    }
+}
+
+impl Scoring<'_> {
+    /// The limit in force: the lower of the static one and the learned one.
+    #[inline]
+    pub(crate) fn limit_of(&self, slot: &Slot) -> u32 {
+        self.static_limit_of(slot).min(slot.adaptive_limit)
+    }
+
+    /// The static limit: the candidate's own `max_in_flight`, else `Limits::per_candidate`.
+    #[inline]
+    pub(crate) fn static_limit_of(&self, slot: &Slot) -> u32 {
+        if slot.own_limit == 0 {
+            self.limits.per_candidate
+        } else {
+            slot.own_limit
+        }
+    }
+
+    /// Slot `idx`'s components: the learned ones as of its last full refresh, the rest as
+    /// they stand. Zero for a removed candidate.
+    #[inline]
+    pub(crate) fn components_of(&self, idx: usize) -> Components {
+        let s = &self.fleet.slots[idx];
+        if !s.live {
+            return Components::default();
+        }
+        let fleet = FleetState {
+            stake_total: self.fleet.stake_total,
+            now_s: self.clock.now_s,
+            probe_after_s: self.pool.probe_after_s,
+            queueing: self.pool.queueing,
+        };
+        self.model.assemble(
+            &s.learned,
+            &s.fixed,
+            s.in_flight,
+            self.limit_of(s),
+            &s.stats,
+            &fleet,
+            self.fleet.feedback.relative(idx, s.in_flight),
+        )
+    }
+
+    /// The inputs slot `idx` is scored with, `at` a refresh or its outcome.
+    #[inline]
+    pub(crate) fn score_context(&self, idx: usize, at: ScoredAt) -> ScoreContext {
+        let slot = &self.fleet.slots[idx];
+        // At an outcome the reporting attempt still counts in the in-flight number.
+        let reporting = match at {
+            ScoredAt::Rest => 0,
+            ScoredAt::Outcome => 1,
+        };
+        ScoreContext {
+            overall: self.pool.overall.unwrap_or(self.fleet.overall),
+            now_s: self.clock.now_s,
+            bucket: self.clock.bucket(),
+            stake_total: self.fleet.stake_total,
+            in_flight: slot.in_flight,
+            limit: self.limit_of(slot),
+            // Usually no other attempt of it runs: then there is nothing to look up.
+            pending_ms: if slot.in_flight > reporting {
+                self.pending_ms(idx)
+            } else {
+                0.0
+            },
+            spread: self.pool.spread,
+            center: self.pool.center,
+            probe_after_s: self.pool.probe_after_s,
+            queueing: self.pool.queueing,
+        }
+    }
+
+    /// How long an attempt of slot `idx` has been running without a report, milliseconds; 0
+    /// when none is known. The attempt is the oldest one as of the last full refresh; if it has
+    /// reported since, or its slot now holds another attempt, that is checked here, so the
+    /// value is always the age of an attempt of this candidate still running (or 0).
+    pub(crate) fn pending_ms(&self, idx: usize) -> f64 {
+        let Some(&a) = self.fleet.oldest_pending.get(idx) else {
+            return 0.0;
+        };
+        let slot = &self.fleet.slots[idx];
+        match self.attempts.get(a as usize) {
+            Some(att)
+                if att.active
+                    && !att.reported
+                    && !att.answered
+                    && att.key.idx as usize == idx
+                    && att.key.gen == slot.gen =>
+            {
+                (self.clock.now_s - att.granted_s).max(0.0) * 1000.0
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// The value leaf `idx` of channel `c` should hold now.
+    #[inline]
+    pub(crate) fn leaf_value(&self, c: usize, idx: usize) -> f64 {
+        let slot = &self.fleet.slots[idx];
+        if !slot.in_tree {
+            0.0
+        } else if c == self.model.uniform_channel() {
+            1.0
+        } else {
+            self.model
+                .channel_value(self.model.channels()[c].kind, &self.components_of(idx))
+        }
+    }
+}
