@@ -13,8 +13,12 @@ use selection_coordinator::{
 const IDS: [&str; 4] = ["a", "b", "c", "d"];
 
 fn core(name: &str, t0: Instant) -> Core {
+    core_with(name, t0, Config::default())
+}
+
+fn core_with(name: &str, t0: Instant, config: Config) -> Core {
     let mut rng = SmallRng::seed_from_u64(1);
-    let mut core = Core::new(Config::default(), t0).unwrap();
+    let mut core = Core::new(config, t0).unwrap();
     for id in IDS {
         core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
             .unwrap();
@@ -46,7 +50,13 @@ fn probability(core: &Core, id: &str) -> f64 {
 fn a_digest_carries_what_one_learned_to_another() {
     let t0 = Instant::now();
     let mut t = t0;
-    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    // Evidence expires after a minute here (the default keeps it ten).
+    let mut config = Config::default();
+    config.share.expiry_s = 60.0;
+    let (mut a, mut b) = (
+        core_with("a", t0, config.clone()),
+        core_with("b", t0, config),
+    );
     let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
     for id in IDS {
         drive(&mut a, id, 20, &ok, 50, &mut t);

@@ -40,6 +40,8 @@ struct SlotReports {
     pooled: Option<Pooled>,
     /// Outcomes the senders saw since their previous digests.
     recent: RecentOutcomes,
+    /// Listed in [`ShareState::changed`].
+    queued: bool,
     /// The pooled form is out of date from this time on (a report expires, a blackout ends)
     /// or at once (a report came): the next refresh pools again.
     pooled_until_s: f64,
@@ -117,6 +119,8 @@ pub(crate) struct ShareState {
     usable_from_s: Vec<f64>,
     free_indices: Vec<u32>,
     by_slot: Vec<SlotReports>,
+    /// Slots whose reports changed since the last refresh (each listed once: `queued`).
+    changed: Vec<u32>,
 }
 
 impl ShareState {
@@ -177,6 +181,12 @@ impl Core {
         };
         let now_s = self.clock.now_s;
         let expiry_s = self.model.config().share.expiry_s;
+        for &idx in &share.changed {
+            if let Some(slot) = share.by_slot.get_mut(idx as usize) {
+                slot.queued = false;
+            }
+        }
+        share.changed.clear();
         for idx in 0..share.by_slot.len() {
             let slot = &share.by_slot[idx];
             if slot.pooled_until_s > now_s || slot.reports.is_empty() && slot.pooled.is_none() {
@@ -411,14 +421,59 @@ impl Core {
                 }),
             }
             slot.pooled_until_s = f64::NEG_INFINITY;
+            if !slot.queued {
+                slot.queued = true;
+                share.changed.push(idx as u32);
+            }
             applied.applied += 1;
         }
-        if applied.applied > 0 {
-            // The next pump refreshes every candidate, pooling the changed ones again: one
-            // pass for a whole round of digests instead of a leaf update per entry.
-            self.dirty = true;
-        }
         Ok(applied)
+    }
+
+    /// Pools again and rescores the candidates digests reported on since the last refresh
+    /// (the next pump calls it): a round of digests costs a refresh of the candidates it
+    /// names, not of the whole fleet. The fleet's center and spread move at the next coarse
+    /// refresh.
+    #[inline]
+    pub(super) fn refresh_digested(&mut self) {
+        if self.share.as_deref().is_some_and(|s| !s.changed.is_empty()) {
+            self.refresh_changed_slots();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refresh_changed_slots(&mut self) {
+        let Some(share) = self.share.as_deref_mut() else {
+            return;
+        };
+        let changed = std::mem::take(&mut share.changed);
+        let now_s = self.clock.now_s;
+        let expiry_s = self.model.config().share.expiry_s;
+        for &idx in &changed {
+            let idx = idx as usize;
+            let gen = self.fleet.slots.get(idx).map_or(u32::MAX, |s| s.gen);
+            let slot = &share.by_slot[idx];
+            let pooled = self.model.pool(
+                share.usable(idx, gen, now_s, expiry_s),
+                slot.recent.as_tuple(),
+            );
+            let until = share.pooled_until(&slot.reports, now_s, expiry_s);
+            let slot = &mut share.by_slot[idx];
+            slot.pooled = pooled;
+            slot.pooled_until_s = until;
+            slot.queued = false;
+        }
+        for &idx in &changed {
+            if (idx as usize) < self.fleet.slots.len() {
+                self.refresh_slot(idx as usize, fleet::Refresh::Full);
+            }
+        }
+        if let Some(share) = self.share.as_deref_mut() {
+            let mut changed = changed;
+            changed.clear();
+            share.changed = changed;
+        }
     }
 
     /// Senders heard from (digests applied), with the time each was first heard, seconds on

@@ -11,6 +11,8 @@ impl Core {
     pub(super) fn pump<R: Rng + ?Sized>(&mut self, rng: &mut R) {
         if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
             self.refresh_all();
+        } else {
+            self.refresh_digested();
         }
         // Within one pump capacity only shrinks, so a general request found unservable stays
         // unservable: the scan resumes after it instead of restarting.

@@ -35,6 +35,8 @@ impl Core {
         self.advance(now);
         if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
             self.refresh_all();
+        } else {
+            self.refresh_digested();
         }
         let eligible = match &request.eligible {
             Eligible::All => None,

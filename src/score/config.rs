@@ -10,6 +10,7 @@ use super::components::Weights;
 use super::feedback::FeedbackConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
+use super::unseen::UnseenConfig;
 use crate::error::{ConfigError, Problem};
 use crate::limit::AdaptiveConfig;
 
@@ -268,6 +269,8 @@ pub struct Config {
     pub share: ShareConfig,
     /// Adaptive per-candidate concurrency limits (off by default).
     pub adaptive: AdaptiveConfig,
+    /// How candidates never or rarely sampled are scored.
+    pub unseen: UnseenConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -354,6 +357,7 @@ impl Default for Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
+            unseen: UnseenConfig::AVERAGE,
         }
     }
 }
@@ -409,6 +413,7 @@ impl Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
+            unseen: UnseenConfig::AVERAGE,
         }
     }
 
@@ -459,6 +464,7 @@ impl Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
+            unseen: UnseenConfig::AVERAGE,
         }
     }
 
@@ -530,6 +536,7 @@ impl Config {
         }
         num("ema.drift", self.ema.drift);
         num("ema.probe_s", self.ema.probe_s);
+        num("unseen.optimism", self.unseen.optimism);
         num("window.bucket_s", self.window.bucket_s);
         num("price.exp_factor", self.price.exp_factor);
         if let Some(m) = self.price.max {

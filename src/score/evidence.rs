@@ -14,7 +14,13 @@
 //! - a sample far outside what the filter expects may be an outlier and moves the estimate by
 //!   its usual weight; a second one in a row is a change (a degradation, a heal): the estimate's
 //!   variance is raised to the size of the surprise, so that sample weighs nearly everything
-//!   and the estimate follows at once.
+//!   and the estimate follows at once;
+//! - a *served* attempt (a success, or an application error: the server answered) far faster
+//!   than expected is a change at once: a server cannot answer fast by accident, while it can
+//!   time out once by accident. A shunned candidate is sampled only by rare probes, so waiting
+//!   for a second surprise would double the time it takes a healed server to return; if the
+//!   fast answer was a fluke, the draws it attracts correct the estimate within a few samples.
+//!   Failures never take this shortcut: a fast refusal says nothing of how fast it serves.
 //!
 //! Variances are relative (squared natural-log ratios), so one `drift` fits candidates of any
 //! speed. The filter's gain also sets how fast the candidate's other averages move (success,
@@ -43,8 +49,8 @@ pub(crate) struct Filtered {
     pub(crate) noise: f32,
     /// The weight the sample got, in (0, 1].
     pub(crate) gain: f64,
-    /// The sample was the second in a row far outside what the filter expected: the
-    /// candidate changed.
+    /// The sample was the second in a row far outside what the filter expected, or an answer
+    /// far faster than expected: the candidate changed.
     pub(crate) changed: bool,
     /// The sample was far outside what the filter expected (first or second in a row).
     pub(crate) surprise: bool,
@@ -58,7 +64,9 @@ pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
 
 /// One filter step: the estimate `mean_ms` (with `var`, `noise`), `dt_s` seconds after its last
 /// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
-/// the sample variance is learned).
+/// the sample variance is learned); `served`: the sample is the time of an answer (a success or
+/// an application error), not of a failure.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     mean_ms: Option<f64>,
     var: f32,
@@ -67,6 +75,7 @@ pub(crate) fn update(
     dt_s: f64,
     drift: f64,
     samples: u64,
+    served: bool,
 ) -> Filtered {
     // Times are compared as ratios: at least a microsecond, like the averages' 1 ms floor.
     let x = sample_ms.max(1e-3);
@@ -94,10 +103,12 @@ pub(crate) fn update(
     let e2 = e * e;
     let cs = CHANGE_SIGMAS;
     let surprise = e2 > cs * cs * (p + r);
-    let changed = surprise && pending;
+    // A second surprise in a row, or an answer far faster than expected: the candidate
+    // changed.
+    let changed = surprise && (pending || (served && e < 0.0));
     if changed {
-        // A second surprise in a row: the candidate changed. The estimate is as uncertain as
-        // the surprise is large, so this sample weighs nearly everything.
+        // The estimate is as uncertain as the surprise is large, so this sample weighs nearly
+        // everything.
         p = p.max(e2);
     }
     let gain = p / (p + r);
@@ -140,7 +151,7 @@ mod tests {
     fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
         let (mut m, mut v, mut r) = (None, 0.0f32, 0.0f32);
         for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64);
+            let f = update(m, v, r, x, dt, drift, n as u64, true);
             m = Some(f.mean_ms);
             v = f.var;
             r = f.noise;
@@ -186,9 +197,26 @@ mod tests {
     }
 
     #[test]
+    fn one_fast_answer_is_a_change_and_one_fast_failure_is_not() {
+        // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
+        let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
+        let (m, v, r) = run(&xs, 0.01, 0.1);
+        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true);
+        assert!(answer.changed, "{answer:?}");
+        assert!(answer.mean_ms < 30.0, "{answer:?}");
+        // A failure as fast moves the estimate by its usual weight only.
+        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false);
+        assert!(failure.surprise && !failure.changed, "{failure:?}");
+        assert!(failure.mean_ms > 250.0, "{failure:?}");
+        // So does an answer that is slow: one slow answer may be an outlier.
+        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true);
+        assert!(slow.surprise && !slow.changed, "{slow:?}");
+    }
+
+    #[test]
     fn hostile_inputs_stay_finite() {
         for x in [0.0, 1e300, f64::MIN_POSITIVE] {
-            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5);
+            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true);
             assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
             assert!((0.0..=1.0).contains(&f.gain));
         }

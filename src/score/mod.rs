@@ -40,6 +40,7 @@ mod share;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod unseen;
 mod variants;
 
 pub use crate::error::{ConfigError, Problem};
@@ -55,6 +56,7 @@ pub(crate) use prior::{Pooled, RemoteEvidence};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
+pub use unseen::{UnseenConfig, UnseenPrior};
 
 use crate::vocab::CandidateInfo;
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
@@ -364,8 +366,11 @@ impl ScoreModel {
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
         let mut per_success = stats.attempt_ms().map(|t| per_success(t.max(1.0), success));
-        if let (Some(ps), Some(d)) = (per_success, self.pooled_deviation(stats, ctx)) {
-            per_success = Some(ps * (d.shrunk - d.raw).exp());
+        match (per_success, self.pooled_deviation(stats, ctx)) {
+            (Some(ps), Some(d)) => per_success = Some(ps * (d.shrunk - d.raw).exp()),
+            // Never sampled: what the sampled candidates are worth (`[unseen]`).
+            (None, _) => per_success = self.unseen_per_success(ctx),
+            _ => {}
         }
         // A candidate that queues is slower now because of the work it holds, which the load
         // component counts as it changes; its time, learned from attempts that finished, lags

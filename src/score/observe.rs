@@ -123,6 +123,7 @@ impl ScoreModel {
                         since,
                         drift,
                         attempts,
+                        success_sample > 0.0,
                     );
                     attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = finite_or_zero(f.var);

@@ -54,7 +54,7 @@ impl ScoreModel {
         };
         // Until a refresh has found a center, the estimate stands as it is.
         let shrunk = if ctx.center.is_finite() {
-            ctx.center + (raw - ctx.center) * keep
+            ctx.center + (raw - ctx.center) * keep - self.uncertainty_bonus(keep, var)
         } else {
             raw
         };

@@ -64,9 +64,9 @@ pub(crate) struct Pooled {
     ttfb_ms: Option<f64>,
     connect_ms: Option<f64>,
     bandwidth_bps: Option<f64>,
-    /// Mean natural log of the time to a result.
-    log_time: Option<f64>,
-    /// The variance of that mean (independent senders weighted by their samples).
+    /// Mean time to a result, ms.
+    attempt_ms: Option<f64>,
+    /// The variance of its natural log (independent senders weighted by their samples).
     time_var: f64,
     errors: f64,
     total: f64,
@@ -120,7 +120,7 @@ impl ScoreModel {
             Acc::default(),
             Acc::default(),
         );
-        let mut log_time = Acc::default();
+        let mut time = Acc::default();
         let (mut var_sum, mut time_weight) = (0.0f64, 0.0f64);
         let mut newest = f64::NEG_INFINITY;
         for e in evidence {
@@ -144,7 +144,10 @@ impl ScoreModel {
             connect.add(e.connect_ms, n);
             bandwidth.add(e.bandwidth_bps, n);
             if e.attempt_ms.is_finite() {
-                log_time.add(e.attempt_ms.max(1e-3).ln(), n);
+                // Averaged as the senders' own averages were, sample by sample: a mean of
+                // their logs would be a geometric mean, far below the real one for a candidate
+                // that mixes fast successes and slow timeouts.
+                time.add(e.attempt_ms, n);
                 var_sum += n * n * e.attempt_var;
                 time_weight += n;
             }
@@ -158,7 +161,7 @@ impl ScoreModel {
         p.ttfb_ms = ttfb.mean();
         p.connect_ms = connect.mean();
         p.bandwidth_bps = bandwidth.mean();
-        p.log_time = log_time.mean();
+        p.attempt_ms = time.mean();
         p.time_var = if time_weight > 0.0 {
             var_sum / (time_weight * time_weight)
         } else {
@@ -228,13 +231,12 @@ impl ScoreModel {
             pooled.bandwidth_bps,
             remote_weight,
         );
-        // Times blend in log space (they are compared as ratios), and so does the estimate's
-        // variance: independent estimates weighted by their samples, the remote one inflated
-        // by what a remote sample is worth.
-        if let Some(lt) = pooled.log_time {
+        // The time blends as the averages do; its estimate's variance (log units) as that of
+        // independent estimates weighted by their samples, the remote one inflated by what a
+        // remote sample is worth.
+        if let Some(t) = pooled.attempt_ms {
             let var_remote = pooled.time_var / share.remote_weight;
-            let local_log = local.attempt_ms.map(|t| t.max(1e-3).ln());
-            out.attempt_ms = mix(local_log, local_weight, Some(lt), remote_weight).map(f64::exp);
+            out.attempt_ms = mix(local.attempt_ms, local_weight, Some(t), remote_weight);
             let var = match local.attempt_ms {
                 Some(_) if local_weight + remote_weight > 0.0 => {
                     let (a, b) = (local_weight, remote_weight);

@@ -43,14 +43,14 @@ pub struct ShareConfig {
 
 impl Default for ShareConfig {
     /// Remote samples count half (`remote_weight` 0.5) up to 8 samples in all, a 1 s blackout
-    /// for new senders, a 60 s expiry, local evidence halving every 2 s, one digest per
+    /// for new senders, a 10 min expiry, local evidence halving every 2 s, one digest per
     /// sender per 0.5 s, at most 10,000 entries and 1,000 senders.
     fn default() -> Self {
         ShareConfig {
             remote_weight: 0.5,
             max_prior_samples: 8.0,
             blackout_s: 1.0,
-            expiry_s: 60.0,
+            expiry_s: 600.0,
             local_half_life_s: 2.0,
             min_interval_s: 0.5,
             max_entries: 10_000,
