@@ -46,14 +46,15 @@ fn adaptive_limits_on_real_servers() {
     let best = comparison.best_static().expect("the static arms ran");
     let tower = comparison.tower.as_ref().expect("the tower arm ran");
     assert_eq!(adaptive.requests, 1200);
-    // Measured over five runs of this size: adaptive 16-17 failed GETs (error rate
-    // 0.013-0.014) at 392-662 requests/s; static 8 (the best) 6,042-8,588 failed GETs at
-    // 604-649/s; tower p2c error rates 0.90-0.95. What holds with margin: an error rate within
-    // 0.03, a twentieth of the failed GETs of the best static limit and of tower p2c, and at
-    // least half the best static throughput (the goal, 0.9 x, is not met on every run: a
-    // limit cut on latency noise on a loaded machine takes a while to grow back).
+    // Measured over five runs of this size on a loaded 2-core machine (load average 13-19):
+    // adaptive 13-20 failed GETs (error rate 0.011-0.016) at 268-592 requests/s; static 8 (the
+    // best) 1,551-4,227 failed GETs at 529-599/s; tower p2c error rates 0.66-0.87. What holds
+    // with margin: an error rate within 0.025, a twentieth of the failed GETs of the best
+    // static limit and of tower p2c, and at least half the best static throughput (the goal,
+    // 0.9 x, is not met on every run: limits cut on latency noise on a loaded machine take a
+    // while to grow back; the lowest run measured was at 0.50 x).
     let rate = adaptive.errors() as f64 / adaptive.attempts.max(1) as f64;
-    assert!(rate <= 0.03, "adaptive error rate {rate:.4} above 0.03");
+    assert!(rate <= 0.025, "adaptive error rate {rate:.4} above 0.025");
     assert!(
         adaptive.errors() * 20 < best.errors().max(1),
         "adaptive errors {} not below a twentieth of {}'s {}",

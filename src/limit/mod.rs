@@ -20,11 +20,13 @@
 //!     `k / r` in flight: the limit drops to that (at most halving).
 //!   - otherwise, if the window reached the limit (an attempt was granted at it) and did
 //!     not wait, the limit grows by one (a probe), after as many clean windows as the last
-//!     failed probes asked for (doubling per failed probe: up to 8 after one that queued, up
-//!     to 1,024 after one that was refused), and at least once a second.
+//!     failed probes asked for (doubling per probe that queued, up to 8; eightfold per probe
+//!     that was refused, up to 1,024), and at least once a second (once in up to 8 s after
+//!     refused probes, doubling per refused probe).
 //! - **Slow start.** Until the first sign of queueing or overload, every success granted at
-//!   the full limit and answered about as fast as without load adds one: the limit doubles
-//!   per round trip, one attempt at a time.
+//!   the full limit and answered about as fast as without load adds three: the limit grows
+//!   fourfold per round trip. Its first failure undoes it in one step: the limit drops below
+//!   the failed attempt's concurrency.
 //! - **Back-pressure.** An `overload` failure or a `timeout` multiplies the limit by `backoff`,
 //!   at most once per no-load latency, whatever the burst; within that interval a failure
 //!   granted since the cut still lowers the limit to its own concurrency less one, and a
@@ -157,6 +159,9 @@ pub struct Estimator {
     last_cut_s: f64,
     /// When the limit last changed (a cut or a growth), seconds.
     last_change_s: f64,
+    /// A probe is due once the limit has not changed for this long, seconds: doubled by each
+    /// refused probe, back to [`MAX_PROBE_INTERVAL_S`] by one that held.
+    probe_interval_s: f64,
 }
 
 /// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
@@ -172,8 +177,18 @@ const MAX_PROBE_WAIT: u32 = 8;
 const MAX_PROBE_WAIT_REFUSED: u32 = 1024;
 
 /// A probe past a limit that held this long is due whatever the windows counted, seconds: a
-/// capacity that rose is found within about this long.
+/// capacity that rose is found within about this long. Doubled by each refused probe, up to
+/// [`MAX_REFUSED_PROBE_INTERVAL_S`].
 const MAX_PROBE_INTERVAL_S: f64 = 1.0;
+
+/// The longest interval between two probes past a capacity that refuses them, seconds: each
+/// such probe costs a failed attempt.
+const MAX_REFUSED_PROBE_INTERVAL_S: f64 = 8.0;
+
+/// What a slow start adds per success granted at the full limit: the limit grows fourfold per
+/// round trip. A caller that offers more than the limits take waits while they are learned, and
+/// under a high load that queue drains only slowly: each round trip of the start counts.
+const SLOW_START_STEP: f64 = 3.0;
 
 impl Estimator {
     /// A new estimator at `config.initial`, starting its first window at `now_s`.
@@ -193,6 +208,7 @@ impl Estimator {
             },
             last_cut_s: f64::NEG_INFINITY,
             last_change_s: now_s,
+            probe_interval_s: MAX_PROBE_INTERVAL_S,
         }
     }
 
@@ -313,13 +329,19 @@ impl Estimator {
         self.last_cut_s = now_s;
         self.last_change_s = now_s;
         let probe = self.grew && !self.slow_start;
+        let overshot = self.slow_start;
         self.slow_start = false;
         self.after_cut(MAX_PROBE_WAIT_REFUSED);
-        // The attempt proved its concurrency too many: below it at once (a slow start that
-        // overshot is undone in one step), but never more than halving on one failure. A
-        // probe one past a limit that held fails at that one: it is undone, no more.
+        // The attempt proved its concurrency too many: below it at once, but never more than
+        // halving on one failure, except for the first failure of a slow start: the limit grew
+        // fourfold per round trip and is undone in one step (the attempts it already sent past
+        // the capacity fail anyway; more would follow). A probe one past a limit that held
+        // fails at that one: it is undone, no more, and the next probe waits longer.
         self.limit = if probe && proven >= self.limit - 1.0 {
+            self.probe_interval_s = (self.probe_interval_s * 2.0).min(MAX_REFUSED_PROBE_INTERVAL_S);
             self.limit - 1.0
+        } else if overshot {
+            (self.limit * config.backoff).min(proven)
         } else {
             (self.limit * config.backoff).min(proven.max(self.limit / 2.0))
         };
@@ -343,8 +365,8 @@ impl Estimator {
                 self.light_n = u32::from(light);
             }
             // A light sample may raise the estimate only once the limit was cut (it is then
-            // near the capacity, and half of it runs unqueued) and if granted since: doubling
-            // can overshoot the capacity more than twofold, and so can a limit that the
+            // near the capacity, and half of it runs unqueued) and if granted since: a slow
+            // start can overshoot the capacity severalfold, and so can a limit that the
             // candidate's capacity just fell under.
             Some(base)
                 if light
@@ -367,17 +389,17 @@ impl Estimator {
             self.window.n += 1;
             self.window.sum_ms += ms;
         }
-        // Slow start: one more for every success granted at the full limit, so the limit
-        // doubles per round trip but a step past the capacity is one attempt, not a doubling:
-        // a candidate that refuses past it at once answers the first one over before the
-        // next step.
+        // Slow start: three more for every success granted at the full limit, so the limit
+        // grows fourfold per round trip, and a step past the capacity is three attempts, not
+        // a whole round's growth: a candidate that refuses past it at once answers the first
+        // one over before the next step.
         // Only while answers come about as fast as without load: a success that queued says
         // the capacity is near, and the window it belongs to judges by how much.
         let calm = self
             .no_load_ms
             .is_none_or(|base| ms <= base * (1.0 + config.tolerance + 2.0 * self.noise.sqrt()));
         if self.slow_start && k >= sample.limit && calm {
-            self.limit += 1.0;
+            self.limit += SLOW_START_STEP;
         }
     }
 
@@ -428,10 +450,12 @@ impl Estimator {
         if waiting <= allowance / 2.0 && w.max_k >= self.limit() {
             if self.grew {
                 self.probe_wait = 1;
+                self.probe_interval_s = MAX_PROBE_INTERVAL_S;
             }
             self.clean += 1;
             self.grew = false;
-            if self.clean >= self.probe_wait || now_s - self.last_change_s >= MAX_PROBE_INTERVAL_S {
+            if self.clean >= self.probe_wait || now_s - self.last_change_s >= self.probe_interval_s
+            {
                 self.limit += 1.0;
                 self.grew = true;
                 self.clean = 0;
@@ -445,7 +469,10 @@ impl Estimator {
     /// A cut: a growth it follows queued, so the next probe waits longer.
     fn after_cut(&mut self, max_wait: u32) {
         if self.grew {
-            self.probe_wait = (self.probe_wait * 2).min(max_wait);
+            // A probe that queued cost some latency; one that was refused cost a failed
+            // attempt, and the next waits eight times longer.
+            let factor = if max_wait == MAX_PROBE_WAIT { 2 } else { 8 };
+            self.probe_wait = (self.probe_wait * factor).min(max_wait);
         }
         self.grew = false;
         self.clean = 0;

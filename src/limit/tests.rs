@@ -76,7 +76,7 @@ fn every_bad_field_is_named() {
 }
 
 #[test]
-fn slow_start_doubles_per_round_until_queueing_then_jumps_to_the_unqueued_concurrency() {
+fn slow_start_quadruples_per_round_until_queueing_then_jumps_to_the_unqueued_concurrency() {
     // A candidate that answers in 100 ms up to 8 in flight and queues beyond (M/D/8).
     let c = cfg();
     let mut e = Estimator::new(&c, 0.0);
@@ -114,23 +114,23 @@ fn a_window_judges_all_its_grants_not_the_first_answers() {
     for _ in 0..10 {
         queued.granted(&c, 4, 1.0);
     }
-    // Nine answer fast (slow start adds one for each): the window waits for the tenth.
+    // Nine answer fast (slow start adds three for each): the window waits for the tenth.
     for _ in 0..9 {
         queued.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(queued.limit(), 13);
+    assert_eq!(queued.limit(), 31);
     // The tenth was queued long: the window's mean is 1.9 x the no-load latency, queueing.
     queued.observe(&c, at(Signal::Success(500.0), 4, 4, 1.0), 1.5);
     assert!(queued.limit() < 4, "limit {}", queued.limit());
     // The same window answered fast throughout: in slow start every success granted at the
-    // full limit adds one.
+    // full limit adds three.
     for _ in 0..10 {
         e.granted(&c, 4, 1.0);
     }
     for _ in 0..10 {
         e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(e.limit(), 14);
+    assert_eq!(e.limit(), 34);
 }
 
 #[test]
@@ -225,7 +225,7 @@ fn refusing_server(cap: u32, service_ms: f64, workers: u32, successes: u32) -> (
 
 /// nginx's `limit_conn` answers 503 within a fraction of a millisecond past its cap: every
 /// refusal frees its slot at once, so a limit left above the cap for one cut interval costs a
-/// refusal per slot per millisecond. Slow start steps one attempt at a time, a refusal at a
+/// refusal per slot per millisecond. Slow start steps three attempts at a time, a refusal at a
 /// concurrency proves it too many even within a cut's interval, and a refused probe makes the
 /// next one rarer.
 #[test]
@@ -238,4 +238,24 @@ fn a_candidate_that_refuses_past_its_capacity_costs_few_refusals() {
         );
         assert_eq!(limit, cap, "cap {cap}");
     }
+}
+
+/// A slow start grows fourfold per round trip, so its first failure may find the limit far
+/// past the capacity: it is undone in one step, below the failed attempt's concurrency, not
+/// only halved.
+#[test]
+fn the_first_failure_of_a_slow_start_undoes_it_in_one_step() {
+    let c = cfg();
+    let mut e = alone_at_50_ms(&c);
+    // Ten grants at the full limit of 4, answered fast: the limit grows by three for each.
+    for _ in 0..10 {
+        e.granted(&c, 4, 1.0);
+    }
+    for _ in 0..10 {
+        e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
+    }
+    assert_eq!(e.limit(), 34);
+    // The attempt granted at 9 in flight is refused: 8 is the most the candidate took.
+    e.observe(&c, at(Signal::Overload, 9, 34, 1.06), 1.061);
+    assert_eq!(e.limit(), 8);
 }
