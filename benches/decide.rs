@@ -53,7 +53,11 @@ fn outcome_for(k: u64) -> Outcome {
 fn warm_core(n: usize) -> (Core, SmallRng, Instant) {
     let start = Instant::now();
     let mut rng = SmallRng::seed_from_u64(42);
-    let mut core = Core::new(Config::default(), start).expect("default config is valid");
+    let config = match std::env::var("DECIDE_CONFIG") {
+        Ok(path) => Config::load(std::path::Path::new(&path)).expect("DECIDE_CONFIG is valid"),
+        Err(_) => Config::default(),
+    };
+    let mut core = Core::new(config, start).expect("default config is valid");
     for i in 0..n {
         let stats = stats_for(i, &mut rng);
         core.add_with_stats(CandidateInfo::new(format!("c{i}")), stats, start, &mut rng)
