@@ -411,6 +411,8 @@ criterion_group!(benches, decide, subsets, records, actor);
 /// without criterion, for instruction counts under callgrind (robust to a noisy machine):
 /// the difference between two iteration counts divided by their difference is the cost of
 /// one step. `<impl>` is `coordinator`, `refresh`, `naive`, `lassie` or `tower_p2c`.
+/// `DECIDE_CONFIG=<file>` runs the coordinator with that config (TOML or JSON) instead of
+/// the default, e.g. to count what one scoring feature costs.
 fn count(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [name, n, iterations] = parts[..] else {
