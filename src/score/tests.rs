@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 
-fn ctx(overall: Overall) -> ScoreContext {
+/// A score context with nothing in flight, no limit and no fleet spread.
+pub(super) fn ctx(overall: Overall) -> ScoreContext {
     ScoreContext {
         overall,
         now_s: 0.0,

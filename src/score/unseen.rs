@@ -102,20 +102,12 @@ mod tests {
 
     fn ctx(center: f64, spread: f64) -> ScoreContext {
         ScoreContext {
-            overall: Overall {
-                attempt_ms: Some(100.0),
-                ..Overall::default()
-            },
-            now_s: 0.0,
-            bucket: 0,
-            stake_total: 0.0,
-            in_flight: 0,
-            limit: u32::MAX,
-            pending_ms: 0.0,
             spread,
             center,
-            probe_after_s: f64::INFINITY,
-            queueing: 0.0,
+            ..crate::score::tests::ctx(Overall {
+                attempt_ms: Some(100.0),
+                ..Overall::default()
+            })
         }
     }
 
