@@ -220,6 +220,17 @@ impl Core {
         self.scoring().leaf_value(c, idx)
     }
 
+    /// Brings the scores up to date before a draw: everything when something global changed
+    /// or the coarse tick is due, else only the candidates a round of digests named.
+    #[inline]
+    pub(super) fn refresh_due(&mut self) {
+        if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
+            self.refresh_all();
+        } else {
+            self.refresh_digested();
+        }
+    }
+
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
     /// all-candidate averages move, ejections end. O(n).
     pub(crate) fn refresh_all(&mut self) {

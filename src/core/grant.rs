@@ -9,11 +9,7 @@ use select::{DrawMode, DrawPath, Drawer};
 impl Core {
     /// Grants until nothing more can be granted.
     pub(super) fn pump<R: Rng + ?Sized>(&mut self, rng: &mut R) {
-        if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
-            self.refresh_all();
-        } else {
-            self.refresh_digested();
-        }
+        self.refresh_due();
         // Within one pump capacity only shrinks, so a general request found unservable stays
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;

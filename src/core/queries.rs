@@ -33,11 +33,7 @@ impl Core {
     pub fn explain(&mut self, request: &Request, now: Instant) -> Result<DecisionRecord, Error> {
         request.validate()?;
         self.advance(now);
-        if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
-            self.refresh_all();
-        } else {
-            self.refresh_digested();
-        }
+        self.refresh_due();
         let eligible = match &request.eligible {
             Eligible::All => None,
             Eligible::Only(ids) => Some(
