@@ -115,13 +115,14 @@ impl Core {
             self.reject(idx, Rejection::DeadlineTooClose);
             return true;
         }
-        // Plain loads of the winner's id bytes and slot lines first: on a fleet larger than
-        // the cache they all miss, and issued together the misses overlap, where the id's
-        // locked reference-count increment below, and the outcome's statistics update later,
-        // would otherwise take them one after another.
+        // Plain loads of the winner's id bytes, slot lines and load fit first: on a fleet
+        // larger than the cache they all miss, and issued together the misses overlap, where
+        // the id's locked reference-count increment below, and the outcome's statistics and
+        // fit updates later, would otherwise take them one after another.
         std::hint::black_box((
             self.fleet.ids[cidx].as_str().as_bytes().first().copied(),
             self.fleet.slots[cidx].touch(),
+            self.fleet.load_fit[cidx].evidence(),
         ));
         let key = Key {
             idx: d.idx,

@@ -2,7 +2,7 @@
 //! the field and what is wrong with it.
 
 use crate::error::Error;
-use crate::vocab::{CandidateInfo, Eligible, Outcome, Request};
+use crate::vocab::{CandidateInfo, Eligible, Outcome, Request, Success};
 
 impl CandidateInfo {
     /// Checks that every number is usable: finite and not negative, a non-empty id, a limit > 0.
@@ -48,28 +48,44 @@ impl Request {
 
 impl Outcome {
     /// Checks every number: finite and not negative, a server's report within its bounds.
+    #[inline]
     pub fn validate(&self) -> Result<(), Error> {
         if let Outcome::Success(s) = self {
-            for (field, v) in [
-                ("connect_ms", s.connect_ms),
-                ("ttfb_ms", s.ttfb_ms),
-                ("duration_ms", s.duration_ms),
-            ] {
-                if let Some(v) = v {
-                    check_number(v).map_err(|problem| Error::InvalidOutcome {
-                        field,
-                        value: v,
-                        problem,
-                    })?;
-                }
+            // Every outcome passes through here: the common case (plain numbers, no server
+            // report) is one comparison per number, and naming what is wrong is out of line.
+            let plain = |v: Option<f64>| v.is_none_or(|v| (0.0..f64::INFINITY).contains(&v));
+            if !(plain(s.connect_ms) && plain(s.ttfb_ms) && plain(s.duration_ms))
+                || s.feedback.is_some()
+            {
+                return Self::validate_success(s);
             }
-            if let Some((field, value, problem)) = s.feedback.and_then(|f| f.problem()) {
-                return Err(Error::InvalidOutcome {
+        }
+        Ok(())
+    }
+
+    /// [`Outcome::validate`] of a success, naming the first field that is wrong.
+    #[cold]
+    #[inline(never)]
+    fn validate_success(s: &Success) -> Result<(), Error> {
+        for (field, v) in [
+            ("connect_ms", s.connect_ms),
+            ("ttfb_ms", s.ttfb_ms),
+            ("duration_ms", s.duration_ms),
+        ] {
+            if let Some(v) = v {
+                check_number(v).map_err(|problem| Error::InvalidOutcome {
                     field,
-                    value,
+                    value: v,
                     problem,
-                });
+                })?;
             }
+        }
+        if let Some((field, value, problem)) = s.feedback.and_then(|f| f.problem()) {
+            return Err(Error::InvalidOutcome {
+                field,
+                value,
+                problem,
+            });
         }
         Ok(())
     }
