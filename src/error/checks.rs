@@ -103,3 +103,44 @@ fn check_number(x: f64) -> Result<(), &'static str> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The common-case comparison and the field-by-field check agree on every kind of number.
+    #[test]
+    fn the_quick_check_agrees_with_the_named_one() {
+        let values = [
+            None,
+            Some(0.0),
+            Some(-0.0),
+            Some(12.5),
+            Some(f64::MAX),
+            Some(-1.0),
+            Some(f64::NAN),
+            Some(f64::INFINITY),
+            Some(f64::NEG_INFINITY),
+        ];
+        for connect_ms in values {
+            for ttfb_ms in values {
+                for duration_ms in values {
+                    let s = Success {
+                        connect_ms,
+                        ttfb_ms,
+                        duration_ms,
+                        ..Success::default()
+                    };
+                    let quick = Outcome::Success(s).validate();
+                    let named = Outcome::validate_success(&s);
+                    assert_eq!(quick.is_ok(), named.is_ok(), "{s:?}");
+                    let bad = [connect_ms, ttfb_ms, duration_ms]
+                        .iter()
+                        .flatten()
+                        .any(|v| !(*v >= 0.0 && v.is_finite()));
+                    assert_eq!(quick.is_err(), bad, "{s:?}");
+                }
+            }
+        }
+    }
+}
