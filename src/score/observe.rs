@@ -28,13 +28,18 @@ fn max_of(a: f64, b: f64) -> f64 {
 }
 
 impl ScoreModel {
-    /// The attempt time an outcome contributes: a success's first byte when reported, else
-    /// the whole attempt (`elapsed_ms`, timed by the core).
+    /// The time an outcome contributes to the load fit ([`super::LoadFit`]): a served
+    /// attempt's first byte when reported, else the whole attempt (`elapsed_ms`, timed by the
+    /// core). A served attempt is a success or an application error (the server answered).
+    /// Other failures give none: a timeout lasts the caller's timeout and a refusal a round
+    /// trip, whatever the server holds, so they say nothing of how its answers slow with its
+    /// queue; counted, a fleet that fails fast or hangs reads as queueing, and the load gate
+    /// then spreads traffic away from the best server long after it has healed.
     pub(crate) fn time_sample(outcome: &Outcome, elapsed_ms: Option<f64>) -> Option<f64> {
         match outcome {
-            Outcome::Failure(FailureClass::Cancelled) => None,
             Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
-            Outcome::Failure(_) => elapsed_ms,
+            Outcome::Failure(FailureClass::Application) => elapsed_ms,
+            Outcome::Failure(_) => None,
         }
         .filter(|t| t.is_finite() && *t >= 0.0)
     }

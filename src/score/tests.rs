@@ -459,3 +459,38 @@ fn a_running_attempt_older_than_expected_reads_as_a_try_that_long() {
     assert_eq!(time(150.0, &unknown), time(0.0, &unknown));
     assert!((time(600.0, &unknown) - (-3.0f64).exp()).abs() < 1e-12);
 }
+
+#[test]
+fn the_load_fit_takes_answers_only() {
+    // A server that answers in 20-26 ms with one or two attempts in flight, then hangs:
+    // attempts pile up to 30 in flight and each times out after 2 s; then it refuses in 1 ms
+    // with one in flight; then it answers as before. None of that is a queue.
+    let mut fit = LoadFit::default();
+    let mut feed = |k: u32, outcome: Outcome, ms: f64| {
+        if let Some(t) = ScoreModel::time_sample(&outcome, Some(ms)) {
+            fit.observe(k, t);
+        }
+    };
+    for i in 0..500u32 {
+        feed(1 + i % 2, Outcome::success(), 20.0 + f64::from(i % 7));
+    }
+    for k in 2..=30 {
+        for _ in 0..10 {
+            feed(k, Outcome::failure(FailureClass::Timeout), 2000.0);
+        }
+    }
+    for _ in 0..300 {
+        feed(1, Outcome::failure(FailureClass::Refused), 1.0);
+    }
+    for i in 0..500u32 {
+        feed(1 + i % 2, Outcome::success(), 20.0 + f64::from(i % 7));
+    }
+    assert_eq!(fit.evidence(), 0.0, "{fit:?}");
+    // An application error is an answer; an overload failure is the overload window's business.
+    let app = Outcome::failure(FailureClass::Application);
+    assert_eq!(ScoreModel::time_sample(&app, Some(5.0)), Some(5.0));
+    let overload = Outcome::failure(FailureClass::Overload);
+    assert_eq!(ScoreModel::time_sample(&overload, Some(5.0)), None);
+    let cancelled = Outcome::failure(FailureClass::Cancelled);
+    assert_eq!(ScoreModel::time_sample(&cancelled, Some(5.0)), None);
+}
