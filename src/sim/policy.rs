@@ -156,6 +156,8 @@ pub enum PolicySpec {
     Clairvoyant,
     /// Knows the truth.
     Oracle,
+    /// Thompson sampling over everything ever seen: the learning bound of a stationary world.
+    Thompson,
     /// Netflix concurrency-limits' `Gradient2Limit` per candidate over a least-loaded p2c.
     Gradient2,
     /// Netflix concurrency-limits' `VegasLimit` per candidate over a least-loaded p2c.
@@ -167,7 +169,7 @@ pub enum PolicySpec {
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 20] = [
+pub const POLICY_NAMES: [&str; 21] = [
     "coordinator",
     "random",
     "round-robin",
@@ -184,6 +186,7 @@ pub const POLICY_NAMES: [&str; 20] = [
     "c3-rate",
     "clairvoyant",
     "oracle",
+    "thompson",
     "gradient2",
     "vegas",
     "aimd",
@@ -214,6 +217,7 @@ impl PolicySpec {
             "c3-rate" => PolicySpec::C3Rate,
             "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
+            "thompson" => PolicySpec::Thompson,
             "gradient2" => PolicySpec::Gradient2,
             "vegas" => PolicySpec::Vegas,
             "aimd" => PolicySpec::Aimd,
@@ -251,6 +255,7 @@ impl PolicySpec {
             PolicySpec::C3Rate => "c3-rate",
             PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
+            PolicySpec::Thompson => "thompson",
             PolicySpec::Gradient2 => "gradient2",
             PolicySpec::Vegas => "vegas",
             PolicySpec::Aimd => "aimd",
@@ -304,6 +309,7 @@ impl PolicySpec {
             PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
             PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
             PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
+            PolicySpec::Thompson => baselines::queued(baselines::Thompson::default(), limits, rng),
             PolicySpec::Gradient2 => {
                 let l = baselines::Limited::new(|_| limiters::Gradient2::default(), seed ^ 0x6d);
                 baselines::queued(l, limits, rng)

@@ -16,6 +16,7 @@ mod oracle;
 mod p2c;
 mod pairwise;
 mod snitch;
+mod thompson;
 
 use std::collections::VecDeque;
 
@@ -34,6 +35,7 @@ pub(crate) use oracle::Oracle;
 pub(crate) use p2c::{P2cOpcount, P2cPeakEwma};
 pub(crate) use pairwise::LassiePairwise;
 pub(crate) use snitch::DynamicSnitch;
+pub(crate) use thompson::Thompson;
 
 /// What a picker may look at besides the servable set.
 #[derive(Debug)]
