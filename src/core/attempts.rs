@@ -69,7 +69,7 @@ impl Core {
         let now_s = self.clock.now_s;
         let slot = &mut self.fleet.slots[idx];
         // The statistics are updated in place, packed.
-        let eject = self.model.observe_packed(
+        let observed = self.model.observe_packed(
             &mut slot.stats,
             &mut self.fleet.overall,
             outcome,
@@ -77,7 +77,10 @@ impl Core {
             now_s,
             bucket,
         );
-        if eject {
+        if observed.recovered {
+            self.pool.healed(now_s, self.model.config());
+        }
+        if observed.eject {
             let cap =
                 (self.model.config().ejection.max_share * self.fleet.live_count as f64).floor();
             if (self.fleet.ejected_count as f64) < cap && slot.live {

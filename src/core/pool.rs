@@ -29,6 +29,9 @@ pub(crate) struct Pool {
     /// slow under concurrency. It gates the load component for every candidate alike, so
     /// one whose fit was misled by a passing degradation is not held apart from the rest.
     pub(crate) queueing: f32,
+    /// When a failing candidate last answered (virtual seconds; -inf: never, or heal probes
+    /// off): every other failing candidate last sampled before is due a probe.
+    pub(crate) heal_at_s: f64,
     decisions: u64,
     at_s: f64,
     rate: f64,
@@ -42,9 +45,23 @@ impl Default for Pool {
             overall: None,
             probe_after_s: f64::INFINITY,
             queueing: 0.0,
+            heal_at_s: f64::NEG_INFINITY,
             decisions: 0,
             at_s: 0.0,
             rate: 0.0,
+        }
+    }
+}
+
+impl Pool {
+    /// A failing candidate answered at `now_s`: with heal probes on (`ema.heal_probes`, with
+    /// scheduled probes), the others failing with it are probed from the next refresh on.
+    /// Failures that come together (a network partition, a shared dependency, a deploy) tend
+    /// to heal together, and a shunned candidate's own probes may be tens of seconds apart.
+    pub(crate) fn healed(&mut self, now_s: f64, config: &crate::score::Config) {
+        let ema = &config.ema;
+        if ema.heal_probes && ema.drift > 0.0 && ema.probe_s > 0.0 {
+            self.heal_at_s = now_s;
         }
     }
 }
@@ -149,6 +166,7 @@ impl Core {
             center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
             queueing: 0.0,
+            heal_at_s: self.pool.heal_at_s,
         }
     }
 }

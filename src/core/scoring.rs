@@ -74,6 +74,7 @@ impl Scoring<'_> {
             now_s: self.clock.now_s,
             probe_after_s: self.pool.probe_after_s,
             queueing: self.pool.queueing,
+            heal_at_s: self.pool.heal_at_s,
         };
         self.model.assemble(
             &s.learned,
@@ -112,6 +113,7 @@ impl Scoring<'_> {
             center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
             queueing: self.pool.queueing,
+            heal_at_s: self.pool.heal_at_s,
         }
     }
 

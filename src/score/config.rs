@@ -71,6 +71,11 @@ pub struct EmaConfig {
     /// period stretches on large fleets so scheduled probes stay within 1 % of the draws.
     /// 0: no scheduled probes (the floor still probes).
     pub probe_s: f64,
+    /// With `drift` and `probe_s` set: when a failing candidate (success average below 0.3
+    /// after three or more failures in a row) answers, every other failing candidate is
+    /// probed at once instead of at its next scheduled probe. Failures that come together
+    /// (a partition, a shared dependency) tend to heal together.
+    pub heal_probes: bool,
 }
 
 impl Default for EmaConfig {
@@ -347,6 +352,7 @@ impl Default for Config {
                 drift: 0.1,
                 pooling: true,
                 probe_s: 1.0,
+                heal_probes: true,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -400,6 +406,7 @@ impl Config {
                 drift: 0.0,
                 pooling: false,
                 probe_s: 0.0,
+                heal_probes: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -447,6 +454,7 @@ impl Config {
                 drift: 0.0,
                 pooling: false,
                 probe_s: 0.0,
+                heal_probes: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig {

@@ -22,6 +22,16 @@
 //!   fast answer was a fluke, the draws it attracts correct the estimate within a few samples.
 //!   Failures never take this shortcut: a fast refusal says nothing of how fast it serves.
 //!
+//! - an answer from a candidate that was failing (its success average below
+//!   [`FAILING_SUCCESS`] after at least [`FAILING_STREAK`] failures in a row) is a change at
+//!   once too: a server that has only failed for a while does not answer by accident. The time
+//!   of its answer may be close to that of its failures (a server that refused in a millisecond
+//!   answering in a few), so the rule does not wait for a surprising time.
+//!
+//! On a change the estimate moves on the ratio scale its variances live on: a step of the
+//! gain from a value fifty times larger (a hang's timeouts) would otherwise leave a residue
+//! larger than the new sample itself.
+//!
 //! Variances are relative (squared natural-log ratios), so one `drift` fits candidates of any
 //! speed. The filter's gain also sets how fast the candidate's other averages move (success,
 //! connect, first byte, bandwidth): evidence of any kind ages alike.
@@ -37,6 +47,20 @@ const PRIOR_NOISE: f64 = 0.25;
 const NOISE_ALPHA: f64 = 0.05;
 /// A sample further than this many standard deviations from the estimate is a regime change.
 const CHANGE_SIGMAS: f64 = 3.0;
+/// A candidate whose success average is below this, after [`FAILING_STREAK`] failures in a
+/// row, is failing: its next answer is a change, and its heal may be the others' (see
+/// [`failing`]).
+pub(crate) const FAILING_SUCCESS: f64 = 0.3;
+/// The failures in a row that make a low success average a failing candidate: a flaky one or
+/// one shedding load answers between fewer.
+pub(crate) const FAILING_STREAK: u32 = 3;
+
+/// Whether a candidate is failing: its success average (as the draw reads it) is below
+/// [`FAILING_SUCCESS`] and its last [`FAILING_STREAK`] outcomes or more were failures.
+#[inline]
+pub(crate) fn failing(success: Option<f64>, consecutive_failures: u32) -> bool {
+    consecutive_failures >= FAILING_STREAK && success.is_some_and(|s| s < FAILING_SUCCESS)
+}
 
 /// The filter's state after a sample, and the sample's weight.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,8 +73,8 @@ pub(crate) struct Filtered {
     pub(crate) noise: f32,
     /// The weight the sample got, in (0, 1].
     pub(crate) gain: f64,
-    /// The sample was the second in a row far outside what the filter expected, or an answer
-    /// far faster than expected: the candidate changed.
+    /// The sample was the second in a row far outside what the filter expected, an answer far
+    /// faster than expected, or an answer from a failing candidate: the candidate changed.
     pub(crate) changed: bool,
     /// The sample was far outside what the filter expected (first or second in a row).
     pub(crate) surprise: bool,
@@ -65,7 +89,8 @@ pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
 /// One filter step: the estimate `mean_ms` (with `var`, `noise`), `dt_s` seconds after its last
 /// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
 /// the sample variance is learned); `served`: the sample is the time of an answer (a success or
-/// an application error), not of a failure.
+/// an application error), not of a failure; `was_failing`: the candidate was [`failing`]
+/// before this sample.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     mean_ms: Option<f64>,
@@ -76,6 +101,7 @@ pub(crate) fn update(
     drift: f64,
     samples: u64,
     served: bool,
+    was_failing: bool,
 ) -> Filtered {
     // Times are compared as ratios: at least a microsecond, like the averages' 1 ms floor.
     let x = sample_ms.max(1e-3);
@@ -103,16 +129,25 @@ pub(crate) fn update(
     let e2 = e * e;
     let cs = CHANGE_SIGMAS;
     let surprise = e2 > cs * cs * (p + r);
-    // A second surprise in a row, or an answer far faster than expected: the candidate
-    // changed.
-    let changed = surprise && (pending || (served && e < 0.0));
+    // A second surprise in a row, an answer far faster than expected, or an answer from a
+    // failing candidate: the candidate changed.
+    let recovered = served && was_failing;
+    let changed = recovered || (surprise && (pending || (served && e < 0.0)));
     if changed {
         // The estimate is as uncertain as the surprise is large, so this sample weighs nearly
-        // everything.
+        // everything; an answer after failures at least four fifths, however close its time.
         p = p.max(e2);
+        if recovered {
+            p = p.max(4.0 * r);
+        }
     }
     let gain = p / (p + r);
-    let mean = m + gain * (sample_ms - m);
+    let mean = if changed {
+        // The old regime says little of the new one: move on the ratio scale.
+        m * (x / m).powf(gain)
+    } else {
+        m + gain * (sample_ms - m)
+    };
     // The sample variance is learned from surprises clipped at the threshold, so one outlier
     // (or the first sample of a change) does not make the filter deaf to the next; a candidate
     // that is really that variable raises it over a few dozen samples.
@@ -151,7 +186,7 @@ mod tests {
     fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
         let (mut m, mut v, mut r) = (None, 0.0f32, 0.0f32);
         for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64, true);
+            let f = update(m, v, r, x, dt, drift, n as u64, true, false);
             m = Some(f.mean_ms);
             v = f.var;
             r = f.noise;
@@ -201,22 +236,57 @@ mod tests {
         // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
         let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
         let (m, v, r) = run(&xs, 0.01, 0.1);
-        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true);
+        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false);
         assert!(answer.changed, "{answer:?}");
         assert!(answer.mean_ms < 30.0, "{answer:?}");
         // A failure as fast moves the estimate by its usual weight only.
-        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false);
+        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false);
         assert!(failure.surprise && !failure.changed, "{failure:?}");
         assert!(failure.mean_ms > 250.0, "{failure:?}");
         // So does an answer that is slow: one slow answer may be an outlier.
-        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true);
+        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false);
         assert!(slow.surprise && !slow.changed, "{slow:?}");
+    }
+
+    #[test]
+    fn an_answer_after_failures_is_a_change_even_at_the_failures_pace() {
+        // Fast refusals (2-4 ms), then an answer at 5 ms: no surprising time, but the
+        // candidate that only failed has answered.
+        let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
+        let (m, v, r) = run(&xs, 0.1, 0.1);
+        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false);
+        assert!(!plain.changed, "{plain:?}");
+        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true);
+        assert!(after_failures.changed, "{after_failures:?}");
+        assert!(after_failures.gain >= 0.8, "{after_failures:?}");
+        // A failure from a failing candidate is no news.
+        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true);
+        assert!(!failure.changed, "{failure:?}");
+    }
+
+    #[test]
+    fn a_change_moves_the_estimate_on_the_ratio_scale() {
+        // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
+        let xs = vec![1700.0; 40];
+        let (m, v, r) = run(&xs, 0.5, 0.1);
+        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false);
+        assert!(f.changed, "{f:?}");
+        // An arithmetic step of the same gain would leave it near 80 ms.
+        assert!(f.mean_ms < 40.0, "{f:?}");
+    }
+
+    #[test]
+    fn failing_needs_a_low_success_and_a_streak() {
+        assert!(failing(Some(0.1), 3));
+        assert!(!failing(Some(0.1), 2));
+        assert!(!failing(Some(0.5), 10));
+        assert!(!failing(None, 10));
     }
 
     #[test]
     fn hostile_inputs_stay_finite() {
         for x in [0.0, 1e300, f64::MIN_POSITIVE] {
-            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true);
+            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true, false);
             assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
             assert!((0.0..=1.0).contains(&f.gain));
         }

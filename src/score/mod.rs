@@ -127,6 +127,8 @@ pub(crate) struct FleetState {
     pub(crate) probe_after_s: f64,
     /// See [`ScoreContext::queueing`].
     pub(crate) queueing: f32,
+    /// See [`ScoreContext::heal_at_s`].
+    pub(crate) heal_at_s: f64,
 }
 
 /// Inputs to a component computation that are not the candidate's own.
@@ -153,6 +155,9 @@ pub(crate) struct ScoreContext {
     pub(crate) probe_after_s: f64,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
+    /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
+    /// failing candidate idle and last sampled before is drawn as if its time were average.
+    pub(crate) heal_at_s: f64,
 }
 
 /// A validated config turned into the channel layout and scoring rules.
@@ -309,6 +314,12 @@ impl ScoreModel {
             stats.last_sample_s,
             ctx.now_s,
             ctx.probe_after_s,
+        ) || heal_probe_due(
+            ctx.in_flight,
+            stats.last_sample_s,
+            stats.success,
+            stats.consecutive_failures,
+            ctx.heal_at_s,
         );
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
     }
@@ -464,6 +475,12 @@ impl ScoreModel {
             stats.last_sample_s(),
             fleet.now_s,
             fleet.probe_after_s,
+        ) || heal_probe_due(
+            in_flight,
+            stats.last_sample_s(),
+            stats.success(),
+            stats.consecutive_failures(),
+            fleet.heal_at_s,
         );
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
@@ -617,6 +634,21 @@ const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
 #[inline]
 fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64) -> bool {
     in_flight == 0 && last_sample_s.is_some_and(|l| now_s - l > after)
+}
+
+/// Whether a heal probe is due: the candidate is idle and failing (`evidence::failing`), and
+/// another failing candidate answered after its last sample (`heal_at_s`).
+#[inline]
+fn heal_probe_due(
+    in_flight: u32,
+    last_sample_s: Option<f64>,
+    success: Option<f64>,
+    consecutive_failures: u32,
+    heal_at_s: f64,
+) -> bool {
+    in_flight == 0
+        && last_sample_s.is_some_and(|l| l < heal_at_s)
+        && evidence::failing(success, consecutive_failures)
 }
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is

@@ -15,6 +15,16 @@ use crate::vocab::{FailureClass, Outcome};
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
 
+/// What an outcome did to a candidate's statistics, for the core to act on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Observed {
+    /// The candidate should be ejected now (the caller checks the ejected share).
+    pub(crate) eject: bool,
+    /// An answer from a candidate that was failing (`evidence::failing`): it healed, and the
+    /// others failing with it may have too.
+    pub(crate) recovered: bool,
+}
+
 /// `a.max(b)` for two numbers that are not NaN: the same value, without the NaN handling
 /// that `f64::max` adds (the weights here are positive: the config's alpha, validated in
 /// (0, 1], a warm-up weight, or the filter's gain, always in [0, 1]).
@@ -45,8 +55,8 @@ impl ScoreModel {
     }
 
     /// Applies an outcome to a candidate's statistics, in place in their packed form (each
-    /// value read and written exactly as unpacking, updating and packing them would). Returns
-    /// true when the candidate should be ejected now (the caller checks the ejected share).
+    /// value read and written exactly as unpacking, updating and packing them would), and says
+    /// whether the candidate should be ejected now and whether it recovered.
     pub(crate) fn observe_packed(
         &self,
         stats: &mut PackedStats,
@@ -55,7 +65,7 @@ impl ScoreModel {
         elapsed_ms: Option<f64>,
         now_s: f64,
         bucket: u64,
-    ) -> bool {
+    ) -> Observed {
         let cfg = &self.config;
         let attempts = u64::from(stats.attempts);
         // Warm-up: a running mean until its weight falls to alpha. The success prior counts as
@@ -83,7 +93,7 @@ impl ScoreModel {
         let oa = cfg.ema.overall_alpha;
         let buckets = cfg.window.buckets as usize;
         let (success_sample, overload) = match outcome {
-            Outcome::Failure(FailureClass::Cancelled) => return false,
+            Outcome::Failure(FailureClass::Cancelled) => return Observed::default(),
             Outcome::Success(_) | Outcome::Failure(FailureClass::Application) => (1.0, false),
             Outcome::Failure(FailureClass::Overload) => (0.0, true),
             Outcome::Failure(_) => (0.0, false),
@@ -114,10 +124,13 @@ impl ScoreModel {
             Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
             Outcome::Failure(_) => elapsed_ms,
         };
+        let mut recovered = false;
         if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);
+                    let was_failing =
+                        evidence::failing(success, u32::from(stats.consecutive_failures));
                     // The stored noise carries the surprise flag in its sign, as the filter
                     // takes it.
                     let f = evidence::update(
@@ -129,7 +142,9 @@ impl ScoreModel {
                         drift,
                         attempts,
                         success_sample > 0.0,
+                        was_failing,
                     );
+                    recovered = was_failing && success_sample > 0.0;
                     attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = finite_or_zero(f.var);
                     let noise = finite_or_zero(f.noise.abs());
@@ -138,10 +153,10 @@ impl ScoreModel {
                     } else {
                         noise
                     };
-                    // A surprising time says the candidate may have changed: the sample
-                    // moves its other averages (success, first byte, ...) as much as the
-                    // filter trusts it. Otherwise they keep their own steady weights.
-                    if f.surprise {
+                    // A surprising time, or a change, says the candidate may have changed:
+                    // the sample moves its other averages (success, first byte, ...) as much
+                    // as the filter trusts it. Otherwise they keep their own steady weights.
+                    if f.surprise || f.changed {
                         a = max_of(a, f.gain);
                         a_ok = max_of(a_ok, f.gain);
                     } else {
@@ -192,7 +207,10 @@ impl ScoreModel {
             v[CONNECT_MS] = pack_opt(connect_ms);
             v[TTFB_MS] = pack_opt(ttfb_ms);
             v[BANDWIDTH_BPS] = pack_opt(bandwidth_bps);
-            false
+            Observed {
+                eject: false,
+                recovered,
+            }
         } else {
             let v = &mut stats.values;
             v[CONNECT_MS] = pack_opt(connect_ms);
@@ -200,9 +218,12 @@ impl ScoreModel {
             v[BANDWIDTH_BPS] = pack_opt(bandwidth_bps);
             let failures = u32::from(stats.consecutive_failures).saturating_add(1);
             stats.consecutive_failures = saturate_u16(failures);
-            cfg.ejection.enabled
-                && failures >= cfg.ejection.consecutive_failures
-                && unpack_opt(v[EJECTED_UNTIL_S]).is_none_or(|u| u <= now_s)
+            Observed {
+                eject: cfg.ejection.enabled
+                    && failures >= cfg.ejection.consecutive_failures
+                    && unpack_opt(v[EJECTED_UNTIL_S]).is_none_or(|u| u <= now_s),
+                recovered: false,
+            }
         }
     }
 
@@ -216,11 +237,12 @@ impl ScoreModel {
         elapsed_ms: Option<f64>,
         now_s: f64,
         bucket: u64,
-    ) -> bool {
+    ) -> Observed {
         let mut packed = PackedStats::pack(stats);
-        let eject = self.observe_packed(&mut packed, overall, outcome, elapsed_ms, now_s, bucket);
+        let observed =
+            self.observe_packed(&mut packed, overall, outcome, elapsed_ms, now_s, bucket);
         *stats = packed.unpack();
-        eject
+        observed
     }
 
     /// [`ScoreModel::eject_packed`] on unpacked statistics (for tests).

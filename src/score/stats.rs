@@ -324,6 +324,12 @@ impl PackedStats {
         unpack_opt(self.values[5])
     }
 
+    /// [`Stats::consecutive_failures`] (heal probes read it without unpacking).
+    #[inline]
+    pub(crate) fn consecutive_failures(&self) -> u32 {
+        u32::from(self.consecutive_failures)
+    }
+
     /// [`Stats::overload_evidence`] (the load gate reads it without unpacking).
     #[inline]
     pub(crate) fn overload_evidence(&self) -> f32 {

@@ -19,6 +19,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         spread: 0.0,
         center: f64::NAN,
         probe_after_s: f64::INFINITY,
+        heal_at_s: f64::NEG_INFINITY,
         queueing: 0.0,
     }
 }
@@ -130,45 +131,57 @@ fn outcomes_feed_the_statistics_by_class() {
     let mut stats = Stats::default();
     let mut overall = Overall::default();
     let fail = |class| Outcome::failure(class);
-    assert!(!m.observe(
-        &mut stats,
-        &mut overall,
-        &fail(FailureClass::Cancelled),
-        None,
-        0.0,
-        5
-    ));
+    assert!(
+        !m.observe(
+            &mut stats,
+            &mut overall,
+            &fail(FailureClass::Cancelled),
+            None,
+            0.0,
+            5
+        )
+        .eject
+    );
     assert_eq!(stats, Stats::default(), "cancelled counts nowhere");
-    assert!(!m.observe(
-        &mut stats,
-        &mut overall,
-        &fail(FailureClass::Overload),
-        None,
-        0.0,
-        5
-    ));
+    assert!(
+        !m.observe(
+            &mut stats,
+            &mut overall,
+            &fail(FailureClass::Overload),
+            None,
+            0.0,
+            5
+        )
+        .eject
+    );
     assert_eq!(stats.success, Some(0.5));
     assert_eq!(stats.window.counts(5, 10), (1, 1));
     // The second failure in a row asks for an ejection.
-    assert!(m.observe(
-        &mut stats,
-        &mut overall,
-        &fail(FailureClass::Timeout),
-        None,
-        0.0,
-        5
-    ));
+    assert!(
+        m.observe(
+            &mut stats,
+            &mut overall,
+            &fail(FailureClass::Timeout),
+            None,
+            0.0,
+            5
+        )
+        .eject
+    );
     assert_eq!(stats.window.counts(5, 10), (1, 2));
     assert_eq!(stats.success, Some(0.25));
     // An application error is a normal result: a success that ends the streak.
-    assert!(!m.observe(
-        &mut stats,
-        &mut overall,
-        &fail(FailureClass::Application),
-        None,
-        0.0,
-        5
-    ));
+    assert!(
+        !m.observe(
+            &mut stats,
+            &mut overall,
+            &fail(FailureClass::Application),
+            None,
+            0.0,
+            5
+        )
+        .eject
+    );
     assert_eq!(
         (stats.success, stats.consecutive_failures),
         (Some(0.625), 0)
