@@ -162,6 +162,112 @@ fn one_round_of_failures_after_a_run_of_successes_is_enough() {
     assert!(success < 0.5, "success {success}");
 }
 
+/// Each digest taken names the one taken before it; only the candidates sampled since go in
+/// when asked.
+#[test]
+fn each_digest_taken_names_the_one_before() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let mut a = core("a", t0);
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    drive(&mut a, "a", 3, &ok, 50, &mut t);
+    let first = a.take_digest(t, true);
+    assert_eq!(first.prev_seq, None);
+    assert_eq!(first.entries.len(), 1);
+    t += Duration::from_millis(500);
+    drive(&mut a, "b", 3, &ok, 50, &mut t);
+    let second = a.take_digest(t, true);
+    assert_eq!(second.prev_seq, Some(first.seq));
+    assert!(second.seq > first.seq);
+    let ids: Vec<&str> = second.entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["b"],
+        "only what was sampled since the previous digest"
+    );
+    // Two in the same millisecond still get increasing numbers; a full one has both.
+    let third = a.take_digest(t, false);
+    assert_eq!(third.prev_seq, Some(second.seq));
+    assert!(third.seq > second.seq);
+    assert_eq!(third.entries.len(), 2);
+}
+
+/// A receiver that missed a sender's digest cannot tell when the outcomes since its last report
+/// happened: they do not count as recent, so they cannot trip the change test. One that
+/// received every digest reads the same outcomes as a change.
+#[test]
+fn outcomes_behind_a_missed_digest_do_not_count_as_recent() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut every, mut missed) = (core("a", t0), core("b", t0), core("c", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    let failure = Outcome::failure(FailureClass::Transport);
+    for id in ["a", "b"] {
+        drive(&mut every, id, 20, &ok, 50, &mut t);
+        drive(&mut missed, id, 20, &ok, 50, &mut t);
+    }
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut round = |a: &mut Core, to: &mut [&mut Core], outcome: &Outcome, t: &mut Instant| {
+        drive(a, "d", 5, outcome, 50, t);
+        *t += Duration::from_millis(750);
+        let d = a.take_digest(*t, true);
+        for b in to.iter_mut() {
+            b.apply_digest(*t, &d).unwrap();
+            b.tick(*t, &mut rng);
+        }
+    };
+    for _ in 0..8 {
+        round(&mut a, &mut [&mut every, &mut missed], &ok, &mut t);
+    }
+    // Successes whose digest `missed` never gets, then failures both get.
+    round(&mut a, &mut [&mut every], &ok, &mut t);
+    round(&mut a, &mut [&mut every, &mut missed], &failure, &mut t);
+    let success = |b: &Core| {
+        b.candidate(&CandidateId::new("d"))
+            .unwrap()
+            .components
+            .success
+    };
+    assert!(success(&every) < 0.5, "every digest: {}", success(&every));
+    // `missed` keeps its recent successes: the failures, mixed with successes of unknown
+    // time, reach it through the sender's average only.
+    assert!(success(&missed) > 0.8, "missed one: {}", success(&missed));
+}
+
+/// A core that shares watches its own outcomes: a failure on a candidate that rarely fails
+/// makes its next digest urgent, until a digest is taken.
+#[test]
+fn a_sharp_change_in_local_outcomes_makes_the_digest_urgent() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let mut a = core("a", t0);
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    let failure = Outcome::failure(FailureClass::Transport);
+    drive(&mut a, "c", 30, &ok, 50, &mut t);
+    assert!(!a.digest_urgent(), "successes are no news");
+    drive(&mut a, "c", 1, &failure, 50, &mut t);
+    assert!(a.digest_urgent(), "one failure after thirty successes");
+    let _ = a.take_digest(t, true);
+    assert!(!a.digest_urgent(), "taken");
+    // A candidate that always fails: one more failure is no news.
+    drive(&mut a, "d", 30, &failure, 50, &mut t);
+    let _ = a.take_digest(t, true);
+    drive(&mut a, "d", 1, &failure, 50, &mut t);
+    assert!(
+        !a.digest_urgent(),
+        "one more failure of a failing candidate"
+    );
+    // A core that does not share never is.
+    let mut alone = Core::new(Config::default(), t0).unwrap();
+    let mut rng = SmallRng::seed_from_u64(1);
+    alone
+        .add_candidate(CandidateInfo::new("c"), t0, &mut rng)
+        .unwrap();
+    drive(&mut alone, "c", 30, &ok, 50, &mut t);
+    drive(&mut alone, "c", 1, &failure, 50, &mut t);
+    assert!(!alone.digest_urgent());
+}
+
 /// Any number, hostile ones included.
 fn any_number() -> impl Strategy<Value = f64> {
     prop_oneof![
@@ -215,12 +321,14 @@ fn any_digest() -> impl Strategy<Value = (Digest, u64)> {
         prop_oneof![3 => 0..5_000u64, 1 => any::<u64>()],
         proptest::collection::vec(any_entry(), 0..8),
         0..3_000u64,
+        prop_oneof![1 => Just(None), 2 => (0..5_000u64).prop_map(Some), 1 => any::<u64>().prop_map(Some)],
     )
-        .prop_map(|(sender, seq, entries, gap_ms)| {
+        .prop_map(|(sender, seq, entries, gap_ms, prev_seq)| {
             (
                 Digest {
                     sender: sender.to_string(),
                     seq,
+                    prev_seq,
                     entries,
                 },
                 gap_ms,

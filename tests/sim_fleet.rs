@@ -108,6 +108,30 @@ fn digests_spread_a_degrade_to_clients_that_never_hit_it() {
     );
 }
 
+/// A client whose own outcomes change sharply publishes at once: more digests than one per
+/// period, and the others stop drawing the degraded candidate sooner.
+#[test]
+fn urgent_digests_go_out_on_a_sharp_change() {
+    let sc = small();
+    let seeds = [1, 2, 3];
+    let periodic = simulate_fleet(&sc, &spec(FleetShare::Digest), &seeds, 2).unwrap();
+    let urgent = FleetSpec {
+        urgent: true,
+        ..spec(FleetShare::Digest)
+    };
+    let urgent = simulate_fleet(&sc, &urgent, &seeds, 2).unwrap();
+    assert!(
+        urgent.digests > periodic.digests,
+        "{} vs {}",
+        urgent.digests,
+        periodic.digests
+    );
+    assert_eq!(urgent.copies_rejected, 0.0, "every urgent digest is taken");
+    let (p, u) = (periodic.degrade.unwrap(), urgent.degrade.unwrap());
+    let (p, u) = (p.detection_s.unwrap(), u.detection_s.unwrap());
+    assert!(u < p, "urgent {u} vs periodic {p}");
+}
+
 #[test]
 fn bad_fleet_settings_are_named() {
     let sc = small();

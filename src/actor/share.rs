@@ -20,8 +20,9 @@ pub struct SetShareIdentity {
     pub seq_base: u64,
 }
 
-/// Asks for this coordinator's digest of what it learned
-/// ([`Core::digest`](crate::core::Core::digest)).
+/// Asks for this coordinator's digest of what it learned, to publish it
+/// ([`Core::take_digest`](crate::core::Core::take_digest), every fresh candidate; its
+/// `prev_seq` is the digest asked for before).
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "Digest")]
 pub struct TakeDigest;
@@ -51,7 +52,7 @@ impl Handler<TakeDigest> for Coordinator {
     type Result = MessageResult<TakeDigest>;
 
     fn handle(&mut self, _: TakeDigest, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.core.digest(now()))
+        MessageResult(self.core.take_digest(now(), false))
     }
 }
 

@@ -65,6 +65,10 @@ impl Core {
     }
 
     pub(super) fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
+        if self.share.is_some() {
+            // A core that shares watches its own outcomes for a sharp change (out of line).
+            self.watch_local_outcome(idx, matches!(outcome, Outcome::Success(_)));
+        }
         let bucket = self.bucket();
         let now_s = self.clock.now_s;
         let slot = &mut self.fleet.slots[idx];

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::digest::{Applied, CandidateDigest, Digest, DigestError};
-use crate::score::{Pooled, RemoteEvidence};
+use crate::score::{Pooled, RemoteEvidence, StatsView};
 
 /// What the core remembers of one sender.
 #[derive(Debug, Clone)]
@@ -107,6 +107,17 @@ impl RecentOutcomes {
     }
 }
 
+/// One step of the change test: the log-likelihood ratio of "the success rate halved"
+/// against "it is `p0`" for one outcome.
+fn change_step(p0: f64, success: bool) -> f64 {
+    let p0 = p0.clamp(0.01, 0.99);
+    if success {
+        0.5f64.ln()
+    } else {
+        ((1.0 - 0.5 * p0) / (1.0 - p0)).ln()
+    }
+}
+
 /// The sharing state of a core.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ShareState {
@@ -114,6 +125,12 @@ pub(crate) struct ShareState {
     name: String,
     /// Added to the milliseconds since the epoch to make a digest's sequence number.
     seq_base: u64,
+    /// The last digest [`Core::take_digest`] made: (its sequence number, its time).
+    last_taken: Option<(u64, f64)>,
+    /// Per slot, the change test on this core's own outcomes (the statistic, >= 0).
+    local_drop: Vec<f32>,
+    /// When the test last fired, seconds on this core's clock, if no digest was taken since.
+    urgent_s: Option<f64>,
     senders: BTreeMap<String, Sender>,
     /// Per sender index, when its blackout ends (infinite: forgotten).
     usable_from_s: Vec<f64>,
@@ -229,6 +246,71 @@ impl Core {
     /// and a full one now and then for coordinators that joined meanwhile.
     pub fn digest_since(&self, now: Instant, since: Option<Instant>) -> Digest {
         let since_s = since.map(|s| s.saturating_duration_since(self.clock.epoch).as_secs_f64());
+        self.build_digest(now, since_s)
+    }
+
+    /// The digest to publish now: [`Core::digest`] (with `changed_only`, only the candidates
+    /// sampled since the previous digest taken), numbered after that previous one
+    /// ([`Digest::prev_seq`]), so a receiver that missed it knows the outcomes since its last
+    /// report may be older than one period. A driver that publishes every digest it takes
+    /// (and drops one it cannot publish, as a lost copy) should use this one.
+    pub fn take_digest(&mut self, now: Instant, changed_only: bool) -> Digest {
+        let last = self.share.as_deref().and_then(|s| s.last_taken);
+        let mut digest = self.build_digest(now, last.filter(|_| changed_only).map(|l| l.1));
+        let at_s = self.clock.now_s.max(
+            now.saturating_duration_since(self.clock.epoch)
+                .as_secs_f64(),
+        );
+        // A sequence number is never reused, even for two digests taken in one millisecond.
+        if let Some((seq, _)) = last {
+            digest.seq = digest.seq.max(seq.saturating_add(1));
+        }
+        digest.prev_seq = last.map(|l| l.0);
+        let share = self.share.get_or_insert_with(Box::default);
+        share.last_taken = Some((digest.seq, at_s));
+        share.urgent_s = None;
+        digest
+    }
+
+    /// Whether this core saw a sharp change in its own outcomes on some candidate since the
+    /// last [`Core::take_digest`]: the change test of `docs/fleet.md` fired on them (a failure
+    /// on a candidate that rarely fails, two in a row on one that fails one time in ten).
+    /// A driver may publish at once instead of waiting for the period, as long as the others
+    /// still take it (`share.min_interval_s` after the previous digest).
+    pub fn digest_urgent(&self) -> bool {
+        self.share.as_deref().is_some_and(|s| s.urgent_s.is_some())
+    }
+
+    /// Feeds one of this core's own outcomes on slot `idx` to the change test (the outcome
+    /// path calls it before the statistics take the outcome, only when this core shares).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn watch_local_outcome(&mut self, idx: usize, success: bool) {
+        let prior = self.model.config().ema.success_prior;
+        let p0 = self
+            .fleet
+            .slots
+            .get(idx)
+            .map_or(prior, |s| s.stats.success().unwrap_or(prior));
+        let now_s = self.clock.now_s;
+        let Some(share) = self.share.as_deref_mut() else {
+            return;
+        };
+        if share.local_drop.len() <= idx {
+            share
+                .local_drop
+                .resize(self.fleet.slots.len().max(idx + 1), 0.0);
+        }
+        let drop = (f64::from(share.local_drop[idx]) + change_step(p0, success)).max(0.0);
+        if drop > CHANGE_EVIDENCE {
+            share.local_drop[idx] = 0.0;
+            share.urgent_s = Some(now_s);
+        } else {
+            share.local_drop[idx] = drop as f32;
+        }
+    }
+
+    fn build_digest(&self, now: Instant, since_s: Option<f64>) -> Digest {
         let now_s = self.clock.now_s.max(
             now.saturating_duration_since(self.clock.epoch)
                 .as_secs_f64(),
@@ -274,6 +356,7 @@ impl Core {
         Digest {
             sender: name,
             seq: base.saturating_add((now_s * 1000.0) as u64),
+            prev_seq: None,
             entries,
         }
     }
@@ -313,6 +396,15 @@ impl Core {
             return Err(DigestError::OwnSender(digest.sender.clone()));
         }
         forget_silent(share, now_s, cfg.expiry_s);
+        // The outcomes since the sender's previous report on a candidate happened since its
+        // previous digest only if that digest was applied here (or the sender does not say
+        // which one it was). Otherwise a lost or refused copy hides when they happened, and
+        // they are left to the sender's averages.
+        let contiguous = match (digest.prev_seq, share.senders.get(&digest.sender)) {
+            (None, _) => true,
+            (Some(prev), Some(s)) => prev == s.last_seq,
+            (Some(_), None) => false,
+        };
         let index = match share.senders.get(&digest.sender) {
             Some(s) if digest.seq <= s.last_seq => {
                 return Err(DigestError::Replayed {
@@ -405,7 +497,7 @@ impl Core {
                         evidence.samples.checked_sub(r.evidence.samples),
                         evidence.successes.checked_sub(r.evidence.successes),
                     );
-                    if let (Some(da), Some(ds)) = (da, ds) {
+                    if let (true, Some(da), Some(ds)) = (contiguous, da, ds) {
                         if da > 0 && ds <= da {
                             let (da, ds) = (da as f64, ds as f64);
                             let cap = memory.min(da) / da;

@@ -40,6 +40,12 @@ pub struct Digest {
     /// Increases with every digest of the sender; a digest not newer than the last one
     /// applied from it is a replay.
     pub seq: u64,
+    /// The sequence number of the sender's previous digest (`None`: unknown, or its first).
+    /// A receiver that did not apply that one (it was lost or refused) cannot tell when the
+    /// outcomes since its last report on a candidate happened, and does not count them among
+    /// the recent outcomes (`docs/fleet.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev_seq: Option<u64>,
     /// One entry per candidate the sender has fresh evidence on.
     pub entries: Vec<CandidateDigest>,
 }
@@ -435,6 +441,7 @@ mod tests {
         let d = Digest {
             sender: "a".into(),
             seq: 1,
+            prev_seq: None,
             entries: vec![entry()],
         };
         assert_eq!(d.check_sender("a"), Ok(()));

@@ -4,7 +4,7 @@
 //! [`Fleet::start`] runs two tasks next to a [`Coordinator`] actor:
 //!
 //! - **publish**: every digest period it asks the actor for its digest
-//!   ([`TakeDigest`](crate::actor::TakeDigest), i.e. [`Core::digest`](crate::core::Core::digest)),
+//!   ([`TakeDigest`](crate::actor::TakeDigest), i.e. [`Core::take_digest`](crate::core::Core::take_digest)),
 //!   encodes it ([`wire`]: JSON in a versioned envelope) and publishes it on
 //!   `selcoord.digest.<fleet>.<sender>`. While the connection is down the digest is dropped and
 //!   counted, never queued: a stale digest is worth nothing.

@@ -1,17 +1,22 @@
 //! What goes over the wire: subjects, names and the versioned digest envelope.
 //!
 //! A digest is published on `selcoord.digest.<fleet>.<sender>` as JSON:
-//! `{"v": 1, "digest": { "sender": ..., "seq": ..., "entries": [...] }}`. A receiver checks, in
-//! this order, that the payload is at most [`MAX_PAYLOAD`] bytes, that it is JSON with a
-//! version it reads ([`VERSION`]), that the digest decodes, and that the subject's sender
-//! token is the digest's `sender` (so NATS publish permissions on the subject bind the name).
+//! `{"v": 2, "digest": { "sender": ..., "seq": ..., "prev_seq": ..., "entries": [...] }}`. A
+//! receiver checks, in this order, that the payload is at most [`MAX_PAYLOAD`] bytes, that it
+//! is JSON with a version it reads ([`READS`]), that the digest decodes, and that the
+//! subject's sender token is the digest's `sender` (so NATS publish permissions on the subject
+//! bind the name). Version 2 added `prev_seq`; a version-1 envelope (without it) still
+//! decodes.
 
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
 
-/// The envelope version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The envelope version this build writes.
+pub const VERSION: u32 = 2;
+
+/// The envelope versions this build reads.
+pub const READS: [u32; 2] = [1, 2];
 
 /// The first two tokens of every digest subject.
 pub const SUBJECT_PREFIX: &str = "selcoord.digest";
@@ -32,7 +37,7 @@ pub enum WireError {
     #[error("malformed digest: {0}")]
     Malformed(String),
     /// An envelope version this build does not read.
-    #[error("digest envelope version {0}; this build reads version {VERSION}")]
+    #[error("digest envelope version {0}; this build reads versions 1 and 2")]
     Version(u32),
     /// The subject is not `selcoord.digest.<fleet>.<sender>` with a valid sender token.
     #[error("subject `{0}` is not a digest subject of this fleet")]
@@ -144,7 +149,7 @@ pub fn decode(subject: &str, fleet: &str, payload: &[u8]) -> Result<Digest, Wire
     let sender = sender_of(subject, fleet)?;
     let version: VersionOnly =
         serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
-    if version.v != VERSION {
+    if !READS.contains(&version.v) {
         return Err(WireError::Version(version.v));
     }
     let envelope: EnvelopeIn =
@@ -178,6 +183,7 @@ mod tests {
         Digest {
             sender: sender.into(),
             seq: 7,
+            prev_seq: Some(6),
             entries: vec![CandidateDigest {
                 id: CandidateId::new("c1"),
                 success: 0.25,
@@ -203,6 +209,19 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_envelope_still_decodes() {
+        let v1 = br#"{"v":1,"digest":{"sender":"a","seq":3,"entries":[]}}"#;
+        let d = decode(&subject("f", "a"), "f", v1).unwrap();
+        assert_eq!((d.seq, d.prev_seq), (3, None));
+        // Version 2 writes the previous sequence number.
+        let bytes = String::from_utf8(encode(&digest("a")).unwrap()).unwrap();
+        assert!(
+            bytes.starts_with(r#"{"v":2,"#) && bytes.contains(r#""prev_seq":6"#),
+            "{bytes}"
+        );
+    }
+
+    #[test]
     fn each_bad_message_is_rejected_with_its_reason() {
         let good = encode(&digest("a")).unwrap();
         let reason = |subject: &str, payload: &[u8]| {
@@ -221,10 +240,10 @@ mod tests {
             reason("selcoord.digest.f.a", br#"{"v":1,"digest":{}}"#),
             "malformed"
         );
-        let v2 = String::from_utf8(good.clone())
+        let v3 = String::from_utf8(good.clone())
             .unwrap()
-            .replacen("\"v\":1", "\"v\":2", 1);
-        assert_eq!(reason("selcoord.digest.f.a", v2.as_bytes()), "version");
+            .replacen("\"v\":2", "\"v\":3", 1);
+        assert_eq!(reason("selcoord.digest.f.a", v3.as_bytes()), "version");
         let huge = vec![b' '; MAX_PAYLOAD + 1];
         assert_eq!(reason("selcoord.digest.f.a", &huge), "too_large");
         // Unknown fields are refused (the digest denies them), NaN cannot be written in JSON.

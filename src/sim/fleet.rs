@@ -81,6 +81,11 @@ pub struct FleetSpec {
     /// Probability that a copy of a digest is lost.
     #[serde(default)]
     pub loss: f64,
+    /// A client whose own outcomes on a candidate change sharply (`Core::digest_urgent`)
+    /// publishes at once instead of at the next period, as soon as the others take it
+    /// (`share.min_interval_s` plus the jitter after its previous digest).
+    #[serde(default)]
+    pub urgent: bool,
 }
 
 fn one_s() -> f64 {
@@ -147,11 +152,16 @@ pub(crate) struct Watch {
     pub(crate) probability: Vec<Vec<f64>>,
     /// Per client, the times it was granted the watched candidate.
     pub(crate) grants: Vec<Vec<f64>>,
+    /// Per client, its probability after every call that changed it, from 5 s before the
+    /// degrade on: (time, probability). Detection is read from these, to the event, not from
+    /// the samples.
+    pub(crate) steps: Vec<Vec<(f64, f64)>>,
     /// Sample at most this often, seconds.
-    every_s: f64,
-    next_s: f64,
+    pub(crate) every_s: f64,
+    /// The next sample, seconds.
+    pub(crate) next_s: f64,
     /// Stop sampling after this time.
-    until_s: f64,
+    pub(crate) until_s: f64,
 }
 
 /// Where a fleet run's counts and samples are handed back when the engine drops the policy.
@@ -168,7 +178,15 @@ pub(crate) struct FleetPolicy {
     client_of: Vec<u32>,
     spec: FleetSpec,
     rng: SmallRng,
+    /// The next period's digests.
     next_digest_s: f64,
+    /// Per client: when it last published.
+    last_publish: Vec<f64>,
+    /// Per client: when it publishes next off the period (an urgent digest, or a periodic one
+    /// held back to keep `gap_s` after an urgent one); infinite for none.
+    due: Vec<f64>,
+    /// The least time between two digests of one client for the others to take both.
+    gap_s: f64,
     inbox: BinaryHeap<InFlight>,
     /// Digests on their way, by slot (freed when no copy is left).
     digests: Vec<Option<(Arc<Digest>, u32)>>,
@@ -229,6 +247,7 @@ impl FleetPolicy {
             cand,
             degraded_at,
             grants: vec![Vec::new(); n],
+            steps: vec![Vec::new(); n],
             every_s: (spec.period_s / 10.0).min(0.1),
             until_s,
             ..Watch::default()
@@ -240,6 +259,11 @@ impl FleetPolicy {
             spec: spec.clone(),
             rng: SmallRng::seed_from_u64(seed ^ 0xF1EE7),
             next_digest_s: spec.period_s,
+            last_publish: vec![f64::NEG_INFINITY; n],
+            due: vec![f64::INFINITY; n],
+            // A fifth over the receivers' limit, and the jitter: a period's digest applied
+            // late (it waited for the fleet's next event) does not turn the next one away.
+            gap_s: 1.2 * config.share.min_interval_s + spec.jitter_ms / 1000.0,
             inbox: BinaryHeap::new(),
             digests: Vec::new(),
             free_digests: Vec::new(),
@@ -257,9 +281,25 @@ impl FleetPolicy {
         self.client_of.get(req as usize).copied().unwrap_or(0) as usize
     }
 
+    /// Notes client `k`'s probability of drawing the watched candidate if it changed.
+    fn note(&mut self, k: usize, now: f64) {
+        let Some(w) = self.watch.as_mut() else {
+            return;
+        };
+        if now < w.degraded_at - 5.0 || now > w.until_s {
+            return;
+        }
+        let p = self.clients[k].probability_of(w.cand);
+        let steps = &mut w.steps[k];
+        if steps.last().is_none_or(|&(_, last)| last != p) {
+            steps.push((now, p));
+        }
+    }
+
     /// Moves client `k`'s decisions out, noting grants of the watched candidate and finished
     /// requests.
     fn collect(&mut self, k: usize, now: f64) {
+        self.note(k, now);
         while let Some(d) = self.clients[k].poll() {
             match d {
                 Decision::Grant { cand, .. } => {
@@ -278,42 +318,65 @@ impl FleetPolicy {
     /// candidate, and asks to be woken for what comes next.
     fn catch_up(&mut self, now: f64) {
         if self.spec.share == FleetShare::Digest {
-            while self.next_digest_s <= now {
-                let at = self.next_digest_s;
-                self.publish(at);
-                self.next_digest_s += self.spec.period_s;
+            loop {
+                let (k, due) = self
+                    .due
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .fold((0, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
+                let grid = self.next_digest_s;
+                if grid.min(due) > now {
+                    break;
+                }
+                if grid <= due {
+                    for k in 0..self.clients.len() {
+                        if grid - self.last_publish[k] >= self.gap_s {
+                            self.publish(k, grid);
+                        } else {
+                            self.due[k] = self.due[k].min(self.last_publish[k] + self.gap_s);
+                        }
+                    }
+                    self.next_digest_s += self.spec.period_s;
+                } else {
+                    self.publish(k, due);
+                }
             }
             self.deliver(now);
         }
         self.sample(now);
+        // Copies on their way and urgent digests are few: woken for always, so a digest is
+        // applied when it arrives even while no request is open. The period and the samples
+        // go on forever: woken for only while requests are open.
+        let mut next = self.due.iter().copied().fold(f64::INFINITY, f64::min);
+        if let Some(Reverse((ns, ..))) = self.inbox.peek() {
+            next = next.min(*ns as f64 / 1e9);
+        }
         if self.open > 0 {
-            let mut next = if self.spec.share == FleetShare::Digest {
-                self.next_digest_s
-            } else {
-                f64::INFINITY
-            };
-            if let Some(Reverse((ns, ..))) = self.inbox.peek() {
-                next = next.min(*ns as f64 / 1e9);
+            if self.spec.share == FleetShare::Digest {
+                next = next.min(self.next_digest_s);
             }
             if let Some(w) = &self.watch {
                 if w.next_s < w.until_s {
                     next = next.min(w.next_s.max(w.degraded_at - 5.0));
                 }
             }
-            if next.is_finite() && (self.wake_at <= now || next < self.wake_at) {
-                self.wake_at = next;
-                self.out.push_back(Decision::Stall { retry_at: next });
-            }
+        }
+        if next.is_finite() && (self.wake_at <= now || next < self.wake_at) {
+            self.wake_at = next;
+            self.out.push_back(Decision::Stall { retry_at: next });
         }
     }
 
-    fn publish(&mut self, at: f64) {
+    /// Client `k` publishes its digest at `at`.
+    fn publish(&mut self, k: usize, at: f64) {
         let n = self.clients.len();
-        for k in 0..n {
+        self.last_publish[k] = at;
+        self.due[k] = f64::INFINITY;
+        {
             let clock = self.clients[k].clock();
             // Only what changed since the previous digest: receivers keep the rest.
-            let since = (at > self.spec.period_s).then(|| clock.at(at - self.spec.period_s));
-            let digest = Arc::new(self.clients[k].core().digest_since(clock.at(at), since));
+            let digest = Arc::new(self.clients[k].core_mut().take_digest(clock.at(at), true));
             self.counts.digests += 1;
             let mut copies = 0;
             let slot = self.free_digests.pop().unwrap_or_else(|| {
@@ -452,6 +515,15 @@ impl Policy for FleetPolicy {
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
         let k = self.client(req);
         self.clients[k].outcome(req, cand, outcome, now);
+        self.note(k, now);
+        if self.spec.urgent
+            && self.spec.share == FleetShare::Digest
+            && self.clients[k].core().digest_urgent()
+        {
+            // Published at the next call (the request's `done` comes at once).
+            let at = now.max(self.last_publish[k] + self.gap_s);
+            self.due[k] = self.due[k].min(at);
+        }
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {

@@ -11,6 +11,7 @@ use super::fleet::{FleetCounts, FleetPolicy, FleetShare, FleetSpec, Watch};
 use super::policy::{Cand, PolicySpec};
 use super::report::RunStats;
 use super::scenario::{Action, Scenario};
+use super::suite::Quantiles;
 
 /// A client has detected the degrade once its probability of drawing the candidate is below
 /// this fraction of its own probability over the 5 s before (the single-coordinator detection
@@ -72,13 +73,18 @@ pub struct FleetDegrade {
     /// Clients measured per run (those that drew it with some probability before).
     pub clients: f64,
     /// Of them, the share whose probability of drawing it fell below 20 % of their own
-    /// before within 2 digest periods of the degrade.
+    /// before within 2 digest periods of the degrade (read at every call that moved it).
     pub within_2_periods: f64,
-    /// Clients per run that sent nothing to it between the degrade and their detection (they
-    /// learned only from the others).
+    /// Clients per run that sent nothing to it from the degrade until they stopped drawing it,
+    /// or until 2 digest periods had passed if they had not by then: within the time the
+    /// target allows they learned only from the others.
     pub quiet_clients: f64,
     /// Of those, the share that detected within 2 digest periods.
     pub quiet_within_2_periods: f64,
+    /// Of the clients that detected, the share whose probability came back to 20 % of their
+    /// own before or more at some time between their detection and the heal: they drew it
+    /// again while it was still degraded.
+    pub relapsed: f64,
     /// Mean detection over clients and seeds, seconds (`None`: some client never detected).
     pub detection_s: Option<f64>,
     /// The slowest client's detection, worst over seeds, seconds.
@@ -88,6 +94,9 @@ pub struct FleetDegrade {
     pub recovery_s: Option<f64>,
     /// The same, worst over seeds.
     pub recovery_s_max: Option<f64>,
+    /// Recovery minus the oracle's on the same seed, s: median and 95th percentile over the
+    /// seeds where both recovered (the Step 10 target: p50 <= 3 s, p95 <= 10 s).
+    pub recovery_excess_s: Quantiles,
     /// The busiest candidate's share of a 1 s bucket, the highest over the run, mean over
     /// seeds (buckets of at least 20 attempts).
     pub busiest_share: f64,
@@ -95,6 +104,13 @@ pub struct FleetDegrade {
     pub single_busiest_share: f64,
     /// `busiest_share / single_busiest_share`.
     pub herding_ratio: f64,
+    /// The busiest share over the buckets from the degrade on only (before it the best
+    /// candidate may take whole seconds of traffic in both runs), mean over seeds.
+    pub busiest_share_after: f64,
+    /// The same with one coordinator taking all the traffic.
+    pub single_busiest_share_after: f64,
+    /// `busiest_share_after / single_busiest_share_after`.
+    pub herding_ratio_after: f64,
 }
 
 /// One seed's figures.
@@ -114,11 +130,16 @@ struct SeedDegrade {
     within: usize,
     quiet: usize,
     quiet_within: usize,
+    detected: usize,
+    relapsed: usize,
     /// Per measured client: its detection, seconds (`None`: never).
     detections: Vec<Option<f64>>,
     recovery_s: Option<f64>,
+    oracle_recovery_s: Option<f64>,
     busiest: f64,
     single_busiest: f64,
+    busiest_after: f64,
+    single_busiest_after: f64,
 }
 
 /// The timeline's first degrade: (candidate index, id, at, heal).
@@ -168,20 +189,37 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-/// The highest share one candidate took of a 1 s bucket (buckets of at least
-/// [`MIN_BUCKET_ATTEMPTS`]); every candidate must be tracked (scenarios of up to 32).
-fn busiest_share(stats: &RunStats) -> f64 {
+/// The highest share one candidate took of a 1 s bucket starting at `from_s` or later
+/// (buckets of at least [`MIN_BUCKET_ATTEMPTS`]); every candidate must be tracked (scenarios
+/// of up to 32).
+fn busiest_share(stats: &RunStats, from_s: f64) -> f64 {
     stats
         .series
         .seconds()
         .iter()
-        .filter(|b| b.0 >= MIN_BUCKET_ATTEMPTS)
-        .map(|b| b.3.iter().copied().max().unwrap_or(0) as f64 / b.0 as f64)
+        .enumerate()
+        .filter(|(i, b)| *i as f64 >= from_s - 1e-9 && b.0 >= MIN_BUCKET_ATTEMPTS)
+        .map(|(_, b)| b.3.iter().copied().max().unwrap_or(0) as f64 / b.0 as f64)
         .fold(0.0, f64::max)
 }
 
-/// Per-client detection from the samples: (measured, detections, quiet flags).
-fn detections(w: &Watch, until: f64) -> Vec<(Option<f64>, bool)> {
+/// One measured client around the degrade.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ClientDetection {
+    /// Seconds from the degrade until its probability of drawing the candidate first fell
+    /// below [`DETECTED`] of its own before (`None`: not before `until`).
+    detection: Option<f64>,
+    /// It sent nothing to the candidate from the degrade until its detection or `deadline_s`
+    /// after the degrade, whichever came first.
+    quiet: bool,
+    /// After detecting, its probability came back to [`DETECTED`] of before or more before
+    /// `until`.
+    relapsed: bool,
+}
+
+/// Per-client detection, read from each client's probability at every call that moved it
+/// (its normal probability from the samples of the [`BEFORE_S`] before the degrade).
+fn detections(w: &Watch, until: f64, deadline_s: f64) -> Vec<ClientDetection> {
     let n = w.grants.len();
     let mut out = Vec::new();
     for k in 0..n {
@@ -196,15 +234,31 @@ fn detections(w: &Watch, until: f64) -> Vec<(Option<f64>, bool)> {
         if before.is_empty() || p0 <= 0.0 {
             continue;
         }
-        let det = w
-            .times
+        let threshold = DETECTED * p0;
+        let steps = w.steps.get(k).map_or(&[][..], Vec::as_slice);
+        // The probability in force at the degrade, then every change after it.
+        let at_degrade = steps
             .iter()
-            .zip(&w.probability)
-            .find(|(t, p)| **t >= w.degraded_at && **t <= until && p[k] < DETECTED * p0)
+            .rev()
+            .find(|(t, _)| *t < w.degraded_at)
+            .map(|&(_, p)| (w.degraded_at, p));
+        let after = steps
+            .iter()
+            .copied()
+            .filter(|(t, _)| *t >= w.degraded_at && *t <= until);
+        let mut path = at_degrade.into_iter().chain(after);
+        let det = path
+            .by_ref()
+            .find(|&(_, p)| p < threshold)
             .map(|(t, _)| t - w.degraded_at);
-        let end = det.map_or(until, |d| w.degraded_at + d);
+        let relapsed = det.is_some() && path.any(|(_, p)| p >= threshold);
+        let end = w.degraded_at + det.map_or(deadline_s, |d| d.min(deadline_s));
         let quiet = !w.grants[k].iter().any(|&t| t >= w.degraded_at && t <= end);
-        out.push((det, quiet));
+        out.push(ClientDetection {
+            detection: det,
+            quiet,
+            relapsed,
+        });
     }
     out
 }
@@ -238,11 +292,11 @@ fn one_seed(sc: &Scenario, spec: &FleetSpec, seed: u64) -> Result<SeedFigures, S
         counts,
         degrade: None,
     };
-    if let (Some((_, _, _, heal)), Some(w)) = (degrade, watch) {
+    if let (Some((_, _, at, heal)), Some(w)) = (degrade, watch) {
         let until = heal.unwrap_or(end_s);
-        let det = detections(&w, until);
-        let two = 2.0 * spec.period_s + 1e-9;
-        let within = |d: &Option<f64>| d.is_some_and(|d| d <= two);
+        let two = 2.0 * spec.period_s;
+        let det = detections(&w, until, two);
+        let within = |d: &ClientDetection| d.detection.is_some_and(|d| d <= two + 1e-9);
         let single = FleetSpec {
             clients: 1,
             ..spec.clone()
@@ -250,13 +304,18 @@ fn one_seed(sc: &Scenario, spec: &FleetSpec, seed: u64) -> Result<SeedFigures, S
         let (single_stats, ..) = run_fleet(sc, &single, seed, None)?;
         fig.degrade = Some(SeedDegrade {
             clients: det.len(),
-            within: det.iter().filter(|(d, _)| within(d)).count(),
-            quiet: det.iter().filter(|(_, q)| *q).count(),
-            quiet_within: det.iter().filter(|(d, q)| *q && within(d)).count(),
-            detections: det.iter().map(|(d, _)| *d).collect(),
+            within: det.iter().filter(|d| within(d)).count(),
+            quiet: det.iter().filter(|d| d.quiet).count(),
+            quiet_within: det.iter().filter(|d| d.quiet && within(d)).count(),
+            detected: det.iter().filter(|d| d.detection.is_some()).count(),
+            relapsed: det.iter().filter(|d| d.relapsed).count(),
+            detections: det.iter().map(|d| d.detection).collect(),
             recovery_s: stats.degradations().first().and_then(|d| d.rec),
-            busiest: busiest_share(&stats),
-            single_busiest: busiest_share(&single_stats),
+            oracle_recovery_s: oracle.degradations().first().and_then(|d| d.rec),
+            busiest: busiest_share(&stats, 0.0),
+            single_busiest: busiest_share(&single_stats, 0.0),
+            busiest_after: busiest_share(&stats, at),
+            single_busiest_after: busiest_share(&single_stats, at),
         });
     }
     Ok(fig)
@@ -323,6 +382,16 @@ fn report(sc: &Scenario, spec: &FleetSpec, seeds: &[u64], figs: &[SeedFigures]) 
         let recs: Vec<f64> = recs.into_iter().flatten().collect();
         let busiest = mean(&ds.iter().map(|d| d.busiest).collect::<Vec<_>>());
         let single = mean(&ds.iter().map(|d| d.single_busiest).collect::<Vec<_>>());
+        let busiest_after = mean(&ds.iter().map(|d| d.busiest_after).collect::<Vec<_>>());
+        let single_after = mean(
+            &ds.iter()
+                .map(|d| d.single_busiest_after)
+                .collect::<Vec<_>>(),
+        );
+        let excess: Vec<f64> = ds
+            .iter()
+            .filter_map(|d| Some(d.recovery_s? - d.oracle_recovery_s?))
+            .collect();
         Some(FleetDegrade {
             candidate: id,
             degraded_at_s: at,
@@ -337,13 +406,21 @@ fn report(sc: &Scenario, spec: &FleetSpec, seeds: &[u64], figs: &[SeedFigures]) 
                 ds.iter().map(|d| d.quiet_within).sum(),
                 ds.iter().map(|d| d.quiet).sum(),
             ),
+            relapsed: share(
+                ds.iter().map(|d| d.relapsed).sum(),
+                ds.iter().map(|d| d.detected).sum(),
+            ),
             detection_s: every.then(|| mean(&dets)),
             detection_s_max: every.then(|| dets.iter().copied().fold(0.0, f64::max)),
             recovery_s: recovered.then(|| mean(&recs)),
             recovery_s_max: recovered.then(|| recs.iter().copied().fold(0.0, f64::max)),
+            recovery_excess_s: Quantiles::of(excess),
             busiest_share: busiest,
             single_busiest_share: single,
             herding_ratio: ratio(busiest, single),
+            busiest_share_after: busiest_after,
+            single_busiest_share_after: single_after,
+            herding_ratio_after: ratio(busiest_after, single_after),
         })
     });
     FleetReport {
@@ -405,7 +482,7 @@ impl FleetReport {
             let s = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.2} s"));
             let _ = writeln!(
                 out,
-                "degrade of {} at {} s: {:.1} clients measured, {:.1}% stopped drawing it within 2 periods; {:.1} quiet clients (no attempt on it), {:.1}% of them within 2 periods; detection mean {}, slowest {}",
+                "degrade of {} at {} s: {:.1} clients measured, {:.1}% stopped drawing it within 2 periods; {:.1} quiet clients (no attempt on it before stopping or 2 periods), {:.1}% of them within 2 periods; detection mean {}, slowest {}; {:.1}% drew it again before the heal",
                 d.candidate,
                 d.degraded_at_s,
                 d.clients,
@@ -413,16 +490,23 @@ impl FleetReport {
                 d.quiet_clients,
                 100.0 * d.quiet_within_2_periods,
                 s(d.detection_s),
-                s(d.detection_s_max)
+                s(d.detection_s_max),
+                100.0 * d.relapsed
             );
+            let q = |x: Option<f64>| x.map_or("none".to_string(), |v| format!("{v:.2} s"));
             let _ = writeln!(
                 out,
-                "heal: fleet recovery mean {}, worst {} (target {RECOVERY_TARGET_S} s); busiest 1 s share {:.3} vs {:.3} with one coordinator: {:.3} x",
+                "heal: fleet recovery mean {}, worst {} (target {RECOVERY_TARGET_S} s), excess over the oracle p50 {}, p95 {}; busiest 1 s share {:.3} vs {:.3} with one coordinator: {:.3} x ({:.3} vs {:.3} from the degrade on: {:.3} x)",
                 s(d.recovery_s),
                 s(d.recovery_s_max),
+                q(d.recovery_excess_s.p50),
+                q(d.recovery_excess_s.p95),
                 d.busiest_share,
                 d.single_busiest_share,
-                d.herding_ratio
+                d.herding_ratio,
+                d.busiest_share_after,
+                d.single_busiest_share_after,
+                d.herding_ratio_after
             );
         }
         out
@@ -431,5 +515,66 @@ impl FleetReport {
     /// The JSON form.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four clients drawing the candidate at 0.9 before a degrade at 10 s, each with its own
+    /// path after it.
+    fn watch() -> Watch {
+        let times: Vec<f64> = (50..100).map(|i| f64::from(i) * 0.1).collect();
+        let probability = times.iter().map(|_| vec![0.9; 4]).collect();
+        let before = (5.0, 0.9);
+        Watch {
+            degraded_at: 10.0,
+            times,
+            probability,
+            grants: vec![vec![], vec![12.3], vec![], vec![10.5]],
+            steps: vec![
+                // Stops at 1.5 s and stays away.
+                vec![before, (11.5, 0.05)],
+                // Stops at 2.5 s, having sent to it only after the 2 s the target allows.
+                vec![before, (12.5, 0.1)],
+                // Stops at 1 s, draws it again at 3 s.
+                vec![before, (11.0, 0.1), (13.0, 0.5), (14.0, 0.1)],
+                // Sent to it at 0.5 s, stopped at 1 s.
+                vec![before, (11.0, 0.1)],
+            ],
+            ..Watch::default()
+        }
+    }
+
+    #[test]
+    fn quiet_and_within_are_read_as_the_target_words_them() {
+        let d = detections(&watch(), 30.0, 2.0);
+        let got: Vec<(Option<f64>, bool, bool)> = d
+            .iter()
+            .map(|c| {
+                (
+                    c.detection.map(|x| (x * 10.0).round() / 10.0),
+                    c.quiet,
+                    c.relapsed,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1.5), true, false),
+                // Quiet: nothing sent within the 2 s, and it missed them.
+                (Some(2.5), true, false),
+                (Some(1.0), true, true),
+                (Some(1.0), false, false),
+            ]
+        );
+        // A client that never drew it is not measured.
+        let mut w = watch();
+        for row in &mut w.probability {
+            row[0] = 0.0;
+        }
+        assert_eq!(detections(&w, 30.0, 2.0).len(), 3);
     }
 }

@@ -77,6 +77,9 @@ pub(crate) struct FleetArgs {
     /// Probability that a digest copy is lost.
     #[arg(long, value_name = "P")]
     digest_loss: Option<f64>,
+    /// Whether a coordinator publishes at once on a sharp change in its own outcomes: on or off.
+    #[arg(long, value_name = "on|off")]
+    digest_urgent: Option<String>,
 }
 
 impl FleetArgs {
@@ -87,6 +90,7 @@ impl FleetArgs {
             || self.digest_delay_ms.is_some()
             || self.digest_jitter_ms.is_some()
             || self.digest_loss.is_some()
+            || self.digest_urgent.is_some()
     }
 
     /// The scenario's `[fleet]` table with these overrides (`None`: not fleet mode).
@@ -99,6 +103,7 @@ impl FleetArgs {
                 delay_ms: 0.0,
                 jitter_ms: 0.0,
                 loss: 0.0,
+                urgent: false,
             })
         }) else {
             return Ok(None);
@@ -120,6 +125,16 @@ impl FleetArgs {
         }
         if let Some(l) = self.digest_loss {
             spec.loss = l;
+        }
+        match self.digest_urgent.as_deref() {
+            None => {}
+            Some("on") => spec.urgent = true,
+            Some("off") => spec.urgent = false,
+            Some(other) => {
+                return Err(format!(
+                    "--digest-urgent: expected on or off, got `{other}`"
+                ))
+            }
         }
         spec.check()?;
         Ok(Some(spec))

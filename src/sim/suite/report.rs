@@ -101,7 +101,7 @@ pub struct Quantiles {
 }
 
 impl Quantiles {
-    fn of(mut v: Vec<f64>) -> Self {
+    pub(crate) fn of(mut v: Vec<f64>) -> Self {
         if v.is_empty() {
             return Quantiles::default();
         }
