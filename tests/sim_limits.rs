@@ -97,6 +97,7 @@ fn knee_figures_of_each_limiter() {
     let r = run(
         &sc,
         &[
+            "coordinator",
             "oracle-limits",
             "gradient2",
             "vegas",
@@ -132,6 +133,29 @@ fn knee_figures_of_each_limiter() {
     assert!((65.0..=85.0).contains(&goodput("vegas")));
     // With no limit, all 1,000 start at once and time out.
     assert!(get(&r, "least-loaded").error_rate > 0.9);
+
+    // The coordinator's adaptive limit: Vector expects a mean of 10-12. Measured 10.9.
+    let c = limit("coordinator");
+    assert!((10.0..=12.0).contains(&c), "coordinator limit mean {c}");
+    assert_eq!(get(&r, "coordinator").error_rate, 0.0);
+
+    // The rate as Vector's harness measures it (the attempts started in the trailing second,
+    // read at every start and end). The oracle serves 100/s in batches of ten, and reads
+    // 87.3: each batch's end drops the batch of a second before just as the count is read.
+    // The coordinator's attempts do not start in lockstep after its first round trips:
+    // measured 91.9 (Vector expects 87-89 of its own limiter).
+    let rate = |p: &str| get(&r, p).rate_trailing_1s;
+    assert!(
+        (rate("oracle-limits") - 87.3).abs() < 0.05,
+        "{}",
+        rate("oracle-limits")
+    );
+    assert!(
+        (90.0..=94.0).contains(&rate("coordinator")),
+        "{}",
+        rate("coordinator")
+    );
+    assert!(rate("vegas") < rate("coordinator"));
 }
 
 /// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
