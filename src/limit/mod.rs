@@ -7,8 +7,9 @@
 //!
 //! - **No-load latency.** The mean latency of successes granted at *light load* (the candidate's
 //!   attempts in flight, the new one included, at most half its limit, or 1). Samples taken
-//!   under load never raise it, so it cannot drift up under sustained load; a window whose mean
-//!   is clearly below it lowers it at once. When the true no-load latency rises, the windows
+//!   under load raise it only through a latency cut's check (below), which takes a latency
+//!   that did not come down with the concurrency: queueing does, so it cannot drift up under
+//!   sustained load. A window whose mean is clearly below it lowers it at once. When the true no-load latency rises, the windows
 //!   look queued, the limit falls until attempts run at light load, and those samples correct
 //!   it: nothing is ever probed by cutting the limit on a schedule.
 //! - **Windows.** Successes are gathered into windows of at least `window_samples` of them and
