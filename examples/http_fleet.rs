@@ -16,6 +16,9 @@
 //! arm the requests, successes, errors, error rate, successes per second and the latency of
 //! the successful requests from asking for a slot to the last byte (p50, p99).
 //!
+//! `--stalls EVERY_MS,MAX_MS` blocks the client's thread now and then, the way a loaded
+//! machine starves it, so the arms can be compared under that noise on a quiet machine.
+//!
 //! Needs `apt-get install -y nginx libnginx-mod-http-echo`. Run with
 //! `cargo run --release --example http_fleet --features actor -- --help`.
 
@@ -74,6 +77,9 @@ pub struct Options {
     pub seed: u64,
     /// The adaptive arm's config file (TOML); `None`: [`ADAPTIVE_CONFIG`].
     pub adaptive_config: Option<std::path::PathBuf>,
+    /// Stalls of the client's thread, to reproduce a loaded machine on a quiet one: every
+    /// `U(0, 2 x .0)` ms the thread is blocked for `U(0, .1)` ms (every arm alike).
+    pub stalls: Option<(u64, u64)>,
 }
 
 impl Default for Options {
@@ -87,6 +93,7 @@ impl Default for Options {
             arms: vec!["adaptive".into(), "static".into(), "tower".into()],
             seed: 1,
             adaptive_config: None,
+            stalls: None,
         }
     }
 }
@@ -94,7 +101,9 @@ impl Default for Options {
 const USAGE: &str = "\
 usage: http_fleet [--caps 2,4,8,16] [--sleep-ms 20] [--requests 2000] [--workers 32]
                   [--static 2,4,8,16] [--arms adaptive,static,tower] [--seed 1]
-                  [--adaptive-config FILE (default: [adaptive] enabled = true)]";
+                  [--adaptive-config FILE (default: [adaptive] enabled = true)]
+                  [--stalls EVERY_MS,MAX_MS (block the client's thread for U(0, MAX_MS)
+                   every U(0, 2 x EVERY_MS) ms: a loaded machine, reproduced)]";
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
     value
@@ -134,6 +143,14 @@ impl Options {
                 "--arms" => o.arms = value.split(',').map(|a| a.trim().to_string()).collect(),
                 "--seed" => o.seed = number(&flag, &value)?,
                 "--adaptive-config" => o.adaptive_config = Some(value.into()),
+                "--stalls" => match list::<u64>(&flag, &value)?[..] {
+                    [every, max] if every > 0 => o.stalls = Some((every, max)),
+                    _ => {
+                        return Err(format!(
+                            "--stalls: give EVERY_MS,MAX_MS, EVERY_MS at least 1\n{USAGE}"
+                        ))
+                    }
+                },
                 _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
             }
         }
@@ -288,9 +305,31 @@ impl Comparison {
     }
 }
 
+/// Blocks the current thread (the arms' only one) for `U(0, max_ms)` every `U(0, 2 x
+/// every_ms)` ms, for as long as the actix `System` runs: what a client starved of CPU sees.
+fn spawn_stalls(every_ms: u64, max_ms: u64, seed: u64) {
+    actix::spawn(async move {
+        // xorshift64: reproducible, and no dependency for an example's noise.
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut below = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        loop {
+            tokio::time::sleep(Duration::from_millis(below(2 * every_ms))).await;
+            std::thread::sleep(Duration::from_micros(below(max_ms * 1000)));
+        }
+    });
+}
+
 /// Runs the arms asked for, one after the other, over `fleet`. Call inside an actix
 /// `System`.
 pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, String> {
+    if let Some((every_ms, max_ms)) = options.stalls {
+        spawn_stalls(every_ms, max_ms, options.seed);
+    }
     let uris = fleet
         .instances
         .iter()
@@ -655,12 +694,15 @@ pub fn run(options: &Options) -> Result<Comparison, String> {
     let fleet = Fleet::start(&options.caps, options.sleep_ms)?;
     let caps: Vec<String> = options.caps.iter().map(|c| c.to_string()).collect();
     eprintln!(
-        "{} nginx instances (caps {}), {} ms service, {} requests from {} workers per arm",
+        "{} nginx instances (caps {}), {} ms service, {} requests from {} workers per arm{}",
         options.caps.len(),
         caps.join("/"),
         options.sleep_ms,
         options.requests,
-        options.workers
+        options.workers,
+        options.stalls.map_or(String::new(), |(e, m)| format!(
+            ", client stalls of up to {m} ms every {e} ms on average"
+        ))
     );
     let comparison = actix::System::new().block_on(compare(&fleet, options))?;
     drop(fleet);

@@ -97,6 +97,7 @@ fn knee_figures_of_each_limiter() {
     let r = run(
         &sc,
         &[
+            "coordinator",
             "oracle-limits",
             "gradient2",
             "vegas",
@@ -132,6 +133,29 @@ fn knee_figures_of_each_limiter() {
     assert!((65.0..=85.0).contains(&goodput("vegas")));
     // With no limit, all 1,000 start at once and time out.
     assert!(get(&r, "least-loaded").error_rate > 0.9);
+
+    // The coordinator's adaptive limit: Vector expects a mean of 10-12. Measured 10.4.
+    let c = limit("coordinator");
+    assert!((10.0..=12.0).contains(&c), "coordinator limit mean {c}");
+    assert_eq!(get(&r, "coordinator").error_rate, 0.0);
+
+    // The rate as Vector's harness measures it (the attempts started in the trailing second,
+    // read at every start and end). The oracle serves 100/s in batches of ten, and reads
+    // 87.3: each batch's end drops the batch of a second before just as the count is read.
+    // The coordinator's attempts do not start in lockstep after its first round trips:
+    // measured 92.0 (Vector expects 87-89 of its own limiter).
+    let rate = |p: &str| get(&r, p).rate_trailing_1s;
+    assert!(
+        (rate("oracle-limits") - 87.3).abs() < 0.05,
+        "{}",
+        rate("oracle-limits")
+    );
+    assert!(
+        (90.0..=94.0).contains(&rate("coordinator")),
+        "{}",
+        rate("coordinator")
+    );
+    assert!(rate("vegas") < rate("coordinator"));
 }
 
 /// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
@@ -164,6 +188,20 @@ fn oracle_limits_follow_every_capacity_change_and_gradient2_does_not() {
     let small = g.iter().find(|s| s.candidate == "cap-2").unwrap();
     assert_eq!(small.settle_s, None, "{small:?}");
     assert!(limit_settling(&sc, get(&r, "least-loaded"), 0.2).is_empty());
+}
+
+/// The coordinator's adaptive limits follow every change of `short_shift` within 5 s: within
+/// 20% of each candidate's new capacity, down to the capacity of 1 of `cap-2` while halved
+/// (where a probe that raised the limit for a whole window of attempts never settled).
+#[test]
+fn adaptive_limits_follow_every_capacity_change() {
+    let sc = short_shift();
+    let r = run(&sc, &["coordinator"], &[1]);
+    let settle = limit_settling(&sc, get(&r, "coordinator"), 0.2);
+    assert_eq!(settle.len(), 30);
+    for s in settle.iter().filter(|s| s.at_s > 0.0) {
+        assert!(s.settle_s.is_some_and(|t| t <= 5.0), "{s:?}");
+    }
 }
 
 #[test]

@@ -134,7 +134,10 @@ impl Core {
         let full = in_flight >= learned && learned < self.static_limit_of(s);
         let cfg = &self.model.config().adaptive;
         if let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) {
-            e.granted(cfg, in_flight, self.clock.now_s);
+            if e.granted(cfg, in_flight, self.clock.now_s) {
+                // A probe's grant: the limit in force is the learned one again.
+                self.fleet.slots[idx].adaptive_limit = e.limit();
+            }
         }
         if full {
             if let Some(c) = self.adaptive.limited.get_mut(idx) {

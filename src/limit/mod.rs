@@ -7,8 +7,9 @@
 //!
 //! - **No-load latency.** The mean latency of successes granted at *light load* (the candidate's
 //!   attempts in flight, the new one included, at most half its limit, or 1). Samples taken
-//!   under load never raise it, so it cannot drift up under sustained load; a window whose mean
-//!   is clearly below it lowers it at once. When the true no-load latency rises, the windows
+//!   under load raise it only through a latency cut's check (below), which takes a latency
+//!   that did not come down with the concurrency: queueing does, so it cannot drift up under
+//!   sustained load. A window whose mean is clearly below it lowers it at once. When the true no-load latency rises, the windows
 //!   look queued, the limit falls until attempts run at light load, and those samples correct
 //!   it: nothing is ever probed by cutting the limit on a schedule.
 //! - **Windows.** Successes are gathered into windows of at least `window_samples` of them and
@@ -17,12 +18,25 @@
 //!   - `r` above `1 + tolerance` plus twice the standard error of the window's mean
 //!     (the latency's own noise, measured at light load): queueing. By Little's law the
 //!     candidate completes `k / m` per second, so it would run them without queueing at
-//!     `k / r` in flight: the limit drops to that (at most halving).
+//!     `k / r` in flight: the limit drops to that (at most halving). Out of slow start, only
+//!     on the second such window in a row (one alone may be a loaded machine's or the
+//!     network's noise), unless the limit just grew.
+//!   - The window after such a cut checks it: queueing comes down with the concurrency (a
+//!     saturated candidate's wait is in proportion to its attempts in flight); if the wait
+//!     over the no-load latency fell less than the concurrency did, the latency was not the
+//!     candidate's queue: the cut is undone and that latency becomes the no-load one.
 //!   - otherwise, if the window reached the limit (an attempt was granted at it) and did
-//!     not wait, the limit grows by one (a probe), after as many clean windows as the last
-//!     failed probes asked for (doubling per probe that queued, up to 8; eightfold per probe
-//!     that was refused, up to 1,024), and at least once a second (once in up to 8 s after
-//!     refused probes, doubling per refused probe).
+//!     not wait, a probe is due after as many clean windows as the last failed probes asked
+//!     for (doubling per probe that queued, up to 8; eightfold per probe that was refused, up
+//!     to 1,024), and at least once a second (once in up to 8 s after refused probes,
+//!     doubling per refused probe). A concurrency refused less than that interval ago is not
+//!     probed again before it.
+//! - **Probes.** A probe is one attempt past the limit: the limit in force is one more until
+//!   that attempt is granted, then the learned one again. Back as fast as without load (within
+//!   twice the latency's noise of the no-load latency, or of the attempts answered beside it
+//!   when those were all slower), the limit grows by one, and by twice as much
+//!   after each growth in a row whose window did not wait (at most a quarter of the limit);
+//!   slower, refused or timed out, the limit stays and the next probe waits longer.
 //! - **Slow start.** Until the first sign of queueing or overload, every success granted at
 //!   the full limit and answered about as fast as without load adds three: the limit grows
 //!   fourfold per round trip. Its first failure undoes it in one step: the limit drops below
@@ -122,11 +136,16 @@ struct Window {
     /// The sum and the maximum of its attempts' concurrency at grant.
     sum_k: f64,
     max_k: u32,
+    /// After a cut, the limit it set: an attempt granted past it was granted before the cut,
+    /// if at the same instant. `None`: no such bound.
+    cap: Option<u32>,
 }
 
 impl Window {
-    fn holds(&self, granted_s: f64) -> bool {
-        granted_s >= self.start_s && self.closed_s.is_none_or(|c| granted_s <= c)
+    fn holds(&self, granted_s: f64, concurrency: u32) -> bool {
+        granted_s >= self.start_s
+            && self.closed_s.is_none_or(|c| granted_s <= c)
+            && self.cap.is_none_or(|cap| concurrency <= cap)
     }
 }
 
@@ -162,6 +181,45 @@ pub struct Estimator {
     /// A probe is due once the limit has not changed for this long, seconds: doubled by each
     /// refused probe, back to [`MAX_PROBE_INTERVAL_S`] by one that held.
     probe_interval_s: f64,
+    /// The probe under way, if any.
+    probe: Probe,
+    /// The last cut on latency alone, until the window after it shows the latency fell with
+    /// the concurrency.
+    check: Option<Check>,
+    /// The last window queued, and the limit was held: a second in a row cuts it.
+    queued_once: bool,
+    /// Growths in a row whose windows did not wait: the next grows by twice as much.
+    streak: u32,
+    /// The limit before the last growth (a refused growth goes back to it).
+    grown_from: f64,
+    /// The lowest concurrency refused (or timed out) since the limit was last cut, and when:
+    /// a probe up to it waits `probe_interval_s` from then.
+    refused: Option<(u32, f64)>,
+}
+
+/// A cut on latency alone, to be checked by the next window: queueing at the candidate falls
+/// with the concurrency (by Little's law, a saturated candidate's latency is proportional to
+/// its attempts in flight), a slower machine or network does not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Check {
+    /// The limit before the cut.
+    limit: f64,
+    /// The cut window's mean latency (ms) and mean concurrency at grant.
+    mean_ms: f64,
+    k: f64,
+}
+
+/// A probe: one attempt past the limit, judged before the limit grows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Probe {
+    /// No probe under way.
+    Idle,
+    /// The limit in force is one more than the learned one until an attempt is granted past
+    /// the learned one: that attempt is the probe.
+    Open,
+    /// The probe attempt, granted at `granted_s` at `concurrency` in flight, has not reported;
+    /// the limit in force is the learned one again.
+    Out { granted_s: f64, concurrency: u32 },
 }
 
 /// The shortest interval between two back-pressure cuts when no latency is known yet, seconds.
@@ -209,6 +267,12 @@ impl Estimator {
             last_cut_s: f64::NEG_INFINITY,
             last_change_s: now_s,
             probe_interval_s: MAX_PROBE_INTERVAL_S,
+            probe: Probe::Idle,
+            check: None,
+            queued_once: false,
+            streak: 0,
+            grown_from: 0.0,
+            refused: None,
         }
     }
 
@@ -234,8 +298,14 @@ impl Estimator {
         }
     }
 
-    /// The limit in force (the integer part of the learned one, at least 1).
+    /// The limit in force: the integer part of the learned one (at least 1), and one more
+    /// while a probe waits for its grant.
     pub fn limit(&self) -> u32 {
+        self.learned() + u32::from(self.probe == Probe::Open)
+    }
+
+    /// The integer part of the learned limit, at least 1.
+    fn learned(&self) -> u32 {
         (self.limit.floor() as u32).max(1)
     }
 
@@ -254,15 +324,26 @@ impl Estimator {
         let lo = f64::from(config.min.max(1));
         let hi = f64::from(config.max.max(config.min).max(1));
         self.limit = self.limit.clamp(lo, hi);
+        if self.probe == Probe::Open && self.learned() >= hi as u32 {
+            self.probe = Probe::Idle;
+        }
     }
 
     /// An attempt was granted at `concurrency` in flight (itself included): the first
-    /// `window_samples` of a window are the ones it judges.
-    pub fn granted(&mut self, config: &AdaptiveConfig, concurrency: u32, now_s: f64) {
+    /// `window_samples` of a window are the ones it judges, except a probe, which is judged
+    /// alone. Returns whether the limit in force changed (a probe's grant closes it).
+    pub fn granted(&mut self, config: &AdaptiveConfig, concurrency: u32, now_s: f64) -> bool {
+        if self.probe == Probe::Open && concurrency > self.learned() {
+            self.probe = Probe::Out {
+                granted_s: now_s,
+                concurrency,
+            };
+            return true;
+        }
         let limit = self.limit();
         let w = &mut self.window;
         if w.closed_s.is_some() {
-            return;
+            return false;
         }
         w.granted += 1;
         w.sum_k += f64::from(concurrency.max(1));
@@ -271,12 +352,24 @@ impl Estimator {
         if w.granted >= config.window_samples.max(limit) {
             w.closed_s = Some(now_s);
         }
+        false
     }
 
     /// Takes one outcome at `now_s`. Returns whether the limit in force changed.
     pub fn observe(&mut self, config: &AdaptiveConfig, sample: Sample, now_s: f64) -> bool {
         let before = self.limit();
-        let member = self.window.holds(sample.granted_s);
+        if let Probe::Out {
+            granted_s,
+            concurrency,
+        } = self.probe
+        {
+            if sample.granted_s == granted_s && sample.concurrency == concurrency {
+                self.probe_answered(&sample, now_s);
+                self.clamp(config);
+                return self.limit() != before;
+            }
+        }
+        let member = self.window.holds(sample.granted_s, sample.concurrency);
         match sample.signal {
             Signal::Overload => self.back_pressure(config, &sample, now_s),
             Signal::Timeout => {
@@ -313,6 +406,18 @@ impl Estimator {
         if sample.granted_s < self.last_cut_s {
             return;
         }
+        if self.probe == Probe::Open {
+            self.probe = Probe::Idle;
+        }
+        // A refusal or a timeout is load: a latency cut before it stands.
+        self.check = None;
+        let k = sample.concurrency.max(1);
+        if self
+            .refused
+            .is_none_or(|(r, at)| k <= r || now_s - at >= self.probe_interval_s)
+        {
+            self.refused = Some((k, now_s));
+        }
         let proven = f64::from(sample.concurrency.max(1)) - 1.0;
         // And at most one cut per no-load latency, whatever the burst; within it, an attempt
         // granted since the cut still proves its own concurrency too many (a candidate that
@@ -332,20 +437,25 @@ impl Estimator {
         let overshot = self.slow_start;
         self.slow_start = false;
         self.after_cut(MAX_PROBE_WAIT_REFUSED);
+        if overshot {
+            // The slow start found the capacity by a refusal past it, as a refused probe does.
+            self.refused_probe();
+        }
         // The attempt proved its concurrency too many: below it at once, but never more than
         // halving on one failure, except for the first failure of a slow start: the limit grew
         // fourfold per round trip and is undone in one step (the attempts it already sent past
         // the capacity fail anyway; more would follow). A probe one past a limit that held
         // fails at that one: it is undone, no more, and the next probe waits longer.
-        self.limit = if probe && proven >= self.limit - 1.0 {
+        self.limit = if probe && proven >= self.grown_from {
             self.probe_interval_s = (self.probe_interval_s * 2.0).min(MAX_REFUSED_PROBE_INTERVAL_S);
-            self.limit - 1.0
+            self.grown_from
         } else if overshot {
             (self.limit * config.backoff).min(proven)
         } else {
             (self.limit * config.backoff).min(proven.max(self.limit / 2.0))
         };
         self.restart_window(now_s);
+        self.window.cap = Some(self.limit());
     }
 
     fn restart_window(&mut self, now_s: f64) {
@@ -420,7 +530,25 @@ impl Estimator {
         // `tolerance` of them, and never more than one attempt's worth, plus the noise.
         let allowance = config.tolerance.min(1.0 / k) + 2.0 * (self.noise / n).sqrt();
         let waiting = 1.0 - 1.0 / r;
+        if let Some(c) = self.check.take() {
+            // The wait queueing adds comes down at least in proportion to the concurrency.
+            if k < c.k && m - base > (c.mean_ms - base) * k / c.k {
+                // It stayed nearer where it was: the latency is not this candidate's queue.
+                // The cut is undone, and the latency at the lower concurrency is its no-load.
+                self.limit = c.limit;
+                self.no_load_ms = Some(m);
+                self.last_change_s = now_s;
+                return;
+            }
+        }
+        let first = !std::mem::replace(&mut self.queued_once, waiting > allowance);
+        if waiting > allowance && first && !self.slow_start && !self.grew {
+            // One window that queued under a limit that held may be the machine's or the
+            // network's noise: the next one confirms it.
+            return;
+        }
         if waiting > allowance {
+            self.queued_once = false;
             // In slow start the limit grew during the window: judge the concurrency the
             // window ran at.
             let ran = if self.slow_start {
@@ -428,6 +556,13 @@ impl Estimator {
             } else {
                 self.limit
             };
+            // A cut in slow start is not checked: its window's latency is that of a queue
+            // still filling, not in proportion to the concurrency.
+            self.check = (!self.slow_start).then_some(Check {
+                limit: self.limit,
+                mean_ms: m,
+                k,
+            });
             self.slow_start = false;
             // Back-pressure from attempts granted before this cut was sent under the old limit.
             self.last_cut_s = now_s;
@@ -437,6 +572,7 @@ impl Estimator {
             // waiting at `limit / r` in flight; at least one less, at most halving.
             let target = (ran / r).min(ran - 1.0);
             self.limit = target.max(ran / 2.0);
+            self.window.cap = Some(self.limit());
             return;
         }
         if r < 1.0 - allowance {
@@ -451,23 +587,93 @@ impl Estimator {
             if self.grew {
                 self.probe_wait = 1;
                 self.probe_interval_s = MAX_PROBE_INTERVAL_S;
+                self.streak += 1;
             }
             self.clean += 1;
             self.grew = false;
-            if self.clean >= self.probe_wait || now_s - self.last_change_s >= self.probe_interval_s
-            {
-                self.limit += 1.0;
-                self.grew = true;
+            let due = (self.clean >= self.probe_wait
+                || now_s - self.last_change_s >= self.probe_interval_s)
+                && !self.near_refused(1, now_s);
+            if due && self.probe == Probe::Idle && self.learned() < config.max {
+                self.probe = Probe::Open;
                 self.clean = 0;
-                self.last_change_s = now_s;
             }
         } else {
+            if self.grew {
+                self.streak = 0;
+            }
             self.grew = false;
         }
     }
 
-    /// A cut: a growth it follows queued, so the next probe waits longer.
+    /// The probe attempt reported. Back as fast as without load: the limit grows by one
+    /// (more after growths in a row that did not wait), and the next window judges it. Slower: it waited, and the next probe waits for
+    /// twice as many clean windows. Refused or timed out: the next one waits eight times as
+    /// many, and twice as long. Either way the limit stays where it held, and a probe is
+    /// never a latency sample of the windows.
+    fn probe_answered(&mut self, sample: &Sample, now_s: f64) {
+        self.probe = Probe::Idle;
+        self.clean = 0;
+        self.last_change_s = now_s;
+        match sample.signal {
+            Signal::Success(ms) if ms.is_finite() && ms >= 0.0 => {
+                // The probe asks whether one attempt more waits at all: it must come back
+                // within the latency's own noise of the no-load latency, or of the attempts
+                // answered beside it when those were all slower (a loaded machine slows them
+                // all, a queue only the one past the capacity). `tolerance` is a share of a
+                // window's attempts that may wait, not a wait one attempt may take.
+                let w = &self.window;
+                let beside = (w.n > 0).then(|| w.sum_ms / f64::from(w.n));
+                let calm = self.no_load_ms.is_none_or(|base| {
+                    let reference = beside.map_or(base, |b| b.max(base));
+                    ms <= reference * (1.0 + 2.0 * self.noise.sqrt())
+                });
+                if calm {
+                    // One, and twice as much after each growth in a row that did not wait
+                    // (a capacity that rose is followed quickly), at most a quarter.
+                    let mut step = f64::from(1u32 << self.streak.min(10));
+                    step = step.min((self.limit / 4.0).floor()).max(1.0);
+                    while step > 1.0 && self.near_refused(step as u32, now_s) {
+                        step -= 1.0;
+                    }
+                    self.grown_from = self.limit;
+                    self.limit += step;
+                    self.grew = true;
+                    self.restart_window(now_s);
+                } else {
+                    self.streak = 0;
+                    self.probe_wait = (self.probe_wait * 2).min(MAX_PROBE_WAIT);
+                }
+            }
+            Signal::Overload | Signal::Timeout => {
+                self.streak = 0;
+                self.refused_probe();
+            }
+            Signal::Success(_) | Signal::Other => {}
+        }
+    }
+
+    /// Whether growing by `step` would reach a concurrency refused less than
+    /// `probe_interval_s` ago: probing it again so soon would most likely cost another
+    /// failed attempt.
+    fn near_refused(&self, step: u32, now_s: f64) -> bool {
+        self.refused
+            .is_some_and(|(k, at)| self.learned() + step >= k && now_s - at < self.probe_interval_s)
+    }
+
+    /// A probe past the limit was refused (or timed out): each such probe costs a failed
+    /// attempt, so the next waits eight times as many clean windows and twice as long.
+    fn refused_probe(&mut self) {
+        self.probe_wait = (self.probe_wait * 8).min(MAX_PROBE_WAIT_REFUSED);
+        self.probe_interval_s = (self.probe_interval_s * 2.0).min(MAX_REFUSED_PROBE_INTERVAL_S);
+    }
+
+    /// A cut: a growth it follows queued, so the next probe waits longer; a probe waiting
+    /// for its grant is called off.
     fn after_cut(&mut self, max_wait: u32) {
+        if self.probe == Probe::Open {
+            self.probe = Probe::Idle;
+        }
         if self.grew {
             // A probe that queued cost some latency; one that was refused cost a failed
             // attempt, and the next waits eight times longer.
@@ -476,6 +682,7 @@ impl Estimator {
         }
         self.grew = false;
         self.clean = 0;
+        self.streak = 0;
     }
 }
 

@@ -259,3 +259,122 @@ fn the_first_failure_of_a_slow_start_undoes_it_in_one_step() {
     e.observe(&c, at(Signal::Overload, 9, 34, 1.06), 1.061);
     assert_eq!(e.limit(), 8);
 }
+
+/// Vector's shallow knee, closed loop: 100 ms up to 10 in flight, x1.1 per attempt past it
+/// (fixed at the grant), attempts time out after 1 s. Returns (time, limit) at every change.
+fn knee_trace(requests: u32) -> Vec<(f64, u32)> {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    let mut running: Vec<(f64, f64, u32, u32)> = Vec::new();
+    let (mut now, mut started, mut trace) = (0.0, 0, vec![(0.0, e.limit())]);
+    loop {
+        while (running.len() as u32) < e.limit() && started < requests {
+            let k = running.len() as u32 + 1;
+            let ms = 100.0 * 1.1f64.powi(k.saturating_sub(10) as i32);
+            e.granted(&c, k, now);
+            running.push((now + (ms / 1000.0).min(1.0), now, k, e.limit()));
+            started += 1;
+        }
+        let Some(i) = (0..running.len()).min_by(|&a, &b| running[a].0.total_cmp(&running[b].0))
+        else {
+            break;
+        };
+        let (end, granted, k, limit) = running.swap_remove(i);
+        now = end;
+        let ms = (end - granted) * 1000.0;
+        let signal = if ms >= 999.9 {
+            Signal::Timeout
+        } else {
+            Signal::Success(ms)
+        };
+        let before = e.limit();
+        e.observe(&c, at(signal, k, limit, granted), now);
+        if e.limit() != before {
+            trace.push((now, e.limit()));
+        }
+    }
+    trace
+}
+
+/// On Vector's shallow knee the limit settles within 10-12 (Vector's own expected mean), and
+/// no attempt times out once it has.
+#[test]
+fn the_knee_limit_settles_at_the_knee() {
+    let trace = knee_trace(1000);
+    let settled: Vec<u32> = trace.iter().filter(|p| p.0 > 3.0).map(|p| p.1).collect();
+    assert!(!settled.is_empty());
+    assert!(settled.iter().all(|l| (10..=12).contains(l)), "{settled:?}");
+}
+
+/// An estimator past its slow start at `limit`, with a no-load latency of 50 ms.
+fn steady(c: &AdaptiveConfig, limit: f64) -> Estimator {
+    let saved = LimitSnapshot {
+        limit,
+        no_load_ms: Some(50.0),
+        noise: 0.0,
+        slow_start: false,
+    };
+    Estimator::restore(c, &saved, 0.0)
+}
+
+/// One window of `n` grants at `k` in flight from `t`, each answered in `ms`.
+fn window(e: &mut Estimator, c: &AdaptiveConfig, n: u32, k: u32, ms: f64, t: f64) {
+    for _ in 0..n {
+        e.granted(c, k, t);
+    }
+    for _ in 0..n {
+        e.observe(c, at(Signal::Success(ms), k, k, t), t + ms / 1000.0);
+    }
+}
+
+/// A probe is one attempt past the limit: the limit in force is one more only until that
+/// attempt is granted, and grows only if it came back about as fast as without load.
+#[test]
+fn a_probe_is_one_attempt_past_the_limit() {
+    let c = cfg();
+    let mut e = steady(&c, 4.0);
+    // A clean window at the full limit: the probe opens.
+    window(&mut e, &c, 10, 4, 50.0, 0.0);
+    assert_eq!(e.limit(), 5);
+    // A grant within the limit is not the probe; the one past it is, and closes it.
+    assert!(!e.granted(&c, 4, 0.06));
+    assert!(e.granted(&c, 5, 0.06));
+    assert_eq!(e.limit(), 4);
+    // It waited 25 ms behind the others: the limit stays.
+    let mut queued = e.clone();
+    assert!(!queued.observe(&c, at(Signal::Success(75.0), 5, 4, 0.06), 0.135));
+    assert_eq!(queued.limit(), 4);
+    // Refused: the limit stays too.
+    let mut refused = e.clone();
+    assert!(!refused.observe(&c, at(Signal::Overload, 5, 4, 0.06), 0.061));
+    assert_eq!(refused.limit(), 4);
+    // As fast as without load: the limit grows by one.
+    assert!(e.observe(&c, at(Signal::Success(50.0), 5, 4, 0.06), 0.11));
+    assert_eq!(e.limit(), 5);
+}
+
+/// A latency cut needs two windows in a row that queued, and is undone when the window at
+/// the lower limit is as slow: latency that does not come down with the concurrency is not
+/// the candidate's queue (a loaded client machine, the network), and becomes its no-load
+/// latency. Latency that does come down keeps the cut.
+#[test]
+fn a_latency_cut_the_latency_did_not_follow_is_undone() {
+    let c = cfg();
+    let mut e = steady(&c, 16.0);
+    // One window 1.5 x slower: held.
+    window(&mut e, &c, 16, 16, 75.0, 0.0);
+    assert_eq!(e.limit(), 16);
+    // A second: cut to the concurrency that would have served it without waiting.
+    window(&mut e, &c, 16, 16, 75.0, 0.1);
+    assert_eq!(e.limit(), 10);
+    // At 10 in flight the latency came down to no wait: queueing, the cut stands.
+    let mut queued = e.clone();
+    window(&mut queued, &c, 10, 10, 50.0, 0.2);
+    // (A clean window at the full limit: a probe may go one past it.)
+    assert_eq!(queued.limit_f64().floor(), 10.0);
+    assert_eq!(queued.no_load_ms(), Some(50.0));
+    // It stayed 1.5 x: undone, and 75 ms is the no-load latency now.
+    window(&mut e, &c, 10, 10, 75.0, 0.2);
+    assert_eq!(e.limit(), 16);
+    assert_eq!(e.no_load_ms(), Some(75.0));
+}

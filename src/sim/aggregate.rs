@@ -48,6 +48,8 @@ pub(crate) struct RunSummary {
     wall_s: f64,
     end_s: f64,
     last_request_s: f64,
+    /// The trailing-second rate's mean (`None`: fewer than two attempt events).
+    rate: Option<f64>,
     series: Series,
     limits: LimitTrack,
     arms: Vec<RunSummary>,
@@ -191,6 +193,7 @@ impl RunStats {
             wall_s: self.wall_s,
             end_s: self.end_s,
             last_request_s: self.last_request_s,
+            rate: self.rate.mean(),
             series: self.series,
             limits: self.limits,
             arms,
@@ -258,6 +261,7 @@ pub(crate) struct Acc {
     degraded: Vec<DegAcc>,
     series: Option<Series>,
     goodput_per_s: f64,
+    rate_trailing_1s: f64,
     overload_rate: f64,
     limits: LimitAcc,
     arms: Vec<Acc>,
@@ -291,6 +295,7 @@ impl Acc {
         self.decisions_per_s += r.decisions as f64 / r.wall_s.max(1e-9);
         self.virtual_s += r.end_s;
         self.goodput_per_s += (r.requests - r.errors) as f64 / r.last_request_s.max(1e-9);
+        self.rate_trailing_1s += r.rate.unwrap_or(0.0);
         self.limits.add(&r.limits);
         self.overload_rate += r.overloads as f64 / r.requests.max(1) as f64;
         for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
@@ -385,6 +390,7 @@ impl Acc {
             },
             success_within_timeout: self.in_time_rate / n,
             goodput_per_s: self.goodput_per_s / n,
+            rate_trailing_1s: self.rate_trailing_1s / n,
             overload_rate: self.overload_rate / n,
             limit_mean: self.limits.means(ids),
             degraded: self

@@ -559,6 +559,7 @@ impl<'a> Engine<'a> {
         self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
         self.load[att.cand as usize] -= 1;
+        self.stats.attempt_end(now);
         self.reqs[att.req as usize].att = NO_ATT;
         let outcome = self.reported(att.cand as usize, &att.result.outcome, now);
         let world = world!(self, now);
@@ -659,6 +660,7 @@ impl<'a> Engine<'a> {
         self.free_atts.push(a);
         self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         self.load[att.cand as usize] -= 1;
+        self.stats.attempt_end(now);
         self.reqs[req as usize].att = NO_ATT;
         let world = world!(self, now);
         let timeout = Outcome::failure(FailureClass::Timeout);

@@ -34,6 +34,7 @@ mod limit_stats;
 mod plot;
 mod policy;
 mod queue;
+mod rate_stats;
 mod report;
 mod scenario;
 pub mod suite;

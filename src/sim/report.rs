@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::limit_stats::LimitTrack;
 use super::policy::Cand;
+use super::rate_stats::TrailingRate;
 use super::scenario::Action;
 
 /// Raw counts of one run (one policy, one seed).
@@ -39,6 +40,8 @@ pub(crate) struct RunStats {
     pub(crate) arms: Vec<RunStats>,
     /// Each candidate's concurrency limit over time, as the policy reports it.
     pub(crate) limits: LimitTrack,
+    /// Attempts started in the trailing second, as Vector's harness measures its rate.
+    pub(crate) rate: TrailingRate,
 }
 
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
@@ -110,6 +113,7 @@ impl RunStats {
             end_s: 0.0,
             last_request_s: 0.0,
             limits: LimitTrack::new(ids.len(), &tracked, bucket_s),
+            rate: TrailingRate::default(),
             series: Series {
                 bucket_s,
                 tracked,
@@ -128,6 +132,7 @@ impl RunStats {
             a.attempt(cand, now, None);
         }
         self.attempts += 1;
+        self.rate.start(now);
         self.per_cand[cand as usize] += 1;
         let b = self.series.bucket(now);
         self.series.totals[b][0] += 1;
@@ -165,6 +170,11 @@ impl RunStats {
                 self.series.totals[b][2] += 1;
             }
         }
+    }
+
+    /// An attempt ended (answered, failed, or given up by its caller).
+    pub(crate) fn attempt_end(&mut self, now: f64) {
+        self.rate.end(now);
     }
 
     pub(crate) fn mark(&mut self, action: Action, cand: usize, live: usize, now: f64) {
@@ -280,6 +290,9 @@ pub struct PolicyReport {
     /// Successful requests per virtual second, from the start of the run to the end of its
     /// last request.
     pub goodput_per_s: f64,
+    /// The time-weighted mean of the attempts started in the trailing second, read at every
+    /// attempt's start and end, as Vector's adaptive-concurrency tests measure their `rate`.
+    pub rate_trailing_1s: f64,
     /// Candidate id -> the time-weighted mean of the concurrency limit the policy kept for it
     /// (`None`: it never had one); empty (absent from the JSON) for a policy without limits.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
