@@ -198,6 +198,7 @@ impl Core {
 
     /// Retires the request if nothing of it waits, runs or is kept open; `ended` says why
     /// when it was neither cancelled nor rejected (told as [`Event::Closed`] when asked for).
+    #[inline]
     pub(super) fn maybe_retire(&mut self, idx: u32, ended: CloseReason) {
         let r = &mut self.requests[idx as usize];
         if r.active && r.pending == 0 && r.in_flight == 0 && !r.keep_open {

@@ -468,6 +468,7 @@ impl ScoreModel {
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
 
+    #[inline]
     fn assemble_parts(
         &self,
         learned: &Learned,
@@ -513,6 +514,7 @@ impl ScoreModel {
     /// With `load_gate` on, the in-flight penalty counts only in proportion to the candidate's
     /// evidence of overload: work piled on a candidate that has never answered "overloaded"
     /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
+    #[inline]
     pub(crate) fn load_component(
         &self,
         in_flight: u32,
@@ -560,6 +562,7 @@ impl ScoreModel {
     }
 
     /// The weighted sum of components (before the exponent).
+    #[inline]
     pub fn score(&self, c: &Components) -> f64 {
         let values = c.values();
         let mut s = self.weights[0] * values[0];
@@ -574,6 +577,7 @@ impl ScoreModel {
     }
 
     /// The leaf value of one channel for a drawable candidate.
+    #[inline]
     pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
         let v = match ch {
             ChannelKind::SumScore => {

@@ -35,6 +35,7 @@ impl ScoreModel {
     /// trip, whatever the server holds, so they say nothing of how its answers slow with its
     /// queue; counted, a fleet that fails fast or hangs reads as queueing, and the load gate
     /// then spreads traffic away from the best server long after it has healed.
+    #[inline]
     pub(crate) fn time_sample(outcome: &Outcome, elapsed_ms: Option<f64>) -> Option<f64> {
         match outcome {
             Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
@@ -47,6 +48,7 @@ impl ScoreModel {
     /// Applies an outcome to a candidate's statistics, in place in their packed form (each
     /// value read and written exactly as unpacking, updating and packing them would). Returns
     /// true when the candidate should be ejected now (the caller checks the ejected share).
+    #[inline]
     pub(crate) fn observe_packed(
         &self,
         stats: &mut PackedStats,
