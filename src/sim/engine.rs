@@ -1,16 +1,14 @@
 //! The discrete-event engine: virtual time, workers, arrivals, attempts, the timeline.
 //!
-//! Events sit in a binary heap ordered by (time in ns, sequence number), so two events at the
-//! same instant run in the order they were scheduled and a run is a pure function of the
+//! Events sit in a heap ordered by (time in ns, sequence number) (`events.rs`), so two events at
+//! the same instant run in the order they were scheduled and a run is a pure function of the
 //! scenario, the policy and the seed. Nothing sleeps: an attempt's end is an event at the time
 //! the truth model says it ends.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use super::events::{round_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
@@ -104,7 +102,7 @@ pub(crate) struct Engine<'a> {
     present: Vec<bool>,
     live: Vec<Cand>,
     load: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    heap: EventQueue<Ev>,
     seq: u64,
     reqs: Vec<ReqRec>,
     /// Finished request slots, reused so every per-request table stays as small as the number
@@ -177,7 +175,7 @@ impl<'a> Engine<'a> {
             present: vec![false; n],
             live: Vec::new(),
             load: vec![0; n],
-            heap: BinaryHeap::new(),
+            heap: EventQueue::default(),
             seq: 0,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
@@ -198,14 +196,15 @@ impl<'a> Engine<'a> {
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
-        let ns = (t.max(self.now) * 1e9).round() as u64;
+        let ns = round_ns(t.max(self.now) * 1e9);
         self.seq += 1;
-        self.heap.push(Reverse((ns, self.seq, ev)));
+        self.heap.push(ns, self.seq, ev);
     }
 
     /// Runs to the end and returns the statistics.
     pub(crate) fn run(mut self) -> RunStats {
         let started = std::time::Instant::now();
+        self.policy.reserve(self.ids.len());
         for c in 0..self.ids.len() {
             if self.sc.candidates[self.spec_of[c]].present {
                 let id = self.ids[c].clone();
@@ -230,7 +229,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.at(TICK_S, Ev::Tick);
-        while let Some(Reverse((ns, _, ev))) = self.heap.pop() {
+        while let Some((ns, ev)) = self.heap.pop() {
             self.now = ns as f64 / 1e9;
             let now = self.now;
             match ev {

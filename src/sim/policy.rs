@@ -95,6 +95,9 @@ pub(crate) trait Policy: Send {
     /// How long a caller waits for its request (`workload.timeout_ms`, seconds), told once
     /// before the first request; a policy that takes deadlines gives each request its own.
     fn caller_timeout(&mut self, _timeout_s: Option<f64>) {}
+    /// Told once before the first candidate joins: how many candidates the run may add, so a
+    /// policy can make room for them at once instead of growing its tables as they come.
+    fn reserve(&mut self, _candidates: usize) {}
     /// The next decision, if any.
     fn poll(&mut self) -> Option<Decision>;
     /// Decisions made.
@@ -420,6 +423,9 @@ pub(crate) struct CoordinatorPolicy {
     /// candidate's own `max_in_flight`); without one, [`Policy::limit`] is `None` for every
     /// candidate and needs no lookup.
     limited: bool,
+    /// The latest virtual time converted for the core, and its instant: an event's calls
+    /// (an outcome and the release after it) share one conversion.
+    last_at: (f64, Instant),
 }
 
 impl CoordinatorPolicy {
@@ -440,7 +446,17 @@ impl CoordinatorPolicy {
             limited,
             out: Default::default(),
             timeout_s: None,
+            last_at: (f64::NAN, base),
         })
+    }
+
+    /// [`Clock::at`], remembering the latest conversion.
+    #[inline]
+    fn instant(&mut self, now: f64) -> Instant {
+        if now != self.last_at.0 {
+            self.last_at = (now, self.clock.at(now));
+        }
+        self.last_at.1
     }
 
     /// The core (the fleet reads and feeds it digests).
@@ -455,7 +471,8 @@ impl CoordinatorPolicy {
 
     /// [`Policy::tick`] without the world (the coordinator never reads it).
     pub(crate) fn tick_core(&mut self, now: f64) {
-        self.core.tick(self.clock.at(now), &mut self.rng);
+        let at = self.instant(now);
+        self.core.tick(at, &mut self.rng);
         self.drain(None);
     }
 
@@ -520,17 +537,15 @@ impl Policy for CoordinatorPolicy {
         self.limited |= info.max_in_flight.is_some();
         self.ids.insert(cand, info.id.clone());
         // Ids are unique and info validated by the scenario; a refusal would be a bug there.
-        let _ = self
-            .core
-            .add_candidate(info.clone(), self.clock.at(now), &mut self.rng);
+        let at = self.instant(now);
+        let _ = self.core.add_candidate(info.clone(), at, &mut self.rng);
         self.drain(None);
     }
 
     fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
         if let Some(id) = self.ids.id(cand).cloned() {
-            let _ = self
-                .core
-                .remove_candidate(&id, self.clock.at(now), &mut self.rng);
+            let at = self.instant(now);
+            let _ = self.core.remove_candidate(&id, at, &mut self.rng);
         }
         self.ids.remove(cand);
         self.drain(None);
@@ -550,7 +565,8 @@ impl Policy for CoordinatorPolicy {
             Some(t) => request.with_deadline(self.clock.at(now + t)),
             None => request,
         };
-        match self.core.ready(request, self.clock.at(now), &mut self.rng) {
+        let at = self.instant(now);
+        match self.core.ready(request, at, &mut self.rng) {
             Ok(id) => {
                 self.requests[req as usize] = (Some(id), None);
                 self.drain(Some((id, req)));
@@ -571,7 +587,8 @@ impl Policy for CoordinatorPolicy {
 
     fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
         if let Some(attempt) = self.requests[req as usize].1 {
-            let _ = self.core.outcome(attempt, *outcome, self.clock.at(now));
+            let at = self.instant(now);
+            let _ = self.core.outcome(attempt, *outcome, at);
         }
     }
 
@@ -579,9 +596,8 @@ impl Policy for CoordinatorPolicy {
         let (request, attempt) = self.requests[req as usize];
         if let Some(attempt) = attempt {
             let next = if retry { Next::Retry } else { Next::Finish };
-            let _ = self
-                .core
-                .done(attempt, next, self.clock.at(now), &mut self.rng);
+            let at = self.instant(now);
+            let _ = self.core.done(attempt, next, at, &mut self.rng);
             self.requests[req as usize].1 = None;
         }
         match (retry, request) {
@@ -591,12 +607,17 @@ impl Policy for CoordinatorPolicy {
     }
 
     fn tick(&mut self, now: f64, _world: &World<'_>) {
-        self.core.tick(self.clock.at(now), &mut self.rng);
+        let at = self.instant(now);
+        self.core.tick(at, &mut self.rng);
         self.drain(None);
     }
 
     fn caller_timeout(&mut self, timeout_s: Option<f64>) {
         self.timeout_s = timeout_s;
+    }
+
+    fn reserve(&mut self, candidates: usize) {
+        self.core.reserve_candidates(candidates);
     }
 
     fn poll(&mut self) -> Option<Decision> {
