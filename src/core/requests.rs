@@ -39,11 +39,16 @@ impl Core {
             }
         };
         self.advance(now);
-        let exclude: Vec<Key> = request
-            .exclude
-            .iter()
-            .filter_map(|id| self.fleet.key_of(id))
-            .collect();
+        // Most requests exclude nothing: no collecting then.
+        let exclude: Vec<Key> = if request.exclude.is_empty() {
+            Vec::new()
+        } else {
+            request
+                .exclude
+                .iter()
+                .filter_map(|id| self.fleet.key_of(id))
+                .collect()
+        };
         let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
         {
             None

@@ -554,8 +554,15 @@ impl ScoreModel {
                 .min(1.0);
             load = 1.0 - evidence * (1.0 - load);
         }
-        if load.is_finite() {
-            load.clamp(0.0, 1.0)
+        // `load.clamp(0.0, 1.0)` when finite, else 0, in plain comparisons.
+        if load >= 0.0 {
+            if load <= 1.0 {
+                load
+            } else if load < f64::INFINITY {
+                1.0
+            } else {
+                0.0
+            }
         } else {
             0.0
         }
@@ -565,11 +572,12 @@ impl ScoreModel {
     #[inline]
     pub fn score(&self, c: &Components) -> f64 {
         let values = c.values();
+        // In index order, the same additions one after another; a fixed count, unrolled.
         let mut s = self.weights[0] * values[0];
-        for (w, v) in self.weights.iter().zip(&values).skip(1) {
-            s += w * v;
+        for i in 1..components::COUNT {
+            s += self.weights[i] * values[i];
         }
-        if s.is_finite() && s > 0.0 {
+        if s > 0.0 && s < f64::INFINITY {
             s
         } else {
             0.0
@@ -602,7 +610,7 @@ impl ScoreModel {
             ChannelKind::Component(k) => self.power.apply(c.entries()[k].1),
             ChannelKind::Uniform => 1.0,
         };
-        if v.is_finite() && v > 0.0 {
+        if v > 0.0 && v < f64::INFINITY {
             v
         } else {
             0.0
@@ -638,8 +646,15 @@ pub(crate) fn per_success(time_ms: f64, success: f64) -> f64 {
 /// empty float sum starts, into 0.0 for display).
 #[inline]
 fn unit(x: f64) -> f64 {
-    if x.is_finite() {
-        x.clamp(0.0, 1.0) + 0.0
+    // In plain comparisons: -0.0 passes the first one and leaves as 0.0.
+    if x >= 0.0 {
+        if x <= 1.0 {
+            x + 0.0
+        } else if x < f64::INFINITY {
+            1.0
+        } else {
+            0.0
+        }
     } else {
         0.0
     }

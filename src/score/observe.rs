@@ -42,7 +42,7 @@ impl ScoreModel {
             Outcome::Failure(FailureClass::Application) => elapsed_ms,
             Outcome::Failure(_) => None,
         }
-        .filter(|t| t.is_finite() && *t >= 0.0)
+        .filter(|t| *t >= 0.0 && *t < f64::INFINITY)
     }
 
     /// Applies an outcome to a candidate's statistics, in place in their packed form (each
@@ -116,7 +116,7 @@ impl ScoreModel {
             Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
             Outcome::Failure(_) => elapsed_ms,
         };
-        if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
+        if let Some(t) = first_byte.filter(|t| *t >= 0.0 && *t < f64::INFINITY) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);

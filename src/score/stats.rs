@@ -79,14 +79,22 @@ impl ErrorWindow {
         } else {
             (self.newest - oldest + 1).min(buckets).min(self.newest + 1)
         };
-        let mut e = 0u32;
-        let mut t = 0u32;
-        for k in 0..live {
-            let i = ((self.newest - k) % WINDOW_RING as u64) as usize;
-            e += u32::from(self.errors[i]);
-            t += u32::from(self.totals[i]);
+        // The live buckets are the ring slots `newest - k` for `k < live`: one run of slots
+        // ending at the newest, or two when it wraps past slot 0. Integer sums in any order
+        // are the same, so each run is summed as a slice (which the compiler vectorises).
+        let live = live as usize;
+        let end = (self.newest % WINDOW_RING as u64) as usize + 1;
+        let sum = |x: &[u16]| -> u32 { x.iter().map(|&v| u32::from(v)).sum() };
+        if live <= end {
+            let run = end - live..end;
+            (sum(&self.errors[run.clone()]), sum(&self.totals[run]))
+        } else {
+            let wrapped = WINDOW_RING - (live - end)..WINDOW_RING;
+            (
+                sum(&self.errors[..end]) + sum(&self.errors[wrapped.clone()]),
+                sum(&self.totals[..end]) + sum(&self.totals[wrapped]),
+            )
         }
-        (e, t)
     }
 }
 
@@ -235,7 +243,7 @@ pub(super) fn saturate_u16(x: u32) -> u16 {
 /// A variance as stored: hostile or overflowed values read as "nothing known" (0).
 #[inline]
 pub(super) fn finite_or_zero(x: f32) -> f32 {
-    if x.is_finite() && x > 0.0 {
+    if x > 0.0 && x < f32::INFINITY {
         x
     } else {
         0.0
