@@ -79,22 +79,14 @@ impl ErrorWindow {
         } else {
             (self.newest - oldest + 1).min(buckets).min(self.newest + 1)
         };
-        // The live buckets are the ring slots `newest - k` for `k < live`: one run of slots
-        // ending at the newest, or two when it wraps past slot 0. Integer sums in any order
-        // are the same, so each run is summed as a slice (which the compiler vectorises).
-        let live = live as usize;
-        let end = (self.newest % WINDOW_RING as u64) as usize + 1;
-        let sum = |x: &[u16]| -> u32 { x.iter().map(|&v| u32::from(v)).sum() };
-        if live <= end {
-            let run = end - live..end;
-            (sum(&self.errors[run.clone()]), sum(&self.totals[run]))
-        } else {
-            let wrapped = WINDOW_RING - (live - end)..WINDOW_RING;
-            (
-                sum(&self.errors[..end]) + sum(&self.errors[wrapped.clone()]),
-                sum(&self.totals[..end]) + sum(&self.totals[wrapped]),
-            )
+        let mut e = 0u32;
+        let mut t = 0u32;
+        for k in 0..live {
+            let i = ((self.newest - k) % WINDOW_RING as u64) as usize;
+            e += u32::from(self.errors[i]);
+            t += u32::from(self.totals[i]);
         }
+        (e, t)
     }
 }
 

@@ -365,9 +365,10 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fast
 pub(crate) struct Ids {
     pub(crate) by_cand: Vec<Option<CandidateId>>,
     pub(crate) by_id: FastMap<CandidateId, Cand>,
-    /// By the address of the id's text: the core hands back clones of the very id it was
-    /// given, so this finds them without hashing the text. Entries go when a candidate leaves,
-    /// so an address reused by a later id is always re-inserted first.
+    /// By the address of the id's text, for ids whose clones share it (see `shared_text`):
+    /// the core hands back clones of the very id it was given, so this finds them without
+    /// hashing the text. Entries go when a candidate leaves, so an address reused by a later
+    /// id is always re-inserted first.
     by_ptr: FastMap<usize, Cand>,
 }
 
@@ -377,13 +378,15 @@ impl Ids {
         if self.by_cand.len() <= i {
             self.by_cand.resize(i + 1, None);
         }
-        self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
+        if shared_text(&id) {
+            self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
+        }
         self.by_cand[i] = Some(id.clone());
         self.by_id.insert(id, cand);
     }
 
     pub(crate) fn remove(&mut self, cand: Cand) {
-        if let Some(id) = self.id(cand) {
+        if let Some(id) = self.id(cand).filter(|id| shared_text(id)) {
             let ptr = id.as_str().as_ptr() as usize;
             self.by_ptr.remove(&ptr);
         }
@@ -394,11 +397,22 @@ impl Ids {
     }
 
     pub(crate) fn cand(&self, id: &CandidateId) -> Option<Cand> {
+        if !shared_text(id) {
+            return self.by_id.get(id).copied();
+        }
         match self.by_ptr.get(&(id.as_str().as_ptr() as usize)) {
             Some(&c) => Some(c),
             None => self.by_id.get(id).copied(),
         }
     }
+}
+
+/// Whether an id's clones share its text (longer than the 23 bytes a `CandidateId` holds
+/// inline): only then does the text's address name the id. A short id is copied into each
+/// clone, so its address says nothing and it is looked up by its text.
+#[inline]
+fn shared_text(id: &CandidateId) -> bool {
+    id.as_str().len() > 23
 }
 
 /// The coordinator: every decision goes through [`Core::ready`], [`Core::outcome`],

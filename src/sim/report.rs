@@ -55,7 +55,9 @@ pub(crate) struct Series {
 
 impl Series {
     fn bucket(&mut self, t: f64) -> usize {
-        let b = (t / self.bucket_s).floor().max(0.0) as usize;
+        // `floor().max(0.0) as usize` without the library call: the saturating cast truncates
+        // towards zero, which is the floor from 0 up, and sends negatives and NaN to 0.
+        let b = (t / self.bucket_s) as usize;
         if self.totals.len() <= b {
             self.totals.resize(b + 1, [0; 3]);
             self.by_cand.resize((b + 1) * self.tracked.len(), 0);
