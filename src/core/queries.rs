@@ -229,6 +229,19 @@ impl Core {
         Some(&self.fleet.infos[self.attempts[a].key.idx as usize].id)
     }
 
+    /// The slot of the candidate an attempt runs on (a driver in this crate keeps its own
+    /// table by slot instead of hashing the grant's id).
+    #[inline]
+    pub(crate) fn attempt_slot(&self, id: AttemptId) -> Option<usize> {
+        let a = self.attempts.index(id).ok()?;
+        Some(self.attempts[a].key.idx as usize)
+    }
+
+    /// The slot of a live candidate.
+    pub(crate) fn candidate_slot(&self, id: &CandidateId) -> Option<usize> {
+        self.fleet.index_of(id).map(|i| i as usize)
+    }
+
     /// Whether a waiting request could be granted right now. After any call returns this is
     /// false for every waiting request: the core never leaves capacity unused (the
     /// no-stuck-request invariant, checked by the property tests).

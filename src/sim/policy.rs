@@ -360,16 +360,11 @@ impl std::hash::Hasher for FastHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
-/// Candidate ids both ways, for policies that talk to a [`Core`].
+/// Candidate ids by candidate, for policies that talk to a [`Core`] (a grant names its
+/// candidate by slot, see `CoordinatorPolicy::by_slot`).
 #[derive(Debug, Default)]
 pub(crate) struct Ids {
     pub(crate) by_cand: Vec<Option<CandidateId>>,
-    pub(crate) by_id: FastMap<CandidateId, Cand>,
-    /// By the address of the id's text, for ids whose clones share it (see `shared_text`):
-    /// the core hands back clones of the very id it was given, so this finds them without
-    /// hashing the text. Entries go when a candidate leaves, so an address reused by a later
-    /// id is always re-inserted first.
-    by_ptr: FastMap<usize, Cand>,
 }
 
 impl Ids {
@@ -378,41 +373,12 @@ impl Ids {
         if self.by_cand.len() <= i {
             self.by_cand.resize(i + 1, None);
         }
-        if shared_text(&id) {
-            self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
-        }
-        self.by_cand[i] = Some(id.clone());
-        self.by_id.insert(id, cand);
-    }
-
-    pub(crate) fn remove(&mut self, cand: Cand) {
-        if let Some(id) = self.id(cand).filter(|id| shared_text(id)) {
-            let ptr = id.as_str().as_ptr() as usize;
-            self.by_ptr.remove(&ptr);
-        }
+        self.by_cand[i] = Some(id);
     }
 
     pub(crate) fn id(&self, cand: Cand) -> Option<&CandidateId> {
         self.by_cand.get(cand as usize).and_then(|x| x.as_ref())
     }
-
-    pub(crate) fn cand(&self, id: &CandidateId) -> Option<Cand> {
-        if !shared_text(id) {
-            return self.by_id.get(id).copied();
-        }
-        match self.by_ptr.get(&(id.as_str().as_ptr() as usize)) {
-            Some(&c) => Some(c),
-            None => self.by_id.get(id).copied(),
-        }
-    }
-}
-
-/// Whether an id's clones share its text (longer than the 23 bytes a `CandidateId` holds
-/// inline): only then does the text's address name the id. A short id is copied into each
-/// clone, so its address says nothing and it is looked up by its text.
-#[inline]
-fn shared_text(id: &CandidateId) -> bool {
-    id.as_str().len() > 23
 }
 
 /// The coordinator: every decision goes through [`Core::ready`], [`Core::outcome`],
@@ -423,6 +389,9 @@ pub(crate) struct CoordinatorPolicy {
     clock: Clock,
     rng: SmallRng,
     ids: Ids,
+    /// Core slot -> the candidate in it, written when a candidate is added (a grant is always
+    /// of a live candidate, so its slot names it).
+    by_slot: Vec<Cand>,
     /// Engine request -> core request and its running attempt.
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
     /// Engine request -> the arm of its latest grant.
@@ -454,6 +423,7 @@ impl CoordinatorPolicy {
             clock: Clock(base),
             rng,
             ids: Ids::default(),
+            by_slot: Vec::new(),
             requests: Vec::new(),
             arms: Vec::new(),
             waiting: FastMap::default(),
@@ -527,8 +497,12 @@ impl CoordinatorPolicy {
                 },
             };
             match granted {
-                Some((attempt, candidate, arm)) => {
-                    let Some(cand) = self.ids.cand(&candidate) else {
+                Some((attempt, _, arm)) => {
+                    let Some(&cand) = self
+                        .core
+                        .attempt_slot(attempt)
+                        .and_then(|s| self.by_slot.get(s))
+                    else {
                         continue;
                     };
                     self.requests[req as usize].1 = Some(attempt);
@@ -552,7 +526,18 @@ impl Policy for CoordinatorPolicy {
         self.ids.insert(cand, info.id.clone());
         // Ids are unique and info validated by the scenario; a refusal would be a bug there.
         let at = self.instant(now);
-        let _ = self.core.add_candidate(info.clone(), at, &mut self.rng);
+        if self
+            .core
+            .add_candidate(info.clone(), at, &mut self.rng)
+            .is_ok()
+        {
+            if let Some(s) = self.core.candidate_slot(&info.id) {
+                if self.by_slot.len() <= s {
+                    self.by_slot.resize(s + 1, cand);
+                }
+                self.by_slot[s] = cand;
+            }
+        }
         self.drain(None);
     }
 
@@ -561,7 +546,6 @@ impl Policy for CoordinatorPolicy {
             let at = self.instant(now);
             let _ = self.core.remove_candidate(&id, at, &mut self.rng);
         }
-        self.ids.remove(cand);
         self.drain(None);
     }
 
