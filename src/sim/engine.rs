@@ -27,6 +27,11 @@ enum Ev {
     FirstByte(u32, u32),
     /// An attempt ends (index into the attempt slab, and the slot's generation).
     End(u32, u32),
+    /// A successful attempt whose first byte is its end (a request-response): its `FirstByte`
+    /// and its `End` in one event. The two would have been scheduled one after the other for
+    /// the same instant, so nothing could run between them: handled in that order, it is the
+    /// same run with one event less in the queue.
+    FirstByteEnd(u32, u32),
     /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
     Deadline(u32, u32),
     /// A timeline event (index).
@@ -150,7 +155,7 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
             .collect();
-        let tracked = tracked_candidates(sc, &ids);
+        let tracked = RunStats::tracked_candidates(sc, &ids);
         let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
         stats.arms = policy
             .arm_names()
@@ -250,6 +255,16 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Ev::End(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        self.end_attempt(a, now);
+                    }
+                }
+                Ev::FirstByteEnd(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        let att = self.atts[a as usize];
+                        self.policy.first_byte(att.req, att.cand, now);
+                    }
+                    self.drain(now);
                     if self.att_gen[a as usize] == g {
                         self.end_attempt(a, now);
                     }
@@ -507,10 +522,15 @@ impl<'a> Engine<'a> {
     /// (its grant, or the end of its service).
     fn schedule_end(&mut self, a: u32, from: f64) {
         let result = self.atts[a as usize].result;
-        if let Some(t) = result.first_byte_s() {
-            self.at(from + t, Ev::FirstByte(a, self.att_gen[a as usize]));
+        let gen = self.att_gen[a as usize];
+        match result.first_byte_s() {
+            Some(t) if t == result.end_s => self.at(from + result.end_s, Ev::FirstByteEnd(a, gen)),
+            Some(t) => {
+                self.at(from + t, Ev::FirstByte(a, gen));
+                self.at(from + result.end_s, Ev::End(a, gen));
+            }
+            None => self.at(from + result.end_s, Ev::End(a, gen)),
         }
-        self.at(from + result.end_s, Ev::End(a, self.att_gen[a as usize]));
     }
 
     /// Starts service for waiting attempts on `c` while it has a free server.
@@ -677,20 +697,4 @@ impl<'a> Engine<'a> {
             }
         }
     }
-}
-
-/// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
-/// ones the timeline names.
-fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
-    if ids.len() <= 32 {
-        return (0..ids.len()).collect();
-    }
-    let mut out: Vec<usize> = sc
-        .timeline
-        .iter()
-        .filter_map(|e| ids.iter().position(|x| x == e.candidate.get_ref()))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }

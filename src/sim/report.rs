@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::limit_stats::LimitTrack;
 use super::policy::Cand;
-use super::scenario::Action;
+use super::scenario::{Action, Scenario};
 
 /// Raw counts of one run (one policy, one seed).
 #[derive(Clone, Debug)]
@@ -585,5 +585,23 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+impl RunStats {
+    /// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
+    /// ones the timeline names.
+    pub(crate) fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
+        if ids.len() <= 32 {
+            return (0..ids.len()).collect();
+        }
+        let mut out: Vec<usize> = sc
+            .timeline
+            .iter()
+            .filter_map(|e| ids.iter().position(|x| x == e.candidate.get_ref()))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 }
