@@ -574,8 +574,8 @@ impl ScoreModel {
         let values = c.values();
         // In index order, the same additions one after another; a fixed count, unrolled.
         let mut s = self.weights[0] * values[0];
-        for i in 1..components::COUNT {
-            s += self.weights[i] * values[i];
+        for (w, v) in self.weights[1..].iter().zip(&values[1..]) {
+            s += w * v;
         }
         if s > 0.0 && s < f64::INFINITY {
             s

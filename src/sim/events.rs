@@ -109,7 +109,7 @@ impl<E: Copy> EventQueue<E> {
 #[inline]
 pub(crate) fn round_ns(x: f64) -> u64 {
     const EXACT: f64 = 4_503_599_627_370_496.0; // 2^52
-    if x >= 0.0 && x < EXACT {
+    if (0.0..EXACT).contains(&x) {
         let whole = x as u64;
         if x - whole as f64 >= 0.5 {
             whole + 1
