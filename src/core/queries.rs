@@ -231,6 +231,7 @@ impl Core {
 
     /// The slot of the candidate an attempt runs on (a driver in this crate keeps its own
     /// table by slot instead of hashing the grant's id).
+    #[cfg(feature = "sim")]
     #[inline]
     pub(crate) fn attempt_slot(&self, id: AttemptId) -> Option<usize> {
         let a = self.attempts.index(id).ok()?;
@@ -238,6 +239,7 @@ impl Core {
     }
 
     /// The slot of a live candidate.
+    #[cfg(feature = "sim")]
     pub(crate) fn candidate_slot(&self, id: &CandidateId) -> Option<usize> {
         self.fleet.index_of(id).map(|i| i as usize)
     }
