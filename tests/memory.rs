@@ -73,8 +73,8 @@ fn stats(rng: &mut SmallRng) -> Stats {
 }
 
 /// The targets. Per candidate the core keeps a 256-byte slot (packed statistics, the learned
-/// components, flags), the public `CandidateInfo` apart from it (120 bytes), a dense copy of
-/// the id, a 4-byte id index entry, the draw trees' leaves and the vectors' growth slack.
+/// components, flags), the public `CandidateInfo` apart from it (120 bytes), its load fit, a
+/// 4-byte id index entry, the draw trees' leaves and the vectors' growth slack.
 const CANDIDATE_LIMIT: f64 = 512.0;
 const WAITING_LIMIT: f64 = 128.0;
 

@@ -239,7 +239,7 @@ impl ShadowState {
             let agreed = choice == Some(winner);
             let verdict = ShadowVerdict {
                 name: shadows[i].stats.name.clone(),
-                choice: choice.map(|k| scoring.fleet.ids[k as usize].clone()),
+                choice: choice.map(|k| scoring.fleet.infos[k as usize].id.clone()),
                 agreed,
                 winner_probability: p_winner,
             };

@@ -9,6 +9,7 @@ impl Core {
     ///
     /// Returns what the attempt belonged to (request, candidate, arm), for a driver's metrics
     /// or logs. (Before, this returned `()`; code that only checks the result is unchanged.)
+    #[inline]
     pub fn outcome(
         &mut self,
         id: AttemptId,
@@ -49,7 +50,7 @@ impl Core {
         let r = &self.requests[ridx];
         Ok(Reported {
             request: RequestId::new(att.request, r.gen),
-            candidate: self.fleet.ids[idx].clone(),
+            candidate: self.fleet.infos[idx].id.clone(),
             arm: (!self.arms.is_empty()).then_some(r.arm as usize),
         })
     }
@@ -64,6 +65,7 @@ impl Core {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn apply_outcome(&mut self, idx: usize, outcome: &Outcome, elapsed_ms: Option<f64>) {
         if self.share.is_some() {
             // A core that shares watches its own outcomes for a sharp change (out of line).
@@ -145,6 +147,7 @@ impl Core {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn release_attempt(&mut self, a: usize) {
         let att = self.attempts.finish(a);
         let idx = att.key.idx as usize;
@@ -183,7 +186,7 @@ impl Core {
                             Some((self.clock.now_s - att.granted_s) * 1000.0),
                         );
                     }
-                    let candidate = self.fleet.ids[att.key.idx as usize].clone();
+                    let candidate = self.fleet.infos[att.key.idx as usize].id.clone();
                     self.release_attempt(a);
                     self.out.counters.reclaimed += 1;
                     self.out.push(Event::Reclaimed {

@@ -23,7 +23,11 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
-        if self.fleet.by_id.contains(&self.fleet.ids, info.id.as_str()) {
+        if self
+            .fleet
+            .by_id
+            .contains(&self.fleet.infos, info.id.as_str())
+        {
             return Err(Error::DuplicateCandidate(info.id));
         }
         self.advance(now);
@@ -60,23 +64,20 @@ impl Core {
                 let more = (self.fleet.slots.len() / 16).max(16);
                 self.fleet.slots.reserve_exact(more);
                 self.fleet.infos.reserve_exact(more);
-                self.fleet.ids.reserve_exact(more);
                 self.fleet.oldest_pending.reserve_exact(more);
                 self.fleet.load_fit.reserve_exact(more);
             }
             self.fleet.slots.push(slot);
             self.fleet.oldest_pending.push(NO_ATTEMPT);
             self.fleet.load_fit.push(LoadFit::default());
-            self.fleet.ids.push(info.id.clone());
             self.fleet.infos.push(info);
         } else {
             self.fleet.slots[idx as usize] = slot;
             self.fleet.load_fit[idx as usize] = LoadFit::default();
-            self.fleet.ids[idx as usize] = info.id.clone();
             self.fleet.infos[idx as usize] = info;
         }
         self.fleet.feedback.reset(idx as usize);
-        self.fleet.by_id.insert(&self.fleet.ids, idx);
+        self.fleet.by_id.insert(&self.fleet.infos, idx);
         self.limit_added(idx as usize);
         self.fleet.live_count += 1;
         self.refresh_static(idx as usize);
@@ -86,6 +87,17 @@ impl Core {
         }
         self.pump(rng);
         Ok(())
+    }
+
+    /// Makes room for `additional` more candidates at once, so adding a large fleet one by one
+    /// does not grow (and copy) the per-candidate tables many times over. Changes nothing else.
+    pub fn reserve_candidates(&mut self, additional: usize) {
+        let f = &mut self.fleet;
+        let more = additional.saturating_sub(f.slots.capacity() - f.slots.len());
+        f.slots.reserve_exact(more);
+        f.infos.reserve_exact(more);
+        f.oldest_pending.reserve_exact(more);
+        f.load_fit.reserve_exact(more);
     }
 
     /// Replaces a candidate's static info (statistics are kept).
@@ -99,7 +111,7 @@ impl Core {
         let idx = self
             .fleet
             .by_id
-            .get(&self.fleet.ids, info.id.as_str())
+            .get(&self.fleet.infos, info.id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
         self.advance(now);
         self.fleet.stake_total += info.stake - self.fleet.infos[idx].stake;
@@ -123,7 +135,7 @@ impl Core {
         let idx = self
             .fleet
             .by_id
-            .remove(&self.fleet.ids, id.as_str())
+            .remove(&self.fleet.infos, id.as_str())
             .ok_or_else(|| Error::UnknownCandidate(id.clone()))? as usize;
         self.advance(now);
         self.fleet.stake_total -= self.fleet.infos[idx].stake;

@@ -334,7 +334,7 @@ impl Core {
             let (errors, total) = s.window.counts(bucket, buckets);
             let finite = |x: Option<f64>| x.filter(|v| v.is_finite() && *v >= 0.0);
             entries.push(CandidateDigest {
-                id: self.fleet.ids[idx].clone(),
+                id: self.fleet.infos[idx].id.clone(),
                 success: s.success.unwrap_or(cfg.ema.success_prior).clamp(0.0, 1.0),
                 attempt_ms: finite(s.attempt_ms).map(|t| t.min(crate::digest::MAX_TIME_MS)),
                 attempt_var: f64::from(s.attempt_var).clamp(0.0, crate::digest::MAX_VARIANCE),
@@ -459,7 +459,7 @@ impl Core {
                 applied.reject(err);
                 continue;
             }
-            let Some(idx) = self.fleet.by_id.get(&self.fleet.ids, e.id.as_str()) else {
+            let Some(idx) = self.fleet.by_id.get(&self.fleet.infos, e.id.as_str()) else {
                 applied.reject(DigestError::UnknownCandidate(e.id.clone()));
                 continue;
             };

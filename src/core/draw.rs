@@ -16,7 +16,10 @@ const BLOCK: usize = 8;
 pub(crate) struct SumTree {
     /// Number of leaves the tree can hold (a power of two, at least [`BLOCK`], or 0).
     width: usize,
-    /// The leaf weights, `width` of them.
+    /// The leaf weights, in whole blocks, up to the last block ever written: the blocks past it
+    /// (up to `width`) are all zero and take no memory, which on a fleet just past a power of
+    /// two saves up to half the leaves. Their sums are zero in the nodes as well, so the tree,
+    /// its sums and its draws are those of the full width.
     leaves: Vec<f64>,
     /// `nodes[1]` is the root; block `b`'s sum lives at `nodes[blocks + b]`, `blocks` being
     /// `width / BLOCK`. `nodes[0]` is unused.
@@ -46,7 +49,8 @@ impl SumTree {
     }
 
     /// A block's sum, always in the same (pairwise) order, so an update and a rebuild agree
-    /// bit for bit; pairwise, the additions form three dependent steps instead of seven.
+    /// bit for bit; pairwise, the additions form three dependent steps instead of seven. The
+    /// block must be stored.
     #[inline]
     fn block_sum(&self, b: usize) -> f64 {
         let l = &self.leaves[b * BLOCK..(b + 1) * BLOCK];
@@ -59,11 +63,24 @@ impl SumTree {
             return;
         }
         let new_width = len.next_power_of_two().max(BLOCK);
-        self.leaves.resize(new_width, 0.0);
         self.width = new_width;
         // With one block the root is the block's own slot: `nodes[1]`.
         self.nodes = vec![0.0; 2 * self.blocks().max(1)];
         self.rebuild();
+    }
+
+    /// Stores leaves up to leaf `i`'s block (zeros), growing by at least a sixteenth when the
+    /// vector is full, as the candidate tables do.
+    #[cold]
+    #[inline(never)]
+    fn store_through(&mut self, i: usize) {
+        let need = (i / BLOCK + 1) * BLOCK;
+        if need > self.leaves.capacity() {
+            let len = self.leaves.len();
+            self.leaves
+                .reserve_exact((need - len).max(len / 16).min(self.width - len));
+        }
+        self.leaves.resize(need, 0.0);
     }
 
     /// Sets leaf `i` to `w` and repairs the path to the root. O(log n).
@@ -76,8 +93,11 @@ impl SumTree {
         if i >= self.width {
             self.reserve_leaves(i + 1);
         }
-        if self.leaves[i] == w {
+        if self.get(i) == w {
             return;
+        }
+        if i >= self.leaves.len() {
+            self.store_through(i);
         }
         self.leaves[i] = w;
         let b = i / BLOCK;
@@ -104,6 +124,12 @@ impl SumTree {
         if i >= self.width {
             self.reserve_leaves(i + 1);
         }
+        if i >= self.leaves.len() {
+            if w == 0.0 {
+                return;
+            }
+            self.store_through(i);
+        }
         self.leaves[i] = w;
     }
 
@@ -113,12 +139,13 @@ impl SumTree {
         if blocks == 0 {
             return;
         }
+        let stored = self.leaves.len() / BLOCK;
         if blocks == 1 {
-            self.nodes[1] = self.block_sum(0);
+            self.nodes[1] = if stored == 1 { self.block_sum(0) } else { 0.0 };
             return;
         }
         for b in 0..blocks {
-            self.nodes[blocks + b] = self.block_sum(b);
+            self.nodes[blocks + b] = if b < stored { self.block_sum(b) } else { 0.0 };
         }
         for n in (1..blocks).rev() {
             self.nodes[n] = self.nodes[2 * n] + self.nodes[2 * n + 1];
@@ -130,6 +157,7 @@ impl SumTree {
     /// Returns `None` only when the tree is empty (total 0). Rounding at range edges can never
     /// select a zero-weight leaf: the descent only enters subtrees with positive mass, and the
     /// scan inside a block only stops at a positive leaf.
+    #[inline]
     pub(crate) fn sample(&self, mut u: f64) -> Option<usize> {
         if self.width == 0 || self.nodes[1] <= 0.0 {
             return None;
@@ -152,16 +180,20 @@ impl SumTree {
             }
             let left = self.nodes[2 * n];
             let right = self.nodes[2 * n + 1];
-            // Branch-free step: the direction is a coin flip the predictor cannot learn.
-            // `left * 0.0` is 0 for the finite weights the tree holds, so `u` is unchanged
-            // going left and reduced by exactly `left` going right.
-            let right_side = !((u < left && left > 0.0) || right <= 0.0) as usize;
-            u -= left * right_side as f64;
-            n = 2 * n + right_side;
+            // Branch-free step: the direction is a coin flip the predictor cannot learn. `u`
+            // is reduced by exactly `left` going right and unchanged going left, chosen by a
+            // mask, so the next comparison waits for one subtraction (computed beside this
+            // one), not for a conversion, a product and a subtraction after it.
+            let right_side = !((u < left && left > 0.0) || right <= 0.0);
+            u = select(right_side, u - left, u);
+            n = 2 * n + right_side as usize;
         }
         let b = if blocks == 1 { 0 } else { n - blocks };
         let base = b * BLOCK;
-        pick_linear_from(&self.leaves[base..base + BLOCK], u).map(|j| base + j)
+        let block: &[f64; BLOCK] = self.leaves[base..base + BLOCK]
+            .try_into()
+            .expect("a block is BLOCK leaves");
+        pick_block(block, u).map(|j| base + j)
     }
 }
 
@@ -194,6 +226,37 @@ fn pick_linear_from(weights: &[f64], mut target: f64) -> Option<usize> {
     last_positive
 }
 
+/// `a` if `take_a`, else `b`, without a branch (a mask over the bits).
+#[inline(always)]
+fn select(take_a: bool, a: f64, b: f64) -> f64 {
+    let mask = u64::from(take_a).wrapping_neg();
+    f64::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
+}
+
+/// [`pick_linear_from`] over one block, without a branch on the weights: where the pick
+/// stops within the block is as random as the descent's directions. The running target is
+/// the same sequence of subtractions (subtracting a zero weight leaves it unchanged), every
+/// comparison is made, and the first hit is found in a bit mask.
+#[inline]
+fn pick_block(weights: &[f64; BLOCK], target: f64) -> Option<usize> {
+    let mut t = target;
+    let mut hits = 0u32;
+    let mut positive = 0u32;
+    for (i, &w) in weights.iter().enumerate() {
+        let pos = w > 0.0;
+        hits |= u32::from(pos && t < w) << i;
+        positive |= u32::from(pos) << i;
+        t -= w;
+    }
+    if hits != 0 {
+        Some(hits.trailing_zeros() as usize)
+    } else if positive != 0 {
+        Some(31 - positive.leading_zeros() as usize)
+    } else {
+        None
+    }
+}
+
 /// The index of the largest value; ties go to the smallest `order` key (the candidate that was
 /// added first). Returns `None` for an empty slice.
 pub(crate) fn argmax_by_order(values: &[f64], order: &[u64]) -> Option<usize> {
@@ -214,6 +277,25 @@ pub(crate) fn argmax_by_order(values: &[f64], order: &[u64]) -> Option<usize> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The descent as it was written before: the step taken by a product with the direction.
+    fn sample_multiplying(t: &SumTree, mut u: f64) -> Option<usize> {
+        if t.width == 0 || t.nodes[1] <= 0.0 {
+            return None;
+        }
+        let blocks = t.blocks();
+        let mut n = 1;
+        while n < blocks {
+            let left = t.nodes[2 * n];
+            let right = t.nodes[2 * n + 1];
+            let right_side = !((u < left && left > 0.0) || right <= 0.0) as usize;
+            u -= left * right_side as f64;
+            n = 2 * n + right_side;
+        }
+        let b = if blocks == 1 { 0 } else { n - blocks };
+        let base = b * BLOCK;
+        pick_linear_from(&t.leaves[base..base + BLOCK], u).map(|j| base + j)
+    }
 
     #[test]
     fn sample_respects_boundaries() {
@@ -278,6 +360,24 @@ mod tests {
                             "leaf {i} covers [{below}, {}) but the target is {target}", below + ws[i]);
                     }
                 }
+            }
+        }
+
+        #[test]
+        fn the_block_pick_is_the_linear_pick(ws in proptest::array::uniform8(prop_oneof![Just(0.0), 0.0f64..10.0, 1e-300f64..1e-290]), u in 0.0f64..1.2) {
+            let total: f64 = ws.iter().sum();
+            for target in [u * total, u, 0.0, total] {
+                prop_assert_eq!(pick_block(&ws, target), pick_linear_from(&ws, target));
+            }
+        }
+
+        #[test]
+        fn the_descent_is_the_multiplying_one(ws in proptest::collection::vec(prop_oneof![Just(0.0), 0.0f64..10.0], 1..600), us in proptest::collection::vec(0.0f64..1.0, 1..20)) {
+            let mut t = SumTree::default();
+            for (i, w) in ws.iter().enumerate() { t.set(i, *w); }
+            for u in us {
+                let target = u * t.total();
+                prop_assert_eq!(t.sample(target), sample_multiplying(&t, target));
             }
         }
 

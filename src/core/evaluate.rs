@@ -226,7 +226,7 @@ impl Scoring<'_> {
                     let s = &self.fleet.slots[k.idx as usize];
                     s.gen == k.gen && eligible(k.idx, s)
                 })
-                .map(|k| self.fleet.ids[k.idx as usize].clone())
+                .map(|k| self.fleet.infos[k.idx as usize].id.clone())
                 .collect(),
             None => self
                 .fleet
@@ -234,7 +234,7 @@ impl Scoring<'_> {
                 .iter()
                 .enumerate()
                 .filter(|(i, s)| eligible(*i as u32, s))
-                .map(|(i, _)| self.fleet.ids[i].clone())
+                .map(|(i, _)| self.fleet.infos[i].id.clone())
                 .collect(),
         };
         if !removed.is_empty() {
@@ -271,7 +271,7 @@ impl Scoring<'_> {
                 .keys
                 .iter()
                 .filter(|&&i| !pass(i as usize))
-                .map(|&i| self.fleet.ids[i as usize].clone())
+                .map(|&i| self.fleet.infos[i as usize].id.clone())
                 .collect();
             ev.filters.push(FilterNote {
                 filter: name.to_string(),
@@ -304,7 +304,7 @@ impl Scoring<'_> {
                 let score = m.score(&comps);
                 let weight = if sum_mode { ev.values[j * nc] } else { p };
                 ConsideredCandidate {
-                    id: self.fleet.ids[i as usize].clone(),
+                    id: self.fleet.infos[i as usize].id.clone(),
                     components: comps,
                     score,
                     weight,

@@ -104,6 +104,7 @@ impl Core {
     }
 
     /// [`Core::refresh_leaf`] after an outcome updated the candidate's statistics.
+    #[inline]
     pub(crate) fn refresh_after_outcome(&mut self, idx: usize) {
         self.refresh_slot(idx, Refresh::Outcome);
     }
@@ -126,6 +127,7 @@ impl Core {
 
     /// Recomputes one candidate's flags, counts and (unless only its load moved) learned
     /// components, and lists or writes its leaves, as `how` says.
+    #[inline]
     pub(super) fn refresh_slot(&mut self, idx: usize, how: Refresh) {
         let deferred = matches!(how, Refresh::Coarse);
         let now_s = self.clock.now_s;

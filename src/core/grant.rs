@@ -120,7 +120,12 @@ impl Core {
         // the id's locked reference-count increment below, and the outcome's statistics and
         // fit updates later, would otherwise take them one after another.
         std::hint::black_box((
-            self.fleet.ids[cidx].as_str().as_bytes().first().copied(),
+            self.fleet.infos[cidx]
+                .id
+                .as_str()
+                .as_bytes()
+                .first()
+                .copied(),
             self.fleet.slots[cidx].touch(),
             self.fleet.load_fit[cidx].evidence(),
         ));
@@ -160,7 +165,7 @@ impl Core {
             .position(|x| *x == d.reason)
             .unwrap_or(0);
         self.out.counters.by_reason[reason_ix] += 1;
-        let candidate = self.fleet.ids[cidx].clone();
+        let candidate = self.fleet.infos[cidx].id.clone();
         if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }

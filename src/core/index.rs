@@ -1,13 +1,14 @@
 //! The id -> slot index: a hash table of slot numbers that hashes and compares through the
-//! core's dense id array, so each entry is four bytes instead of a second copy of the id.
+//! ids in the core's candidate infos, so each entry is four bytes instead of a second copy of
+//! the id.
 
 use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
-use super::CandidateId;
+use super::CandidateInfo;
 
-/// Maps a live candidate's id to its slot. Every entry's id is `ids[entry]`.
+/// Maps a live candidate's id to its slot. Every entry's id is `infos[entry].id`.
 #[derive(Debug, Default)]
 pub(crate) struct IdIndex {
     table: HashTable<u32>,
@@ -20,30 +21,30 @@ impl IdIndex {
     }
 
     /// The slot of `id`, if it is live.
-    pub(crate) fn get(&self, ids: &[CandidateId], id: &str) -> Option<u32> {
+    pub(crate) fn get(&self, infos: &[CandidateInfo], id: &str) -> Option<u32> {
         self.table
-            .find(self.hash(id), |&i| ids[i as usize].as_str() == id)
+            .find(self.hash(id), |&i| infos[i as usize].id.as_str() == id)
             .copied()
     }
 
     /// Whether `id` is live.
-    pub(crate) fn contains(&self, ids: &[CandidateId], id: &str) -> bool {
-        self.get(ids, id).is_some()
+    pub(crate) fn contains(&self, infos: &[CandidateInfo], id: &str) -> bool {
+        self.get(infos, id).is_some()
     }
 
-    /// Indexes slot `idx` under `ids[idx]` (which must not be indexed already).
-    pub(crate) fn insert(&mut self, ids: &[CandidateId], idx: u32) {
-        let h = self.hash(ids[idx as usize].as_str());
+    /// Indexes slot `idx` under `infos[idx].id` (which must not be indexed already).
+    pub(crate) fn insert(&mut self, infos: &[CandidateInfo], idx: u32) {
+        let h = self.hash(infos[idx as usize].id.as_str());
         let state = &self.state;
         self.table
-            .insert_unique(h, idx, |&i| state.hash_one(ids[i as usize].as_str()));
+            .insert_unique(h, idx, |&i| state.hash_one(infos[i as usize].id.as_str()));
     }
 
     /// Removes `id`, returning its slot.
-    pub(crate) fn remove(&mut self, ids: &[CandidateId], id: &str) -> Option<u32> {
+    pub(crate) fn remove(&mut self, infos: &[CandidateInfo], id: &str) -> Option<u32> {
         let h = self.hash(id);
         self.table
-            .find_entry(h, |&i| ids[i as usize].as_str() == id)
+            .find_entry(h, |&i| infos[i as usize].id.as_str() == id)
             .ok()
             .map(|e| e.remove().0)
     }

@@ -15,7 +15,7 @@
 //!
 //! | part | file | holds |
 //! |---|---|---|
-//! | fleet | `slots.rs` | candidate slots, infos and ids, the id index, the channel sum trees, the counts; its refresh (which needs the model, the clock and the limits) is in `fleet.rs` |
+//! | fleet | `slots.rs` | candidate slots, infos (with the ids), the id index, the channel sum trees, the counts; its refresh (which needs the model, the clock and the limits) is in `fleet.rs` |
 //! | wait queue | `queue.rs` | waiting requests in arrival order, their deadlines |
 //! | attempts | `attempt_slots.rs` | attempts in flight, their free list and count; outcomes, releases and leases are in `attempts.rs` |
 //! | clock | `clock.rs` | the epoch, the latest `now`, the values derived from it, the refresh schedule |

@@ -24,7 +24,7 @@ impl Core {
         ev.keys
             .iter()
             .zip(&ev.probs)
-            .map(|(&i, &p)| (self.fleet.ids[i as usize].clone(), p))
+            .map(|(&i, &p)| (self.fleet.infos[i as usize].id.clone(), p))
             .collect()
     }
 }

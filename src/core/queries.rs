@@ -5,6 +5,7 @@ use super::*;
 
 impl Core {
     /// The next event, oldest first.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.out.poll()
     }
@@ -111,7 +112,7 @@ impl Core {
     /// Probability of `id` in the O(log n) tree for an unrestricted request (0 if it is not
     /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
     pub fn tree_probability(&self, id: &CandidateId) -> f64 {
-        match self.fleet.by_id.get(&self.fleet.ids, id.as_str()) {
+        match self.fleet.by_id.get(&self.fleet.infos, id.as_str()) {
             Some(idx) if self.fleet.slots[idx as usize].in_tree => {
                 self.leaf_probability(idx as usize)
             }
@@ -123,7 +124,7 @@ impl Core {
     pub fn candidate(&self, id: &CandidateId) -> Option<CandidateView<'_>> {
         self.fleet
             .by_id
-            .get(&self.fleet.ids, id.as_str())
+            .get(&self.fleet.infos, id.as_str())
             .map(|i| self.view(i as usize))
     }
 
@@ -225,7 +226,22 @@ impl Core {
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
         let a = self.attempts.index(id).ok()?;
-        Some(&self.fleet.ids[self.attempts[a].key.idx as usize])
+        Some(&self.fleet.infos[self.attempts[a].key.idx as usize].id)
+    }
+
+    /// The slot of the candidate an attempt runs on (a driver in this crate keeps its own
+    /// table by slot instead of hashing the grant's id).
+    #[cfg(feature = "sim")]
+    #[inline]
+    pub(crate) fn attempt_slot(&self, id: AttemptId) -> Option<usize> {
+        let a = self.attempts.index(id).ok()?;
+        Some(self.attempts[a].key.idx as usize)
+    }
+
+    /// The slot of a live candidate.
+    #[cfg(feature = "sim")]
+    pub(crate) fn candidate_slot(&self, id: &CandidateId) -> Option<usize> {
+        self.fleet.index_of(id).map(|i| i as usize)
     }
 
     /// Whether a waiting request could be granted right now. After any call returns this is

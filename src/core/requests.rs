@@ -39,11 +39,16 @@ impl Core {
             }
         };
         self.advance(now);
-        let exclude: Vec<Key> = request
-            .exclude
-            .iter()
-            .filter_map(|id| self.fleet.key_of(id))
-            .collect();
+        // Most requests exclude nothing: no collecting then.
+        let exclude: Vec<Key> = if request.exclude.is_empty() {
+            Vec::new()
+        } else {
+            request
+                .exclude
+                .iter()
+                .filter_map(|id| self.fleet.key_of(id))
+                .collect()
+        };
         let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
         {
             None
@@ -198,6 +203,7 @@ impl Core {
 
     /// Retires the request if nothing of it waits, runs or is kept open; `ended` says why
     /// when it was neither cancelled nor rejected (told as [`Event::Closed`] when asked for).
+    #[inline]
     pub(super) fn maybe_retire(&mut self, idx: u32, ended: CloseReason) {
         let r = &mut self.requests[idx as usize];
         if r.active && r.pending == 0 && r.in_flight == 0 && !r.keep_open {

@@ -107,6 +107,7 @@ impl Drawer<'_> {
     }
 
     /// Whether the O(log n) tree draw applies to this set.
+    #[inline]
     fn tree_applies(&self, set: DrawSet<'_>) -> bool {
         if set.eligible.is_some() || !set.caps.is_empty() || self.model.config().deterministic {
             return false;
@@ -116,6 +117,7 @@ impl Drawer<'_> {
 
     /// Writes the score leaves that changed since the last draw. O(s C log n) for s stale
     /// candidates.
+    #[inline]
     fn flush_stale(&mut self) {
         let uniform = self.model.uniform_channel();
         for i in 0..self.fleet.stale.len() {

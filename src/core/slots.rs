@@ -1,4 +1,4 @@
-//! The fleet part: the candidate slots, their static info and ids, the id index, the sum
+//! The fleet part: the candidate slots, their static info (with the ids), the id index, the sum
 //! trees over the drawable slots, and the counts that spare the common checks a scan.
 
 use rand::{Rng, RngExt};
@@ -11,7 +11,7 @@ use crate::decision::DecisionReason;
 use crate::score::{FeedbackBook, Fixed, Learned, LoadFit, Overall, PackedStats, ScoreModel};
 
 /// One candidate's state inside the core: what a decision, an outcome and a release touch.
-/// Its static info lives apart (`Fleet::infos`, `Fleet::ids`) so a cycle reads only this, a few
+/// Its static info lives apart (`Fleet::infos`) so a cycle reads only this, a few
 /// cache lines, even when the fleet is far larger than the cache.
 ///
 /// 256 bytes, aligned to the cache line: exactly four lines each, in a fixed order (`repr(C)`)
@@ -64,10 +64,9 @@ impl Slot {
 #[derive(Debug)]
 pub(super) struct Fleet {
     pub(super) slots: Vec<Slot>,
-    /// Each slot's static info, apart from the slot: only changes and records read it.
+    /// Each slot's static info, apart from the slot: changes, records and grants (for the id)
+    /// read it.
     pub(super) infos: Vec<CandidateInfo>,
-    /// Each slot's id, densely packed: a grant reads one without touching the info.
-    pub(super) ids: Vec<CandidateId>,
     /// Slots of removed candidates with nothing in flight, for reuse.
     pub(super) free_slots: Vec<u32>,
     pub(super) by_id: IdIndex,
@@ -106,7 +105,6 @@ impl Fleet {
         Fleet {
             slots: Vec::new(),
             infos: Vec::new(),
-            ids: Vec::new(),
             free_slots: Vec::new(),
             by_id: IdIndex::default(),
             trees: vec![SumTree::default(); channels],
@@ -129,7 +127,7 @@ impl Fleet {
     /// The slot of a live candidate.
     #[inline]
     pub(super) fn index_of(&self, id: &CandidateId) -> Option<u32> {
-        self.by_id.get(&self.ids, id.as_str())
+        self.by_id.get(&self.infos, id.as_str())
     }
 
     /// A live candidate's key (slot and generation).

@@ -98,7 +98,7 @@ impl Core {
                 attempt_noise: s.attempt_noise,
                 attempt_surprise: s.attempt_surprise,
             };
-            let idx = match self.fleet.by_id.get(&self.fleet.ids, c.info.id.as_str()) {
+            let idx = match self.fleet.by_id.get(&self.fleet.infos, c.info.id.as_str()) {
                 Some(idx) => {
                     self.fleet.slots[idx as usize].stats = PackedStats::pack(&stats);
                     idx as usize
@@ -107,7 +107,7 @@ impl Core {
                     self.add_with_stats(c.info.clone(), stats, now, rng)?;
                     self.fleet
                         .by_id
-                        .get(&self.fleet.ids, c.info.id.as_str())
+                        .get(&self.fleet.infos, c.info.id.as_str())
                         .ok_or_else(|| Error::UnknownCandidate(c.info.id.clone()))?
                         as usize
                 }

@@ -28,6 +28,7 @@ impl CandidateInfo {
 }
 
 impl Request {
+    #[inline]
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.parallelism == 0 {
             return Err(Error::InvalidRequest(
@@ -53,7 +54,9 @@ impl Outcome {
         if let Outcome::Success(s) = self {
             // Every outcome passes through here: the common case (plain numbers, no server
             // report) is one comparison per number, and naming what is wrong is out of line.
-            let plain = |v: Option<f64>| v.is_none_or(|v| (0.0..f64::INFINITY).contains(&v));
+            // Below the bits of infinity are exactly the finite numbers from +0.0 up (a sign
+            // bit, NaN or infinity is above); -0.0, which is fine, takes the named check.
+            let plain = |v: Option<f64>| v.is_none_or(|v| v.to_bits() < f64::INFINITY.to_bits());
             if !(plain(s.connect_ms) && plain(s.ttfb_ms) && plain(s.duration_ms))
                 || s.feedback.is_some()
             {

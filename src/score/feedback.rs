@@ -116,12 +116,13 @@ impl Default for FeedbackBook {
 }
 
 impl FeedbackBook {
-    /// Forgets slot `idx`'s averages (a new candidate in it), growing the book if needed.
+    /// Forgets slot `idx`'s averages (a new candidate in it). The book grows only when a
+    /// report comes ([`FeedbackBook::observe`]): a slot past its end never reported, so a
+    /// fleet without server feedback keeps no entry per candidate.
     pub(crate) fn reset(&mut self, idx: usize) {
-        if self.per.len() <= idx {
-            self.per.resize(idx + 1, NONE);
+        if let Some(avg) = self.per.get_mut(idx) {
+            *avg = NONE;
         }
-        self.per[idx] = NONE;
     }
 
     /// Folds a report of slot `idx`'s server into its averages (alpha `cfg.alpha`) and the
@@ -248,6 +249,9 @@ mod tests {
         // A new candidate in the slot starts afresh.
         book.reset(0);
         assert_eq!(book.averages(0), None);
+        // Slots that never reported take no room.
+        book.reset(9);
+        assert_eq!(book.per.len(), 2);
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub struct LoadFit {
 impl LoadFit {
     /// Adds an attempt granted at concurrency `k` that took `time_ms`, against the candidate's
     /// estimate `estimate_ms` before it.
+    #[inline]
     pub(crate) fn observe(&mut self, k: u32, time_ms: f64) {
         let x = time_ms.max(1e-3).ln() as f32;
         if !x.is_finite() {
@@ -81,6 +82,7 @@ impl LoadFit {
         self.evidence = if now > kept { now } else { kept };
     }
 
+    #[inline]
     fn compute(&self) -> f32 {
         if self.kk < MIN_K_VAR || self.n < 10 {
             return 0.0;

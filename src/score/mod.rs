@@ -485,6 +485,7 @@ impl ScoreModel {
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
 
+    #[inline]
     fn assemble_parts(
         &self,
         learned: &Learned,
@@ -530,6 +531,7 @@ impl ScoreModel {
     /// With `load_gate` on, the in-flight penalty counts only in proportion to the candidate's
     /// evidence of overload: work piled on a candidate that has never answered "overloaded"
     /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
+    #[inline]
     pub(crate) fn load_component(
         &self,
         in_flight: u32,
@@ -569,21 +571,30 @@ impl ScoreModel {
                 .min(1.0);
             load = 1.0 - evidence * (1.0 - load);
         }
-        if load.is_finite() {
-            load.clamp(0.0, 1.0)
+        // `load.clamp(0.0, 1.0)` when finite, else 0, in plain comparisons.
+        if load >= 0.0 {
+            if load <= 1.0 {
+                load
+            } else if load < f64::INFINITY {
+                1.0
+            } else {
+                0.0
+            }
         } else {
             0.0
         }
     }
 
     /// The weighted sum of components (before the exponent).
+    #[inline]
     pub fn score(&self, c: &Components) -> f64 {
         let values = c.values();
+        // In index order, the same additions one after another; a fixed count, unrolled.
         let mut s = self.weights[0] * values[0];
-        for (w, v) in self.weights.iter().zip(&values).skip(1) {
+        for (w, v) in self.weights[1..].iter().zip(&values[1..]) {
             s += w * v;
         }
-        if s.is_finite() && s > 0.0 {
+        if s > 0.0 && s < f64::INFINITY {
             s
         } else {
             0.0
@@ -591,6 +602,7 @@ impl ScoreModel {
     }
 
     /// The leaf value of one channel for a drawable candidate.
+    #[inline]
     pub(crate) fn channel_value(&self, ch: ChannelKind, c: &Components) -> f64 {
         let v = match ch {
             ChannelKind::SumScore => {
@@ -615,7 +627,7 @@ impl ScoreModel {
             ChannelKind::Component(k) => self.power.apply(c.entries()[k].1),
             ChannelKind::Uniform => 1.0,
         };
-        if v.is_finite() && v > 0.0 {
+        if v > 0.0 && v < f64::INFINITY {
             v
         } else {
             0.0
@@ -666,8 +678,15 @@ pub(crate) fn per_success(time_ms: f64, success: f64) -> f64 {
 /// empty float sum starts, into 0.0 for display).
 #[inline]
 fn unit(x: f64) -> f64 {
-    if x.is_finite() {
-        x.clamp(0.0, 1.0) + 0.0
+    // In plain comparisons: -0.0 passes the first one and leaves as 0.0.
+    if x >= 0.0 {
+        if x <= 1.0 {
+            x + 0.0
+        } else if x < f64::INFINITY {
+            1.0
+        } else {
+            0.0
+        }
     } else {
         0.0
     }

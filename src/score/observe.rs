@@ -45,18 +45,21 @@ impl ScoreModel {
     /// trip, whatever the server holds, so they say nothing of how its answers slow with its
     /// queue; counted, a fleet that fails fast or hangs reads as queueing, and the load gate
     /// then spreads traffic away from the best server long after it has healed.
+    #[inline]
     pub(crate) fn time_sample(outcome: &Outcome, elapsed_ms: Option<f64>) -> Option<f64> {
         match outcome {
             Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
             Outcome::Failure(FailureClass::Application) => elapsed_ms,
             Outcome::Failure(_) => None,
         }
-        .filter(|t| t.is_finite() && *t >= 0.0)
+        .filter(|t| *t >= 0.0 && *t < f64::INFINITY)
     }
 
     /// Applies an outcome to a candidate's statistics, in place in their packed form (each
     /// value read and written exactly as unpacking, updating and packing them would), and says
-    /// whether the candidate should be ejected now and whether it recovered.
+    /// whether the candidate should be ejected now (the caller checks the ejected share) and
+    /// whether it recovered.
+    #[inline]
     pub(crate) fn observe_packed(
         &self,
         stats: &mut PackedStats,
@@ -125,7 +128,7 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         let mut recovered = false;
-        if let Some(t) = first_byte.filter(|t| t.is_finite() && *t >= 0.0) {
+        if let Some(t) = first_byte.filter(|t| *t >= 0.0 && *t < f64::INFINITY) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);

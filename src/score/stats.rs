@@ -235,7 +235,7 @@ pub(super) fn saturate_u16(x: u32) -> u16 {
 /// A variance as stored: hostile or overflowed values read as "nothing known" (0).
 #[inline]
 pub(super) fn finite_or_zero(x: f32) -> f32 {
-    if x.is_finite() && x > 0.0 {
+    if x > 0.0 && x < f32::INFINITY {
         x
     } else {
         0.0

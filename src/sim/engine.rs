@@ -1,16 +1,14 @@
 //! The discrete-event engine: virtual time, workers, arrivals, attempts, the timeline.
 //!
-//! Events sit in a binary heap ordered by (time in ns, sequence number), so two events at the
-//! same instant run in the order they were scheduled and a run is a pure function of the
+//! Events sit in a heap ordered by (time in ns, sequence number) (`events.rs`), so two events at
+//! the same instant run in the order they were scheduled and a run is a pure function of the
 //! scenario, the policy and the seed. Nothing sleeps: an attempt's end is an event at the time
 //! the truth model says it ends.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use super::events::{round_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
@@ -29,6 +27,11 @@ enum Ev {
     FirstByte(u32, u32),
     /// An attempt ends (index into the attempt slab, and the slot's generation).
     End(u32, u32),
+    /// A successful attempt whose first byte is its end (a request-response): its `FirstByte`
+    /// and its `End` in one event. The two would have been scheduled one after the other for
+    /// the same instant, so nothing could run between them: handled in that order, it is the
+    /// same run with one event less in the queue.
+    FirstByteEnd(u32, u32),
     /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
     Deadline(u32, u32),
     /// A timeline event (index).
@@ -104,7 +107,7 @@ pub(crate) struct Engine<'a> {
     present: Vec<bool>,
     live: Vec<Cand>,
     load: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    heap: EventQueue<Ev>,
     seq: u64,
     reqs: Vec<ReqRec>,
     /// Finished request slots, reused so every per-request table stays as small as the number
@@ -152,7 +155,7 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
             .collect();
-        let tracked = tracked_candidates(sc, &ids);
+        let tracked = RunStats::tracked_candidates(sc, &ids);
         let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
         stats.arms = policy
             .arm_names()
@@ -177,7 +180,7 @@ impl<'a> Engine<'a> {
             present: vec![false; n],
             live: Vec::new(),
             load: vec![0; n],
-            heap: BinaryHeap::new(),
+            heap: EventQueue::default(),
             seq: 0,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
@@ -198,14 +201,15 @@ impl<'a> Engine<'a> {
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
-        let ns = (t.max(self.now) * 1e9).round() as u64;
+        let ns = round_ns(t.max(self.now) * 1e9);
         self.seq += 1;
-        self.heap.push(Reverse((ns, self.seq, ev)));
+        self.heap.push(ns, self.seq, ev);
     }
 
     /// Runs to the end and returns the statistics.
     pub(crate) fn run(mut self) -> RunStats {
         let started = std::time::Instant::now();
+        self.policy.reserve(self.ids.len());
         for c in 0..self.ids.len() {
             if self.sc.candidates[self.spec_of[c]].present {
                 let id = self.ids[c].clone();
@@ -230,7 +234,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.at(TICK_S, Ev::Tick);
-        while let Some(Reverse((ns, _, ev))) = self.heap.pop() {
+        while let Some((ns, ev)) = self.heap.pop() {
             self.now = ns as f64 / 1e9;
             let now = self.now;
             match ev {
@@ -251,6 +255,16 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Ev::End(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        self.end_attempt(a, now);
+                    }
+                }
+                Ev::FirstByteEnd(a, g) => {
+                    if self.att_gen[a as usize] == g {
+                        let att = self.atts[a as usize];
+                        self.policy.first_byte(att.req, att.cand, now);
+                    }
+                    self.drain(now);
                     if self.att_gen[a as usize] == g {
                         self.end_attempt(a, now);
                     }
@@ -508,10 +522,15 @@ impl<'a> Engine<'a> {
     /// (its grant, or the end of its service).
     fn schedule_end(&mut self, a: u32, from: f64) {
         let result = self.atts[a as usize].result;
-        if let Some(t) = result.first_byte_s() {
-            self.at(from + t, Ev::FirstByte(a, self.att_gen[a as usize]));
+        let gen = self.att_gen[a as usize];
+        match result.first_byte_s() {
+            Some(t) if t == result.end_s => self.at(from + result.end_s, Ev::FirstByteEnd(a, gen)),
+            Some(t) => {
+                self.at(from + t, Ev::FirstByte(a, gen));
+                self.at(from + result.end_s, Ev::End(a, gen));
+            }
+            None => self.at(from + result.end_s, Ev::End(a, gen)),
         }
-        self.at(from + result.end_s, Ev::End(a, self.att_gen[a as usize]));
     }
 
     /// Starts service for waiting attempts on `c` while it has a free server.
@@ -680,20 +699,4 @@ impl<'a> Engine<'a> {
             }
         }
     }
-}
-
-/// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
-/// ones the timeline names.
-fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
-    if ids.len() <= 32 {
-        return (0..ids.len()).collect();
-    }
-    let mut out: Vec<usize> = sc
-        .timeline
-        .iter()
-        .filter_map(|e| ids.iter().position(|x| x == e.candidate.get_ref()))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }

@@ -76,8 +76,9 @@ impl LimitTrack {
             return;
         };
         let bs = self.bucket_s;
-        let first = (from / bs).floor().max(0.0) as usize;
-        let last = (now / bs).floor().max(0.0) as usize;
+        // The saturating casts are `floor().max(0.0)` (see `Series::bucket`).
+        let first = (from / bs) as usize;
+        let last = (now / bs) as usize;
         if self.bins.len() < (last + 1) * self.tracked {
             self.bins.resize((last + 1) * self.tracked, 0.0);
             self.bin_w.resize((last + 1) * self.tracked, 0.0);

@@ -28,6 +28,7 @@ mod aggregate;
 mod baselines;
 mod dist;
 mod engine;
+mod events;
 mod fleet;
 mod fleet_run;
 mod limit_stats;

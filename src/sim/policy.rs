@@ -95,6 +95,9 @@ pub(crate) trait Policy: Send {
     /// How long a caller waits for its request (`workload.timeout_ms`, seconds), told once
     /// before the first request; a policy that takes deadlines gives each request its own.
     fn caller_timeout(&mut self, _timeout_s: Option<f64>) {}
+    /// Told once before the first candidate joins: how many candidates the run may add, so a
+    /// policy can make room for them at once instead of growing its tables as they come.
+    fn reserve(&mut self, _candidates: usize) {}
     /// The next decision, if any.
     fn poll(&mut self) -> Option<Decision>;
     /// Decisions made.
@@ -363,15 +366,11 @@ impl std::hash::Hasher for FastHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
-/// Candidate ids both ways, for policies that talk to a [`Core`].
+/// Candidate ids by candidate, for policies that talk to a [`Core`] (a grant names its
+/// candidate by slot, see `CoordinatorPolicy::by_slot`).
 #[derive(Debug, Default)]
 pub(crate) struct Ids {
     pub(crate) by_cand: Vec<Option<CandidateId>>,
-    pub(crate) by_id: FastMap<CandidateId, Cand>,
-    /// By the address of the id's text: the core hands back clones of the very id it was
-    /// given, so this finds them without hashing the text. Entries go when a candidate leaves,
-    /// so an address reused by a later id is always re-inserted first.
-    by_ptr: FastMap<usize, Cand>,
 }
 
 impl Ids {
@@ -380,27 +379,11 @@ impl Ids {
         if self.by_cand.len() <= i {
             self.by_cand.resize(i + 1, None);
         }
-        self.by_ptr.insert(id.as_str().as_ptr() as usize, cand);
-        self.by_cand[i] = Some(id.clone());
-        self.by_id.insert(id, cand);
-    }
-
-    pub(crate) fn remove(&mut self, cand: Cand) {
-        if let Some(id) = self.id(cand) {
-            let ptr = id.as_str().as_ptr() as usize;
-            self.by_ptr.remove(&ptr);
-        }
+        self.by_cand[i] = Some(id);
     }
 
     pub(crate) fn id(&self, cand: Cand) -> Option<&CandidateId> {
         self.by_cand.get(cand as usize).and_then(|x| x.as_ref())
-    }
-
-    pub(crate) fn cand(&self, id: &CandidateId) -> Option<Cand> {
-        match self.by_ptr.get(&(id.as_str().as_ptr() as usize)) {
-            Some(&c) => Some(c),
-            None => self.by_id.get(id).copied(),
-        }
     }
 }
 
@@ -412,6 +395,9 @@ pub(crate) struct CoordinatorPolicy {
     clock: Clock,
     rng: SmallRng,
     ids: Ids,
+    /// Core slot -> the candidate in it, written when a candidate is added (a grant is always
+    /// of a live candidate, so its slot names it).
+    by_slot: Vec<Cand>,
     /// Engine request -> core request and its running attempt.
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
     /// Engine request -> the arm of its latest grant.
@@ -426,6 +412,9 @@ pub(crate) struct CoordinatorPolicy {
     /// candidate's own `max_in_flight`); without one, [`Policy::limit`] is `None` for every
     /// candidate and needs no lookup.
     limited: bool,
+    /// The latest virtual time converted for the core, and its instant: an event's calls
+    /// (an outcome and the release after it) share one conversion.
+    last_at: (f64, Instant),
 }
 
 impl CoordinatorPolicy {
@@ -440,13 +429,24 @@ impl CoordinatorPolicy {
             clock: Clock(base),
             rng,
             ids: Ids::default(),
+            by_slot: Vec::new(),
             requests: Vec::new(),
             arms: Vec::new(),
             waiting: FastMap::default(),
             limited,
             out: Default::default(),
             timeout_s: None,
+            last_at: (f64::NAN, base),
         })
+    }
+
+    /// [`Clock::at`], remembering the latest conversion.
+    #[inline]
+    fn instant(&mut self, now: f64) -> Instant {
+        if now != self.last_at.0 {
+            self.last_at = (now, self.clock.at(now));
+        }
+        self.last_at.1
     }
 
     /// The core (the fleet reads and feeds it digests).
@@ -461,7 +461,8 @@ impl CoordinatorPolicy {
 
     /// [`Policy::tick`] without the world (the coordinator never reads it).
     pub(crate) fn tick_core(&mut self, now: f64) {
-        self.core.tick(self.clock.at(now), &mut self.rng);
+        let at = self.instant(now);
+        self.core.tick(at, &mut self.rng);
         self.drain(None);
     }
 
@@ -502,8 +503,12 @@ impl CoordinatorPolicy {
                 },
             };
             match granted {
-                Some((attempt, candidate, arm)) => {
-                    let Some(cand) = self.ids.cand(&candidate) else {
+                Some((attempt, _, arm)) => {
+                    let Some(&cand) = self
+                        .core
+                        .attempt_slot(attempt)
+                        .and_then(|s| self.by_slot.get(s))
+                    else {
                         continue;
                     };
                     self.requests[req as usize].1 = Some(attempt);
@@ -526,19 +531,27 @@ impl Policy for CoordinatorPolicy {
         self.limited |= info.max_in_flight.is_some();
         self.ids.insert(cand, info.id.clone());
         // Ids are unique and info validated by the scenario; a refusal would be a bug there.
-        let _ = self
+        let at = self.instant(now);
+        if self
             .core
-            .add_candidate(info.clone(), self.clock.at(now), &mut self.rng);
+            .add_candidate(info.clone(), at, &mut self.rng)
+            .is_ok()
+        {
+            if let Some(s) = self.core.candidate_slot(&info.id) {
+                if self.by_slot.len() <= s {
+                    self.by_slot.resize(s + 1, cand);
+                }
+                self.by_slot[s] = cand;
+            }
+        }
         self.drain(None);
     }
 
     fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
         if let Some(id) = self.ids.id(cand).cloned() {
-            let _ = self
-                .core
-                .remove_candidate(&id, self.clock.at(now), &mut self.rng);
+            let at = self.instant(now);
+            let _ = self.core.remove_candidate(&id, at, &mut self.rng);
         }
-        self.ids.remove(cand);
         self.drain(None);
     }
 
@@ -556,7 +569,8 @@ impl Policy for CoordinatorPolicy {
             Some(t) => request.with_deadline(self.clock.at(now + t)),
             None => request,
         };
-        match self.core.ready(request, self.clock.at(now), &mut self.rng) {
+        let at = self.instant(now);
+        match self.core.ready(request, at, &mut self.rng) {
             Ok(id) => {
                 self.requests[req as usize] = (Some(id), None);
                 self.drain(Some((id, req)));
@@ -577,7 +591,8 @@ impl Policy for CoordinatorPolicy {
 
     fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
         if let Some(attempt) = self.requests[req as usize].1 {
-            let _ = self.core.outcome(attempt, *outcome, self.clock.at(now));
+            let at = self.instant(now);
+            let _ = self.core.outcome(attempt, *outcome, at);
         }
     }
 
@@ -585,9 +600,8 @@ impl Policy for CoordinatorPolicy {
         let (request, attempt) = self.requests[req as usize];
         if let Some(attempt) = attempt {
             let next = if retry { Next::Retry } else { Next::Finish };
-            let _ = self
-                .core
-                .done(attempt, next, self.clock.at(now), &mut self.rng);
+            let at = self.instant(now);
+            let _ = self.core.done(attempt, next, at, &mut self.rng);
             self.requests[req as usize].1 = None;
         }
         match (retry, request) {
@@ -597,12 +611,17 @@ impl Policy for CoordinatorPolicy {
     }
 
     fn tick(&mut self, now: f64, _world: &World<'_>) {
-        self.core.tick(self.clock.at(now), &mut self.rng);
+        let at = self.instant(now);
+        self.core.tick(at, &mut self.rng);
         self.drain(None);
     }
 
     fn caller_timeout(&mut self, timeout_s: Option<f64>) {
         self.timeout_s = timeout_s;
+    }
+
+    fn reserve(&mut self, candidates: usize) {
+        self.core.reserve_candidates(candidates);
     }
 
     fn poll(&mut self) -> Option<Decision> {

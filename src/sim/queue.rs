@@ -60,7 +60,8 @@ impl Queues {
     /// not depend on what else happened in the run.
     pub(crate) fn factor(&self, c: usize, slowdown: Option<Slowdown>, now: f64) -> f64 {
         let Some(s) = slowdown else { return 1.0 };
-        let period = (now * 1000.0 / s.period_ms).floor().max(0.0) as u64;
+        // The saturating cast is `floor().max(0.0)`: it truncates towards zero, 0 for NaN.
+        let period = (now * 1000.0 / s.period_ms) as u64;
         let h = mix(self.salt
             ^ mix((c as u64)
                 .wrapping_add(1)

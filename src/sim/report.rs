@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::limit_stats::LimitTrack;
 use super::policy::Cand;
 use super::rate_stats::TrailingRate;
-use super::scenario::Action;
+use super::scenario::{Action, Scenario};
 
 /// Raw counts of one run (one policy, one seed).
 #[derive(Clone, Debug)]
@@ -58,7 +58,9 @@ pub(crate) struct Series {
 
 impl Series {
     fn bucket(&mut self, t: f64) -> usize {
-        let b = (t / self.bucket_s).floor().max(0.0) as usize;
+        // `floor().max(0.0) as usize` without the library call: the saturating cast truncates
+        // towards zero, which is the floor from 0 up, and sends negatives and NaN to 0.
+        let b = (t / self.bucket_s) as usize;
         if self.totals.len() <= b {
             self.totals.resize(b + 1, [0; 3]);
             self.by_cand.resize((b + 1) * self.tracked.len(), 0);
@@ -596,5 +598,23 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+impl RunStats {
+    /// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
+    /// ones the timeline names.
+    pub(crate) fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
+        if ids.len() <= 32 {
+            return (0..ids.len()).collect();
+        }
+        let mut out: Vec<usize> = sc
+            .timeline
+            .iter()
+            .filter_map(|e| ids.iter().position(|x| x == e.candidate.get_ref()))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 }

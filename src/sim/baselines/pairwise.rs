@@ -209,7 +209,6 @@ impl Policy for LassiePairwise {
                 .core
                 .remove_candidate(&id, self.clock.at(now), &mut self.rng);
         }
-        self.ids.remove(cand);
         self.pump(now);
     }
 
