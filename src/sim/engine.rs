@@ -27,10 +27,8 @@ enum Ev {
     FirstByte(u32, u32),
     /// An attempt ends (index into the attempt slab, and the slot's generation).
     End(u32, u32),
-    /// A successful attempt whose first byte is its end (a request-response): its `FirstByte`
-    /// and its `End` in one event. The two would have been scheduled one after the other for
-    /// the same instant, so nothing could run between them: handled in that order, it is the
-    /// same run with one event less in the queue.
+    /// A request-response attempt's `FirstByte` and `End` in one event: the two would be
+    /// scheduled one after the other for the same instant, so nothing could run between them.
     FirstByteEnd(u32, u32),
     /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
     Deadline(u32, u32),
