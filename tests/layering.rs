@@ -269,3 +269,26 @@ fn paths_are_read_from_use_lines_groups_and_code() {
         .collect();
     assert_eq!(names, want);
 }
+
+/// The longest a file under `src/` may be: past it, a file is doing the work of several.
+const MAX_LINES: usize = 700;
+
+#[test]
+fn no_source_file_is_over_700_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 50, "read only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let n = fs::read_to_string(p).ok()?.lines().count();
+            (n > MAX_LINES).then(|| format!("{} has {n} lines", p.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
