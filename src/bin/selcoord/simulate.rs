@@ -17,8 +17,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// Arguments of `selcoord simulate`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// A built-in scenario name (mongo-overload, capacity-overload, recovery, lassie-retrieval,
-    /// livepeer-selection, pairwise-deadlock, large-fleet, livepeer-discovery) or a scenario
+    /// A built-in scenario name (`--list` shows them all: mongo-overload, recovery,
+    /// lassie-retrieval, herd, linkerd-spike, c3-clop, knee, fleet-lassie, ...) or a scenario
     /// TOML file.
     #[arg(long, required_unless_present_any = ["list", "suite"])]
     scenario: Option<String>,
