@@ -23,11 +23,7 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
-        if self
-            .fleet
-            .by_id
-            .contains(&self.fleet.infos, info.id.as_str())
-        {
+        if self.fleet.index_of(&info.id).is_some() {
             return Err(Error::DuplicateCandidate(info.id));
         }
         self.advance(now);
@@ -110,8 +106,7 @@ impl Core {
         info.validate()?;
         let idx = self
             .fleet
-            .by_id
-            .get(&self.fleet.infos, info.id.as_str())
+            .index_of(&info.id)
             .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
         self.advance(now);
         self.fleet.stake_total += info.stake - self.fleet.infos[idx].stake;

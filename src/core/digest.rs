@@ -459,7 +459,7 @@ impl Core {
                 applied.reject(err);
                 continue;
             }
-            let Some(idx) = self.fleet.by_id.get(&self.fleet.infos, e.id.as_str()) else {
+            let Some(idx) = self.fleet.index_of(&e.id) else {
                 applied.reject(DigestError::UnknownCandidate(e.id.clone()));
                 continue;
             };

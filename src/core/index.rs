@@ -27,11 +27,6 @@ impl IdIndex {
             .copied()
     }
 
-    /// Whether `id` is live.
-    pub(crate) fn contains(&self, infos: &[CandidateInfo], id: &str) -> bool {
-        self.get(infos, id).is_some()
-    }
-
     /// Indexes slot `idx` under `infos[idx].id` (which must not be indexed already).
     pub(crate) fn insert(&mut self, infos: &[CandidateInfo], idx: u32) {
         let h = self.hash(infos[idx as usize].id.as_str());

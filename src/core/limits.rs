@@ -205,7 +205,7 @@ impl Core {
     /// A candidate's in-flight limit in force now (the lower of the static and the learned
     /// one): `None` for unlimited or an unknown id. Cheaper than [`Core::candidate`].
     pub fn candidate_limit(&self, id: &CandidateId) -> Option<u32> {
-        let idx = self.fleet.by_id.get(&self.fleet.infos, id.as_str())? as usize;
+        let idx = self.fleet.index_of(id)? as usize;
         let limit = self.limit_of(&self.fleet.slots[idx]);
         (limit != UNLIMITED).then_some(limit)
     }

@@ -112,7 +112,7 @@ impl Core {
     /// Probability of `id` in the O(log n) tree for an unrestricted request (0 if it is not
     /// drawable); the tree path's own arithmetic, for checking it against [`Core::explain`].
     pub fn tree_probability(&self, id: &CandidateId) -> f64 {
-        match self.fleet.by_id.get(&self.fleet.infos, id.as_str()) {
+        match self.fleet.index_of(id) {
             Some(idx) if self.fleet.slots[idx as usize].in_tree => {
                 self.leaf_probability(idx as usize)
             }
@@ -122,10 +122,7 @@ impl Core {
 
     /// One candidate.
     pub fn candidate(&self, id: &CandidateId) -> Option<CandidateView<'_>> {
-        self.fleet
-            .by_id
-            .get(&self.fleet.infos, id.as_str())
-            .map(|i| self.view(i as usize))
+        self.fleet.index_of(id).map(|i| self.view(i as usize))
     }
 
     pub(super) fn view(&self, i: usize) -> CandidateView<'_> {

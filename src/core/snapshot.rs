@@ -98,7 +98,7 @@ impl Core {
                 attempt_noise: s.attempt_noise,
                 attempt_surprise: s.attempt_surprise,
             };
-            let idx = match self.fleet.by_id.get(&self.fleet.infos, c.info.id.as_str()) {
+            let idx = match self.fleet.index_of(&c.info.id) {
                 Some(idx) => {
                     self.fleet.slots[idx as usize].stats = PackedStats::pack(&stats);
                     idx as usize
@@ -106,8 +106,7 @@ impl Core {
                 None => {
                     self.add_with_stats(c.info.clone(), stats, now, rng)?;
                     self.fleet
-                        .by_id
-                        .get(&self.fleet.infos, c.info.id.as_str())
+                        .index_of(&c.info.id)
                         .ok_or_else(|| Error::UnknownCandidate(c.info.id.clone()))?
                         as usize
                 }

@@ -418,7 +418,7 @@ impl Estimator {
         {
             self.refused = Some((k, now_s));
         }
-        let proven = f64::from(sample.concurrency.max(1)) - 1.0;
+        let proven = f64::from(k) - 1.0;
         // And at most one cut per no-load latency, whatever the burst; within it, an attempt
         // granted since the cut still proves its own concurrency too many (a candidate that
         // refuses at once would otherwise be sent a refusal per slot per millisecond).

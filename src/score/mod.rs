@@ -312,13 +312,10 @@ impl ScoreModel {
         let probe = probe_due(
             ctx.in_flight,
             stats.last_sample_s,
-            ctx.now_s,
-            ctx.probe_after_s,
-        ) || heal_probe_due(
-            ctx.in_flight,
-            stats.last_sample_s,
             stats.success,
             stats.consecutive_failures,
+            ctx.now_s,
+            ctx.probe_after_s,
             ctx.heal_at_s,
         );
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
@@ -473,13 +470,10 @@ impl ScoreModel {
         let probe = probe_due(
             in_flight,
             stats.last_sample_s(),
-            fleet.now_s,
-            fleet.probe_after_s,
-        ) || heal_probe_due(
-            in_flight,
-            stats.last_sample_s(),
             stats.success(),
             stats.consecutive_failures(),
+            fleet.now_s,
+            fleet.probe_after_s,
             fleet.heal_at_s,
         );
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
@@ -571,18 +565,7 @@ impl ScoreModel {
                 .min(1.0);
             load = 1.0 - evidence * (1.0 - load);
         }
-        // `load.clamp(0.0, 1.0)` when finite, else 0, in plain comparisons.
-        if load >= 0.0 {
-            if load <= 1.0 {
-                load
-            } else if load < f64::INFINITY {
-                1.0
-            } else {
-                0.0
-            }
-        } else {
-            0.0
-        }
+        unit(load)
     }
 
     /// The weighted sum of components (before the exponent).
@@ -641,26 +624,24 @@ const QUEUE_DAMPING: f64 = 2.0 / 3.0;
 /// The time component of a candidate at the average: `exp(-1)`.
 const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
 
-/// Whether a scheduled probe is due: the candidate is idle and its last sample is older than
-/// `after` seconds (a candidate never sampled is drawn as unknown anyway).
+/// Whether a probe is due for an idle candidate (a candidate never sampled is drawn as
+/// unknown anyway): a scheduled one, its last sample older than `after` seconds; or a heal
+/// probe, the candidate failing (`evidence::failing`) and another failing candidate having
+/// answered after its last sample (`heal_at_s`).
 #[inline]
-fn probe_due(in_flight: u32, last_sample_s: Option<f64>, now_s: f64, after: f64) -> bool {
-    in_flight == 0 && last_sample_s.is_some_and(|l| now_s - l > after)
-}
-
-/// Whether a heal probe is due: the candidate is idle and failing (`evidence::failing`), and
-/// another failing candidate answered after its last sample (`heal_at_s`).
-#[inline]
-fn heal_probe_due(
+fn probe_due(
     in_flight: u32,
     last_sample_s: Option<f64>,
     success: Option<f64>,
     consecutive_failures: u32,
+    now_s: f64,
+    after: f64,
     heal_at_s: f64,
 ) -> bool {
     in_flight == 0
-        && last_sample_s.is_some_and(|l| l < heal_at_s)
-        && evidence::failing(success, consecutive_failures)
+        && last_sample_s.is_some_and(|l| {
+            now_s - l > after || (l < heal_at_s && evidence::failing(success, consecutive_failures))
+        })
 }
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is

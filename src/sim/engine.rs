@@ -27,8 +27,7 @@ enum Ev {
     FirstByte(u32, u32),
     /// An attempt ends (index into the attempt slab, and the slot's generation).
     End(u32, u32),
-    /// A request-response attempt's `FirstByte` and `End` in one event: the two would be
-    /// scheduled one after the other for the same instant, so nothing could run between them.
+    /// A request-response attempt's `FirstByte` and `End`, due at the same instant, as one.
     FirstByteEnd(u32, u32),
     /// A request's caller timeout (`workload.timeout_ms`): (request slot, generation).
     Deadline(u32, u32),
@@ -246,26 +245,12 @@ impl<'a> Engine<'a> {
                         self.arrivals_done = true;
                     }
                 }
-                Ev::FirstByte(a, g) => {
-                    if self.att_gen[a as usize] == g {
-                        let att = self.atts[a as usize];
-                        self.policy.first_byte(att.req, att.cand, now);
-                    }
-                }
-                Ev::End(a, g) => {
-                    if self.att_gen[a as usize] == g {
-                        self.end_attempt(a, now);
-                    }
-                }
+                Ev::FirstByte(a, g) => self.first_byte(a, g, now),
+                Ev::End(a, g) => self.end(a, g, now),
                 Ev::FirstByteEnd(a, g) => {
-                    if self.att_gen[a as usize] == g {
-                        let att = self.atts[a as usize];
-                        self.policy.first_byte(att.req, att.cand, now);
-                    }
+                    self.first_byte(a, g, now);
                     self.drain(now);
-                    if self.att_gen[a as usize] == g {
-                        self.end_attempt(a, now);
-                    }
+                    self.end(a, g, now);
                 }
                 Ev::Deadline(r, g) => self.deadline(r, g, now),
                 Ev::Timeline(i) => self.timeline(i as usize, now),
@@ -569,6 +554,21 @@ impl<'a> Engine<'a> {
             }
         }
         self.serve_queue(c, now);
+    }
+
+    /// Attempt `a`'s first byte, if generation `g` of it still runs.
+    fn first_byte(&mut self, a: u32, g: u32, now: f64) {
+        if self.att_gen[a as usize] == g {
+            let att = self.atts[a as usize];
+            self.policy.first_byte(att.req, att.cand, now);
+        }
+    }
+
+    /// Attempt `a`'s end, if generation `g` of it still runs.
+    fn end(&mut self, a: u32, g: u32, now: f64) {
+        if self.att_gen[a as usize] == g {
+            self.end_attempt(a, now);
+        }
     }
 
     fn end_attempt(&mut self, a: u32, now: f64) {
