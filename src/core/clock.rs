@@ -85,6 +85,13 @@ impl Clock {
         }
     }
 
+    /// `now` in seconds since the epoch, never before the latest time seen (for the calls that
+    /// read the clock without advancing it).
+    pub(super) fn seconds_at(&self, now: Instant) -> f64 {
+        self.now_s
+            .max(now.saturating_duration_since(self.epoch).as_secs_f64())
+    }
+
     /// The instant `ns` nanoseconds after the epoch.
     pub(super) fn instant_at(&self, ns: u64) -> Instant {
         self.epoch + Duration::from_nanos(ns)

@@ -257,10 +257,7 @@ impl Core {
     pub fn take_digest(&mut self, now: Instant, changed_only: bool) -> Digest {
         let last = self.share.as_deref().and_then(|s| s.last_taken);
         let mut digest = self.build_digest(now, last.filter(|_| changed_only).map(|l| l.1));
-        let at_s = self.clock.now_s.max(
-            now.saturating_duration_since(self.clock.epoch)
-                .as_secs_f64(),
-        );
+        let at_s = self.clock.seconds_at(now);
         // A sequence number is never reused, even for two digests taken in one millisecond.
         if let Some((seq, _)) = last {
             digest.seq = digest.seq.max(seq.saturating_add(1));
@@ -311,10 +308,7 @@ impl Core {
     }
 
     fn build_digest(&self, now: Instant, since_s: Option<f64>) -> Digest {
-        let now_s = self.clock.now_s.max(
-            now.saturating_duration_since(self.clock.epoch)
-                .as_secs_f64(),
-        );
+        let now_s = self.clock.seconds_at(now);
         let cfg = self.model.config();
         let buckets = cfg.window.buckets as usize;
         let bucket = fleet::BUCKET_BASE + (now_s / cfg.window.bucket_s) as u64;

@@ -373,44 +373,42 @@ impl FleetPolicy {
         let n = self.clients.len();
         self.last_publish[k] = at;
         self.due[k] = f64::INFINITY;
-        {
-            let clock = self.clients[k].clock();
-            // Only what changed since the previous digest: receivers keep the rest.
-            let digest = Arc::new(self.clients[k].core_mut().take_digest(clock.at(at), true));
-            self.counts.digests += 1;
-            let mut copies = 0;
-            let slot = self.free_digests.pop().unwrap_or_else(|| {
-                self.digests.push(None);
-                self.digests.len() - 1
-            });
-            for to in 0..n {
-                if to == k {
-                    continue;
-                }
-                if self.spec.loss > 0.0 && self.rng.random_bool(self.spec.loss) {
-                    self.counts.lost += 1;
-                    continue;
-                }
-                let jitter = if self.spec.jitter_ms > 0.0 {
-                    self.rng.random_range(0.0..=self.spec.jitter_ms)
-                } else {
-                    0.0
-                };
-                let arrive = at + (self.spec.delay_ms + jitter) / 1000.0;
-                self.order += 1;
-                self.inbox.push(Reverse((
-                    (arrive * 1e9).round() as u64,
-                    self.order,
-                    to as u32,
-                    slot,
-                )));
-                copies += 1;
+        let clock = self.clients[k].clock();
+        // Only what changed since the previous digest: receivers keep the rest.
+        let digest = Arc::new(self.clients[k].core_mut().take_digest(clock.at(at), true));
+        self.counts.digests += 1;
+        let mut copies = 0;
+        let slot = self.free_digests.pop().unwrap_or_else(|| {
+            self.digests.push(None);
+            self.digests.len() - 1
+        });
+        for to in 0..n {
+            if to == k {
+                continue;
             }
-            if copies > 0 {
-                self.digests[slot] = Some((digest, copies));
+            if self.spec.loss > 0.0 && self.rng.random_bool(self.spec.loss) {
+                self.counts.lost += 1;
+                continue;
+            }
+            let jitter = if self.spec.jitter_ms > 0.0 {
+                self.rng.random_range(0.0..=self.spec.jitter_ms)
             } else {
-                self.free_digests.push(slot);
-            }
+                0.0
+            };
+            let arrive = at + (self.spec.delay_ms + jitter) / 1000.0;
+            self.order += 1;
+            self.inbox.push(Reverse((
+                (arrive * 1e9).round() as u64,
+                self.order,
+                to as u32,
+                slot,
+            )));
+            copies += 1;
+        }
+        if copies > 0 {
+            self.digests[slot] = Some((digest, copies));
+        } else {
+            self.free_digests.push(slot);
         }
     }
 
