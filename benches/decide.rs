@@ -48,16 +48,22 @@ fn outcome_for(k: u64) -> Outcome {
     Outcome::success_with(t, 3.0 * t, 64 * 1024, 10.0 * t)
 }
 
+/// The config the coordinator benches run: `DECIDE_CONFIG=<file>` (TOML or JSON) if set, to
+/// measure what a scoring feature costs or to compare trees on the same scoring; else the
+/// default.
+fn bench_config() -> Config {
+    match std::env::var("DECIDE_CONFIG") {
+        Ok(path) => Config::load(std::path::Path::new(&path)).expect("DECIDE_CONFIG is valid"),
+        Err(_) => Config::default(),
+    }
+}
+
 /// A core with `n` candidates carrying statistics, warmed up so the all-candidate averages
 /// are set, plus the clock it runs on.
 fn warm_core(n: usize) -> (Core, SmallRng, Instant) {
     let start = Instant::now();
     let mut rng = SmallRng::seed_from_u64(42);
-    let config = match std::env::var("DECIDE_CONFIG") {
-        Ok(path) => Config::load(std::path::Path::new(&path)).expect("DECIDE_CONFIG is valid"),
-        Err(_) => Config::default(),
-    };
-    let mut core = Core::new(config, start).expect("default config is valid");
+    let mut core = Core::new(bench_config(), start).expect("default config is valid");
     for i in 0..n {
         let stats = stats_for(i, &mut rng);
         core.add_with_stats(CandidateInfo::new(format!("c{i}")), stats, start, &mut rng)
@@ -102,6 +108,34 @@ fn refresh_step(n: usize) -> impl FnMut() {
     move || {
         now += Duration::from_millis(Config::default().refresh_ms);
         core.tick(now, &mut rng);
+    }
+}
+
+/// The coordinator over explicit subsets of `k` out of 10,000 candidates (the evaluated
+/// draw), as `decide/coordinator_subset/<k>`; the request's clone is counted too.
+fn subset_step(k_size: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(10_000);
+    let mut pick = SmallRng::seed_from_u64(k_size as u64);
+    let subsets: Vec<Request> = (0..64)
+        .map(|_| {
+            let ids: Vec<CandidateId> = rand::seq::index::sample(&mut pick, 10_000, k_size)
+                .into_iter()
+                .map(|i| CandidateId::new(format!("c{i}")))
+                .collect();
+            Request::only(ids)
+        })
+        .collect();
+    let mut k = 0u64;
+    move || {
+        now += STEP;
+        k += 1;
+        cycle(
+            &mut core,
+            subsets[(k % 64) as usize].clone(),
+            now,
+            &mut rng,
+            k,
+        );
     }
 }
 
@@ -358,8 +392,8 @@ fn actor(c: &mut Criterion) {
         .sample_size(20);
     let system = actix::System::new();
     let handle: CoordinatorHandle = system.block_on(async {
-        let mut coordinator = Coordinator::with_seed(Config::default(), Limits::default(), 42)
-            .expect("default config and limits are valid");
+        let mut coordinator = Coordinator::with_seed(bench_config(), Limits::default(), 42)
+            .expect("the config and limits are valid");
         for i in 0..CANDIDATES {
             coordinator = coordinator
                 .with_candidate(CandidateInfo::new(format!("c{i}")))
@@ -410,9 +444,10 @@ criterion_group!(benches, decide, subsets, records, actor);
 /// `DECIDE_COUNT=<impl>:<n>:<iterations>` runs one implementation's step that many times
 /// without criterion, for instruction counts under callgrind (robust to a noisy machine):
 /// the difference between two iteration counts divided by their difference is the cost of
-/// one step. `<impl>` is `coordinator`, `refresh`, `naive`, `lassie` or `tower_p2c`.
-/// `DECIDE_CONFIG=<file>` runs the coordinator with that config (TOML or JSON) instead of
-/// the default, e.g. to count what one scoring feature costs.
+/// one step. `<impl>` is `coordinator`, `refresh`, `naive`, `lassie`, `tower_p2c` or `subset`
+/// (then `<n>` is the subset size, out of 10,000 candidates).
+/// `DECIDE_CONFIG=<file>` runs the coordinator with that config instead of the default
+/// ([`bench_config`]; the criterion benches read it too).
 fn count(spec: &str) {
     let parts: Vec<&str> = spec.split(':').collect();
     let [name, n, iterations] = parts[..] else {
@@ -426,6 +461,7 @@ fn count(spec: &str) {
         "naive" => Box::new(naive_step(n)),
         "lassie" => Box::new(lassie_step(n)),
         "tower_p2c" => Box::new(tower_p2c_step(n)),
+        "subset" => Box::new(subset_step(n)),
         other => panic!("unknown implementation {other:?}"),
     };
     for _ in 0..iterations {

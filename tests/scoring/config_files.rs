@@ -173,6 +173,8 @@ fn example_configs_load() {
     for rel in [
         "examples/configs/livepeer-case.toml",
         "examples/configs/lassie.toml",
+        "benches/configs/uniform-draw.toml",
+        "benches/configs/first-scoring.toml",
     ] {
         Config::load(&repo_file(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
     }
