@@ -167,12 +167,14 @@ pub enum PolicySpec {
     Vegas,
     /// Netflix concurrency-limits' `AIMDLimit` per candidate over a least-loaded p2c.
     Aimd,
+    /// Vector's adaptive request concurrency per candidate over a least-loaded p2c.
+    VectorArc,
     /// Knows each candidate's true capacity: limit = capacity, least-loaded p2c.
     OracleLimits,
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 21] = [
+pub const POLICY_NAMES: [&str; 22] = [
     "coordinator",
     "random",
     "round-robin",
@@ -193,6 +195,7 @@ pub const POLICY_NAMES: [&str; 21] = [
     "gradient2",
     "vegas",
     "aimd",
+    "vector-arc",
     "oracle-limits",
 ];
 
@@ -224,6 +227,7 @@ impl PolicySpec {
             "gradient2" => PolicySpec::Gradient2,
             "vegas" => PolicySpec::Vegas,
             "aimd" => PolicySpec::Aimd,
+            "vector-arc" => PolicySpec::VectorArc,
             "oracle-limits" => PolicySpec::OracleLimits,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
@@ -262,6 +266,7 @@ impl PolicySpec {
             PolicySpec::Gradient2 => "gradient2",
             PolicySpec::Vegas => "vegas",
             PolicySpec::Aimd => "aimd",
+            PolicySpec::VectorArc => "vector-arc",
             PolicySpec::OracleLimits => "oracle-limits",
         }
     }
@@ -323,6 +328,10 @@ impl PolicySpec {
             }
             PolicySpec::Aimd => {
                 let l = baselines::Limited::new(|_| limiters::Aimd::default(), seed ^ 0x6d);
+                baselines::queued(l, limits, rng)
+            }
+            PolicySpec::VectorArc => {
+                let l = baselines::Limited::new(|_| limiters::VectorArc::default(), seed ^ 0x6d);
                 baselines::queued(l, limits, rng)
             }
             PolicySpec::OracleLimits => {

@@ -62,6 +62,12 @@ impl<L: LimitAlgo> Picker for Limited<L> {
         }
     }
 
+    fn granted(&mut self, cand: Cand, inflight: u32, now: f64) {
+        if let Some(a) = self.algos.get_mut(cand as usize) {
+            a.started(inflight, now);
+        }
+    }
+
     fn limit(&self, cand: Cand) -> Option<f64> {
         Some(
             self.algos
@@ -76,7 +82,7 @@ impl<L: LimitAlgo> Picker for Limited<L> {
         outcome: &Outcome,
         elapsed_s: f64,
         inflight: u32,
-        _now: f64,
+        now: f64,
     ) {
         let drop = match outcome {
             Outcome::Success(_) => false,
@@ -87,7 +93,7 @@ impl<L: LimitAlgo> Picker for Limited<L> {
             return;
         }
         if let Some(a) = self.algos.get_mut(cand as usize) {
-            a.sample(elapsed_s, inflight, drop, &mut self.rng);
+            a.sample_at(elapsed_s, inflight, drop, now, &mut self.rng);
         }
     }
 }

@@ -23,6 +23,21 @@ pub(crate) trait LimitAlgo: Send + std::fmt::Debug {
     fn limit(&self) -> u32 {
         self.estimate().max(0.0) as u32
     }
+    /// An attempt was granted with `inflight` in flight on the candidate (itself included), at
+    /// `now_s`. Netflix's algorithms only read samples.
+    fn started(&mut self, _inflight: u32, _now_s: f64) {}
+    /// [`LimitAlgo::sample`] at `now_s` seconds of virtual time, for an algorithm that keeps
+    /// time windows; the others ignore the time.
+    fn sample_at(
+        &mut self,
+        rtt_s: f64,
+        inflight: u32,
+        drop: bool,
+        _now_s: f64,
+        rng: &mut SmallRng,
+    ) {
+        self.sample(rtt_s, inflight, drop, rng);
+    }
 }
 
 /// `ExpAvgMeasurement(window, warmupWindow)`: the plain mean of the first `warmup` samples,
@@ -255,6 +270,140 @@ impl LimitAlgo for Aimd {
     }
 }
 
+/// Vector's adaptive request concurrency (`src/sinks/util/adaptive_concurrency/controller.rs`),
+/// with `AdaptiveConcurrencySettings`' defaults: initial limit 1, maximum 200, decrease ratio
+/// 0.9, EWMA alpha 0.4, RTT deviation scale 2.5.
+///
+/// The limit moves once per window of one past RTT. Within a window, successes add their round
+/// trip to a plain mean (rounded to the microsecond, as Vector's test build does). A
+/// dropped attempt (`overload`, `timeout`: Vector's retriable errors and `Elapsed`) marks
+/// back-pressure. An attempt started at the limit marks the limit reached. At the first
+/// outcome on or after the window's end:
+///
+/// - the limit grows by one if it was reached, no back-pressure came, and the window's mean is
+///   at most the past mean;
+/// - else it is cut to `floor(limit x 0.9)` (at least 1) on back-pressure or a mean at least the
+///   past mean plus 2.5 standard deviations.
+///
+/// The window's mean then feeds the past RTT's EWMA mean and variance (West's recurrence), and
+/// the next window ends one past mean later.
+#[derive(Clone, Debug)]
+pub(crate) struct VectorArc {
+    limit: u32,
+    max_limit: u32,
+    decrease_ratio: f64,
+    alpha: f64,
+    deviation_scale: f64,
+    /// The past RTT's EWMA (mean, variance), seconds; `None` before the first success.
+    past: Option<(f64, f64)>,
+    next_update_s: f64,
+    sum_s: f64,
+    n: u32,
+    back_pressure: bool,
+    reached: bool,
+}
+
+impl Default for VectorArc {
+    fn default() -> Self {
+        VectorArc {
+            limit: 1,
+            max_limit: 200,
+            decrease_ratio: 0.9,
+            alpha: 0.4,
+            deviation_scale: 2.5,
+            past: None,
+            next_update_s: 0.0,
+            sum_s: 0.0,
+            n: 0,
+            back_pressure: false,
+            reached: false,
+        }
+    }
+}
+
+impl VectorArc {
+    /// The window's mean RTT, rounded to the microsecond.
+    fn current(&self) -> Option<f64> {
+        (self.n > 0).then(|| (self.sum_s / self.n as f64 * 1e6).round() / 1e6)
+    }
+
+    fn manage(&mut self, mean: f64, variance: f64, current: Option<f64>) {
+        let threshold = variance.sqrt() * self.deviation_scale;
+        if self.limit < self.max_limit
+            && self.reached
+            && !self.back_pressure
+            && current.is_some_and(|c| c <= mean)
+        {
+            self.limit += 1;
+        } else if self.limit > 1
+            && (self.back_pressure || current.unwrap_or(0.0) >= mean + threshold)
+        {
+            self.limit = ((self.limit as f64 * self.decrease_ratio) as u32).max(1);
+        }
+    }
+}
+
+impl LimitAlgo for VectorArc {
+    fn estimate(&self) -> f64 {
+        self.limit as f64
+    }
+
+    fn started(&mut self, inflight: u32, _now_s: f64) {
+        if inflight >= self.limit {
+            self.reached = true;
+        }
+    }
+
+    /// Without a clock every sample closes a window.
+    fn sample(&mut self, rtt_s: f64, inflight: u32, drop: bool, rng: &mut SmallRng) {
+        self.sample_at(rtt_s, inflight, drop, f64::INFINITY, rng);
+    }
+
+    fn sample_at(
+        &mut self,
+        rtt_s: f64,
+        inflight: u32,
+        drop: bool,
+        now_s: f64,
+        _rng: &mut SmallRng,
+    ) {
+        if drop {
+            self.back_pressure = true;
+        } else {
+            self.sum_s += rtt_s;
+            self.n += 1;
+        }
+        let _ = inflight;
+        let current = self.current();
+        match self.past {
+            None => {
+                if let Some(c) = current {
+                    self.past = Some((c, 0.0));
+                    self.next_update_s = now_s + c;
+                }
+            }
+            Some((mean, variance)) if now_s >= self.next_update_s => {
+                self.manage(mean, variance, current);
+                let (mean, variance) = match current {
+                    Some(c) => {
+                        let diff = c - mean;
+                        let incr = self.alpha * diff;
+                        (mean + incr, (1.0 - self.alpha) * (variance + diff * incr))
+                    }
+                    None => (mean, variance),
+                };
+                self.past = Some((mean, variance));
+                self.next_update_s = now_s + mean;
+                self.sum_s = 0.0;
+                self.n = 0;
+                self.back_pressure = false;
+                self.reached = false;
+            }
+            Some(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
@@ -263,6 +412,66 @@ mod tests {
 
     fn rng() -> SmallRng {
         SmallRng::seed_from_u64(1)
+    }
+
+    /// Starts one attempt at `inflight` and takes its success `rtt` later, at `now`.
+    fn arc_round(a: &mut VectorArc, inflight: u32, rtt: f64, now: f64) {
+        a.started(inflight, now - rtt);
+        a.sample_at(rtt, inflight, false, now, &mut rng());
+    }
+
+    #[test]
+    fn vector_arc_adds_one_per_window_at_its_limit() {
+        let mut a = VectorArc::default();
+        assert_eq!(a.limit(), 1);
+        // The first success sets the past RTT (0.1 s) and ends the first window at 0.2 s.
+        arc_round(&mut a, 1, 0.1, 0.1);
+        assert_eq!(a.limit(), 1);
+        // Before the window's end nothing changes.
+        arc_round(&mut a, 1, 0.1, 0.15);
+        assert_eq!(a.limit(), 1);
+        // At its end: reached, no back-pressure, mean 0.1 <= past 0.1: one more.
+        arc_round(&mut a, 1, 0.1, 0.2);
+        assert_eq!(a.limit(), 2);
+        // The next window ends one past mean later (0.2 + 0.1 s, in floating point just past
+        // 0.3).
+        arc_round(&mut a, 2, 0.1, 0.31);
+        assert_eq!(a.limit(), 3);
+    }
+
+    #[test]
+    fn vector_arc_cuts_by_a_tenth_on_back_pressure_or_a_slower_window() {
+        let mut a = VectorArc {
+            limit: 20,
+            ..Default::default()
+        };
+        arc_round(&mut a, 20, 0.1, 0.1);
+        // A timeout in the next window: floor(20 x 0.9) = 18 at the window's end.
+        a.started(20, 0.1);
+        a.sample_at(1.0, 20, true, 0.2, &mut rng());
+        assert_eq!(a.limit(), 18);
+        // A window whose mean (0.2 s) is past the past mean (0.1 s, no variance yet):
+        // floor(18 x 0.9) = 16.
+        arc_round(&mut a, 18, 0.2, 0.31);
+        assert_eq!(a.limit(), 16);
+        // The past RTT took the window's mean: 0.1 + 0.4 x (0.2 - 0.1) = 0.14, variance
+        // (1 - 0.4) x (0 + 0.1 x 0.04) = 0.0024.
+        let (mean, var) = a.past.unwrap();
+        assert!((mean - 0.14).abs() < 1e-12, "{mean}");
+        assert!((var - 0.0024).abs() < 1e-12, "{var}");
+    }
+
+    #[test]
+    fn vector_arc_cuts_a_window_below_its_limit_as_vector_does() {
+        // Not reached and a mean equal to a past mean without variance: Vector's second test
+        // (`current >= mean + 0`) holds, and the limit is cut.
+        let mut a = VectorArc {
+            limit: 10,
+            ..Default::default()
+        };
+        arc_round(&mut a, 5, 0.1, 0.1);
+        arc_round(&mut a, 5, 0.1, 0.2);
+        assert_eq!(a.limit(), 9);
     }
 
     #[test]

@@ -66,8 +66,8 @@ pub(crate) trait Picker: Send + std::fmt::Debug {
     ) -> Result<Cand, f64> {
         Ok(self.pick(servable, st, world, rng))
     }
-    /// An attempt started.
-    fn granted(&mut self, _cand: Cand, _now: f64) {}
+    /// An attempt started, `inflight` on `cand` with it.
+    fn granted(&mut self, _cand: Cand, _inflight: u32, _now: f64) {}
     /// An attempt's slot is free (right after its outcome); `world` is what a server tells its
     /// client with a response (its queue length, its service time).
     fn finished(&mut self, _cand: Cand, _world: &World<'_>, _now: f64) {}
@@ -224,7 +224,7 @@ impl<P: Picker> Queued<P> {
                 r.inflight_at_grant = self.in_flight[cand as usize];
                 self.global += 1;
                 self.decisions += 1;
-                self.picker.granted(cand, now);
+                self.picker.granted(cand, r.inflight_at_grant, now);
                 self.out.push_back(Decision::Grant { req, cand });
                 any_open = None;
             }
@@ -344,7 +344,7 @@ impl Picker for RoundRobin {
         *s.iter().min_by_key(|&&c| after(c)).unwrap_or(&s[0])
     }
 
-    fn granted(&mut self, cand: Cand, _now: f64) {
+    fn granted(&mut self, cand: Cand, _inflight: u32, _now: f64) {
         self.last = Some(cand);
     }
 }
