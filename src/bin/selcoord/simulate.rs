@@ -25,8 +25,8 @@ pub(crate) struct Args {
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
     /// p2c-peak-ewma, least-loaded, least-pending, dynamic-snitch, c3, c3-rate, clairvoyant,
-    /// oracle, thompson, and the concurrency limiters gradient2, vegas, aimd, vector-arc, oracle-limits
-    /// (docs/baselines.md). Default: the scenario's own list. A config file with `[[arms]]`
+    /// oracle, thompson, and the concurrency limiters gradient2, vegas, aimd, vector-arc,
+    /// oracle-limits (docs/baselines.md). Default: the scenario's own list. A config file with `[[arms]]`
     /// also reports each arm (docs/arms.md).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
