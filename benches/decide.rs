@@ -111,12 +111,11 @@ fn refresh_step(n: usize) -> impl FnMut() {
     }
 }
 
-/// The coordinator over explicit subsets of `k` out of 10,000 candidates (the evaluated
-/// draw), as `decide/coordinator_subset/<k>`; the request's clone is counted too.
-fn subset_step(k_size: usize) -> impl FnMut() {
-    let (mut core, mut rng, mut now) = warm_core(10_000);
+/// 64 requests, each naming a random subset of `k_size` of the 10,000 candidates (seeded by
+/// `k_size`, so both subset benches draw the same subsets).
+fn subset_requests(k_size: usize) -> Vec<Request> {
     let mut pick = SmallRng::seed_from_u64(k_size as u64);
-    let subsets: Vec<Request> = (0..64)
+    (0..64)
         .map(|_| {
             let ids: Vec<CandidateId> = rand::seq::index::sample(&mut pick, 10_000, k_size)
                 .into_iter()
@@ -124,7 +123,14 @@ fn subset_step(k_size: usize) -> impl FnMut() {
                 .collect();
             Request::only(ids)
         })
-        .collect();
+        .collect()
+}
+
+/// The coordinator over explicit subsets of `k` out of 10,000 candidates (the evaluated
+/// draw), as `decide/coordinator_subset/<k>`; the request's clone is counted too.
+fn subset_step(k_size: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(10_000);
+    let subsets = subset_requests(k_size);
     let mut k = 0u64;
     move || {
         now += STEP;
@@ -319,16 +325,7 @@ fn subsets(c: &mut Criterion) {
         .sample_size(30);
     let (mut core, mut rng, mut now) = warm_core(10_000);
     for k_size in [8usize, 32, 128] {
-        let mut pick = SmallRng::seed_from_u64(k_size as u64);
-        let subsets: Vec<Request> = (0..64)
-            .map(|_| {
-                let ids: Vec<CandidateId> = rand::seq::index::sample(&mut pick, 10_000, k_size)
-                    .into_iter()
-                    .map(|i| CandidateId::new(format!("c{i}")))
-                    .collect();
-                Request::only(ids)
-            })
-            .collect();
+        let subsets = subset_requests(k_size);
         let mut k = 0u64;
         g.bench_function(BenchmarkId::new("coordinator_subset", k_size), |b| {
             b.iter_batched(

@@ -362,7 +362,7 @@ impl LimitAlgo for VectorArc {
     fn sample_at(
         &mut self,
         rtt_s: f64,
-        inflight: u32,
+        _inflight: u32,
         drop: bool,
         now_s: f64,
         _rng: &mut SmallRng,
@@ -373,7 +373,6 @@ impl LimitAlgo for VectorArc {
             self.sum_s += rtt_s;
             self.n += 1;
         }
-        let _ = inflight;
         let current = self.current();
         match self.past {
             None => {
