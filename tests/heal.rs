@@ -147,3 +147,53 @@ fn a_heal_makes_the_others_failing_with_it_due_a_probe() {
         }
     }
 }
+
+/// Seven servers; one refuses for a while and is shunned. At 40 decisions per second the probe
+/// budget (1 % of the draws) is 0.4 probes a second. With record probes (its record is good:
+/// 40 answers, 6 refusals) the quiet server has that budget to itself and is due a probe once
+/// idle for 2.5 s; without, it waits for the fleet-wide period, shared by all seven: 17.5 s.
+#[test]
+fn a_quiet_server_with_a_good_record_is_probed_at_the_record_period() {
+    for record_probes in [true, false] {
+        let mut config = Config::default();
+        config.ema.record_probes = record_probes;
+        let ids = ["x", "a", "b", "c", "d", "e", "f"];
+        let mut b = Bench::new(config, &ids);
+        for _ in 0..40 {
+            for id in ids {
+                b.attempt(id, true, 20 * MS);
+            }
+            b.wait(30 * MS);
+        }
+        for _ in 0..6 {
+            b.attempt("x", false, 2 * MS);
+            for id in &ids[1..] {
+                b.attempt(id, true, 20 * MS);
+            }
+            b.wait(30 * MS);
+        }
+        assert!(b.time_component("x") < AVERAGE_TIME, "x is shunned");
+        // Six seconds of traffic on the others only (six attempts every 150 ms).
+        let mut due_after = None;
+        for step in 1..=40 {
+            for id in &ids[1..] {
+                b.attempt(id, true, 20 * MS);
+            }
+            b.wait(30 * MS);
+            if due_after.is_none() && b.time_component("x") >= AVERAGE_TIME {
+                due_after = Some(step);
+            }
+        }
+        if record_probes {
+            let step = due_after.expect("x is due a record probe");
+            // Each step is 150 ms: due 2.5 s after its last sample (measured: 16 steps, the
+            // last refusal counting as its last sample).
+            assert!((14..=18).contains(&step), "x due after {step} steps");
+        } else {
+            assert_eq!(
+                due_after, None,
+                "no record probes: x waits for the fleet period"
+            );
+        }
+    }
+}

@@ -25,6 +25,9 @@ pub(crate) struct Pool {
     pub(crate) overall: Option<crate::score::Overall>,
     /// A candidate idle and unsampled for longer than this is due a probe, seconds.
     pub(crate) probe_after_s: f64,
+    /// The same for a candidate with a good record (`ema.record_probes`; infinite: off): the
+    /// record probes' budget shared among the idle ones.
+    pub(crate) probe_after_record_s: f64,
     /// How much the fleet queues: the mean over live candidates of their evidence that they
     /// slow under concurrency. It gates the load component for every candidate alike, so
     /// one whose fit was misled by a passing degradation is not held apart from the rest.
@@ -44,6 +47,7 @@ impl Default for Pool {
             center: f64::NAN,
             overall: None,
             probe_after_s: f64::INFINITY,
+            probe_after_record_s: f64::INFINITY,
             queueing: 0.0,
             heal_at_s: f64::NEG_INFINITY,
             decisions: 0,
@@ -83,25 +87,39 @@ impl Core {
             self.pool.decisions = self.out.counters.decisions;
             self.pool.at_s = now_s;
         }
-        self.pool.probe_after_s = match (ema.drift > 0.0, ema.probe_s) {
-            (true, p) if p > 0.0 => {
-                let budget = PROBE_SHARE * self.pool.rate;
-                let stretched = if budget > 0.0 {
-                    self.fleet.live_count as f64 / budget
-                } else {
-                    f64::INFINITY
-                };
-                p.max(stretched)
+        let probe_s = (ema.drift > 0.0 && ema.probe_s > 0.0).then_some(ema.probe_s);
+        let budget = PROBE_SHARE * self.pool.rate;
+        // `count` candidates sharing the budget: each is due every `count / budget` seconds,
+        // at least `probe_s`.
+        let period = |p: f64, count: usize| {
+            if budget > 0.0 {
+                p.max(count as f64 / budget)
+            } else {
+                f64::INFINITY
             }
-            _ => f64::INFINITY,
         };
-        let (mut live, mut q) = (0usize, 0.0f64);
+        self.pool.probe_after_s =
+            probe_s.map_or(f64::INFINITY, |p| period(p, self.fleet.live_count));
+        // Record probes: the candidates with a good record idle for longer than `probe_s`.
+        let record_s = probe_s.filter(|_| ema.record_probes);
+        let (mut live, mut q, mut idle_record) = (0usize, 0.0f64, 0usize);
         for (idx, fit) in self.fleet.load_fit.iter().enumerate() {
-            if self.fleet.slots[idx].live {
+            let slot = &self.fleet.slots[idx];
+            if slot.live {
                 live += 1;
                 q += f64::from(fit.evidence());
+                if let Some(p) = record_s {
+                    let stats = &slot.stats;
+                    if stats.last_sample_s().is_some_and(|l| now_s - l > p)
+                        && crate::score::good_record(stats.attempts(), stats.successes())
+                    {
+                        idle_record += 1;
+                    }
+                }
             }
         }
+        self.pool.probe_after_record_s =
+            record_s.map_or(f64::INFINITY, |p| period(p, idle_record.max(1)));
         self.pool.queueing = if live > 0 {
             (q / live as f64) as f32
         } else {
@@ -165,6 +183,7 @@ impl Core {
             spread: self.pool.spread,
             center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
+            probe_after_record_s: self.pool.probe_after_record_s,
             queueing: 0.0,
             heal_at_s: self.pool.heal_at_s,
         }

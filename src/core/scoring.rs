@@ -73,6 +73,7 @@ impl Scoring<'_> {
             stake_total: self.fleet.stake_total,
             now_s: self.clock.now_s,
             probe_after_s: self.pool.probe_after_s,
+            probe_after_record_s: self.pool.probe_after_record_s,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
         };
@@ -112,6 +113,7 @@ impl Scoring<'_> {
             spread: self.pool.spread,
             center: self.pool.center,
             probe_after_s: self.pool.probe_after_s,
+            probe_after_record_s: self.pool.probe_after_record_s,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
         }

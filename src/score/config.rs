@@ -76,6 +76,13 @@ pub struct EmaConfig {
     /// probed at once instead of at its next scheduled probe. Failures that come together
     /// (a partition, a shared dependency) tend to heal together.
     pub heal_probes: bool,
+    /// With `drift` and `probe_s` set: candidates with a good record (at least 10 attempts,
+    /// 80 % or more of them successes) that have gone idle share a probe budget of their own,
+    /// 1 % of the draws, so each is probed about every `idle ones / (1 % of the draws per
+    /// second)` seconds (at least `probe_s`) instead of at the fleet-wide period. A server
+    /// that served well and then went quiet is the one worth returning to; in a small fleet
+    /// with one server shunned it is probed every second or two, not every ten.
+    pub record_probes: bool,
 }
 
 impl Default for EmaConfig {
@@ -353,6 +360,7 @@ impl Default for Config {
                 pooling: true,
                 probe_s: 1.0,
                 heal_probes: true,
+                record_probes: true,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -407,6 +415,7 @@ impl Config {
                 pooling: false,
                 probe_s: 0.0,
                 heal_probes: false,
+                record_probes: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -455,6 +464,7 @@ impl Config {
                 pooling: false,
                 probe_s: 0.0,
                 heal_probes: false,
+                record_probes: false,
             },
             window: WindowConfig::default(),
             price: PriceConfig {

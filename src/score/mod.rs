@@ -37,6 +37,7 @@ mod observe;
 mod pooling;
 mod power;
 mod prior;
+mod probes;
 mod share;
 mod stats;
 #[cfg(test)]
@@ -55,6 +56,8 @@ pub use feedback::FeedbackConfig;
 pub use load_fit::LoadFit;
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
+pub(crate) use probes::good_record;
+use probes::{probe_after, probe_due};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
@@ -125,6 +128,8 @@ pub(crate) struct FleetState {
     pub(crate) now_s: f64,
     /// See [`ScoreContext::probe_after_s`].
     pub(crate) probe_after_s: f64,
+    /// See [`ScoreContext::probe_after_record_s`].
+    pub(crate) probe_after_record_s: f64,
     /// See [`ScoreContext::queueing`].
     pub(crate) queueing: f32,
     /// See [`ScoreContext::heal_at_s`].
@@ -153,6 +158,9 @@ pub(crate) struct ScoreContext {
     /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
     /// is drawn as if its time were average (infinite: never).
     pub(crate) probe_after_s: f64,
+    /// With `ema.record_probes`: the same for a candidate with a good record
+    /// ([`good_record`]), when shorter (infinite: off).
+    pub(crate) probe_after_record_s: f64,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
     /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
@@ -315,7 +323,12 @@ impl ScoreModel {
             stats.success,
             stats.consecutive_failures,
             ctx.now_s,
-            ctx.probe_after_s,
+            probe_after(
+                stats.attempts,
+                stats.successes,
+                ctx.probe_after_s,
+                ctx.probe_after_record_s,
+            ),
             ctx.heal_at_s,
         );
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
@@ -473,7 +486,12 @@ impl ScoreModel {
             stats.success(),
             stats.consecutive_failures(),
             fleet.now_s,
-            fleet.probe_after_s,
+            probe_after(
+                stats.attempts(),
+                stats.successes(),
+                fleet.probe_after_s,
+                fleet.probe_after_record_s,
+            ),
             fleet.heal_at_s,
         );
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
@@ -623,26 +641,6 @@ const QUEUE_DAMPING: f64 = 2.0 / 3.0;
 
 /// The time component of a candidate at the average: `exp(-1)`.
 const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
-
-/// Whether a probe is due for an idle candidate (a candidate never sampled is drawn as
-/// unknown anyway): a scheduled one, its last sample older than `after` seconds; or a heal
-/// probe, the candidate failing (`evidence::failing`) and another failing candidate having
-/// answered after its last sample (`heal_at_s`).
-#[inline]
-fn probe_due(
-    in_flight: u32,
-    last_sample_s: Option<f64>,
-    success: Option<f64>,
-    consecutive_failures: u32,
-    now_s: f64,
-    after: f64,
-    heal_at_s: f64,
-) -> bool {
-    in_flight == 0
-        && last_sample_s.is_some_and(|l| {
-            now_s - l > after || (l < heal_at_s && evidence::failing(success, consecutive_failures))
-        })
-}
 
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).

@@ -311,6 +311,12 @@ impl PackedStats {
         )
     }
 
+    /// Successes over the candidate's whole history (saturating).
+    #[inline]
+    pub(crate) fn successes(&self) -> u64 {
+        u64::from(self.successes)
+    }
+
     /// Counted attempts (the load gate reads it without unpacking).
     #[inline]
     pub(crate) fn attempts(&self) -> u64 {
