@@ -59,6 +59,14 @@ impl Bench {
         while self.core.poll_event().is_some() {}
     }
 
+    /// One round: each of `ids` answers in 20 ms, one after another; then `gap` passes.
+    fn answer_round(&mut self, ids: &[&str], gap: Duration) {
+        for id in ids {
+            self.attempt(id, true, 20 * MS);
+        }
+        self.wait(gap);
+    }
+
     fn success(&self, id: &str) -> f64 {
         let view = self.core.candidate(&CandidateId::from(id)).unwrap();
         view.stats.success.unwrap()
@@ -111,10 +119,7 @@ fn a_heal_makes_the_others_failing_with_it_due_a_probe() {
         let ids = ["a", "b", "c", "d", "e"];
         let mut b = Bench::new(config, &ids);
         for _ in 0..30 {
-            for id in ids {
-                b.attempt(id, true, 20 * MS);
-            }
-            b.wait(20 * MS);
+            b.answer_round(&ids, 20 * MS);
         }
         for _ in 0..6 {
             for id in ["a", "b", "c"] {
@@ -160,26 +165,17 @@ fn a_quiet_server_with_a_good_record_is_probed_at_the_record_period() {
         let ids = ["x", "a", "b", "c", "d", "e", "f"];
         let mut b = Bench::new(config, &ids);
         for _ in 0..40 {
-            for id in ids {
-                b.attempt(id, true, 20 * MS);
-            }
-            b.wait(30 * MS);
+            b.answer_round(&ids, 30 * MS);
         }
         for _ in 0..6 {
             b.attempt("x", false, 2 * MS);
-            for id in &ids[1..] {
-                b.attempt(id, true, 20 * MS);
-            }
-            b.wait(30 * MS);
+            b.answer_round(&ids[1..], 30 * MS);
         }
         assert!(b.time_component("x") < AVERAGE_TIME, "x is shunned");
         // Six seconds of traffic on the others only (six attempts every 150 ms).
         let mut due_after = None;
         for step in 1..=40 {
-            for id in &ids[1..] {
-                b.attempt(id, true, 20 * MS);
-            }
-            b.wait(30 * MS);
+            b.answer_round(&ids[1..], 30 * MS);
             if due_after.is_none() && b.time_component("x") >= AVERAGE_TIME {
                 due_after = Some(step);
             }

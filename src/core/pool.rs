@@ -23,11 +23,9 @@ pub(crate) struct Pool {
     /// scored against this one reference until the next refresh, so one rescored after an
     /// outcome is not compared with a reference its peers never saw.
     pub(crate) overall: Option<crate::score::Overall>,
-    /// A candidate idle and unsampled for longer than this is due a probe, seconds.
-    pub(crate) probe_after_s: f64,
-    /// The same for a candidate with a good record (`ema.record_probes`; infinite: off): the
-    /// record probes' budget shared among the idle ones.
-    pub(crate) probe_after_record_s: f64,
+    /// The scheduled probe periods: the budget shared by every live candidate, and the
+    /// record probes' shared by the idle ones with a good record (`ema.record_probes`).
+    pub(crate) probes: crate::score::ProbePeriods,
     /// How much the fleet queues: the mean over live candidates of their evidence that they
     /// slow under concurrency. It gates the load component for every candidate alike, so
     /// one whose fit was misled by a passing degradation is not held apart from the rest.
@@ -46,8 +44,7 @@ impl Default for Pool {
             spread: 0.0,
             center: f64::NAN,
             overall: None,
-            probe_after_s: f64::INFINITY,
-            probe_after_record_s: f64::INFINITY,
+            probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
             heal_at_s: f64::NEG_INFINITY,
             decisions: 0,
@@ -98,7 +95,7 @@ impl Core {
                 f64::INFINITY
             }
         };
-        self.pool.probe_after_s =
+        self.pool.probes.fleet_s =
             probe_s.map_or(f64::INFINITY, |p| period(p, self.fleet.live_count));
         // Record probes: the candidates with a good record idle for longer than `probe_s`.
         let record_s = probe_s.filter(|_| ema.record_probes);
@@ -118,7 +115,7 @@ impl Core {
                 }
             }
         }
-        self.pool.probe_after_record_s =
+        self.pool.probes.record_s =
             record_s.map_or(f64::INFINITY, |p| period(p, idle_record.max(1)));
         self.pool.queueing = if live > 0 {
             (q / live as f64) as f32
@@ -182,8 +179,7 @@ impl Core {
             pending_ms: 0.0,
             spread: self.pool.spread,
             center: self.pool.center,
-            probe_after_s: self.pool.probe_after_s,
-            probe_after_record_s: self.pool.probe_after_record_s,
+            probes: self.pool.probes,
             queueing: 0.0,
             heal_at_s: self.pool.heal_at_s,
         }

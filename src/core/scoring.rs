@@ -72,8 +72,7 @@ impl Scoring<'_> {
         let fleet = FleetState {
             stake_total: self.fleet.stake_total,
             now_s: self.clock.now_s,
-            probe_after_s: self.pool.probe_after_s,
-            probe_after_record_s: self.pool.probe_after_record_s,
+            probes: self.pool.probes,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
         };
@@ -112,8 +111,7 @@ impl Scoring<'_> {
             },
             spread: self.pool.spread,
             center: self.pool.center,
-            probe_after_s: self.pool.probe_after_s,
-            probe_after_record_s: self.pool.probe_after_record_s,
+            probes: self.pool.probes,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
         }

@@ -56,8 +56,8 @@ pub use feedback::FeedbackConfig;
 pub use load_fit::LoadFit;
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
-pub(crate) use probes::good_record;
-use probes::{probe_after, probe_due};
+use probes::probe_due;
+pub(crate) use probes::{good_record, ProbePeriods};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
@@ -126,10 +126,8 @@ pub(crate) struct FleetState {
     pub(crate) stake_total: f64,
     /// Seconds since the core's epoch.
     pub(crate) now_s: f64,
-    /// See [`ScoreContext::probe_after_s`].
-    pub(crate) probe_after_s: f64,
-    /// See [`ScoreContext::probe_after_record_s`].
-    pub(crate) probe_after_record_s: f64,
+    /// See [`ScoreContext::probes`].
+    pub(crate) probes: ProbePeriods,
     /// See [`ScoreContext::queueing`].
     pub(crate) queueing: f32,
     /// See [`ScoreContext::heal_at_s`].
@@ -155,12 +153,9 @@ pub(crate) struct ScoreContext {
     /// With `ema.pooling`: the fleet's center, the mean over candidates of `ln(time per
     /// success)`, as of the last coarse refresh (NaN before the first).
     pub(crate) center: f64,
-    /// With `ema.probe_s`: a candidate idle and unsampled for longer than this many seconds
-    /// is drawn as if its time were average (infinite: never).
-    pub(crate) probe_after_s: f64,
-    /// With `ema.record_probes`: the same for a candidate with a good record
-    /// ([`good_record`]), when shorter (infinite: off).
-    pub(crate) probe_after_record_s: f64,
+    /// With `ema.probe_s`: a candidate idle and unsampled for longer than its period is drawn
+    /// as if its time were average (`ema.record_probes`: a shorter one for a good record).
+    pub(crate) probes: ProbePeriods,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
     /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
@@ -323,12 +318,7 @@ impl ScoreModel {
             stats.success,
             stats.consecutive_failures,
             ctx.now_s,
-            probe_after(
-                stats.attempts,
-                stats.successes,
-                ctx.probe_after_s,
-                ctx.probe_after_record_s,
-            ),
+            ctx.probes.for_counts(stats.attempts, stats.successes),
             ctx.heal_at_s,
         );
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
@@ -486,12 +476,7 @@ impl ScoreModel {
             stats.success(),
             stats.consecutive_failures(),
             fleet.now_s,
-            probe_after(
-                stats.attempts(),
-                stats.successes(),
-                fleet.probe_after_s,
-                fleet.probe_after_record_s,
-            ),
+            fleet.probes.for_counts(stats.attempts(), stats.successes()),
             fleet.heal_at_s,
         );
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)

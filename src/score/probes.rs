@@ -16,14 +16,37 @@ pub(crate) fn good_record(attempts: u64, successes: u64) -> bool {
     attempts >= RECORD_MIN_ATTEMPTS && successes.saturating_mul(5) >= attempts.saturating_mul(4)
 }
 
-/// The probe period a candidate with these counts is due at: the record period when its
-/// record is good and that period is shorter, else the fleet-wide one.
-#[inline]
-pub(super) fn probe_after(attempts: u64, successes: u64, after: f64, after_record: f64) -> f64 {
-    if after_record < after && good_record(attempts, successes) {
-        after_record
-    } else {
-        after
+/// The scheduled probe periods, as of the last coarse refresh (`ema.probe_s`,
+/// `ema.record_probes`): a candidate idle and unsampled for longer than its period is drawn as
+/// if its time were average.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ProbePeriods {
+    /// Every candidate's period, seconds (infinite: no scheduled probes).
+    pub(crate) fleet_s: f64,
+    /// The period of a candidate with a good record ([`good_record`]) when shorter, seconds
+    /// (infinite: off).
+    pub(crate) record_s: f64,
+}
+
+impl Default for ProbePeriods {
+    fn default() -> Self {
+        ProbePeriods {
+            fleet_s: f64::INFINITY,
+            record_s: f64::INFINITY,
+        }
+    }
+}
+
+impl ProbePeriods {
+    /// The period a candidate with these counts is due at: the record period when its record
+    /// is good and that period is shorter, else the fleet-wide one.
+    #[inline]
+    pub(crate) fn for_counts(&self, attempts: u64, successes: u64) -> f64 {
+        if self.record_s < self.fleet_s && good_record(attempts, successes) {
+            self.record_s
+        } else {
+            self.fleet_s
+        }
     }
 }
 
@@ -64,6 +87,9 @@ mod tests {
 
     #[test]
     fn the_record_period_applies_to_good_records_when_shorter() {
+        let probe_after = |attempts, successes, fleet_s, record_s| {
+            ProbePeriods { fleet_s, record_s }.for_counts(attempts, successes)
+        };
         assert_eq!(probe_after(100, 95, 10.0, 1.5), 1.5);
         assert_eq!(probe_after(100, 50, 10.0, 1.5), 10.0);
         assert_eq!(probe_after(5, 5, 10.0, 1.5), 10.0);

@@ -18,8 +18,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         pending_ms: 0.0,
         spread: 0.0,
         center: f64::NAN,
-        probe_after_s: f64::INFINITY,
-        probe_after_record_s: f64::INFINITY,
+        probes: super::ProbePeriods::default(),
         heal_at_s: f64::NEG_INFINITY,
         queueing: 0.0,
     }
