@@ -33,6 +33,11 @@ pub(crate) struct Pool {
     /// When a failing candidate last answered (virtual seconds; -inf: never, or heal probes
     /// off): every other failing candidate last sampled before is due a probe.
     pub(crate) heal_at_s: f64,
+    /// The last heal not yet applied: it takes effect at the next refresh (`heal_at_s`).
+    heal_next_s: f64,
+    /// When the pool was last recomputed (virtual seconds): the time probes are judged at
+    /// ([`crate::score::ScoreContext::probe_at_s`]).
+    pub(crate) probe_at_s: f64,
     decisions: u64,
     at_s: f64,
     rate: f64,
@@ -47,6 +52,8 @@ impl Default for Pool {
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
             heal_at_s: f64::NEG_INFINITY,
+            heal_next_s: f64::NEG_INFINITY,
+            probe_at_s: 0.0,
             decisions: 0,
             at_s: 0.0,
             rate: 0.0,
@@ -62,7 +69,7 @@ impl Pool {
     pub(crate) fn healed(&mut self, now_s: f64, config: &crate::score::Config) {
         let ema = &config.ema;
         if ema.heal_probes && ema.drift > 0.0 && ema.probe_s > 0.0 {
-            self.heal_at_s = now_s;
+            self.heal_next_s = now_s;
         }
     }
 }
@@ -72,6 +79,10 @@ impl Core {
     pub(crate) fn refresh_pool(&mut self) {
         let ema = &self.model.config().ema;
         let now_s = self.clock.now_s;
+        // Whether a probe is due is judged at refreshes only: every leaf of the trees and every
+        // evaluated draw see the same answer until the next one.
+        self.pool.probe_at_s = now_s;
+        self.pool.heal_at_s = self.pool.heal_next_s;
         // Decisions per second, smoothed over a few refreshes.
         let dt = now_s - self.pool.at_s;
         if dt > 0.0 {
@@ -180,6 +191,7 @@ impl Core {
             spread: self.pool.spread,
             center: self.pool.center,
             probes: self.pool.probes,
+            probe_at_s: self.pool.probe_at_s,
             queueing: 0.0,
             heal_at_s: self.pool.heal_at_s,
         }

@@ -124,8 +124,8 @@ impl Learned {
 pub(crate) struct FleetState {
     /// Sum of the live candidates' stakes.
     pub(crate) stake_total: f64,
-    /// Seconds since the core's epoch.
-    pub(crate) now_s: f64,
+    /// See [`ScoreContext::probe_at_s`].
+    pub(crate) probe_at_s: f64,
     /// See [`ScoreContext::probes`].
     pub(crate) probes: ProbePeriods,
     /// See [`ScoreContext::queueing`].
@@ -156,6 +156,10 @@ pub(crate) struct ScoreContext {
     /// With `ema.probe_s`: a candidate idle and unsampled for longer than its period is drawn
     /// as if its time were average (`ema.record_probes`: a shorter one for a good record).
     pub(crate) probes: ProbePeriods,
+    /// The time probes are judged at: the last coarse refresh, so that whether a probe is
+    /// due moves for every candidate at once and the trees (written at refreshes) and the
+    /// evaluated draw agree between refreshes.
+    pub(crate) probe_at_s: f64,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
     /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
@@ -317,7 +321,7 @@ impl ScoreModel {
             stats.last_sample_s,
             stats.success,
             stats.consecutive_failures,
-            ctx.now_s,
+            ctx.probe_at_s,
             ctx.probes.for_counts(stats.attempts, stats.successes),
             ctx.heal_at_s,
         );
@@ -475,7 +479,7 @@ impl ScoreModel {
             stats.last_sample_s(),
             stats.success(),
             stats.consecutive_failures(),
-            fleet.now_s,
+            fleet.probe_at_s,
             fleet.probes.for_counts(stats.attempts(), stats.successes()),
             fleet.heal_at_s,
         );

@@ -20,6 +20,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         center: f64::NAN,
         probes: super::ProbePeriods::default(),
         heal_at_s: f64::NEG_INFINITY,
+        probe_at_s: 0.0,
         queueing: 0.0,
     }
 }
