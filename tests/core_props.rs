@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use selection_coordinator::score::Weights;
 use selection_coordinator::{
     AttemptId, CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Mode, Next,
-    Outcome, Request, RequestId,
+    Outcome, Request, RequestId, ServerFeedback,
 };
 
 const POOL: usize = 6;
@@ -111,7 +111,7 @@ fn op() -> impl Strategy<Value = Op> {
                 parallelism,
                 deadline_ms
             }),
-        3 => (any::<usize>(), 0u8..7).prop_map(|(pick, kind)| Op::Outcome { pick, kind }),
+        3 => (any::<usize>(), 0u8..9).prop_map(|(pick, kind)| Op::Outcome { pick, kind }),
         4 => (any::<usize>(), any::<bool>()).prop_map(|(pick, retry)| Op::Done { pick, retry }),
         1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
         1 => (
@@ -138,7 +138,10 @@ fn outcome_of(kind: u8) -> Outcome {
         3 => Outcome::failure(FailureClass::Timeout),
         4 => Outcome::failure(FailureClass::Refused),
         5 => Outcome::failure(FailureClass::Cancelled),
-        _ => Outcome::failure(FailureClass::Application),
+        6 => Outcome::failure(FailureClass::Application),
+        // Server feedback: the reports move a fleet-wide reference as well as the candidate's.
+        7 => Outcome::success().feedback(ServerFeedback::new(2, Duration::from_millis(4))),
+        _ => Outcome::success().feedback(ServerFeedback::new(0, Duration::from_micros(900))),
     }
 }
 

@@ -241,6 +241,7 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
+        self.fleet.feedback.settle();
         self.refresh_share();
         self.refresh_pool();
         for idx in 0..n {

@@ -99,8 +99,13 @@ const NONE: Averages = Averages {
 #[derive(Clone, Debug)]
 pub(crate) struct FeedbackBook {
     per: Vec<Averages>,
-    /// Moving average of every report's service time, ms (NaN before the first).
+    /// Moving average of every report's service time, ms (NaN before the first), as of the
+    /// last coarse refresh ([`FeedbackBook::settle`]).
     reference_ms: f64,
+    /// The same average with every report folded in; it becomes the reference at the next
+    /// refresh, so that every candidate's leaf and the evaluated draw read one reference
+    /// between two refreshes.
+    reference_next_ms: f64,
     /// Whether any report ever came: until one does, nothing is looked up.
     any: bool,
 }
@@ -110,6 +115,7 @@ impl Default for FeedbackBook {
         FeedbackBook {
             per: Vec::new(),
             reference_ms: f64::NAN,
+            reference_next_ms: f64::NAN,
             any: false,
         }
     }
@@ -152,12 +158,21 @@ impl FeedbackBook {
                 service_ms: avg.service_ms + a * (service - avg.service_ms),
             }
         };
-        self.reference_ms = if self.reference_ms.is_nan() {
+        self.reference_next_ms = if self.reference_next_ms.is_nan() {
             report.service_ms
         } else {
-            self.reference_ms + overall_alpha * (report.service_ms - self.reference_ms)
+            self.reference_next_ms + overall_alpha * (report.service_ms - self.reference_next_ms)
         };
+        if self.reference_ms.is_nan() {
+            // The first report: no other candidate has reported, so none reads the reference.
+            self.reference_ms = self.reference_next_ms;
+        }
         self.any = true;
+    }
+
+    /// Makes the reports since the last refresh count in the reference (a coarse refresh).
+    pub(crate) fn settle(&mut self) {
+        self.reference_ms = self.reference_next_ms;
     }
 
     /// Slot `idx`'s expected completion time in reference service times with `in_flight`
@@ -241,6 +256,9 @@ mod tests {
         book.observe(0, &report(2, 4), &cfg, 0.2);
         assert_eq!(book.relative(0, 0), Some(3.0 * 4.0 / 4.0));
         book.observe(1, &report(0, 1), &cfg, 0.2);
+        // The reference moves at the next refresh: until then every slot reads the old one.
+        assert_eq!(book.relative(1, 2), Some(3.0 * 1.0 / 4.0));
+        book.settle();
         let reference = 4.0 + 0.2 * (1.0 - 4.0);
         assert!((book.relative(1, 2).unwrap() - 3.0 * 1.0 / reference).abs() < 1e-9);
         // Slot 0's averages move half way to the new report.
