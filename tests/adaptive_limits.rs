@@ -222,6 +222,12 @@ impl World {
                 Outcome::Failure(_) => {}
             }
             self.core.outcome(a.attempt, a.outcome, now).unwrap();
+            // An outcome grants nothing (it takes no random source): a limit it raises on a
+            // full candidate counts from the release, so no request waits with room.
+            assert!(
+                !self.core.any_servable_waiting(),
+                "a request waits with room after an outcome at {t} s"
+            );
             self.core
                 .done(a.attempt, Next::Finish, now, &mut self.rng)
                 .unwrap();

@@ -153,6 +153,7 @@ impl Core {
         let idx = att.key.idx as usize;
         self.fleet.slots[idx].in_flight -= 1;
         if self.fleet.slots[idx].live {
+            self.limit_released(idx);
             self.refresh_load(idx);
         } else if self.fleet.slots[idx].in_flight == 0 {
             self.fleet.free_slots.push(idx as u32);

@@ -89,6 +89,24 @@ impl Core {
             granted_s: att.granted_s,
         };
         if e.observe(cfg, sample, self.clock.now_s) {
+            let learned = e.limit();
+            let slot = &mut self.fleet.slots[idx];
+            // An outcome grants nothing (it takes no random source), so a raise that would
+            // free a place on a full candidate waits for the next release of one of its
+            // attempts ([`Core::limit_released`]), where the queue is served: a waiting
+            // request never sits behind a limit that already has room. Cuts, and raises on
+            // a candidate with room already, count at once.
+            if learned <= slot.adaptive_limit || slot.in_flight < slot.adaptive_limit {
+                slot.adaptive_limit = learned;
+            }
+        }
+    }
+
+    /// Before an attempt's release on slot `idx` is scored: the learned limit in force is
+    /// the estimator's again (a raise held back by [`Core::limit_observe`]).
+    #[inline]
+    pub(super) fn limit_released(&mut self, idx: usize) {
+        if let Some(Some(e)) = self.adaptive.estimators.get(idx) {
             self.fleet.slots[idx].adaptive_limit = e.limit();
         }
     }
