@@ -510,25 +510,26 @@ fn configs() -> impl Strategy<Value = Config> {
 /// the arms, and the main draw is the first arm's.
 fn arms_config() -> Config {
     use selection_coordinator::score::{Arm, Shadow};
-    let mut c = Config::default();
-    c.arms = vec![
-        Arm {
-            name: "main".into(),
-            share: 1.0,
-            config: Config::default(),
-        },
-        Arm {
-            name: "lassie".into(),
-            share: 1.0,
-            config: Config::lassie(),
-        },
-    ];
-    c.shadows = vec![Shadow {
-        name: "livepeer".into(),
-        sample: 0.5,
-        config: Config::livepeer(),
-    }];
-    c
+    Config {
+        arms: vec![
+            Arm {
+                name: "main".into(),
+                share: 1.0,
+                config: Config::default(),
+            },
+            Arm {
+                name: "lassie".into(),
+                share: 1.0,
+                config: Config::lassie(),
+            },
+        ],
+        shadows: vec![Shadow {
+            name: "livepeer".into(),
+            sample: 0.5,
+            config: Config::livepeer(),
+        }],
+        ..Config::default()
+    }
 }
 
 /// The default with the optional parts on: adaptive limits, ejection, the pooled prior for
