@@ -51,6 +51,28 @@ enum Op {
     Advance {
         ms: u64,
     },
+    /// Releases an attempt and keeps its request open without asking (`Next::Keep`).
+    Keep {
+        pick: usize,
+    },
+    /// Asks again for an open request (refused when it is closed or has all it may run).
+    Reask {
+        pick: usize,
+    },
+    /// Finishes an open request.
+    Finish {
+        pick: usize,
+    },
+    /// An attempt reports its first byte.
+    FirstByte {
+        pick: usize,
+    },
+    /// A new valid config at run time: one of [`configs`]'.
+    Reconfigure {
+        which: usize,
+    },
+    /// A snapshot of the core restored into it at once.
+    Roundtrip,
     /// Hostile input: each variant must be refused with an error (or ignored), never a panic.
     Hostile(Hostile),
 }
@@ -127,6 +149,24 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..POOL).prop_map(|candidate| Op::Remove { candidate }),
         1 => (0..POOL).prop_map(|candidate| Op::Add { candidate }),
         2 => (1u64..2_000).prop_map(|ms| Op::Advance { ms }),
+        1 => any::<usize>().prop_map(|pick| Op::Keep { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::Reask { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::Finish { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::FirstByte { pick }),
+        1 => any::<usize>().prop_map(|which| Op::Reconfigure { which }),
+        1 => Just(Op::Roundtrip),
+    ]
+}
+
+/// The configs a sequence starts with or switches to.
+fn config_list() -> Vec<Config> {
+    vec![
+        Config::default(),
+        Config::lassie(),
+        Config::livepeer(),
+        Config::default().deterministic(),
+        variant_config(),
+        arms_config(),
     ]
 }
 
@@ -281,6 +321,52 @@ impl Harness {
             Op::Advance { ms } => {
                 self.now += Duration::from_millis(*ms);
                 self.core.tick(self.now, &mut self.rng);
+            }
+            Op::Keep { pick } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding.swap_remove(pick % self.outstanding.len());
+                    self.core
+                        .done(a, Next::Keep, self.now, &mut self.rng)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    self.stale_attempts.push(a);
+                }
+            }
+            Op::Reask { pick } => {
+                if !self.open.is_empty() {
+                    let r = self.open[pick % self.open.len()];
+                    // Refused for a closed request or one with all it may run; never a panic.
+                    let _ = self.core.reask(r, self.now, &mut self.rng);
+                }
+            }
+            Op::Finish { pick } => {
+                if !self.open.is_empty() {
+                    let r = self.open[pick % self.open.len()];
+                    // Its waiting asks are dropped without an event: the caller ended it.
+                    if self.core.finish(r).is_ok() {
+                        self.answered.insert(r);
+                    }
+                }
+            }
+            Op::FirstByte { pick } => {
+                if !self.outstanding.is_empty() {
+                    let (a, _, _) = self.outstanding[pick % self.outstanding.len()];
+                    self.core
+                        .first_byte(a)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                }
+            }
+            Op::Reconfigure { which } => {
+                let list = config_list();
+                let c = list[which % list.len()].clone();
+                self.core
+                    .set_config(c, self.now, &mut self.rng)
+                    .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
+            }
+            Op::Roundtrip => {
+                let snap = self.core.snapshot();
+                self.core
+                    .restore(&snap, self.now, &mut self.rng)
+                    .map_err(|e| TestCaseError::fail(format!("own snapshot refused: {e}")))?;
             }
             Op::Hostile(h) => self.hostile(h)?,
         }
@@ -496,14 +582,7 @@ impl Harness {
 }
 
 fn configs() -> impl Strategy<Value = Config> {
-    prop_oneof![
-        Just(Config::default()),
-        Just(Config::lassie()),
-        Just(Config::livepeer()),
-        Just(Config::default().deterministic()),
-        Just(variant_config()),
-        Just(arms_config()),
-    ]
+    proptest::sample::select(config_list())
 }
 
 /// Two arms (the default and lassie's weights) and a shadow: requests are split between
