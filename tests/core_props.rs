@@ -19,6 +19,24 @@ fn name(i: usize) -> CandidateId {
     CandidateId::new(format!("c{}", i % POOL))
 }
 
+/// Candidate `i`'s static info: stakes, prices, perf scores, capabilities and tags that differ,
+/// for the filters, their fallbacks and the mixture components to have something to do.
+fn info(i: usize) -> CandidateInfo {
+    let i = i % POOL;
+    let mut info = CandidateInfo::new(name(i))
+        .with_stake((i + 1) as f64)
+        .with_price(10.0 * i as f64)
+        .with_perf_score("FRA", 0.2 * i as f64)
+        .with_capability(if i % 2 == 0 { "gpu" } else { "cpu" });
+    if i % 3 == 0 {
+        info = info.with_tag("fast");
+    }
+    if i == 5 {
+        info = info.with_max_in_flight(1);
+    }
+    info
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Ready {
@@ -73,6 +91,10 @@ enum Op {
     },
     /// A snapshot of the core restored into it at once.
     Roundtrip,
+    /// A request for any candidate with a capability (`none` is one that no candidate has).
+    ReadyNeeding {
+        capability: usize,
+    },
     /// Hostile input: each variant must be refused with an error (or ignored), never a panic.
     Hostile(Hostile),
 }
@@ -155,6 +177,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|pick| Op::FirstByte { pick }),
         1 => any::<usize>().prop_map(|which| Op::Reconfigure { which }),
         1 => Just(Op::Roundtrip),
+        1 => (0usize..3).prop_map(|capability| Op::ReadyNeeding { capability }),
     ]
 }
 
@@ -167,7 +190,25 @@ fn config_list() -> Vec<Config> {
         Config::default().deterministic(),
         variant_config(),
         arms_config(),
+        filters_config(false),
+        filters_config(true),
     ]
+}
+
+/// Price and perf filters and a tag weight: with `strict`, the maximum price makes candidates
+/// unusable outright; else it falls back when none passes. Livepeer's mixture when not strict.
+fn filters_config(strict: bool) -> Config {
+    let mut c = if strict {
+        Config::default()
+    } else {
+        Config::livepeer()
+    };
+    c.price.max = Some(25.0);
+    c.price.ignore_max_if_none_pass = !strict;
+    c.perf.region = Some("FRA".into());
+    c.perf.min_score = Some(0.3);
+    c.tag_weights.insert("fast".into(), 0.5);
+    c
 }
 
 fn outcome_of(kind: u8) -> Outcome {
@@ -201,6 +242,8 @@ struct Harness {
     rejected: HashSet<RequestId>,
     /// Requests the core said ended (`Event::Closed`).
     closed: HashSet<RequestId>,
+    /// The capability each request that asked for one requires.
+    needs: HashMap<RequestId, &'static str>,
 }
 
 impl Harness {
@@ -211,8 +254,7 @@ impl Harness {
         core.set_close_events(true);
         let mut live = HashSet::new();
         for i in 0..4 {
-            core.add_candidate(CandidateInfo::new(name(i)), base, &mut rng)
-                .unwrap();
+            core.add_candidate(info(i), base, &mut rng).unwrap();
             live.insert(name(i));
         }
         Harness {
@@ -229,6 +271,7 @@ impl Harness {
             stale_attempts: Vec::new(),
             rejected: HashSet::new(),
             closed: HashSet::new(),
+            needs: HashMap::new(),
         }
     }
 
@@ -311,11 +354,9 @@ impl Harness {
             }
             Op::Add { candidate } => {
                 let id = name(*candidate);
-                let r = self.core.add_candidate(
-                    CandidateInfo::new(id.clone()),
-                    self.now,
-                    &mut self.rng,
-                );
+                let r = self
+                    .core
+                    .add_candidate(info(*candidate), self.now, &mut self.rng);
                 prop_assert_eq!(r.is_ok(), self.live.insert(id));
             }
             Op::Advance { ms } => {
@@ -361,6 +402,18 @@ impl Harness {
                 self.core
                     .set_config(c, self.now, &mut self.rng)
                     .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
+            }
+            Op::ReadyNeeding { capability } => {
+                let cap = ["gpu", "cpu", "none"][*capability];
+                // No candidate has `none`: refused or rejected, never a panic or a wait.
+                if let Ok(id) =
+                    self.core
+                        .ready(Request::any().requiring(cap), self.now, &mut self.rng)
+                {
+                    self.requests.push(id);
+                    self.open.push(id);
+                    self.needs.insert(id, cap);
+                }
             }
             Op::Roundtrip => {
                 let snap = self.core.snapshot();
@@ -491,6 +544,25 @@ impl Harness {
                         g.candidate
                     );
                     prop_assert!(g.probability > 0.0 && g.probability <= 1.0 + 1e-12);
+                    let index: usize = g.candidate.as_str()[1..].parse().unwrap();
+                    let granted = info(index);
+                    if let Some(cap) = self.needs.get(&g.request) {
+                        prop_assert!(
+                            granted.capabilities.iter().any(|c| c == cap),
+                            "{} granted to {} without {cap}",
+                            g.request,
+                            g.candidate
+                        );
+                    }
+                    let price = &self.core.config().price;
+                    if let (Some(max), false) = (price.max, price.ignore_max_if_none_pass) {
+                        prop_assert!(
+                            granted.price <= max,
+                            "{} at price {} over the strict maximum {max}",
+                            g.candidate,
+                            granted.price
+                        );
+                    }
                     self.answered.insert(g.request);
                     granted_to.insert(g.candidate.clone());
                     any_grant = true;
