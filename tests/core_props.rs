@@ -91,6 +91,12 @@ enum Op {
     },
     /// A snapshot of the core restored into it at once.
     Roundtrip,
+    /// A peer's digest: this core's own evidence as another coordinator would send it, its
+    /// times scaled by `skew` and its success shifted by `shift`.
+    Digest {
+        skew: f64,
+        shift: f64,
+    },
     /// A request for any candidate with a capability (`none` is one that no candidate has).
     ReadyNeeding {
         capability: usize,
@@ -178,6 +184,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|which| Op::Reconfigure { which }),
         1 => Just(Op::Roundtrip),
         1 => (0usize..3).prop_map(|capability| Op::ReadyNeeding { capability }),
+        1 => (0.1f64..10.0, -0.5f64..0.5).prop_map(|(skew, shift)| Op::Digest { skew, shift }),
     ]
 }
 
@@ -244,6 +251,8 @@ struct Harness {
     closed: HashSet<RequestId>,
     /// The capability each request that asked for one requires.
     needs: HashMap<RequestId, &'static str>,
+    /// The last sequence number of the peer's digests.
+    peer_seq: u64,
 }
 
 impl Harness {
@@ -252,6 +261,7 @@ impl Harness {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut core = Core::new(config, base).unwrap();
         core.set_close_events(true);
+        core.set_share_identity("local", 0);
         let mut live = HashSet::new();
         for i in 0..4 {
             core.add_candidate(info(i), base, &mut rng).unwrap();
@@ -272,6 +282,7 @@ impl Harness {
             rejected: HashSet::new(),
             closed: HashSet::new(),
             needs: HashMap::new(),
+            peer_seq: 0,
         }
     }
 
@@ -414,6 +425,20 @@ impl Harness {
                     self.open.push(id);
                     self.needs.insert(id, cap);
                 }
+            }
+            Op::Digest { skew, shift } => {
+                let mut d = self.core.digest(self.now);
+                d.sender = "peer".into();
+                self.peer_seq += 1;
+                d.seq = self.peer_seq;
+                for e in &mut d.entries {
+                    e.success = (e.success + shift).clamp(0.0, 1.0);
+                    e.attempt_ms = e.attempt_ms.map(|t| t * skew);
+                    e.ttfb_ms = e.ttfb_ms.map(|t| t * skew);
+                }
+                // Turned away when sharing is off, too soon after the last one, and so on;
+                // never a panic. Applied, it moves weights from the next refresh on.
+                let _ = self.core.apply_digest(self.now, &d);
             }
             Op::Roundtrip => {
                 let snap = self.core.snapshot();
