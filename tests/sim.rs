@@ -107,6 +107,8 @@ fn bad_scenarios_name_the_field_and_the_line() {
             15,
         ),
         ("workers = 2", "workers = \"two\"", "workload.workers", 5),
+        // A typo that asks for far more requests than can be kept: refused, not run.
+        ("workers = 2", "workers = 100000000", "workload.workers", 5),
         (
             "success = 0.9",
             "success = 0.9\nduration_ms = { kind = \"normal\", mean = 3 }",

@@ -477,6 +477,9 @@ pub struct Scenario {
 
 /// The most candidates a scenario may expand to (replicas included).
 pub(crate) const MAX_CANDIDATES: u64 = 1_000_000;
+/// The most requests a scenario may ask for (its workload's `workers x operations`, or
+/// `rate_per_s x duration_s`): about 200 times the largest built-in.
+pub(crate) const MAX_REQUESTS: f64 = 1e8;
 
 fn bucket_default() -> f64 {
     0.1
