@@ -155,6 +155,11 @@ fn simulate_checks_its_options_before_running() {
         assert!(out.stdout.is_empty(), "{extra:?} ran first");
     }
     assert!(!png.exists());
+    // A suite too large to generate is refused before anything is generated.
+    let out = selcoord(&["simulate", "--suite", "drift", "--count", "100000000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(err.contains("--count must be at most"), "{err}");
     // A writable --json path is left as it was until the report is written.
     let json = dir.path().join("out.json");
     let out = selcoord(&[

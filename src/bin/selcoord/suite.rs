@@ -44,6 +44,16 @@ pub(crate) fn run(
     if args.count == 0 {
         return Err("--count must be at least 1".into());
     }
+    // Every scenario is generated before the runs start; 100 per family and policy take
+    // about a minute on two cores.
+    const MAX_COUNT: usize = 100_000;
+    if args.count > MAX_COUNT {
+        return Err(format!(
+            "--count must be at most {MAX_COUNT} scenarios per family (got {})",
+            args.count
+        )
+        .into());
+    }
     let names: Vec<String> = if policies.is_empty() {
         DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect()
     } else {
