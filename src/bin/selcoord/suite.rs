@@ -51,8 +51,7 @@ pub(crate) fn run(
         return Err(format!(
             "--count must be at most {MAX_COUNT} scenarios per family (got {})",
             args.count
-        )
-        .into());
+        ));
     }
     let names: Vec<String> = if policies.is_empty() {
         DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect()
