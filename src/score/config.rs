@@ -140,6 +140,10 @@ impl Default for LoadConfig {
     }
 }
 
+/// The largest natural log a draw weight may reach: below `ln(f64::MAX)` (709.8) with room for
+/// summing a million of them.
+const MAX_LOG_WEIGHT: f64 = 690.0;
+
 impl LoadConfig {
     /// The load component applies to every candidate (lassie, Livepeer).
     pub const ALWAYS: LoadConfig = LoadConfig {
@@ -646,6 +650,29 @@ impl Config {
                 "all weights (and tag_weights) are zero: nothing to draw by; \
                  set weights.uniform = 1 for a plain uniform draw",
             ));
+        }
+        if self.mode == Mode::Sum
+            && total.is_finite()
+            && total > 1.0
+            && self.exponent.is_finite()
+            && self.feedback.exponent.is_finite()
+        {
+            // A draw weight is at most total^exponent times e^feedback.exponent; past what a
+            // float holds every weight is infinite and the draw silently turns uniform.
+            let feedback = self.feedback.exponent.max(0.0);
+            let log_max = self.exponent * total.ln() + feedback;
+            if log_max > MAX_LOG_WEIGHT {
+                problems.push(Problem::new(
+                    "exponent",
+                    format!(
+                        "with weights summing to {total} the draw weights reach e^{log_max:.0}, \
+                         past what a float holds (about e^{MAX_LOG_WEIGHT:.0}): lower the \
+                         exponent to at most {:.1}, or scale the weights down (only their \
+                         ratios matter)",
+                        ((MAX_LOG_WEIGHT - feedback) / total.ln()).max(0.0)
+                    ),
+                ));
+            }
         }
         self.feedback.check(&mut problems);
         self.share.check(&mut problems);

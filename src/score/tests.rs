@@ -267,6 +267,54 @@ fn validation_reports_every_problem_with_its_path() {
     }
 }
 
+/// An exponent at which the largest draw weight overflows is refused (every weight would be
+/// infinite and the draw silently uniform); one just under it works and still ranks.
+#[test]
+fn an_exponent_that_overflows_the_weights_is_refused() {
+    let refused = Config {
+        exponent: 250.0,
+        ..Config::default()
+    };
+    let err = refused.validate().unwrap_err();
+    assert_eq!(err.paths(), ["exponent"], "{err}");
+    assert!(err.to_string().contains("at most 213.4"), "{err}");
+    // Scaled-down weights with the same ratios are fine at that exponent.
+    let mut scaled = refused.clone();
+    for w in [
+        &mut scaled.weights.success,
+        &mut scaled.weights.ttfb,
+        &mut scaled.weights.overload,
+        &mut scaled.weights.load,
+    ] {
+        *w /= 25.0;
+    }
+    scaled.validate().unwrap();
+    let near = Config {
+        exponent: 213.0,
+        ..Config::default()
+    };
+    near.validate().unwrap();
+    let m = model(near);
+    let good = Stats {
+        success: Some(1.0),
+        ..Stats::default()
+    };
+    let bad = Stats {
+        success: Some(0.5),
+        ..Stats::default()
+    };
+    let weight = |stats: &Stats| {
+        let c = m.components(
+            &m.fixed(&CandidateInfo::new("a")),
+            stats,
+            &ctx(Overall::default()),
+        );
+        m.channel_value(ChannelKind::SumScore, &c)
+    };
+    let (wg, wb) = (weight(&good), weight(&bad));
+    assert!(wg.is_finite() && wg > wb && wb > 0.0, "{wg} {wb}");
+}
+
 #[test]
 fn time_exponent_multiplies_the_weight_by_a_time_factor() {
     let overall = Overall {
