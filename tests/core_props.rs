@@ -85,7 +85,7 @@ enum Op {
     FirstByte {
         pick: usize,
     },
-    /// A new valid config at run time: one of [`configs`]'.
+    /// A new valid config at run time: one of [`config_list`]'s.
     Reconfigure {
         which: usize,
     },
@@ -327,14 +327,9 @@ impl Harness {
                 }
             }
             Op::Done { pick, retry } => {
-                if !self.outstanding.is_empty() {
-                    let (a, _, _) = self.outstanding.swap_remove(pick % self.outstanding.len());
-                    let next = if *retry { Next::Retry } else { Next::Finish };
-                    self.core
-                        .done(a, next, self.now, &mut self.rng)
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let next = if *retry { Next::Retry } else { Next::Finish };
+                if let Some(a) = self.release(*pick, next)? {
                     prop_assert!(self.core.done(a, next, self.now, &mut self.rng).is_err());
-                    self.stale_attempts.push(a);
                 }
             }
             Op::Cancel { pick } => {
@@ -375,13 +370,7 @@ impl Harness {
                 self.core.tick(self.now, &mut self.rng);
             }
             Op::Keep { pick } => {
-                if !self.outstanding.is_empty() {
-                    let (a, _, _) = self.outstanding.swap_remove(pick % self.outstanding.len());
-                    self.core
-                        .done(a, Next::Keep, self.now, &mut self.rng)
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    self.stale_attempts.push(a);
-                }
+                self.release(*pick, Next::Keep)?;
             }
             Op::Reask { pick } => {
                 if !self.open.is_empty() {
@@ -449,6 +438,19 @@ impl Harness {
             Op::Hostile(h) => self.hostile(h)?,
         }
         self.drain_and_check()
+    }
+
+    /// Releases the outstanding attempt `pick` picks with `next`; the attempt, if any.
+    fn release(&mut self, pick: usize, next: Next) -> Result<Option<AttemptId>, TestCaseError> {
+        if self.outstanding.is_empty() {
+            return Ok(None);
+        }
+        let (a, _, _) = self.outstanding.swap_remove(pick % self.outstanding.len());
+        self.core
+            .done(a, next, self.now, &mut self.rng)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        self.stale_attempts.push(a);
+        Ok(Some(a))
     }
 
     fn hostile(&mut self, h: &Hostile) -> Result<(), TestCaseError> {

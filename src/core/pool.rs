@@ -35,11 +35,11 @@ pub(crate) struct Pool {
     pub(crate) heal_at_s: f64,
     /// The last heal not yet applied: it takes effect at the next refresh (`heal_at_s`).
     heal_next_s: f64,
-    /// When the pool was last recomputed (virtual seconds): the time probes are judged at
-    /// ([`crate::score::ScoreContext::probe_at_s`]).
-    pub(crate) probe_at_s: f64,
     decisions: u64,
-    at_s: f64,
+    /// When the pool was last recomputed (virtual seconds): where the decision rate is
+    /// measured from, and the time probes are judged at
+    /// ([`crate::score::ScoreContext::probe_at_s`]).
+    pub(crate) at_s: f64,
     rate: f64,
 }
 
@@ -53,7 +53,6 @@ impl Default for Pool {
             queueing: 0.0,
             heal_at_s: f64::NEG_INFINITY,
             heal_next_s: f64::NEG_INFINITY,
-            probe_at_s: 0.0,
             decisions: 0,
             at_s: 0.0,
             rate: 0.0,
@@ -79,9 +78,8 @@ impl Core {
     pub(crate) fn refresh_pool(&mut self) {
         let ema = &self.model.config().ema;
         let now_s = self.clock.now_s;
-        // Whether a probe is due is judged at refreshes only: every leaf of the trees and every
-        // evaluated draw see the same answer until the next one.
-        self.pool.probe_at_s = now_s;
+        // Whether a probe is due is judged at refreshes only (at `at_s`, set below): every leaf
+        // of the trees and every evaluated draw see the same answer until the next one.
         self.pool.heal_at_s = self.pool.heal_next_s;
         // Decisions per second, smoothed over a few refreshes.
         let dt = now_s - self.pool.at_s;
@@ -93,8 +91,9 @@ impl Core {
                 r
             };
             self.pool.decisions = self.out.counters.decisions;
-            self.pool.at_s = now_s;
         }
+        // The clock only moves forward: without time passed, `at_s` is `now_s` already.
+        self.pool.at_s = now_s;
         let probe_s = (ema.drift > 0.0 && ema.probe_s > 0.0).then_some(ema.probe_s);
         let budget = PROBE_SHARE * self.pool.rate;
         // `count` candidates sharing the budget: each is due every `count / budget` seconds,
@@ -191,7 +190,7 @@ impl Core {
             spread: self.pool.spread,
             center: self.pool.center,
             probes: self.pool.probes,
-            probe_at_s: self.pool.probe_at_s,
+            probe_at_s: self.pool.at_s,
             queueing: 0.0,
             heal_at_s: self.pool.heal_at_s,
         }

@@ -71,7 +71,7 @@ impl Scoring<'_> {
         }
         let fleet = FleetState {
             stake_total: self.fleet.stake_total,
-            probe_at_s: self.pool.probe_at_s,
+            probe_at_s: self.pool.at_s,
             probes: self.pool.probes,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
@@ -112,7 +112,7 @@ impl Scoring<'_> {
             spread: self.pool.spread,
             center: self.pool.center,
             probes: self.pool.probes,
-            probe_at_s: self.pool.probe_at_s,
+            probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
         }

@@ -140,10 +140,6 @@ impl Default for LoadConfig {
     }
 }
 
-/// The largest natural log a draw weight may reach: below `ln(f64::MAX)` (709.8) with room for
-/// summing a million of them.
-const MAX_LOG_WEIGHT: f64 = 690.0;
-
 impl LoadConfig {
     /// The load component applies to every candidate (lassie, Livepeer).
     pub const ALWAYS: LoadConfig = LoadConfig {
@@ -379,6 +375,10 @@ impl Default for Config {
         }
     }
 }
+
+/// The largest natural log a draw weight may reach ([`Config::validate`]): below
+/// `ln(f64::MAX)` (709.8) with room for summing a million of them.
+const MAX_LOG_WEIGHT: f64 = 690.0;
 
 /// The names [`Config::preset`] accepts.
 pub const PRESETS: [&str; 3] = ["default", "lassie", "livepeer"];

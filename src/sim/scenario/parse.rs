@@ -203,21 +203,25 @@ impl Scenario {
         }
         // Every request's figures are kept for the percentiles: a typo in a rate or a
         // duration would otherwise run for hours and exhaust memory before saying anything.
-        let (requests, key) = match w.kind {
-            LoopKind::Closed => (f64::from(w.workers) * f64::from(w.operations), "workers"),
-            LoopKind::Open => (w.rate_per_s * w.duration_s, "rate_per_s"),
+        let (requests, key, product) = match w.kind {
+            LoopKind::Closed => (
+                f64::from(w.workers) * f64::from(w.operations),
+                "workers",
+                "workers x operations",
+            ),
+            LoopKind::Open => (
+                w.rate_per_s * w.duration_s,
+                "rate_per_s",
+                "rate_per_s x duration_s",
+            ),
         };
         if requests > MAX_REQUESTS {
             return Err(err(
                 &format!("workload.{key}"),
                 whole_key(key).or(whole_key("[workload]")),
                 format!(
-                    "{requests:.3e} requests expected ({}); a scenario may have at most \
-                     {MAX_REQUESTS:.0e}: lower it",
-                    match w.kind {
-                        LoopKind::Closed => "workers x operations",
-                        LoopKind::Open => "rate_per_s x duration_s",
-                    }
+                    "{requests:.3e} requests expected ({product}); a scenario may have at most \
+                     {MAX_REQUESTS:.0e}: lower it"
                 ),
             ));
         }
