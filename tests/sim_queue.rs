@@ -241,3 +241,42 @@ fn queue_fields_without_a_service_time_are_an_error() {
     assert_eq!(e.field, "candidates[0].servers");
     assert!(e.message.contains("service_ms"), "{e}");
 }
+
+/// The oracle reads the queues: with a fast single server and a slower four-server station,
+/// an open loop at two thirds of their joint capacity is served without the fast one's queue
+/// growing into the timeout (before, every request went to the fast server: 200 per second
+/// against its 100, and most of them timed out), and without a second's backlog on the surer
+/// one either.
+#[test]
+fn the_oracle_spreads_over_queues_instead_of_piling_on_the_fastest() {
+    let toml = r#"
+name = "two-stations"
+[workload]
+loop = "open"
+rate_per_s = 200.0
+duration_s = 30.0
+attempt_timeout_ms = 500.0
+
+[[candidates]]
+id = "fast"
+success = 0.99
+servers = 1
+service_ms = { kind = "exp", mean = 10.0 }
+
+[[candidates]]
+id = "wide"
+success = 1.0
+servers = 4
+service_ms = { kind = "exp", mean = 20.0 }
+"#;
+    let sc = Scenario::parse(toml, "test").unwrap();
+    let policies = [PolicySpec::parse("oracle").unwrap()];
+    let r = simulate(&sc, &policies, &[1, 2], 2, None)
+        .unwrap()
+        .policies
+        .remove(0);
+    assert!(r.error_rate < 0.02, "error rate {}", r.error_rate);
+    assert!(r.ttfb_ms.p99 < 150.0, "ttfb p99 {} ms", r.ttfb_ms.p99);
+    let fast = r.share["fast"];
+    assert!((0.2..0.6).contains(&fast), "the fast server's share {fast}");
+}

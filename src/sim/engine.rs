@@ -86,7 +86,7 @@ macro_rules! world {
     ($e:ident, $now:expr) => {
         World {
             truth: &$e.truth,
-            retries: $e.sc.workload.retries,
+            workload: &$e.sc.workload,
             queues: &$e.queues,
             now: $now,
         }

@@ -10,6 +10,7 @@ use rand::SeedableRng;
 use super::baselines;
 use super::baselines::limiters;
 use super::queue::Queues;
+use super::scenario::Workload;
 use super::truth::Truth;
 use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
 use crate::core::{Request, RequestId};
@@ -36,7 +37,8 @@ pub(crate) enum Decision {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct World<'a> {
     pub(crate) truth: &'a [Truth],
-    pub(crate) retries: u32,
+    /// The scenario's workload (retries, the attempt timeout).
+    pub(crate) workload: &'a Workload,
     #[allow(dead_code)]
     pub(crate) queues: &'a Queues,
     /// Virtual seconds since the start of the run.

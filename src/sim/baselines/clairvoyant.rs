@@ -22,19 +22,32 @@ pub(crate) fn expected_completion_ms(c: Cand, w: &World<'_>) -> f64 {
     // The truth's mean first byte counts the base service time; the level of the moment
     // replaces it below.
     let fixed = truth.mean_first_byte_ms() - truth.mean_service_ms();
-    let rate = w.service_rate(c);
-    if !rate.is_finite() || rate <= 0.0 {
-        return fixed;
+    match service_ms(c, w) {
+        Some(service_ms) => fixed + expected_wait_ms(c, w) + service_ms,
+        None => fixed,
     }
-    let service_ms = 1000.0 / rate;
+}
+
+/// Mean service time of one server of `c` at this moment, ms (`None` without a queue).
+fn service_ms(c: Cand, w: &World<'_>) -> Option<f64> {
+    let rate = w.service_rate(c);
+    (rate.is_finite() && rate > 0.0).then(|| 1000.0 / rate)
+}
+
+/// Expected wait for a server of an attempt sent to `c` now, ms (0 without a queue): with `n`
+/// attempts there and `c` servers, none if `n < c`, else `n - c + 1` of the servers'
+/// completions, one every `S / c` on average.
+pub(crate) fn expected_wait_ms(c: Cand, w: &World<'_>) -> f64 {
+    let Some(service_ms) = service_ms(c, w) else {
+        return 0.0;
+    };
     let n = w.queue_len(c) as f64;
     let servers = w.servers(c).max(1) as f64;
-    let wait_ms = if n < servers {
+    if n < servers {
         0.0
     } else {
         (n - servers + 1.0) * service_ms / servers
-    };
-    fixed + wait_ms + service_ms
+    }
 }
 
 impl Picker for Clairvoyant {

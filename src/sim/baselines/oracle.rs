@@ -3,6 +3,7 @@
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
+use super::clairvoyant::{expected_completion_ms, expected_wait_ms};
 use super::{PickState, Picker};
 use crate::sim::policy::{Cand, World};
 
@@ -10,16 +11,48 @@ use crate::sim::policy::{Cand, World};
 /// that is the highest success probability (then the fastest); with retries, the highest
 /// success probability per expected millisecond spent, the optimal order for a sequential
 /// search until the first success.
+///
+/// On a queueing candidate it also reads the real queue. The expected time to the first byte
+/// counts the wait for a server at the service rate of the moment
+/// ([`expected_completion_ms`]); an attempt that would find the queue full is refused; one
+/// expected to answer after the attempt timeout counts as that timeout; and the wait uses up
+/// the attempt's room before its timeout, so the success probability is scaled by the share
+/// of the timeout left (`1 - wait / timeout`, with a 1 s scale without a timeout). Without
+/// the queue the oracle piled every request onto the fastest or surest server until its
+/// attempts timed out; without the last rule it still ranked a sure server with a second's
+/// backlog above an idle one a percent less sure.
 #[derive(Debug)]
 pub(crate) struct Oracle;
+
+/// Scale of a queue's wait against the success odds when the scenario has no attempt timeout.
+const WAIT_SCALE_MS: f64 = 1000.0;
+
+/// `c`'s success probability and the expected milliseconds an attempt sent to it now takes.
+fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
+    let t = &w.truth[c as usize];
+    let p = t.success_probability(st.in_flight[c as usize] + 1);
+    let failure_ms = t.failure_ms.mean();
+    if !t.is_queue() {
+        return (p, p * t.mean_first_byte_ms() + (1.0 - p) * failure_ms);
+    }
+    let full = w.queue_len(c) >= t.servers() && t.queue_limit().is_some_and(|l| w.waiting(c) >= l);
+    if full {
+        return (0.0, failure_ms);
+    }
+    let first_byte_ms = expected_completion_ms(c, w);
+    let timeout_ms = w.workload.attempt_timeout_ms.unwrap_or(WAIT_SCALE_MS);
+    if w.workload.attempt_timeout_ms.is_some() && first_byte_ms > timeout_ms {
+        return (0.0, timeout_ms);
+    }
+    let p = p * (1.0 - expected_wait_ms(c, w) / timeout_ms).max(0.0);
+    (p, p * first_byte_ms + (1.0 - p) * failure_ms)
+}
 
 impl Picker for Oracle {
     fn pick(&mut self, s: &[Cand], st: &PickState<'_>, w: &World<'_>, rng: &mut SmallRng) -> Cand {
         let key = |c: Cand| -> (f64, f64) {
-            let t = &w.truth[c as usize];
-            let p = t.success_probability(st.in_flight[c as usize] + 1);
-            let cost = p * t.mean_first_byte_ms() + (1.0 - p) * t.failure_ms.mean();
-            if w.retries == 0 {
+            let (p, cost) = odds(c, st, w);
+            if w.workload.retries == 0 {
                 (p, -cost)
             } else {
                 (p / cost.max(1e-3), p)

@@ -86,7 +86,7 @@ impl Picker for Thompson {
         for &c in s {
             let counts = self.counts.get(c as usize).copied().unwrap_or_default();
             let p = self.sample_p(&counts, rng);
-            let key = if w.retries == 0 {
+            let key = if w.workload.retries == 0 {
                 -p
             } else {
                 self.per_success(&counts, p)
