@@ -12,7 +12,7 @@ use selection_coordinator::sim::PolicySpec;
 pub(crate) struct SuiteArgs {
     /// Run generated scenarios instead of one: comma-separated families (degrade-heal, outage,
     /// drift, flap, churn, population, or all). Default policies: coordinator, oracle,
-    /// p2c-peak-ewma, mongo-error-bias, round-robin, random, p2c-opcount.
+    /// p2c-peak-ewma, least-loaded, mongo-error-bias, round-robin, random, p2c-opcount.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["scenario", "plot", "list"])]
     pub(crate) suite: Vec<String>,
     /// Scenarios per family (with --suite).
