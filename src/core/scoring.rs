@@ -84,7 +84,20 @@ impl Scoring<'_> {
             &s.stats,
             &fleet,
             self.fleet.feedback.relative(idx, s.in_flight),
+            self.queue_time(idx, s.in_flight + 1),
         )
+    }
+
+    /// How much slower than its average slot `idx`'s next attempt is expected to be when it
+    /// is granted at concurrency `next` ([`crate::score::LoadFit::time_factor`]); 1 when the
+    /// fleet shows no queueing, where the factor is not used.
+    #[inline]
+    fn queue_time(&self, idx: usize, next: u32) -> f64 {
+        if self.pool.queueing > 0.0 {
+            self.fleet.load_fit[idx].time_factor(next)
+        } else {
+            1.0
+        }
     }
 
     /// The inputs slot `idx` is scored with, `at` a refresh or its outcome.
@@ -114,6 +127,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
+            queue_time: self.queue_time(idx, slot.in_flight + 1 - reporting),
             heal_at_s: self.pool.heal_at_s,
         }
     }

@@ -26,6 +26,9 @@ const WARM: u32 = 1_000;
 const SIGNIFICANCE: f32 = 2.0;
 /// Per attempt, the share of the evidence kept when the fit shows less.
 const EVIDENCE_KEEP: f32 = 0.99995;
+/// The largest elasticity [`LoadFit::time_factor`] uses (a queue well past its servers
+/// shows about 1).
+const MAX_ELASTICITY: f64 = 1.5;
 /// Below this variance of `ln(n)` the slope is not estimated (nothing varied).
 const MIN_K_VAR: f32 = 0.01;
 
@@ -100,6 +103,27 @@ impl LoadFit {
         }
     }
 
+    /// How much slower than its average an attempt granted at concurrency `next` (itself
+    /// included) is expected to be: `(next / K)^b`, with `K` the geometric mean concurrency
+    /// its times were measured at and `b` the fitted elasticity less two standard errors
+    /// (0 when the fit shows nothing beyond its noise). 1 before the fit has data.
+    #[inline]
+    pub(crate) fn time_factor(&self, next: u32) -> f64 {
+        if self.kk < MIN_K_VAR || self.n < 10 {
+            return 1.0;
+        }
+        let slope = self.kx / self.kk;
+        let resid = (self.xx - slope * self.kx).max(0.0);
+        let n_eff = (self.n as f32).min(2.0 / FIT_ALPHA - 1.0);
+        let se = (resid / (n_eff * self.kk)).sqrt();
+        let b = f64::from(slope - SIGNIFICANCE * se).clamp(0.0, MAX_ELASTICITY);
+        if b.is_nan() || b <= 0.0 {
+            return 1.0;
+        }
+        let k = if next <= 1 { 0.0 } else { f64::from(next).ln() };
+        (b * (k - f64::from(self.k))).exp().clamp(1.0 / 8.0, 8.0)
+    }
+
     /// How strongly the candidate's time grows with its concurrency, in `[0, 1]`.
     #[inline]
     pub(crate) fn evidence(&self) -> f32 {
@@ -139,5 +163,31 @@ mod tests {
         f.observe(3, f64::NAN);
         f.observe(3, f64::INFINITY);
         assert!(f.evidence().is_finite());
+    }
+
+    #[test]
+    fn the_time_factor_follows_the_queue_and_stays_near_1_without_one() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let (mut queue, mut steady) = (LoadFit::default(), LoadFit::default());
+        assert_eq!(queue.time_factor(8), 1.0);
+        for _ in 0..2000 {
+            let k: u32 = rng.random_range(1..16);
+            let noise = rng.random_range(0.8..1.2);
+            queue.observe(k, 10.0 * (k as f64 / 4.0).max(1.0) * noise);
+            steady.observe(k, 10.0 * noise * rng.random_range(0.5..2.0));
+        }
+        // Slower than its average at a deep queue, faster when idle, monotone in between.
+        let f: Vec<f64> = [1, 2, 4, 8, 16, 1000]
+            .iter()
+            .map(|&k| queue.time_factor(k))
+            .collect();
+        assert!(f[0] < 1.0 && f[4] > 1.5, "{f:?}");
+        assert!(f.windows(2).all(|w| w[0] <= w[1]), "{f:?}");
+        assert!(f.iter().all(|&x| (1.0 / 8.0..=8.0).contains(&x)), "{f:?}");
+        // A time that does not follow the concurrency moves it by noise alone.
+        for k in [1, 4, 16] {
+            let f = steady.time_factor(k);
+            assert!((f - 1.0).abs() < 0.03, "{f} {steady:?}");
+        }
     }
 }

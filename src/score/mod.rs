@@ -162,6 +162,9 @@ pub(crate) struct ScoreContext {
     pub(crate) probe_at_s: f64,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
+    /// How much slower than its average the candidate's next attempt is expected to be at
+    /// its present concurrency ([`LoadFit::time_factor`]); 1 without a fit.
+    pub(crate) queue_time: f64,
     /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
     /// failing candidate idle and last sampled before is drawn as if its time were average.
     pub(crate) heal_at_s: f64,
@@ -325,6 +328,7 @@ impl ScoreModel {
             ctx.probes.for_counts(stats.attempts, stats.successes),
             ctx.heal_at_s,
         );
+        let learned = self.queue_timed(learned, ctx.queueing, ctx.queue_time);
         self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
     }
 
@@ -466,6 +470,7 @@ impl ScoreModel {
         stats: &PackedStats,
         fleet: &FleetState,
         feedback: Option<f64>,
+        queue_time: f64,
     ) -> Components {
         let load = self.load_component(
             in_flight,
@@ -483,6 +488,7 @@ impl ScoreModel {
             fleet.probes.for_counts(stats.attempts(), stats.successes()),
             fleet.heal_at_s,
         );
+        let learned = &self.queue_timed(*learned, fleet.queueing, queue_time);
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
 
@@ -622,6 +628,21 @@ impl ScoreModel {
         } else {
             0.0
         }
+    }
+
+    /// The learned components with the time to success read at the concurrency of the moment:
+    /// a queueing candidate's learned time is its average; `queue_time` says how much slower
+    /// its next attempt is expected to be ([`LoadFit::time_factor`]), so `exp(-r)` becomes
+    /// `exp(-r * queue_time)`, counted as far as the fleet shows queueing.
+    #[inline]
+    fn queue_timed(&self, mut learned: Learned, queueing: f32, queue_time: f64) -> Learned {
+        let load = &self.config.load;
+        if queue_time != 1.0 && load.queueing && load.gate > 0.0 && queueing > 0.0 {
+            let q = f64::from(queueing).clamp(0.0, 1.0);
+            let f = 1.0 + q * (queue_time - 1.0);
+            learned.time_to_success = unit(learned.time_to_success.powf(f));
+        }
+        learned
     }
 }
 

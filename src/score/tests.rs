@@ -22,6 +22,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         heal_at_s: f64::NEG_INFINITY,
         probe_at_s: 0.0,
         queueing: 0.0,
+        queue_time: 1.0,
     }
 }
 
