@@ -109,7 +109,9 @@ impl LoadFit {
     /// (0 when the fit shows nothing beyond its noise). 1 before the fit has data.
     #[inline]
     pub(crate) fn time_factor(&self, next: u32) -> f64 {
-        if self.kk < MIN_K_VAR || self.n < 10 {
+        // The evidence is at least the present slope's share above its noise: 0 means no
+        // slope now either (the usual case, and no arithmetic).
+        if self.evidence <= 0.0 || self.kk < MIN_K_VAR || self.n < 10 {
             return 1.0;
         }
         let slope = self.kx / self.kk;

@@ -328,8 +328,9 @@ impl ScoreModel {
             ctx.probes.for_counts(stats.attempts, stats.successes),
             ctx.heal_at_s,
         );
-        let learned = self.queue_timed(learned, ctx.queueing, ctx.queue_time);
-        self.assemble_parts(&learned, fixed, ctx.stake_total, load, probe, None)
+        let timed = self.queue_timed(&learned, ctx.queueing, ctx.queue_time);
+        let learned = timed.as_ref().unwrap_or(&learned);
+        self.assemble_parts(learned, fixed, ctx.stake_total, load, probe, None)
     }
 
     /// The components a candidate's statistics decide (what the core caches per candidate),
@@ -488,7 +489,8 @@ impl ScoreModel {
             fleet.probes.for_counts(stats.attempts(), stats.successes()),
             fleet.heal_at_s,
         );
-        let learned = &self.queue_timed(*learned, fleet.queueing, queue_time);
+        let timed = self.queue_timed(learned, fleet.queueing, queue_time);
+        let learned = timed.as_ref().unwrap_or(learned);
         self.assemble_parts(learned, fixed, fleet.stake_total, load, probe, feedback)
     }
 
@@ -633,16 +635,20 @@ impl ScoreModel {
     /// The learned components with the time to success read at the concurrency of the moment:
     /// a queueing candidate's learned time is its average; `queue_time` says how much slower
     /// its next attempt is expected to be ([`LoadFit::time_factor`]), so `exp(-r)` becomes
-    /// `exp(-r * queue_time)`, counted as far as the fleet shows queueing.
+    /// `exp(-r * queue_time)`, counted as far as the fleet shows queueing. `None` when that
+    /// changes nothing (no queueing, or a factor of 1): the learned ones stand as they are.
     #[inline]
-    fn queue_timed(&self, mut learned: Learned, queueing: f32, queue_time: f64) -> Learned {
+    fn queue_timed(&self, learned: &Learned, queueing: f32, queue_time: f64) -> Option<Learned> {
         let load = &self.config.load;
-        if queue_time != 1.0 && load.queueing && load.gate > 0.0 && queueing > 0.0 {
-            let q = f64::from(queueing).clamp(0.0, 1.0);
-            let f = 1.0 + q * (queue_time - 1.0);
-            learned.time_to_success = unit(learned.time_to_success.powf(f));
+        if queue_time == 1.0 || !load.queueing || load.gate <= 0.0 || queueing <= 0.0 {
+            return None;
         }
-        learned
+        let q = f64::from(queueing).clamp(0.0, 1.0);
+        let f = 1.0 + q * (queue_time - 1.0);
+        Some(Learned {
+            time_to_success: unit(learned.time_to_success.powf(f)),
+            ..*learned
+        })
     }
 }
 
