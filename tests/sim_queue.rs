@@ -5,12 +5,17 @@
 use selection_coordinator::sim::{simulate, PolicyReport, PolicySpec, Scenario};
 
 fn run(toml: &str, seeds: &[u64]) -> PolicyReport {
+    run_policies(toml, &["random"], seeds).remove(0)
+}
+
+/// Each of `policies` on the scenario `toml` over `seeds`, in that order.
+fn run_policies(toml: &str, policies: &[&str], seeds: &[u64]) -> Vec<PolicyReport> {
     let sc = Scenario::parse(toml, "test").unwrap();
-    let policies = [PolicySpec::parse("random").unwrap()];
-    simulate(&sc, &policies, seeds, 2, None)
-        .unwrap()
-        .policies
-        .remove(0)
+    let policies: Vec<PolicySpec> = policies
+        .iter()
+        .map(|p| PolicySpec::parse(p).unwrap())
+        .collect();
+    simulate(&sc, &policies, seeds, 2, None).unwrap().policies
 }
 
 /// One exponential-service station with `servers` servers (mean 10 ms each) fed by Poisson
@@ -269,12 +274,7 @@ success = 1.0
 servers = 4
 service_ms = { kind = "exp", mean = 20.0 }
 "#;
-    let sc = Scenario::parse(toml, "test").unwrap();
-    let policies = [PolicySpec::parse("oracle").unwrap()];
-    let r = simulate(&sc, &policies, &[1, 2], 2, None)
-        .unwrap()
-        .policies
-        .remove(0);
+    let r = run_policies(toml, &["oracle"], &[1, 2]).remove(0);
     assert!(r.error_rate < 0.02, "error rate {}", r.error_rate);
     assert!(r.ttfb_ms.p99 < 150.0, "ttfb p99 {} ms", r.ttfb_ms.p99);
     let fast = r.share["fast"];
@@ -321,13 +321,8 @@ success = 1.0
 servers = 4
 service_ms = { kind = "exp", mean = 45.0 }
 "#;
-    let sc = Scenario::parse(toml, "test").unwrap();
-    let policies = [
-        PolicySpec::parse("coordinator").unwrap(),
-        PolicySpec::parse("oracle").unwrap(),
-    ];
-    let r = simulate(&sc, &policies, &[1, 2, 3], 2, None).unwrap();
-    let (c, o) = (&r.policies[0], &r.policies[1]);
+    let r = run_policies(toml, &["coordinator", "oracle"], &[1, 2, 3]);
+    let (c, o) = (&r[0], &r[1]);
     assert!(
         c.ttfb_ms.mean <= 1.4 * o.ttfb_ms.mean,
         "mean first byte {} ms against the oracle's {}",

@@ -85,17 +85,27 @@ impl LoadFit {
         self.evidence = if now > kept { now } else { kept };
     }
 
+    /// The fitted slope less [`SIGNIFICANCE`] standard errors; `None` before the fit has
+    /// data (too few attempts, or a concurrency that never varied).
     #[inline]
-    fn compute(&self) -> f32 {
+    fn slope_above_noise(&self) -> Option<f32> {
         if self.kk < MIN_K_VAR || self.n < 10 {
-            return 0.0;
+            return None;
         }
         let slope = self.kx / self.kk;
         let resid = (self.xx - slope * self.kx).max(0.0);
         // Effective samples of the moving averages: about 2 / alpha once warm.
         let n_eff = (self.n as f32).min(2.0 / FIT_ALPHA - 1.0);
         let se = (resid / (n_eff * self.kk)).sqrt();
-        let e = (slope - SIGNIFICANCE * se) / FULL_SLOPE;
+        Some(slope - SIGNIFICANCE * se)
+    }
+
+    #[inline]
+    fn compute(&self) -> f32 {
+        let Some(b) = self.slope_above_noise() else {
+            return 0.0;
+        };
+        let e = b / FULL_SLOPE;
         if e.is_finite() {
             e.clamp(0.0, 1.0)
         } else {
@@ -111,14 +121,13 @@ impl LoadFit {
     pub(crate) fn time_factor(&self, next: u32) -> f64 {
         // The evidence is at least the present slope's share above its noise: 0 means no
         // slope now either (the usual case, and no arithmetic).
-        if self.evidence <= 0.0 || self.kk < MIN_K_VAR || self.n < 10 {
+        if self.evidence <= 0.0 {
             return 1.0;
         }
-        let slope = self.kx / self.kk;
-        let resid = (self.xx - slope * self.kx).max(0.0);
-        let n_eff = (self.n as f32).min(2.0 / FIT_ALPHA - 1.0);
-        let se = (resid / (n_eff * self.kk)).sqrt();
-        let b = f64::from(slope - SIGNIFICANCE * se).clamp(0.0, MAX_ELASTICITY);
+        let Some(b) = self.slope_above_noise() else {
+            return 1.0;
+        };
+        let b = f64::from(b).clamp(0.0, MAX_ELASTICITY);
         if b.is_nan() || b <= 0.0 {
             return 1.0;
         }

@@ -399,12 +399,7 @@ impl ScoreModel {
         // behind its queue and would only make the draw chase it. Its deviation from the
         // average counts for less, down to a third for a plain queue.
         if let (Some(ps), Some(o)) = (per_success, ctx.overall.attempt_ms) {
-            let load = &self.config.load;
-            let q = if load.queueing && load.gate > 0.0 {
-                f64::from(ctx.queueing).clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
+            let q = self.queueing_share(ctx.queueing);
             if q > 0.0 {
                 let o = if o > 0.0 { o } else { 1.0 };
                 let damp = 1.0 - QUEUE_DAMPING * q;
@@ -632,6 +627,18 @@ impl ScoreModel {
         }
     }
 
+    /// How far the fleet's queueing evidence counts in the time component, in `[0, 1]`: all
+    /// of it with `load.gate > 0` and `load.queueing`, none otherwise.
+    #[inline]
+    fn queueing_share(&self, queueing: f32) -> f64 {
+        let load = &self.config.load;
+        if load.queueing && load.gate > 0.0 {
+            f64::from(queueing).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
     /// The learned components with the time to success read at the concurrency of the moment:
     /// a queueing candidate's learned time is its average; `queue_time` says how much slower
     /// its next attempt is expected to be ([`LoadFit::time_factor`]), so `exp(-r)` becomes
@@ -639,11 +646,10 @@ impl ScoreModel {
     /// changes nothing (no queueing, or a factor of 1): the learned ones stand as they are.
     #[inline]
     fn queue_timed(&self, learned: &Learned, queueing: f32, queue_time: f64) -> Option<Learned> {
-        let load = &self.config.load;
-        if queue_time == 1.0 || !load.queueing || load.gate <= 0.0 || queueing <= 0.0 {
+        let q = self.queueing_share(queueing);
+        if queue_time == 1.0 || q <= 0.0 {
             return None;
         }
-        let q = f64::from(queueing).clamp(0.0, 1.0);
         let f = 1.0 + q * (queue_time - 1.0);
         Some(Learned {
             time_to_success: unit(learned.time_to_success.powf(f)),

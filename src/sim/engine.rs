@@ -436,11 +436,7 @@ impl<'a> Engine<'a> {
         // it fails fast only when overloaded (past capacity, or its queue is full).
         let mut queued = false;
         let result = if truth.is_queue() {
-            let st = &self.queues.stations[c];
-            let full = st.busy >= truth.servers()
-                && truth
-                    .queue_limit()
-                    .is_some_and(|l| st.waiting.len() as u32 >= l);
+            let full = self.queues.is_full(c, truth);
             let over = truth.overload_roll(self.load[c], &mut self.truth_rng);
             if full || over {
                 truth

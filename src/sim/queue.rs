@@ -83,6 +83,17 @@ impl Queues {
             .map_or(0, |s| s.waiting.len() as u32 + s.busy)
     }
 
+    /// Whether an attempt arriving at `c` now finds every server busy and the queue at
+    /// `truth`'s `queue_limit` (it is refused as an overload).
+    pub(crate) fn is_full(&self, c: usize, truth: &Truth) -> bool {
+        self.stations.get(c).is_some_and(|s| {
+            s.busy >= truth.servers()
+                && truth
+                    .queue_limit()
+                    .is_some_and(|l| s.waiting.len() as u32 >= l)
+        })
+    }
+
     /// Attempts waiting (not in service) on `c`.
     #[allow(dead_code)]
     pub(crate) fn waiting(&self, c: usize) -> u32 {

@@ -35,8 +35,7 @@ fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
     if !t.is_queue() {
         return (p, p * t.mean_first_byte_ms() + (1.0 - p) * failure_ms);
     }
-    let full = w.queue_len(c) >= t.servers() && t.queue_limit().is_some_and(|l| w.waiting(c) >= l);
-    if full {
+    if w.queues.is_full(c as usize, t) {
         return (0.0, failure_ms);
     }
     let first_byte_ms = expected_completion_ms(c, w);
