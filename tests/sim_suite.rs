@@ -79,8 +79,14 @@ fn a_dumped_scenario_reruns_to_the_same_figures() {
         let sc = Scenario::load(path.to_str().unwrap()).unwrap();
         assert_eq!(sc.policies, names());
         let rerun = simulate(&sc, &specs(), &[g.seed], 1, None).unwrap();
+        let oracle = rerun.policies.iter().find(|p| p.policy == "oracle");
         for (p, want) in rerun.policies.iter().zip(&inst.policies) {
-            assert_eq!(&InstanceFigures::new(&p.policy, p), want, "{}", sc.name);
+            assert_eq!(
+                &InstanceFigures::new(&p.policy, p, oracle),
+                want,
+                "{}",
+                sc.name
+            );
         }
         assert_eq!(inst.seed, g.seed);
     }
@@ -368,4 +374,44 @@ fn the_json_has_the_documented_shape() {
     // Degrade-heal has both.
     assert!(fams[0]["policies"][0]["detection_excess_s"]["p50"].is_f64());
     assert_eq!(v["instances"].as_array().unwrap().len(), 4);
+}
+
+/// Detection and recovery follow the degraded candidates the oracle used: suite seed 17's
+/// `degrade-heal-17` degrades a middling server (33 ms among a 20 ms one and others) that
+/// the oracle never sends to, while the coordinator gave it a few per cent before. The
+/// coordinator's own-share figures exist, but the scenario has no reference to measure a
+/// return against, so it enters neither excess.
+#[test]
+fn a_candidate_the_oracle_never_used_is_not_followed() {
+    let policies = ["coordinator".to_string(), "oracle".to_string()];
+    let g = generate(Family::DegradeHeal, 17, 17, &policies).unwrap();
+    let specs: Vec<PolicySpec> = policies
+        .iter()
+        .map(|n| PolicySpec::parse(n).unwrap())
+        .collect();
+    let r = simulate(&g.scenario, &specs, &[g.seed], 1, None).unwrap();
+    let (me, oracle) = (&r.policies[0], &r.policies[1]);
+    assert_eq!(oracle.degraded.len(), 1);
+    assert_eq!(oracle.degraded[0].share_before, Some(0.0));
+    assert!(me.degraded[0].share_before.unwrap() > 0.0);
+    assert!(me.degraded[0].recovery_s.is_some());
+    // Unrestricted, the coordinator's figures count; followed as the oracle used, none.
+    let all = InstanceFigures::new("coordinator", me, None);
+    assert!(all.recovery_s.unwrap() > 0.0 && all.detection_s.unwrap() > 0.0);
+    let mine = InstanceFigures::new("coordinator", me, Some(oracle));
+    let reference = InstanceFigures::new("oracle", oracle, Some(oracle));
+    assert_eq!((mine.detection_s, mine.recovery_s), (None, None));
+    assert_eq!((reference.detection_s, reference.recovery_s), (None, None));
+    let inst = Instance {
+        family: "degrade-heal".into(),
+        scenario: g.scenario.name.clone(),
+        description: String::new(),
+        seed: g.seed,
+        degrade_at_s: Some(13.844),
+        heal_at_s: Some(33.292),
+        policies: vec![mine, reference],
+    };
+    let rep = SuiteReport::new(17, &[inst]);
+    let s = &rep.families[0].policies[0];
+    assert_eq!((s.recovery_scenarios, s.detection_scenarios), (0, 0));
 }

@@ -285,14 +285,24 @@ pub fn run_suite(
     let mut reports = results.into_iter().map(|m| m.into_inner().ok().flatten());
     let mut instances = Vec::new();
     for g in scenarios {
-        let mut figures = Vec::new();
-        for p in &policies {
-            let r = reports
-                .next()
-                .flatten()
-                .ok_or_else(|| format!("{}: a run did not finish", g.scenario.name))??;
-            figures.push(InstanceFigures::new(p.label(), &r));
+        let mut runs = Vec::new();
+        for _ in &policies {
+            runs.push(
+                reports
+                    .next()
+                    .flatten()
+                    .ok_or_else(|| format!("{}: a run did not finish", g.scenario.name))??,
+            );
         }
+        let oracle = policies
+            .iter()
+            .position(|p| p.label() == "oracle")
+            .map(|i| &runs[i]);
+        let figures = policies
+            .iter()
+            .zip(&runs)
+            .map(|(p, r)| InstanceFigures::new(p.label(), r, oracle))
+            .collect();
         let (degrade_at_s, heal_at_s) = event_times(&g.scenario);
         instances.push(Instance {
             family: g.family.name().to_string(),

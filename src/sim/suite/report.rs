@@ -12,13 +12,15 @@ use crate::sim::{Degraded, PolicyReport};
 pub struct InstanceFigures {
     /// The policy's label.
     pub policy: String,
-    /// Degrade until the share of every degraded candidate this policy used before falls
+    /// Degrade until the share of every followed candidate this policy used before falls
     /// below 20% of its own share before (the slowest of them, from `simulate --json`'s
-    /// `degraded` list); `None` if one never did or nothing degraded; 0 if the policy used
-    /// none of them.
+    /// `degraded` list); `None` if one never did or no followed candidate degraded; 0 if the
+    /// policy used none of them. The followed candidates are the degraded ones the oracle
+    /// sent traffic to before their degrade (every degraded one without an oracle).
     pub detection_s: Option<f64>,
-    /// Heal until the share of every such candidate is back at 80% of its own share before
-    /// (the slowest); `None` if one never was or nothing healed; 0 if the policy used none.
+    /// Heal until the share of every followed candidate is back at 80% of its own share
+    /// before (the slowest); `None` if one never was or no followed candidate healed; 0 if
+    /// the policy used none.
     pub recovery_s: Option<f64>,
     /// As in `simulate --json`'s `detection_s`: the first degraded candidate against its fair
     /// share (1 / candidates present). Reported, not summarized: a policy that rightly kept a
@@ -36,12 +38,27 @@ pub struct InstanceFigures {
 }
 
 impl InstanceFigures {
-    /// The figures of `r`, a one-seed report, under the name `label`.
-    pub fn new(label: &str, r: &PolicyReport) -> Self {
+    /// The figures of `r`, a one-seed report, under the name `label`. `oracle` is the oracle's
+    /// report on the same scenario and seed: detection and recovery follow the degraded
+    /// candidates it used (a candidate the oracle never sends to has no return to measure
+    /// against); `None` follows every degraded candidate.
+    pub fn new(label: &str, r: &PolicyReport, oracle: Option<&PolicyReport>) -> Self {
+        let followed = |d: &Degraded| {
+            oracle.is_none_or(|o| {
+                o.degraded
+                    .iter()
+                    .any(|od| od.candidate == d.candidate && od.share_before.unwrap_or(0.0) > 0.0)
+            })
+        };
         InstanceFigures {
             policy: label.to_string(),
-            detection_s: slowest(&r.degraded, |d| Some(d.degraded_at_s), |d| d.detection_s),
-            recovery_s: slowest(&r.degraded, |d| d.healed_at_s, |d| d.recovery_s),
+            detection_s: slowest(
+                &r.degraded,
+                followed,
+                |d| Some(d.degraded_at_s),
+                |d| d.detection_s,
+            ),
+            recovery_s: slowest(&r.degraded, followed, |d| d.healed_at_s, |d| d.recovery_s),
             detection_fair_s: r.detection_s,
             recovery_fair_s: r.recovery_s,
             error_rate: r.error_rate,
@@ -51,16 +68,21 @@ impl InstanceFigures {
     }
 }
 
-/// The slowest `figure` over the degraded candidates whose `event` happened and that had a
-/// share before their degrade; `None` if one of them never got there or no `event` happened,
-/// 0 if the policy had sent nothing to any of them (nothing to move away from or back to).
+/// The slowest `figure` over the `followed` degraded candidates whose `event` happened and
+/// that had a share before their degrade; `None` if one of them never got there or no
+/// followed `event` happened, 0 if the policy had sent nothing to any of them (nothing to
+/// move away from or back to).
 fn slowest(
     degraded: &[Degraded],
+    followed: impl Fn(&Degraded) -> bool,
     event: impl Fn(&Degraded) -> Option<f64>,
     figure: impl Fn(&Degraded) -> Option<f64>,
 ) -> Option<f64> {
     let mut out = None;
-    for d in degraded.iter().filter(|d| event(d).is_some()) {
+    for d in degraded
+        .iter()
+        .filter(|d| followed(d) && event(d).is_some())
+    {
         let prev: f64 = out.unwrap_or(0.0);
         if d.share_before.unwrap_or(0.0) <= 0.0 {
             out = Some(prev);
@@ -328,11 +350,11 @@ mod tests {
     }
 
     fn det(d: &[Degraded]) -> Option<f64> {
-        slowest(d, |d| Some(d.degraded_at_s), |d| d.detection_s)
+        slowest(d, |_| true, |d| Some(d.degraded_at_s), |d| d.detection_s)
     }
 
     fn rec(d: &[Degraded]) -> Option<f64> {
-        slowest(d, |d| d.healed_at_s, |d| d.recovery_s)
+        slowest(d, |_| true, |d| d.healed_at_s, |d| d.recovery_s)
     }
 
     #[test]
