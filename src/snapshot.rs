@@ -61,6 +61,10 @@ pub struct StatsSnapshot {
     /// The last attempt time was far outside the estimate.
     #[serde(default)]
     pub attempt_surprise: bool,
+    /// The served answers' cumulative standardized deviation from the estimate (positive:
+    /// slower than it; see `Stats::attempt_lag`).
+    #[serde(default)]
+    pub attempt_lag: f32,
 }
 
 /// One candidate in a snapshot.
@@ -137,6 +141,12 @@ impl Snapshot {
                         "{id}.{name} = {v}: must be a finite number at least 0"
                     )));
                 }
+            }
+            if !s.attempt_lag.is_finite() {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id}.attempt_lag = {}: must be a finite number",
+                    s.attempt_lag
+                )));
             }
             if !(0.0..=1.0).contains(&s.overload_evidence) {
                 return Err(Error::InvalidSnapshot(format!(

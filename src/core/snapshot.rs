@@ -51,6 +51,7 @@ impl Core {
                         attempt_var: st.attempt_var,
                         attempt_noise: st.attempt_noise,
                         attempt_surprise: st.attempt_surprise,
+                        attempt_lag: st.attempt_lag,
                     },
                     limit: v.adaptive,
                 }
@@ -97,6 +98,7 @@ impl Core {
                 attempt_var: s.attempt_var,
                 attempt_noise: s.attempt_noise,
                 attempt_surprise: s.attempt_surprise,
+                attempt_lag: s.attempt_lag,
             };
             let idx = match self.fleet.index_of(&c.info.id) {
                 Some(idx) => {

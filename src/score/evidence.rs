@@ -28,6 +28,12 @@
 //!   of its answer may be close to that of its failures (a server that refused in a millisecond
 //!   answering in a few), so the rule does not wait for a surprising time.
 //!
+//! - answers that keep falling on one side of the estimate, each too close to be a surprise,
+//!   are a change as well: a two-sided CUSUM of their standardized deviations (the lag sum,
+//!   [`LAG_SLACK`], [`LAG_THRESHOLD`]) catches an estimate that lags a drift, or a healed
+//!   candidate seen through rare probes, each of which would otherwise move it by the
+//!   filter's small gain.
+//!
 //! On a change the estimate moves on the ratio scale its variances live on: a step of the
 //! gain from a value fifty times larger (a hang's timeouts) would otherwise leave a residue
 //! larger than the new sample itself.
@@ -47,6 +53,15 @@ const PRIOR_NOISE: f64 = 0.25;
 const NOISE_ALPHA: f64 = 0.05;
 /// A sample further than this many standard deviations from the estimate is a regime change.
 const CHANGE_SIGMAS: f64 = 3.0;
+/// The lag test's slack and threshold, in standard deviations of a served answer around
+/// the estimate: a two-sided CUSUM of the deviations less the slack. On a busy steady
+/// candidate with normal deviations it fires about once in 1,300 answers, on one sampled once
+/// a second not in 20,000 (`tests::a_steady_candidate_rarely_reads_as_lagging`); rare probes
+/// of a healed candidate answering about 2.6 standard deviations under its estimate fire it at
+/// the fourth (a deviation of three or more is a surprise, and two of those in a row a change,
+/// already).
+const LAG_SLACK: f64 = 0.5;
+const LAG_THRESHOLD: f64 = 6.0;
 /// A candidate whose success average is below this, after [`FAILING_STREAK`] failures in a
 /// row, is failing: its next answer is a change, and its heal may be the others' (see
 /// [`failing`]).
@@ -78,6 +93,9 @@ pub(crate) struct Filtered {
     pub(crate) changed: bool,
     /// The sample was far outside what the filter expected (first or second in a row).
     pub(crate) surprise: bool,
+    /// The served answers' signed cumulative deviation after this sample (see
+    /// [`Stats::attempt_lag`](super::Stats::attempt_lag)).
+    pub(crate) lag: f32,
 }
 
 /// The estimate's relative variance `dt_s` seconds after its last sample.
@@ -102,6 +120,7 @@ pub(crate) fn update(
     samples: u64,
     served: bool,
     was_failing: bool,
+    lag: f32,
 ) -> Filtered {
     // Times are compared as ratios: at least a microsecond, like the averages' 1 ms floor.
     let x = sample_ms.max(1e-3);
@@ -113,6 +132,7 @@ pub(crate) fn update(
             gain: 1.0,
             changed: false,
             surprise: false,
+            lag: 0.0,
         };
     };
     let max_noise = MAX_NOISE;
@@ -129,16 +149,35 @@ pub(crate) fn update(
     let e2 = e * e;
     let cs = CHANGE_SIGMAS;
     let surprise = e2 > cs * cs * (p + r);
-    // A second surprise in a row, an answer far faster than expected, or an answer from a
-    // failing candidate: the candidate changed.
+    // The served answers' deviations, each in the standard deviations the filter expects
+    // (clipped, so one outlier counts as at most a surprise), summed one side at a time as
+    // in a two-sided CUSUM: answers that keep falling on one side of the estimate, each too
+    // close to be a surprise, say it lags a change (a drift, or a heal seen through rare
+    // probes whose every answer moves it by a small gain).
+    let (new_lag, lagging) = if served {
+        let z = (e / (p + r).sqrt()).clamp(-cs, cs);
+        let lag = f64::from(lag);
+        let up = (lag.max(0.0) + z - LAG_SLACK).max(0.0);
+        let down = ((-lag).max(0.0) - z - LAG_SLACK).max(0.0);
+        let g = if up >= down { up } else { -down };
+        (g, g.abs() > LAG_THRESHOLD)
+    } else {
+        (f64::from(lag), false)
+    };
+    // A second surprise in a row, an answer far faster than expected, an answer from a
+    // failing candidate, or answers that keep falling on one side: the candidate changed.
     let recovered = served && was_failing;
-    let changed = recovered || (surprise && (pending || (served && e < 0.0)));
+    let changed = recovered || lagging || (surprise && (pending || (served && e < 0.0)));
     if changed {
         // The estimate is as uncertain as the surprise is large, so this sample weighs nearly
         // everything; an answer after failures at least four fifths, however close its time.
         p = p.max(e2);
         if recovered {
             p = p.max(4.0 * r);
+        }
+        if lagging {
+            // At least half the weight, however close this answer's own time.
+            p = p.max(r);
         }
     }
     let gain = p / (p + r);
@@ -176,6 +215,7 @@ pub(crate) fn update(
         },
         changed,
         surprise,
+        lag: if changed { 0.0 } else { new_lag as f32 },
     }
 }
 
@@ -184,12 +224,13 @@ mod tests {
     use super::*;
 
     fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
-        let (mut m, mut v, mut r) = (None, 0.0f32, 0.0f32);
+        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
         for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64, true, false);
+            let f = update(m, v, r, x, dt, drift, n as u64, true, false, lag);
             m = Some(f.mean_ms);
             v = f.var;
             r = f.noise;
+            lag = f.lag;
         }
         (m, v, r)
     }
@@ -236,15 +277,15 @@ mod tests {
         // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
         let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
         let (m, v, r) = run(&xs, 0.01, 0.1);
-        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false);
+        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 0.0);
         assert!(answer.changed, "{answer:?}");
         assert!(answer.mean_ms < 30.0, "{answer:?}");
         // A failure as fast moves the estimate by its usual weight only.
-        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false);
+        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 0.0);
         assert!(failure.surprise && !failure.changed, "{failure:?}");
         assert!(failure.mean_ms > 250.0, "{failure:?}");
         // So does an answer that is slow: one slow answer may be an outlier.
-        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false);
+        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 0.0);
         assert!(slow.surprise && !slow.changed, "{slow:?}");
     }
 
@@ -254,13 +295,13 @@ mod tests {
         // candidate that only failed has answered.
         let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
         let (m, v, r) = run(&xs, 0.1, 0.1);
-        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false);
+        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 0.0);
         assert!(!plain.changed, "{plain:?}");
-        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true);
+        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 0.0);
         assert!(after_failures.changed, "{after_failures:?}");
         assert!(after_failures.gain >= 0.8, "{after_failures:?}");
         // A failure from a failing candidate is no news.
-        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true);
+        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 0.0);
         assert!(!failure.changed, "{failure:?}");
     }
 
@@ -269,7 +310,7 @@ mod tests {
         // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
         let xs = vec![1700.0; 40];
         let (m, v, r) = run(&xs, 0.5, 0.1);
-        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false);
+        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 0.0);
         assert!(f.changed, "{f:?}");
         // An arithmetic step of the same gain would leave it near 80 ms.
         assert!(f.mean_ms < 40.0, "{f:?}");
@@ -286,9 +327,103 @@ mod tests {
     #[test]
     fn hostile_inputs_stay_finite() {
         for x in [0.0, 1e300, f64::MIN_POSITIVE] {
-            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true, false);
+            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true, false, 0.0);
             assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
             assert!((0.0..=1.0).contains(&f.gain));
         }
+    }
+
+    /// Normal deviates by Box-Muller from a seeded generator.
+    fn normals(seed: u64, n: usize) -> Vec<f64> {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let u1: f64 = rng.random::<f64>().max(1e-12);
+                let u2: f64 = rng.random();
+                (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+            })
+            .collect()
+    }
+
+    /// Changes the lag test made: samples whose update changed the estimate without being a
+    /// surprise (the other two rules need one).
+    fn lag_changes(samples: &[f64], dt: f64) -> usize {
+        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
+        let mut n = 0;
+        for (i, &x) in samples.iter().enumerate() {
+            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, lag);
+            n += usize::from(f.changed && !f.surprise);
+            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
+        }
+        n
+    }
+
+    #[test]
+    fn a_steady_candidate_rarely_reads_as_lagging() {
+        // 20,000 answers, lognormal with a 30 % spread, busy (100 a second) and rare (one a
+        // second, the filter's variance growing between them).
+        for (seed, dt) in [(1, 0.01), (2, 1.0)] {
+            let xs: Vec<f64> = normals(seed, 20_000)
+                .iter()
+                .map(|z| 20.0 * (0.3 * z).exp())
+                .collect();
+            let n = lag_changes(&xs, dt);
+            assert!(
+                n <= 20,
+                "{n} lag changes in 20,000 steady answers (dt {dt})"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_that_keep_falling_on_one_side_read_as_a_change() {
+        // A shunned candidate's estimate (50 ms) after its heal: probes a second apart answer
+        // in 10 ms, the first about 2.6 standard deviations under it, none a surprise.
+        let probe = |m: f64, v: f32, lag: f32| {
+            update(Some(m), v, 0.3, 10.0, 1.0, 0.1, 500, true, false, lag)
+        };
+        let first = probe(50.0, 0.06, 0.0);
+        assert!(
+            !first.surprise && !first.changed && first.lag < 0.0,
+            "{first:?}"
+        );
+        let (mut with, mut without) = ((50.0, 0.06f32, 0.0f32), (50.0, 0.06f32));
+        let mut fired = None;
+        for i in 1..=5 {
+            let f = probe(with.0, with.1, with.2);
+            if f.changed && fired.is_none() {
+                fired = Some(i);
+            }
+            with = (f.mean_ms, f.var, f.lag);
+            let g = probe(without.0, without.1, 0.0);
+            assert!(
+                !g.changed,
+                "without the lag sum no single answer is a change"
+            );
+            without = (g.mean_ms, g.var);
+        }
+        assert_eq!(fired, Some(4), "the lag sum fires at the fourth answer");
+        assert!(with.0 < 15.0, "with the lag test: {:.1} ms", with.0);
+        assert!(without.0 > 20.0, "without it: {:.1} ms", without.0);
+        // The sum restarts after the change.
+        assert_eq!(with.2, 0.0);
+    }
+
+    #[test]
+    fn failures_leave_the_lag_sum_alone() {
+        let f = update(
+            Some(20.0),
+            0.01,
+            0.1,
+            2.0,
+            0.01,
+            0.1,
+            200,
+            false,
+            false,
+            -3.0,
+        );
+        assert_eq!(f.lag, -3.0);
     }
 }

@@ -2,8 +2,8 @@
 
 use super::evidence;
 use super::stats::{
-    ema, finite_or_zero, pack_opt, saturate_u16, unpack_opt, ATTEMPT_MS, BANDWIDTH_BPS, CONNECT_MS,
-    EJECTED_UNTIL_S, LAST_SAMPLE_S, SUCCESS, TTFB_MS,
+    ema, finite_or_zero, pack_lag, pack_opt, saturate_u16, unpack_lag, unpack_opt, ATTEMPT_MS,
+    BANDWIDTH_BPS, CONNECT_MS, EJECTED_UNTIL_S, LAST_SAMPLE_S, SUCCESS, TTFB_MS,
 };
 #[cfg(test)]
 use super::Stats;
@@ -146,7 +146,9 @@ impl ScoreModel {
                         attempts,
                         success_sample > 0.0,
                         was_failing,
+                        unpack_lag(stats.attempt_lag),
                     );
+                    stats.attempt_lag = pack_lag(f.lag);
                     recovered = was_failing && success_sample > 0.0;
                     attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = finite_or_zero(f.var);
@@ -163,9 +165,11 @@ impl ScoreModel {
                         a = max_of(a, f.gain);
                         a_ok = max_of(a_ok, f.gain);
                     } else {
-                        // The success average ages with the time estimate, at half its pace:
-                        // a stale candidate's success moves with its probes too.
+                        // The other averages age with the time estimate, at half its pace:
+                        // a stale candidate's success and first byte move with its probes
+                        // too.
                         a = max_of(a, 0.5 * f.gain);
+                        a_ok = max_of(a_ok, 0.5 * f.gain);
                     }
                 }
                 None => attempt_ms = Some(ema(attempt_ms, t, a_time)),
@@ -261,7 +265,7 @@ impl ScoreModel {
         let e = &self.config.ejection;
         let ejections = u32::from(stats.ejections).saturating_add(1);
         let secs = (e.base_s * ejections as f64).min(e.max_s);
-        stats.ejections = saturate_u16(ejections);
+        stats.ejections = u8::try_from(ejections).unwrap_or(u8::MAX);
         stats.values[EJECTED_UNTIL_S] = now_s + secs;
         stats.consecutive_failures = 0;
     }

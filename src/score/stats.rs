@@ -172,6 +172,10 @@ pub struct Stats {
     /// With `ema.drift` set: the last attempt time was far outside the estimate (a second one
     /// in a row is taken as a change).
     pub attempt_surprise: bool,
+    /// With `ema.drift` set: a signed cumulative sum of the served answers' standardized
+    /// deviations from the estimate (positive: answers slower than it). Past a threshold the
+    /// estimate lags a change it has not caught, and the next answer weighs as a change.
+    pub attempt_lag: f32,
 }
 
 /// [`Stats`] as the core keeps it per candidate: the optional values as `f64` with NaN for
@@ -187,10 +191,14 @@ pub(crate) struct PackedStats {
     /// (indexed by [`SUCCESS`] and the constants after it).
     pub(super) values: [f64; 7],
     pub(super) window: ErrorWindow,
-    /// Saturating at `u16::MAX`: the config caps the ejection threshold there, and an
-    /// ejection's length reaches `ejection.max_s` long before.
+    /// Saturating at `u16::MAX`: the config caps the ejection threshold there.
     pub(super) consecutive_failures: u16,
-    pub(super) ejections: u16,
+    /// Saturating at `u8::MAX`: an ejection's length (`ejection.base_s` times the count)
+    /// reaches `ejection.max_s` long before with any usual config.
+    pub(super) ejections: u8,
+    /// [`Stats::attempt_lag`] in sixteenths: the test resets it past its threshold of 6, so it
+    /// stays within reach of an `i8`.
+    pub(super) attempt_lag: i8,
     pub(super) overload_evidence: f32,
     /// Saturating at `u32::MAX` (they only steer the warm-up and the unknown-candidate gate,
     /// both long over by then), which leaves room for the attempt-time filter's two variances.
@@ -242,6 +250,22 @@ pub(super) fn finite_or_zero(x: f32) -> f32 {
     }
 }
 
+/// [`Stats::attempt_lag`] as stored, in sixteenths (hostile values read as none, 0).
+#[inline]
+pub(super) fn pack_lag(x: f32) -> i8 {
+    if x.is_finite() {
+        (x * 16.0).round().clamp(-127.0, 127.0) as i8
+    } else {
+        0
+    }
+}
+
+/// [`Stats::attempt_lag`] from its stored sixteenths.
+#[inline]
+pub(super) fn unpack_lag(x: i8) -> f32 {
+    f32::from(x) / 16.0
+}
+
 #[inline]
 pub(super) fn unpack_opt(x: f64) -> Option<f64> {
     (!x.is_nan()).then_some(x)
@@ -263,7 +287,8 @@ impl PackedStats {
             ],
             window: s.window.clone(),
             consecutive_failures: saturate_u16(s.consecutive_failures),
-            ejections: saturate_u16(s.ejections),
+            ejections: u8::try_from(s.ejections).unwrap_or(u8::MAX),
+            attempt_lag: pack_lag(s.attempt_lag),
             overload_evidence: s.overload_evidence,
             attempts: u32::try_from(s.attempts).unwrap_or(u32::MAX),
             successes: u32::try_from(s.successes).unwrap_or(u32::MAX),
@@ -297,6 +322,7 @@ impl PackedStats {
             attempt_var: self.attempt_var,
             attempt_noise: self.attempt_noise.abs(),
             attempt_surprise: self.attempt_noise.is_sign_negative(),
+            attempt_lag: unpack_lag(self.attempt_lag),
         }
     }
 
@@ -549,17 +575,28 @@ mod tests {
             ..Stats::default()
         };
         assert_eq!(PackedStats::pack(&hostile).unpack().connect_ms, None);
-        // The streak and ejection counts saturate at 16 bits.
+        // The streak saturates at 16 bits, the ejection count at 8.
         let long = Stats {
             consecutive_failures: 100_000,
             ejections: 70_000,
             ..Stats::default()
         };
         let back = PackedStats::pack(&long).unpack();
-        assert_eq!(
-            (back.consecutive_failures, back.ejections),
-            (65_535, 65_535)
-        );
+        assert_eq!((back.consecutive_failures, back.ejections), (65_535, 255));
+        // The lag sum keeps sixteenths, and hostile values read as 0.
+        for (x, want) in [
+            (-5.97, -6.0),
+            (-5.9, -5.875),
+            (2.5, 2.5),
+            (f32::NAN, 0.0),
+            (1e9, 127.0 / 16.0),
+        ] {
+            let s = Stats {
+                attempt_lag: x,
+                ..Stats::default()
+            };
+            assert_eq!(PackedStats::pack(&s).unpack().attempt_lag, want, "{x}");
+        }
     }
 
     #[test]

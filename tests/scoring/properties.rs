@@ -111,6 +111,7 @@ impl Cand {
                 attempt_var: 0.0,
                 attempt_noise: 0.0,
                 attempt_surprise: false,
+                attempt_lag: 0.0,
             },
             limit: None,
         }

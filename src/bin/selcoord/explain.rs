@@ -117,6 +117,7 @@ impl RecordedStats {
             attempt_var: 0.0,
             attempt_noise: 0.0,
             attempt_surprise: false,
+            attempt_lag: 0.0,
         }
     }
 
