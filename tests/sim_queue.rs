@@ -286,7 +286,10 @@ service_ms = { kind = "exp", mean = 20.0 }
 /// slow narrow ones at 58 % of their joint capacity. Before, its time was the average and its
 /// load `1 / (1 + in_flight)` for every server alike, so it spread onto the slow ones: a mean
 /// first byte of 26.9 ms and a p99 of 187 ms against the oracle's 18.5 and 90.3 (seeds 1-3);
-/// now 24.8 and 146.8.
+/// then 24.8 and 146.8. Pooling that weighs estimates by their precision and reads heavy-tailed
+/// times as noisier (docs/tuning.md, "Steady among heavy-tailed equals") costs this world, all
+/// exponential service, some of that: 26.0 and 156.1. With `load.queueing = false`, 81.4 and
+/// 719.
 #[test]
 fn the_coordinator_reads_queueing_times_at_the_concurrency_it_grants_at() {
     let toml = r#"
@@ -324,7 +327,7 @@ service_ms = { kind = "exp", mean = 45.0 }
     let r = run_policies(toml, &["coordinator", "oracle"], &[1, 2, 3]);
     let (c, o) = (&r[0], &r[1]);
     assert!(
-        c.ttfb_ms.mean <= 1.4 * o.ttfb_ms.mean,
+        c.ttfb_ms.mean <= 1.45 * o.ttfb_ms.mean,
         "mean first byte {} ms against the oracle's {}",
         c.ttfb_ms.mean,
         o.ttfb_ms.mean

@@ -8,8 +8,9 @@ use crate::score::ScoreContext;
 /// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
 const PROBE_SHARE: f64 = 0.01;
 /// How far above the noise the candidates' spread of relative times must be before any of it
-/// counts: `1 + NOISE_MARGIN * sqrt(2 / k)` times the mean estimate variance over `k`
-/// candidates (a spread that noise alone exceeds about one time in forty).
+/// counts: Cochran's `Q` over `k` candidates must exceed its expectation under no spread,
+/// `k - 1`, by `NOISE_MARGIN` of its standard deviations, `sqrt(2 (k - 1))` (a spread that
+/// noise alone exceeds about one time in forty).
 const NOISE_MARGIN: f64 = 2.0;
 
 /// The fleet-wide inputs of pooling and probing, recomputed by each coarse refresh.
@@ -139,7 +140,19 @@ impl Core {
             return;
         }
         self.pool.overall = Some(self.fleet.overall);
-        let (mut k, mut sum, mut sum_d2, mut sum_var) = (0usize, 0.0, 0.0, 0.0);
+        // The spread beyond noise and the center, as a random-effects meta-analysis finds
+        // them (DerSimonian and Laird): each candidate's `ln(time per success)` weighed by the
+        // precision of its estimate, so one that has just changed, or whose times are
+        // heavy-tailed, neither makes identical candidates look different nor hides a real
+        // difference among the steady ones. Sums are taken around the previous center, and the
+        // center weighs each estimate by `1 / (var + spread)` with the previous spread.
+        let c0 = if self.pool.center.is_finite() {
+            self.pool.center
+        } else {
+            0.0
+        };
+        let prev_spread = self.pool.spread;
+        let mut sums = SpreadSums::default();
         let ctx: ScoreContext = self.pool_context();
         for (idx, slot) in self.fleet.slots.iter().enumerate() {
             if !slot.live {
@@ -158,22 +171,18 @@ impl Core {
                 None => self.model.pooled_terms(&slot.stats, &ctx),
             };
             if let Some((raw, var)) = terms {
-                k += 1;
-                sum += raw;
-                sum_d2 += raw * raw;
-                sum_var += var;
+                sums.add(raw - c0, var, prev_spread);
             }
         }
-        if k >= 2 {
-            let k = k as f64;
-            let center = sum / k;
-            let noise = (1.0 + NOISE_MARGIN * (2.0 / k).sqrt()) * sum_var / k;
-            // The spread around the center: what the candidates differ by, less the noise.
-            self.pool.spread = (sum_d2 / k - center * center - noise).max(0.0);
-            self.pool.center = center;
-        } else {
-            self.pool.spread = 0.0;
-            self.pool.center = f64::NAN;
+        match sums.spread_and_center() {
+            Some((spread, center)) => {
+                self.pool.spread = spread;
+                self.pool.center = c0 + center;
+            }
+            None => {
+                self.pool.spread = 0.0;
+                self.pool.center = f64::NAN;
+            }
         }
     }
 
@@ -195,5 +204,113 @@ impl Core {
             queue_time: 1.0,
             heal_at_s: self.pool.heal_at_s,
         }
+    }
+}
+
+/// The running sums of one coarse refresh's pooling pass: DerSimonian and Laird's estimate of
+/// the spread between candidates beyond the noise of their estimates, and the center.
+#[derive(Clone, Copy, Debug, Default)]
+struct SpreadSums {
+    k: usize,
+    /// Sums of the precision weights `w = 1 / var`, `w y`, `w y^2` and `w^2`.
+    w: f64,
+    wy: f64,
+    wy2: f64,
+    w2: f64,
+    /// Sums of the random-effects weights `u = 1 / (var + spread)` and `u y`.
+    u: f64,
+    uy: f64,
+}
+
+/// Estimates are taken as at least this uncertain (squared natural-log units), so that one
+/// read as exact does not outweigh the rest of the fleet.
+const MIN_ESTIMATE_VAR: f64 = 1e-4;
+
+impl SpreadSums {
+    /// One candidate: `y` its `ln(time per success)` less a reference, `var` its estimate's
+    /// variance, `spread` the spread of the previous refresh.
+    fn add(&mut self, y: f64, var: f64, spread: f64) {
+        if !(y.is_finite() && var.is_finite()) {
+            return;
+        }
+        let v = var.max(MIN_ESTIMATE_VAR);
+        let w = 1.0 / v;
+        self.k += 1;
+        self.w += w;
+        self.wy += w * y;
+        self.wy2 += w * y * y;
+        self.w2 += w * w;
+        let u = 1.0 / (v + spread.max(0.0));
+        self.u += u;
+        self.uy += u * y;
+    }
+
+    /// The spread beyond noise (0 unless Cochran's `Q` exceeds its expectation by the
+    /// margin) and the center (relative to the reference), or `None` for fewer than two
+    /// candidates.
+    fn spread_and_center(&self) -> Option<(f64, f64)> {
+        if self.k < 2 {
+            return None;
+        }
+        let df = (self.k - 1) as f64;
+        let q = (self.wy2 - self.wy * self.wy / self.w).max(0.0);
+        let c = self.w - self.w2 / self.w;
+        let excess = q - df - NOISE_MARGIN * (2.0 * df).sqrt();
+        let spread = if c > 0.0 { (excess / c).max(0.0) } else { 0.0 };
+        let center = self.uy / self.u;
+        (spread.is_finite() && center.is_finite()).then_some((spread, center))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(ys: &[(f64, f64)]) -> (f64, f64) {
+        let mut s = SpreadSums::default();
+        for &(y, v) in ys {
+            s.add(y, v, 0.0);
+        }
+        s.spread_and_center().unwrap()
+    }
+
+    #[test]
+    fn identical_candidates_show_no_spread_even_with_one_uncertain_outlier() {
+        // Twenty steady estimates within their noise, and one that has just changed: far off,
+        // but with the variance of a single sample.
+        let mut ys: Vec<(f64, f64)> = (0..20)
+            .map(|i| (0.05 * ((i % 5) as f64 - 2.0), 0.01))
+            .collect();
+        ys.push((-2.5, 1.0));
+        let (spread, center) = estimate(&ys);
+        assert_eq!(spread, 0.0);
+        assert!(center.abs() < 0.01, "{center}");
+        // The unweighted estimate the pool used before would have read a spread of about 0.3
+        // (the outlier's 6.25 over 21 candidates, less the mean variance).
+    }
+
+    #[test]
+    fn a_clear_difference_among_steady_estimates_is_seen() {
+        // Two classes a factor 2 apart (ln 2 = 0.69), each estimate within 0.1.
+        let ys: Vec<(f64, f64)> = (0..10)
+            .map(|i| (if i < 5 { 0.0 } else { 0.69 }, 0.01))
+            .collect();
+        let (spread, _) = estimate(&ys);
+        // The true spread is 0.345^2 = 0.119.
+        assert!((0.07..0.13).contains(&spread), "{spread}");
+    }
+
+    #[test]
+    fn too_few_or_hostile_inputs_give_nothing_or_finite_figures() {
+        assert!(SpreadSums::default().spread_and_center().is_none());
+        let mut s = SpreadSums::default();
+        s.add(1.0, 0.1, 0.0);
+        assert!(s.spread_and_center().is_none());
+        s.add(f64::NAN, 0.1, 0.0);
+        s.add(1.0, f64::INFINITY, 0.0);
+        assert!(s.spread_and_center().is_none());
+        s.add(3.0, 0.0, 0.0);
+        let (spread, center) = s.spread_and_center().unwrap();
+        assert!(spread.is_finite() && center.is_finite());
     }
 }

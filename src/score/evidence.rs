@@ -21,6 +21,12 @@
 //!   for a second surprise would double the time it takes a healed server to return; if the
 //!   fast answer was a fluke, the draws it attracts correct the estimate within a few samples.
 //!   Failures never take this shortcut: a fast refusal says nothing of how fast it serves.
+//!   One fast answer only brings a candidate back to the fleet's level (the all-candidate
+//!   average attempt time), never below it: a slow candidate that healed is back among the
+//!   others at once, while a candidate whose times are heavy-tailed (an exponential answers
+//!   in under a tenth of its mean one time in ten) is not taken for the fastest of the fleet
+//!   on one lucky answer. Anything faster than the fleet is learned from further answers,
+//!   which a candidate back at the fleet's level gets at once.
 //!
 //! - an answer from a candidate that was failing (its success average below
 //!   [`FAILING_SUCCESS`] after at least [`FAILING_STREAK`] failures in a row) is a change at
@@ -43,10 +49,15 @@
 //! connect, first byte, bandwidth): evidence of any kind ages alike.
 
 /// A sample's relative variance is learned within these bounds: at least ~10 % spread, and at
-/// most a spread of about one natural-log unit (a factor e), so a noisy past never makes a
-/// candidate deaf to a change.
+/// most [`NOISE_CEILING`].
 const MIN_NOISE: f64 = 0.01;
+/// The filter's gain and its tests read a sample's variance as at most this (a spread of about
+/// 0.7 natural-log units, a factor 2): a noisy past never makes a candidate deaf to a change.
 const MAX_NOISE: f64 = 0.5;
+/// How far a sample's variance is learned, past [`MAX_NOISE`]: heavy-tailed times
+/// (exponential ones spread by about 1.6 natural-log units squared) average to an estimate
+/// noisier than the gain assumes, and [`estimate_var`] says so to pooling.
+const NOISE_CEILING: f64 = 2.0 * MAX_NOISE;
 /// What a sample's variance is taken to be before any is learned (about 50 % spread).
 const PRIOR_NOISE: f64 = 0.25;
 /// Weight of the newest squared surprise in the learned sample variance, after the warm-up.
@@ -69,6 +80,22 @@ pub(crate) const FAILING_SUCCESS: f64 = 0.3;
 /// The failures in a row that make a low success average a failing candidate: a flaky one or
 /// one shedding load answers between fewer.
 pub(crate) const FAILING_STREAK: u32 = 3;
+
+/// The variance of the attempt-time estimate as pooling reads it: the filter's variance `var`,
+/// scaled by how much more a sample varies (`noise`, as stored: its sign is a flag) than the
+/// filter's gain assumes. The gain reads a sample's variance as at most [`MAX_NOISE`], so that
+/// a change is seen within a sample or two; the price is an estimate that wanders more than
+/// its variance says on candidates whose times are heavy-tailed, and identical candidates
+/// would then look different. At most twice the filter's variance.
+#[inline]
+pub(crate) fn estimate_var(var: f32, noise: f32) -> f32 {
+    let excess = f64::from(noise.abs()) / MAX_NOISE;
+    if excess > 1.0 {
+        (f64::from(var) * excess.min(NOISE_CEILING / MAX_NOISE)) as f32
+    } else {
+        var
+    }
+}
 
 /// Whether a candidate is failing: its success average (as the draw reads it) is below
 /// [`FAILING_SUCCESS`] and its last [`FAILING_STREAK`] outcomes or more were failures.
@@ -108,7 +135,8 @@ pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
 /// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
 /// the sample variance is learned); `served`: the sample is the time of an answer (a success or
 /// an application error), not of a failure; `was_failing`: the candidate was [`failing`]
-/// before this sample.
+/// before this sample; `fleet_ms`: the all-candidate average attempt time, the lowest one fast
+/// answer may bring the estimate to (`None`: no floor).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     mean_ms: Option<f64>,
@@ -121,6 +149,7 @@ pub(crate) fn update(
     served: bool,
     was_failing: bool,
     lag: f32,
+    fleet_ms: Option<f64>,
 ) -> Filtered {
     // Times are compared as ratios: at least a microsecond, like the averages' 1 ms floor.
     let x = sample_ms.max(1e-3);
@@ -135,15 +164,16 @@ pub(crate) fn update(
             lag: 0.0,
         };
     };
-    let max_noise = MAX_NOISE;
     // The sign of the stored noise carries one bit: the previous sample was a surprise.
     let pending = noise < 0.0;
     let noise = noise.abs();
-    let r = if noise > 0.0 {
-        f64::from(noise).clamp(MIN_NOISE, max_noise)
+    // A sample's variance as learned, and as the gain and the tests read it.
+    let learned_r = if noise > 0.0 {
+        f64::from(noise).clamp(MIN_NOISE, NOISE_CEILING)
     } else {
         PRIOR_NOISE
     };
+    let r = learned_r.min(MAX_NOISE);
     let mut p = aged_var(var, drift, dt_s);
     let e = (x / m).ln();
     let e2 = e * e;
@@ -181,12 +211,18 @@ pub(crate) fn update(
         }
     }
     let gain = p / (p + r);
-    let mean = if changed {
+    let mut mean = if changed {
         // The old regime says little of the new one: move on the ratio scale.
         m * (x / m).powf(gain)
     } else {
         m + gain * (sample_ms - m)
     };
+    // One fast answer, and nothing else, brings the estimate down to the fleet's level at most.
+    if changed && !(pending || recovered || lagging) {
+        if let Some(fleet) = fleet_ms.filter(|f| f.is_finite() && *f > 0.0) {
+            mean = mean.max(m.min(fleet));
+        }
+    }
     // The sample variance is learned from surprises clipped at the threshold, so one outlier
     // (or the first sample of a change) does not make the filter deaf to the next; a candidate
     // that is really that variable raises it over a few dozen samples.
@@ -196,8 +232,15 @@ pub(crate) fn update(
     } else {
         (1.0 / (samples as f64 + 1.0)).max(NOISE_ALPHA)
     };
-    let seen = e2.min(cs * cs * (p + r));
-    let learned = (r + b * ((seen - p).max(0.0) - r)).clamp(MIN_NOISE, max_noise);
+    let seen = e2.min(cs * cs * (p + learned_r));
+    // Past the gain's cap only answers teach it: a failure's time (a fast refusal among
+    // answers, a timeout) says how the outcomes mix, not how the answers spread.
+    let ceiling = if served {
+        NOISE_CEILING
+    } else {
+        learned_r.max(MAX_NOISE)
+    };
+    let learned = (learned_r + b * ((seen - p).max(0.0) - learned_r)).clamp(MIN_NOISE, ceiling);
     // A first surprise may be an outlier: it only marks the estimate as in doubt.
     let flagged = surprise && !changed;
     Filtered {
@@ -226,7 +269,7 @@ mod tests {
     fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
         let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
         for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64, true, false, lag);
+            let f = update(m, v, r, x, dt, drift, n as u64, true, false, lag, None);
             m = Some(f.mean_ms);
             v = f.var;
             r = f.noise;
@@ -277,15 +320,15 @@ mod tests {
         // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
         let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
         let (m, v, r) = run(&xs, 0.01, 0.1);
-        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 0.0);
+        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 0.0, None);
         assert!(answer.changed, "{answer:?}");
         assert!(answer.mean_ms < 30.0, "{answer:?}");
         // A failure as fast moves the estimate by its usual weight only.
-        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 0.0);
+        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 0.0, None);
         assert!(failure.surprise && !failure.changed, "{failure:?}");
         assert!(failure.mean_ms > 250.0, "{failure:?}");
         // So does an answer that is slow: one slow answer may be an outlier.
-        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 0.0);
+        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 0.0, None);
         assert!(slow.surprise && !slow.changed, "{slow:?}");
     }
 
@@ -295,13 +338,13 @@ mod tests {
         // candidate that only failed has answered.
         let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
         let (m, v, r) = run(&xs, 0.1, 0.1);
-        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 0.0);
+        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 0.0, None);
         assert!(!plain.changed, "{plain:?}");
-        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 0.0);
+        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 0.0, None);
         assert!(after_failures.changed, "{after_failures:?}");
         assert!(after_failures.gain >= 0.8, "{after_failures:?}");
         // A failure from a failing candidate is no news.
-        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 0.0);
+        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 0.0, None);
         assert!(!failure.changed, "{failure:?}");
     }
 
@@ -310,10 +353,73 @@ mod tests {
         // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
         let xs = vec![1700.0; 40];
         let (m, v, r) = run(&xs, 0.5, 0.1);
-        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 0.0);
+        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 0.0, None);
         assert!(f.changed, "{f:?}");
         // An arithmetic step of the same gain would leave it near 80 ms.
         assert!(f.mean_ms < 40.0, "{f:?}");
+    }
+
+    #[test]
+    fn one_fast_answer_brings_a_slow_candidate_back_to_the_fleet_level_not_below() {
+        // Shunned while slow (300 ms); the fleet answers in 30 ms on average. One answer in
+        // 10 ms is a change, and the estimate lands at the fleet's level.
+        let xs = vec![300.0; 20];
+        let (m, v, r) = run(&xs, 1.0, 0.1);
+        let capped = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 0.0, Some(30.0));
+        assert!(capped.changed, "{capped:?}");
+        assert!((29.9..30.1).contains(&capped.mean_ms), "{capped:?}");
+        // Without a fleet level it goes to about the answer, as a second fast answer would.
+        let free = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 0.0, None);
+        assert!(free.mean_ms < 12.0, "{free:?}");
+        // A candidate already faster than the fleet is not moved below itself by one answer.
+        let xs = vec![20.0; 20];
+        let (m, v, r) = run(&xs, 0.01, 0.1);
+        let fast = update(m, v, r, 0.5, 0.01, 0.1, 20, true, false, 0.0, Some(30.0));
+        assert!(fast.changed, "{fast:?}");
+        assert!((fast.mean_ms - m.unwrap()).abs() < 1e-9, "{fast:?}");
+        // An answer after failures is not held to the fleet's level.
+        let recovered = update(m, v, r, 0.5, 0.01, 0.1, 20, true, true, 0.0, Some(30.0));
+        assert!(recovered.mean_ms < 5.0, "{recovered:?}");
+    }
+
+    #[test]
+    fn heavy_tailed_answers_teach_a_noise_past_the_gain_cap_and_failures_do_not() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        // Exponential answers, mean 10 ms, 20 a second.
+        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
+        for n in 0..2000u64 {
+            let u: f64 = rng.random_range(f64::EPSILON..1.0);
+            let f = update(
+                m,
+                v,
+                r,
+                -10.0 * u.ln(),
+                0.05,
+                0.1,
+                n,
+                true,
+                false,
+                lag,
+                None,
+            );
+            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
+        }
+        let noise = r.abs();
+        assert!(f64::from(noise) > MAX_NOISE, "learned {noise}");
+        assert!(estimate_var(v, r) > v, "{} against {v}", estimate_var(v, r));
+        assert!(estimate_var(v, r) <= 2.0 * v);
+        // Answers at 10 ms and fast refusals at 1 ms, half and half: the mix is wide, but
+        // only answers teach past the cap.
+        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
+        for n in 0..2000u64 {
+            let served = n % 2 == 0;
+            let x = if served { 10.0 } else { 1.0 };
+            let f = update(m, v, r, x, 0.05, 0.1, n, served, false, lag, None);
+            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
+        }
+        assert!(f64::from(r.abs()) <= MAX_NOISE + 1e-6, "learned {r}");
+        assert_eq!(estimate_var(v, r), v);
     }
 
     #[test]
@@ -327,7 +433,19 @@ mod tests {
     #[test]
     fn hostile_inputs_stay_finite() {
         for x in [0.0, 1e300, f64::MIN_POSITIVE] {
-            let f = update(Some(10.0), 0.1, 0.1, x, 1e12, 1e3, 5, true, false, 0.0);
+            let f = update(
+                Some(10.0),
+                0.1,
+                0.1,
+                x,
+                1e12,
+                1e3,
+                5,
+                true,
+                false,
+                0.0,
+                None,
+            );
             assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
             assert!((0.0..=1.0).contains(&f.gain));
         }
@@ -352,7 +470,7 @@ mod tests {
         let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
         let mut n = 0;
         for (i, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, lag);
+            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, lag, None);
             n += usize::from(f.changed && !f.surprise);
             (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
         }
@@ -381,7 +499,7 @@ mod tests {
         // A shunned candidate's estimate (50 ms) after its heal: probes a second apart answer
         // in 10 ms, the first about 2.6 standard deviations under it, none a surprise.
         let probe = |m: f64, v: f32, lag: f32| {
-            update(Some(m), v, 0.3, 10.0, 1.0, 0.1, 500, true, false, lag)
+            update(Some(m), v, 0.3, 10.0, 1.0, 0.1, 500, true, false, lag, None)
         };
         let first = probe(50.0, 0.06, 0.0);
         assert!(
@@ -423,6 +541,7 @@ mod tests {
             false,
             false,
             -3.0,
+            None,
         );
         assert_eq!(f.lag, -3.0);
     }

@@ -147,6 +147,7 @@ impl ScoreModel {
                         success_sample > 0.0,
                         was_failing,
                         unpack_lag(stats.attempt_lag),
+                        overall.attempt_ms,
                     );
                     stats.attempt_lag = pack_lag(f.lag);
                     recovered = was_failing && success_sample > 0.0;

@@ -46,7 +46,7 @@ impl ScoreModel {
         let raw = per_success(o + (t.max(1.0) - o) * decay, success).ln();
         // The variance as of the last sample: staleness is the probe schedule's business, and
         // pooling a stale candidate toward the average would spend draws exploring it.
-        let var = f64::from(stats.attempt_var());
+        let var = f64::from(stats.estimate_var());
         let keep = if ctx.spread > 0.0 {
             ctx.spread / (ctx.spread + var)
         } else {

@@ -326,14 +326,15 @@ impl PackedStats {
         }
     }
 
-    /// The success average, its time estimate (ms) and that estimate's variance, read without
-    /// unpacking (the coarse refresh reads them for every candidate).
+    /// The success average, its time estimate (ms) and that estimate's variance as pooling
+    /// reads it ([`StatsView::estimate_var`]), read without unpacking (the coarse refresh
+    /// reads them for every candidate).
     #[inline]
     pub(crate) fn time_terms(&self) -> (Option<f64>, Option<f64>, f32) {
         (
             unpack_opt(self.values[0]),
             unpack_opt(self.values[4]),
-            self.attempt_var,
+            self.estimate_var(),
         )
     }
 
@@ -397,8 +398,10 @@ pub(crate) trait StatsView {
     fn attempt_ms(&self) -> Option<f64>;
     /// [`Stats::last_sample_s`].
     fn last_sample_s(&self) -> Option<f64>;
-    /// [`Stats::attempt_var`].
-    fn attempt_var(&self) -> f32;
+    /// The attempt-time estimate's variance as pooling reads it: [`Stats::attempt_var`],
+    /// scaled up where the samples vary more than the filter's gain assumes
+    /// ([`Stats::attempt_noise`] above the gain's cap).
+    fn estimate_var(&self) -> f32;
     /// [`Stats::window`].
     fn window(&self) -> &ErrorWindow;
 }
@@ -429,8 +432,8 @@ impl StatsView for Stats {
         self.last_sample_s
     }
     #[inline]
-    fn attempt_var(&self) -> f32 {
-        self.attempt_var
+    fn estimate_var(&self) -> f32 {
+        super::evidence::estimate_var(self.attempt_var, self.attempt_noise)
     }
     #[inline]
     fn window(&self) -> &ErrorWindow {
@@ -464,8 +467,8 @@ impl StatsView for PackedStats {
         unpack_opt(self.values[LAST_SAMPLE_S])
     }
     #[inline]
-    fn attempt_var(&self) -> f32 {
-        self.attempt_var
+    fn estimate_var(&self) -> f32 {
+        super::evidence::estimate_var(self.attempt_var, self.attempt_noise)
     }
     #[inline]
     fn window(&self) -> &ErrorWindow {
