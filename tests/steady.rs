@@ -142,6 +142,7 @@ fn identical_heavy_tailed_candidates_get_steady_probabilities() {
 /// Twenty identical servers at 400 requests a second (20 each), heavy-tailed: the largest
 /// server's share of each 1 s bucket (from the second second on) over the fair share, mean
 /// over buckets, per seed 1-3, under `policy`.
+#[cfg(feature = "sim")]
 fn bucket_herding(duration: &str, policy: &str) -> Vec<f64> {
     use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
     let text = format!(
@@ -182,6 +183,7 @@ duration_ms = {duration}
 /// and 1.62 on the lognormal. Before the change described above the coordinator read 3.30,
 /// 3.44 and 3.37 (exponential) and 4.07, 4.68 and 4.24 (lognormal); now 1.47, 1.45, 1.53 and
 /// 1.51, 1.47, 1.63.
+#[cfg(feature = "sim")]
 #[test]
 fn identical_heavy_tailed_servers_share_each_second_evenly() {
     let figures: Vec<(&str, Vec<f64>, Vec<f64>)> = [
