@@ -26,6 +26,8 @@ pub(crate) struct Evaluation {
     comps: Vec<Components>,
     values: Vec<f64>,
     totals: Vec<f64>,
+    /// Each key's success average, read for a last attempt's draw.
+    success: Vec<f64>,
     pub(crate) filters: Vec<FilterNote>,
     pub(crate) fallbacks: Vec<Fallback>,
     /// Counts usable candidates at their in-flight limit too: a query of what a draw would
@@ -40,6 +42,7 @@ impl Evaluation {
         self.comps.clear();
         self.values.clear();
         self.totals.clear();
+        self.success.clear();
         self.filters.clear();
         self.fallbacks.clear();
     }
@@ -174,6 +177,7 @@ impl Scoring<'_> {
         let uniform = m.uniform_channel();
         let nc = channels.len();
         ev.totals.resize(nc, 0.0);
+        let last = set.last.then(|| m.last_attempt_rate()).flatten();
         for (j, &i) in ev.keys.iter().enumerate() {
             let own;
             let comps = if variant {
@@ -191,6 +195,19 @@ impl Scoring<'_> {
                 ev.values.push(v);
                 ev.totals[c] += v;
             }
+            if last.is_some() {
+                let ema = &cfg.ema;
+                let attempts = self.fleet.slots[i as usize].stats.attempts();
+                ev.success.push(self.pool.shrunk_success(
+                    comps.success,
+                    attempts,
+                    ema.alpha,
+                    ema.warm_up,
+                ));
+            }
+        }
+        if let Some(rate) = last {
+            Self::weigh_last_attempt(ev, rate, nc, uniform);
         }
         let n = ev.keys.len() as f64;
         let mut empty = 0.0;
@@ -209,6 +226,26 @@ impl Scoring<'_> {
                 }
             }
             ev.probs.push(p);
+        }
+    }
+
+    /// A last attempt's draw: every weight but the floor's multiplied by
+    /// [`ScoreModel::last_attempt_factor`] against the best success average in the set, and
+    /// the channel totals taken again. Out of line: most draws are not a last attempt's.
+    #[cold]
+    #[inline(never)]
+    fn weigh_last_attempt(ev: &mut Evaluation, rate: f64, nc: usize, uniform: usize) {
+        let best = ev.success.iter().copied().fold(0.0, f64::max);
+        ev.totals.iter_mut().for_each(|t| *t = 0.0);
+        for (j, &s) in ev.success.iter().enumerate() {
+            let f = ScoreModel::last_attempt_factor(rate, s, best);
+            for c in 0..nc {
+                let v = &mut ev.values[j * nc + c];
+                if c != uniform {
+                    *v *= f;
+                }
+                ev.totals[c] += *v;
+            }
         }
     }
 

@@ -146,6 +146,9 @@ impl Core {
         let r = &mut self.requests[idx as usize];
         r.pending -= 1;
         r.in_flight += 1;
+        if r.attempts_left != NO_BUDGET {
+            r.attempts_left = r.attempts_left.saturating_sub(1);
+        }
         let request = RequestId::new(idx, r.gen);
         let waited_s = self.clock.now_s - r.arrival_s;
         if r.pending == 0 {

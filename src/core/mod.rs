@@ -318,6 +318,9 @@ struct ReqSlot {
     deadline_ns: u64,
     /// Its arm (index into the core's arms; 0 without arms).
     arm: u8,
+    /// Attempts it may still be granted, this one included ([`NO_BUDGET`]: unknown); at 1 or
+    /// less its next draw is its last attempt's.
+    attempts_left: u16,
     extras: Option<Box<Extras>>,
 }
 
@@ -331,6 +334,7 @@ impl Extras {
                 eligible: x.eligible.as_deref(),
                 exclude: &x.exclude,
                 caps: &x.caps,
+                last: false,
             },
         }
     }
@@ -339,9 +343,14 @@ impl Extras {
 impl ReqSlot {
     #[inline]
     fn set(&self) -> DrawSet<'_> {
-        Extras::set(self.extras.as_deref())
+        let mut set = Extras::set(self.extras.as_deref());
+        set.last = self.attempts_left <= 1;
+        set
     }
 }
+
+/// `ReqSlot::attempts_left` of a request that did not say how many attempts it makes.
+const NO_BUDGET: u16 = u16::MAX;
 
 /// `Fleet::oldest_pending` of a slot with no attempt known to be running.
 const NO_ATTEMPT: u32 = u32::MAX;

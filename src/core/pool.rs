@@ -2,7 +2,7 @@
 //! probe schedule (see `ema.pooling` and `ema.probe_s`).
 
 use super::Core;
-use crate::score::ScoreContext;
+use crate::score::{ScoreContext, StatsView};
 
 /// Scheduled probes take at most this share of the draws: on a large fleet the probe period
 /// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
@@ -20,6 +20,10 @@ pub(crate) struct Pool {
     pub(crate) spread: f64,
     /// The mean over candidates of `ln(time per success)` (NaN: none known).
     pub(crate) center: f64,
+    /// The spread beyond noise of the candidates' success averages, and their center (NaN:
+    /// none known), which a last attempt's draw reads (`last_attempt.failure_cost`).
+    pub(crate) success_spread: f64,
+    pub(crate) success_center: f64,
     /// The all-candidate averages as of the last refresh: with pooling, every candidate is
     /// scored against this one reference until the next refresh, so one rescored after an
     /// outcome is not compared with a reference its peers never saw.
@@ -49,6 +53,8 @@ impl Default for Pool {
         Pool {
             spread: 0.0,
             center: f64::NAN,
+            success_spread: 0.0,
+            success_center: f64::NAN,
             overall: None,
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
@@ -62,6 +68,41 @@ impl Default for Pool {
 }
 
 impl Pool {
+    /// The variance of a success average over `attempts` outcomes (the warm-up's running
+    /// mean, the prior counted as one, then weights of `alpha`) of a candidate as likely to
+    /// succeed as the fleet's center `center`.
+    #[inline]
+    pub(crate) fn success_noise(center: f64, attempts: u64, alpha: f64, warm_up: bool) -> f64 {
+        let a = if warm_up {
+            alpha.max(1.0 / (attempts as f64 + 2.0))
+        } else {
+            alpha
+        };
+        let c = center.clamp(0.02, 0.98);
+        a / (2.0 - a) * c * (1.0 - c)
+    }
+
+    /// A success average `success` of a candidate with `attempts` outcomes, pulled toward the
+    /// fleet's center by its noise against the spread the candidates really show (as their
+    /// time estimates are pooled): a difference within noise counts for nothing.
+    #[inline]
+    pub(crate) fn shrunk_success(
+        &self,
+        success: f64,
+        attempts: u64,
+        alpha: f64,
+        warm_up: bool,
+    ) -> f64 {
+        let c = self.success_center;
+        if !c.is_finite() {
+            return success;
+        }
+        let v = Pool::success_noise(c, attempts, alpha, warm_up);
+        let t = self.success_spread;
+        let keep = if t > 0.0 { t / (t + v) } else { 0.0 };
+        c + (success - c) * keep
+    }
+
     /// A failing candidate answered at `now_s`: with heal probes on (`ema.heal_probes`, with
     /// scheduled probes), the others failing with it are probed from the next refresh on.
     /// Failures that come together (a network partition, a shared dependency, a deploy) tend
@@ -133,6 +174,9 @@ impl Core {
         } else {
             0.0
         };
+        if self.model.last_attempt_rate().is_some() {
+            self.refresh_success_pool();
+        }
         if !self.model.pooling() {
             self.pool.spread = 0.0;
             self.pool.center = f64::NAN;
@@ -182,6 +226,33 @@ impl Core {
             None => {
                 self.pool.spread = 0.0;
                 self.pool.center = f64::NAN;
+            }
+        }
+    }
+
+    /// The success averages' spread and center, as the time estimates' above: each average's
+    /// noise is that of the fleet's center as an average of as many outcomes as it weighs.
+    fn refresh_success_pool(&mut self) {
+        let ema = &self.model.config().ema;
+        let c0 = self.pool.success_center;
+        let c0 = if c0.is_finite() { c0 } else { 0.5 };
+        let prev_spread = self.pool.success_spread;
+        let mut sums = SpreadSums::default();
+        for slot in self.fleet.slots.iter().filter(|s| s.live) {
+            let Some(s) = slot.stats.success() else {
+                continue;
+            };
+            let v = Pool::success_noise(c0, slot.stats.attempts(), ema.alpha, ema.warm_up);
+            sums.add(s - c0, v, prev_spread);
+        }
+        match sums.spread_and_center() {
+            Some((spread, center)) => {
+                self.pool.success_spread = spread;
+                self.pool.success_center = c0 + center;
+            }
+            None => {
+                self.pool.success_spread = 0.0;
+                self.pool.success_center = f64::NAN;
             }
         }
     }

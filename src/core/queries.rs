@@ -56,6 +56,7 @@ impl Core {
             eligible: eligible.as_deref(),
             exclude: &exclude,
             caps: &request.capabilities,
+            last: request.attempts == Some(1),
         };
         // A query, not a draw: its own scratch space, so the draws' stays untouched.
         let mut ev = Evaluation::default();

@@ -82,6 +82,9 @@ impl Core {
             arrival_s: self.clock.now_s,
             deadline_ns,
             arm,
+            attempts_left: request.attempts.map_or(NO_BUDGET, |n| {
+                u16::try_from(n).unwrap_or(NO_BUDGET - 1).min(NO_BUDGET - 1)
+            }),
             extras,
         };
         let id = RequestId::new(idx, gen);

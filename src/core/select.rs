@@ -42,6 +42,9 @@ pub(crate) struct DrawSet<'a> {
     pub(crate) eligible: Option<&'a [Key]>,
     pub(super) exclude: &'a [Key],
     pub(super) caps: &'a [String],
+    /// The request's last attempt: drawn by its odds of success as well
+    /// (`last_attempt.failure_cost`).
+    pub(super) last: bool,
 }
 
 impl DrawSet<'_> {
@@ -49,6 +52,7 @@ impl DrawSet<'_> {
         eligible: None,
         exclude: &[],
         caps: &[],
+        last: false,
     };
 }
 
@@ -109,7 +113,11 @@ impl Drawer<'_> {
     /// Whether the O(log n) tree draw applies to this set.
     #[inline]
     fn tree_applies(&self, set: DrawSet<'_>) -> bool {
-        if set.eligible.is_some() || !set.caps.is_empty() || self.model.config().deterministic {
+        if set.eligible.is_some()
+            || !set.caps.is_empty()
+            || self.model.config().deterministic
+            || (set.last && self.model.last_attempt_rate().is_some())
+        {
             return false;
         }
         self.fleet.tree_has_unexcluded(set.exclude)

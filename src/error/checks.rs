@@ -35,6 +35,12 @@ impl Request {
                 "parallelism must be at least 1".into(),
             ));
         }
+        if self.attempts == Some(0) {
+            return Err(Error::InvalidRequest(
+                "attempts must be at least 1 (the first attempt counts), or None for unknown"
+                    .into(),
+            ));
+        }
         if let Eligible::Only(ids) = &self.eligible {
             if ids.is_empty() {
                 return Err(Error::InvalidRequest(

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::components::Weights;
 use super::feedback::FeedbackConfig;
+use super::last_attempt::LastAttemptConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use super::unseen::UnseenConfig;
@@ -283,6 +284,8 @@ pub struct Config {
     pub adaptive: AdaptiveConfig,
     /// How candidates never or rarely sampled are scored.
     pub unseen: UnseenConfig,
+    /// How the last attempt of a request with a known number of attempts is drawn.
+    pub last_attempt: LastAttemptConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -372,6 +375,7 @@ impl Default for Config {
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
+            last_attempt: LastAttemptConfig::OFF,
         }
     }
 }
@@ -434,6 +438,7 @@ impl Config {
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
+            last_attempt: LastAttemptConfig::OFF,
         }
     }
 
@@ -487,6 +492,7 @@ impl Config {
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
+            last_attempt: LastAttemptConfig::OFF,
         }
     }
 
@@ -677,6 +683,7 @@ impl Config {
         self.feedback.check(&mut problems);
         self.share.check(&mut problems);
         self.adaptive.check(&mut problems);
+        self.last_attempt.check(&mut problems);
         self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())

@@ -31,6 +31,7 @@ mod components;
 mod config;
 mod evidence;
 mod feedback;
+mod last_attempt;
 mod load;
 mod load_fit;
 mod observe;
@@ -53,6 +54,7 @@ pub use config::{
 };
 pub(crate) use feedback::FeedbackBook;
 pub use feedback::FeedbackConfig;
+pub use last_attempt::LastAttemptConfig;
 pub use load_fit::LoadFit;
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};

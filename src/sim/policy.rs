@@ -566,11 +566,14 @@ impl Policy for CoordinatorPolicy {
         self.drain(None);
     }
 
-    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, _world: &World<'_>) {
+    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>) {
         let request = match eligible {
             None => Request::any(),
             Some(list) => Request::only(list.iter().filter_map(|&c| self.ids.id(c).cloned())),
         };
+        // The caller's retry loop, as the scenario says: its last attempt is drawn by its
+        // odds of success as well.
+        let request = request.with_attempts(world.workload.retries.saturating_add(1));
         if self.requests.len() <= req as usize {
             self.requests.resize(req as usize + 1, (None, None));
             self.arms.resize(req as usize + 1, None);

@@ -34,6 +34,11 @@ pub struct Request {
     pub capabilities: Vec<String>,
     /// An optional key (for sticky assignment such as A/B arms).
     pub key: Option<String>,
+    /// How many attempts the caller makes at most, the first included (`None`: unknown). The
+    /// last of them is drawn by its odds of success as well as its time
+    /// (`last_attempt.failure_cost` in the config): with no try left, a failure fails the
+    /// request. At least 1.
+    pub attempts: Option<u32>,
 }
 
 impl Default for Request {
@@ -45,6 +50,7 @@ impl Default for Request {
             deadline: None,
             capabilities: Vec::new(),
             key: None,
+            attempts: None,
         }
     }
 }
@@ -94,6 +100,14 @@ impl Request {
     /// Sets the sticky key (builder style).
     pub fn with_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
+        self
+    }
+
+    /// Says how many attempts the caller makes at most, the first included (builder style):
+    /// the last is drawn by its odds of success as well as its time. `with_attempts(1)` for a
+    /// caller that never retries, `with_attempts(retries + 1)` for a retry loop.
+    pub fn with_attempts(mut self, n: u32) -> Self {
+        self.attempts = Some(n);
         self
     }
 }
