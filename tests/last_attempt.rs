@@ -69,16 +69,17 @@ fn probability(core: &mut Core, request: &Request, now: Instant, id: &str) -> f6
         .unwrap()
 }
 
+/// The sure candidate's probability for a request without a budget and for a last attempt.
+fn any_and_last(core: &mut Core, now: Instant) -> (f64, f64) {
+    let any = probability(core, &Request::any(), now, "slow-sure");
+    let last = probability(core, &Request::any().with_attempts(1), now, "slow-sure");
+    (any, last)
+}
+
 #[test]
 fn a_last_attempt_goes_to_the_candidate_most_likely_to_answer() {
     let (mut core, now, _, _) = trained(10.0, 1);
-    let any = probability(&mut core, &Request::any(), now, "slow-sure");
-    let last = probability(
-        &mut core,
-        &Request::any().with_attempts(1),
-        now,
-        "slow-sure",
-    );
+    let (any, last) = any_and_last(&mut core, now);
     // Not the last of two: drawn as any other.
     let first_of_two = probability(
         &mut core,
@@ -159,13 +160,7 @@ fn grants_count_down_the_attempts_and_the_last_one_weighs_the_odds() {
 #[test]
 fn without_a_cost_the_last_attempt_is_drawn_like_any_other() {
     let (mut core, now, _, _) = trained(0.0, 3);
-    let any = probability(&mut core, &Request::any(), now, "slow-sure");
-    let last = probability(
-        &mut core,
-        &Request::any().with_attempts(1),
-        now,
-        "slow-sure",
-    );
+    let (any, last) = any_and_last(&mut core, now);
     assert!((any - last).abs() < 1e-12, "{any} {last}");
 }
 

@@ -6,9 +6,17 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use selection_coordinator::{CandidateInfo, Config, Core, Event, Next, Outcome, Request};
 
-/// Five identical candidates (first byte uniform 5–20 ms), 1,000 outcomes one at a time, then
-/// the ratio of the largest to the smallest probability of the next draw.
-fn spread(config: Config, seed: u64) -> f64 {
+/// Five identical candidates served `outcomes` times, one attempt at a time: each first byte
+/// drawn by `ttfb` from the world's generator, the clock advanced by it times `pace`; after
+/// the `k`-th outcome, `look(k, core, now)`.
+fn serve_identical(
+    config: Config,
+    seed: u64,
+    outcomes: usize,
+    pace: f64,
+    ttfb: impl Fn(&mut SmallRng) -> f64,
+    mut look: impl FnMut(usize, &mut Core, Instant),
+) {
     let mut now = Instant::now();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut world = SmallRng::seed_from_u64(seed ^ 0x5eed);
@@ -17,13 +25,13 @@ fn spread(config: Config, seed: u64) -> f64 {
         core.add_candidate(CandidateInfo::new(format!("c{i}")), now, &mut rng)
             .unwrap();
     }
-    for _ in 0..1000 {
+    for k in 0..outcomes {
         core.ready(Request::any(), now, &mut rng).unwrap();
         let Some(Event::Granted(g)) = core.poll_event() else {
             panic!("no grant")
         };
-        let ttfb = world.random_range(5.0..20.0);
-        now += Duration::from_secs_f64(ttfb / 1000.0);
+        let ttfb = ttfb(&mut world);
+        now += Duration::from_secs_f64(ttfb * pace / 1000.0);
         core.outcome(
             g.attempt,
             Outcome::success_with(1.0, ttfb, 1000, ttfb + 1.0),
@@ -31,11 +39,35 @@ fn spread(config: Config, seed: u64) -> f64 {
         )
         .unwrap();
         core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        look(k, &mut core, now);
     }
+}
+
+/// The ratio of the largest to the smallest probability of the next draw.
+fn max_over_min(core: &mut Core, now: Instant) -> f64 {
     let p = core.probabilities(&Request::any(), now).unwrap();
     let max = p.iter().map(|x| x.1).fold(0.0, f64::max);
     let min = p.iter().map(|x| x.1).fold(1.0, f64::min);
     max / min
+}
+
+/// Five identical candidates (first byte uniform 5–20 ms), 1,000 outcomes one at a time, then
+/// the ratio of the largest to the smallest probability of the next draw.
+fn spread(config: Config, seed: u64) -> f64 {
+    let mut ratio = 0.0;
+    serve_identical(
+        config,
+        seed,
+        1000,
+        1.0,
+        |w| w.random_range(5.0..20.0),
+        |k, core, now| {
+            if k == 999 {
+                ratio = max_over_min(core, now);
+            }
+        },
+    );
+    ratio
 }
 
 /// Fails with fixed-weight averages and no pooling (`ema.drift = 0`, `ema.pooling = false`):
@@ -58,46 +90,25 @@ fn identical_candidates_get_steady_probabilities() {
 /// 2,000 outcomes: the ratios of all instants of seeds 0-9.
 fn heavy_tailed_spreads(exponential: bool) -> Vec<f64> {
     let mut ratios = Vec::new();
+    let ttfb = |world: &mut SmallRng| {
+        let u: f64 = world.random_range(f64::EPSILON..1.0);
+        if exponential {
+            -12.5 * u.ln()
+        } else {
+            // Box-Muller: a standard normal from two uniforms.
+            let v: f64 = world.random_range(0.0..1.0);
+            let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+            let sigma: f64 = 0.83;
+            12.5 * (sigma * z - sigma * sigma / 2.0).exp()
+        }
+    };
     for seed in 0..10 {
-        let mut now = Instant::now();
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let mut world = SmallRng::seed_from_u64(seed ^ 0x5eed);
-        let mut core = Core::new(Config::default(), now).unwrap();
-        for i in 0..5 {
-            core.add_candidate(CandidateInfo::new(format!("c{i}")), now, &mut rng)
-                .unwrap();
-        }
-        for k in 0..3000 {
-            core.ready(Request::any(), now, &mut rng).unwrap();
-            let Some(Event::Granted(g)) = core.poll_event() else {
-                panic!("no grant")
-            };
-            let u: f64 = world.random_range(f64::EPSILON..1.0);
-            let ttfb = if exponential {
-                -12.5 * u.ln()
-            } else {
-                // Box-Muller: a standard normal from two uniforms.
-                let v: f64 = world.random_range(0.0..1.0);
-                let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
-                let sigma: f64 = 0.83;
-                12.5 * (sigma * z - sigma * sigma / 2.0).exp()
-            };
-            // Four attempts a first byte: about 320 outcomes a second.
-            now += Duration::from_secs_f64(ttfb / 4000.0);
-            core.outcome(
-                g.attempt,
-                Outcome::success_with(1.0, ttfb, 1000, ttfb + 1.0),
-                now,
-            )
-            .unwrap();
-            core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        // Four attempts a first byte: about 320 outcomes a second.
+        serve_identical(Config::default(), seed, 3000, 0.25, ttfb, |k, core, now| {
             if k >= 1000 && k % 10 == 0 {
-                let p = core.probabilities(&Request::any(), now).unwrap();
-                let max = p.iter().map(|x| x.1).fold(0.0, f64::max);
-                let min = p.iter().map(|x| x.1).fold(1.0, f64::min);
-                ratios.push(max / min);
+                ratios.push(max_over_min(core, now));
             }
-        }
+        });
     }
     ratios.sort_by(f64::total_cmp);
     ratios

@@ -218,16 +218,7 @@ impl Core {
                 sums.add(raw - c0, var, prev_spread);
             }
         }
-        match sums.spread_and_center() {
-            Some((spread, center)) => {
-                self.pool.spread = spread;
-                self.pool.center = c0 + center;
-            }
-            None => {
-                self.pool.spread = 0.0;
-                self.pool.center = f64::NAN;
-            }
-        }
+        (self.pool.spread, self.pool.center) = sums.spread_and_center_at(c0);
     }
 
     /// The success averages' spread and center, as the time estimates' above: each average's
@@ -245,16 +236,7 @@ impl Core {
             let v = Pool::success_noise(c0, slot.stats.attempts(), ema.alpha, ema.warm_up);
             sums.add(s - c0, v, prev_spread);
         }
-        match sums.spread_and_center() {
-            Some((spread, center)) => {
-                self.pool.success_spread = spread;
-                self.pool.success_center = c0 + center;
-            }
-            None => {
-                self.pool.success_spread = 0.0;
-                self.pool.success_center = f64::NAN;
-            }
-        }
+        (self.pool.success_spread, self.pool.success_center) = sums.spread_and_center_at(c0);
     }
 
     /// A context with what [`crate::score::ScoreModel::pooled_deviation`] reads.
@@ -330,6 +312,13 @@ impl SpreadSums {
         let spread = if c > 0.0 { (excess / c).max(0.0) } else { 0.0 };
         let center = self.uy / self.u;
         (spread.is_finite() && center.is_finite()).then_some((spread, center))
+    }
+
+    /// [`SpreadSums::spread_and_center`] with the center back on the scale of the values
+    /// (`reference` added back), or no spread and no center (NaN).
+    fn spread_and_center_at(&self, reference: f64) -> (f64, f64) {
+        self.spread_and_center()
+            .map_or((0.0, f64::NAN), |(s, c)| (s, reference + c))
     }
 }
 
