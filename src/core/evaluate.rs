@@ -196,14 +196,9 @@ impl Scoring<'_> {
                 ev.totals[c] += v;
             }
             if last.is_some() {
-                let ema = &cfg.ema;
-                let attempts = self.fleet.slots[i as usize].stats.attempts();
-                ev.success.push(self.pool.shrunk_success(
-                    comps.success,
-                    attempts,
-                    ema.alpha,
-                    ema.warm_up,
-                ));
+                let weight = m.success_weight(self.fleet.slots[i as usize].stats.attempts());
+                ev.success
+                    .push(self.pool.shrunk_success(comps.success, weight));
             }
         }
         if let Some(rate) = last {

@@ -68,36 +68,25 @@ impl Default for Pool {
 }
 
 impl Pool {
-    /// The variance of a success average over `attempts` outcomes (the warm-up's running
-    /// mean, the prior counted as one, then weights of `alpha`) of a candidate as likely to
-    /// succeed as the fleet's center `center`.
+    /// The variance of a success average whose newest outcome weighs `weight`
+    /// ([`crate::score::ScoreModel::success_weight`]) for a candidate as likely to succeed as
+    /// the fleet's center `center`.
     #[inline]
-    pub(crate) fn success_noise(center: f64, attempts: u64, alpha: f64, warm_up: bool) -> f64 {
-        let a = if warm_up {
-            alpha.max(1.0 / (attempts as f64 + 2.0))
-        } else {
-            alpha
-        };
+    pub(crate) fn success_noise(center: f64, weight: f64) -> f64 {
         let c = center.clamp(0.02, 0.98);
-        a / (2.0 - a) * c * (1.0 - c)
+        weight / (2.0 - weight) * c * (1.0 - c)
     }
 
-    /// A success average `success` of a candidate with `attempts` outcomes, pulled toward the
+    /// A success average `success` whose newest outcome weighs `weight`, pulled toward the
     /// fleet's center by its noise against the spread the candidates really show (as their
     /// time estimates are pooled): a difference within noise counts for nothing.
     #[inline]
-    pub(crate) fn shrunk_success(
-        &self,
-        success: f64,
-        attempts: u64,
-        alpha: f64,
-        warm_up: bool,
-    ) -> f64 {
+    pub(crate) fn shrunk_success(&self, success: f64, weight: f64) -> f64 {
         let c = self.success_center;
         if !c.is_finite() {
             return success;
         }
-        let v = Pool::success_noise(c, attempts, alpha, warm_up);
+        let v = Pool::success_noise(c, weight);
         let t = self.success_spread;
         let keep = if t > 0.0 { t / (t + v) } else { 0.0 };
         c + (success - c) * keep
@@ -224,7 +213,6 @@ impl Core {
     /// The success averages' spread and center, as the time estimates' above: each average's
     /// noise is that of the fleet's center as an average of as many outcomes as it weighs.
     fn refresh_success_pool(&mut self) {
-        let ema = &self.model.config().ema;
         let c0 = self.pool.success_center;
         let c0 = if c0.is_finite() { c0 } else { 0.5 };
         let prev_spread = self.pool.success_spread;
@@ -233,7 +221,8 @@ impl Core {
             let Some(s) = slot.stats.success() else {
                 continue;
             };
-            let v = Pool::success_noise(c0, slot.stats.attempts(), ema.alpha, ema.warm_up);
+            let weight = self.model.success_weight(slot.stats.attempts());
+            let v = Pool::success_noise(c0, weight);
             sums.add(s - c0, v, prev_spread);
         }
         (self.pool.success_spread, self.pool.success_center) = sums.spread_and_center_at(c0);

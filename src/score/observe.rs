@@ -74,23 +74,17 @@ impl ScoreModel {
         // Warm-up: a running mean until its weight falls to alpha. The success prior counts as
         // one sample (unless the first sample replaces it); the times have no prior, and the
         // success-only ones (connect, ttfb, bandwidth) count successes.
-        let (a, a_time, a_ok) = if cfg.ema.warm_up {
-            let n = attempts as f64;
-            let prior = if cfg.ema.first_sample_replaces_prior {
-                0.0
-            } else {
-                1.0
-            };
+        let a = self.success_weight(attempts);
+        let (a_time, a_ok) = if cfg.ema.warm_up {
             (
-                max_of(cfg.ema.alpha, 1.0 / (n + 1.0 + prior)),
-                max_of(cfg.ema.alpha, 1.0 / (n + 1.0)),
+                max_of(cfg.ema.alpha, 1.0 / (attempts as f64 + 1.0)),
                 max_of(
                     cfg.ema.alpha,
                     1.0 / (u64::from(stats.successes) as f64 + 1.0),
                 ),
             )
         } else {
-            (cfg.ema.alpha, cfg.ema.alpha, cfg.ema.alpha)
+            (cfg.ema.alpha, cfg.ema.alpha)
         };
         let (mut a, mut a_ok) = (a, a_ok);
         let oa = cfg.ema.overall_alpha;
@@ -233,6 +227,23 @@ impl ScoreModel {
                 recovered: false,
             }
         }
+    }
+
+    /// The weight of the newest outcome in a candidate's success average after `attempts`
+    /// earlier ones: with `ema.warm_up` a running mean (the prior counted as one sample unless
+    /// the first sample replaces it) until its weight falls to `ema.alpha`; `ema.alpha` after.
+    #[inline]
+    pub(crate) fn success_weight(&self, attempts: u64) -> f64 {
+        let ema = &self.config.ema;
+        if !ema.warm_up {
+            return ema.alpha;
+        }
+        let prior = if ema.first_sample_replaces_prior {
+            0.0
+        } else {
+            1.0
+        };
+        max_of(ema.alpha, 1.0 / (attempts as f64 + 1.0 + prior))
     }
 
     /// [`ScoreModel::observe_packed`] on unpacked statistics (for tests).
