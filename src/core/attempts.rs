@@ -27,9 +27,14 @@ impl Core {
         let idx = att.key.idx as usize;
         let elapsed_ms = (self.clock.now_s - att.granted_s).max(0.0) * 1000.0;
         if att.key.gen == self.fleet.slots[idx].gen {
+            let fit = &mut self.fleet.load_fit[idx];
             if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
-                self.fleet.load_fit[idx].observe(att.concurrency, t);
+                fit.observe(att.concurrency, t);
             }
+            // Counted with this outcome, which `apply_outcome` adds below.
+            let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
+            let overload = matches!(outcome, Outcome::Failure(FailureClass::Overload));
+            fit.observe_shed(att.concurrency, overload, outcomes);
             if self.model.config().adaptive.enabled {
                 self.limit_observe(&att, &outcome, Some(elapsed_ms));
             }
@@ -178,8 +183,11 @@ impl Core {
                     let req_gen = self.requests[att.request as usize].gen;
                     if !att.reported {
                         let timeout = Outcome::Failure(FailureClass::Timeout);
-                        if att.key.gen == self.fleet.slots[att.key.idx as usize].gen {
+                        let idx = att.key.idx as usize;
+                        if att.key.gen == self.fleet.slots[idx].gen {
                             self.limit_observe(&att, &timeout, None);
+                            let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
+                            self.fleet.load_fit[idx].observe_shed(att.concurrency, false, outcomes);
                         }
                         self.apply_outcome(
                             att.key.idx as usize,

@@ -85,7 +85,17 @@ impl Scoring<'_> {
             &fleet,
             self.fleet.feedback.relative(idx, s.in_flight),
             self.queue_time(idx, s.in_flight + 1),
+            self.overload_follows_load(idx),
         )
+    }
+
+    /// Whether slot `idx`'s overload failures follow its load
+    /// ([`crate::score::LoadFit::overload_follows_load`]); only read when it has any.
+    #[inline]
+    fn overload_follows_load(&self, idx: usize) -> bool {
+        let stats = &self.fleet.slots[idx].stats;
+        stats.overload_evidence() <= 0.0
+            || self.fleet.load_fit[idx].overload_follows_load(stats.attempts())
     }
 
     /// How much slower than its average slot `idx`'s next attempt is expected to be when it
@@ -127,6 +137,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
+            overload_follows_load: self.overload_follows_load(idx),
             queue_time: self.queue_time(idx, slot.in_flight + 1 - reporting),
             heal_at_s: self.pool.heal_at_s,
         }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::components::Weights;
 use super::feedback::FeedbackConfig;
 use super::last_attempt::LastAttemptConfig;
+use super::load_gate::LoadConfig;
 use super::share::ShareConfig;
 use super::stats::WINDOW_RING;
 use super::unseen::UnseenConfig;
@@ -112,42 +113,6 @@ impl Default for WindowConfig {
             min_samples: 10,
         }
     }
-}
-
-/// Which candidates the load component applies to: all of them, or only those with evidence
-/// that they degrade under load.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LoadConfig {
-    /// The load component counts for a candidate in proportion to
-    /// `min(1, gate * overload evidence)`, the evidence being the share of its recent outcomes
-    /// that were overload failures ([`super::Stats::overload_evidence`]); elsewhere it is 1
-    /// however busy the candidate is. 0: the load component counts for every candidate.
-    pub gate: f64,
-    /// With `gate` on, a candidate with fewer outcomes than this counts its load in proportion
-    /// to the outcomes it lacks: work does not pile on a candidate before anything is known.
-    pub unknown_samples: u32,
-    /// With `gate` on, the load component also counts, for every candidate alike, as far as
-    /// the fleet shows queueing: the mean over candidates of how far each one's time grows
-    /// with its attempts in flight, beyond noise ([`super::LoadFit`]). A fleet of queueing
-    /// servers is then spread by load like any load-aware balancer would; one whose latency
-    /// is its own is not. `false`: overload evidence alone.
-    pub queueing: bool,
-}
-
-impl Default for LoadConfig {
-    fn default() -> Self {
-        Config::default().load
-    }
-}
-
-impl LoadConfig {
-    /// The load component applies to every candidate (lassie, Livepeer).
-    pub const ALWAYS: LoadConfig = LoadConfig {
-        gate: 0.0,
-        unknown_samples: 0,
-        queueing: false,
-    };
 }
 
 /// Price scoring and the maximum-price filter.
@@ -348,6 +313,7 @@ impl Default for Config {
                 gate: 1000.0,
                 unknown_samples: 5,
                 queueing: true,
+                background_overload: 0.05,
             },
             feedback: FeedbackConfig::default(),
             floor: 0.01,
@@ -680,6 +646,7 @@ impl Config {
                 ));
             }
         }
+        self.load.check(&mut problems);
         self.feedback.check(&mut problems);
         self.share.check(&mut problems);
         self.adaptive.check(&mut problems);

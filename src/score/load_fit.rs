@@ -11,6 +11,12 @@
 //! The evidence gates the load component ([`crate::score::Config`]'s `load`), alongside the
 //! evidence of overload errors: work piled on a candidate that copes with it costs nothing,
 //! while one whose answers slow as its queue grows is spread like any load-aware balancer would.
+//!
+//! The same concurrencies say whether a candidate's overload failures follow its load. A
+//! server past its capacity sheds when it is busy: its overload failures come at a higher
+//! concurrency than its attempts on the whole. One that sheds a steady share at any load (a
+//! quota's 503s, a flaky dependency) sheds as often alone as busy, and holding it to one
+//! attempt in flight would not spare it a single failure ([`LoadFit::overload_follows_load`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +37,12 @@ const EVIDENCE_KEEP: f32 = 0.99995;
 const MAX_ELASTICITY: f64 = 1.5;
 /// Below this variance of `ln(n)` the slope is not estimated (nothing varied).
 const MIN_K_VAR: f32 = 0.01;
+/// Overload failures the moving averages must hold before they say the failures do not
+/// follow the load (until then they are presumed to).
+const MIN_OVERLOADS: f32 = 5.0;
+/// Standard errors by which the overload failures' mean concurrency must exceed the
+/// attempts' for them to follow the load.
+const SHED_SIGNIFICANCE: f32 = 2.0;
 
 /// The moving averages of the fit, per candidate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -49,6 +61,22 @@ pub struct LoadFit {
     n: u32,
     /// The evidence as of the last attempt, in `[0, 1]`.
     evidence: f32,
+    /// Share of overload failures among the outcomes of granted attempts (moving average of
+    /// the fit's memory).
+    shed: f32,
+    /// Moving average of `ln(k)` times 1 for an overload failure, 0 otherwise: `shed_k / shed`
+    /// is the mean concurrency (its logarithm) at which the candidate sheds.
+    shed_k: f32,
+}
+
+/// `ln(k)`, 0 for one attempt in flight (or none).
+#[inline]
+fn ln_k(k: u32) -> f32 {
+    if k <= 1 {
+        0.0
+    } else {
+        (k as f32).ln()
+    }
 }
 
 impl LoadFit {
@@ -61,7 +89,7 @@ impl LoadFit {
             return;
         }
         // One attempt in flight is the common case, and ln(1) is exactly 0.
-        let k = if k <= 1 { 0.0 } else { (k as f32).ln() };
+        let k = ln_k(k);
         self.n = self.n.saturating_add(1);
         // Once warm, 1 / n is below the floor: no division.
         let a = if self.n > WARM {
@@ -135,6 +163,44 @@ impl LoadFit {
         (b * (k - f64::from(self.k))).exp().clamp(1.0 / 8.0, 8.0)
     }
 
+    /// Adds the outcome of any attempt granted at concurrency `k` (itself included): whether
+    /// it was an overload failure. `outcomes` is the candidate's count of outcomes, this one
+    /// included, for the warm-up (a plain mean until the moving averages take over).
+    #[inline]
+    pub(crate) fn observe_shed(&mut self, k: u32, overload: bool, outcomes: u64) {
+        let a = if outcomes > u64::from(WARM) {
+            FIT_ALPHA
+        } else {
+            FIT_ALPHA.max(1.0 / outcomes.max(1) as f32)
+        };
+        if overload {
+            self.shed += a * (1.0 - self.shed);
+            self.shed_k += a * (ln_k(k) - self.shed_k);
+        } else {
+            // No logarithm for the usual outcome: both averages only fade.
+            self.shed -= a * self.shed;
+            self.shed_k -= a * self.shed_k;
+        }
+    }
+
+    /// Whether the candidate's overload failures follow its load: their mean concurrency
+    /// (log) exceeds that of its timed attempts by more than [`SHED_SIGNIFICANCE`] standard
+    /// errors. `true` while the averages hold fewer than [`MIN_OVERLOADS`] overload failures:
+    /// until its failures show otherwise, a candidate that sheds is presumed to shed because
+    /// it is busy. `outcomes` as for [`LoadFit::observe_shed`].
+    #[inline]
+    pub(crate) fn overload_follows_load(&self, outcomes: u64) -> bool {
+        // Overload failures in memory: the share times the averages' effective count.
+        let held = self.shed * (outcomes as f32).min(2.0 / FIT_ALPHA - 1.0);
+        if held < MIN_OVERLOADS || held.is_nan() {
+            return true;
+        }
+        let excess = self.shed_k / self.shed - self.k;
+        let se = (self.kk.max(0.0) / held).sqrt();
+        // NaN (nothing to compare with) reads as following.
+        excess > SHED_SIGNIFICANCE * se || excess.is_nan() || se.is_nan()
+    }
+
     /// How strongly the candidate's time grows with its concurrency, in `[0, 1]`.
     #[inline]
     pub(crate) fn evidence(&self) -> f32 {
@@ -162,6 +228,53 @@ mod tests {
         }
         assert!(queue.evidence() > 0.5, "{queue:?}");
         assert!(steady.evidence() < 0.05, "{steady:?}");
+    }
+
+    /// Feeds `n` attempts at concurrencies uniform in 1..=8: served ones timed, and overload
+    /// failures with probability `shed(k)`.
+    fn shedding(n: u64, shed: impl Fn(u32) -> f64, seed: u64) -> LoadFit {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut f = LoadFit::default();
+        for i in 1..=n {
+            let k: u32 = rng.random_range(1..=8);
+            let overload = rng.random_bool(shed(k));
+            if !overload {
+                f.observe(k, 20.0 * rng.random_range(0.5..2.0));
+            }
+            f.observe_shed(k, overload, i);
+        }
+        f
+    }
+
+    #[test]
+    fn overload_failures_past_a_capacity_follow_the_load_and_a_steady_share_does_not() {
+        for seed in 1..=5 {
+            // Past 4 in flight each extra attempt sheds 20 % (and 1 % at any load).
+            let capacity = shedding(5_000, |k| 0.01 + 0.2 * k.saturating_sub(4) as f64, seed);
+            assert!(
+                capacity.overload_follows_load(5_000),
+                "{seed}: {capacity:?}"
+            );
+            // 2 % at any concurrency.
+            let steady = shedding(5_000, |_| 0.02, seed);
+            assert!(!steady.overload_follows_load(5_000), "{seed}: {steady:?}");
+        }
+    }
+
+    #[test]
+    fn too_few_overload_failures_are_presumed_to_follow_the_load() {
+        // 0.1 % at any load: about one failure in the averages' memory.
+        let rare = shedding(5_000, |_| 0.001, 3);
+        assert!(rare.overload_follows_load(5_000), "{rare:?}");
+        // None at all, and a fresh fit.
+        assert!(shedding(100, |_| 0.0, 3).overload_follows_load(100));
+        assert!(LoadFit::default().overload_follows_load(0));
+        // Only overload failures, never a timed attempt: nothing to compare them with.
+        let mut f = LoadFit::default();
+        for i in 1..=100 {
+            f.observe_shed(3, true, i);
+        }
+        assert!(f.overload_follows_load(100), "{f:?}");
     }
 
     #[test]

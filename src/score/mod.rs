@@ -34,6 +34,7 @@ mod feedback;
 mod last_attempt;
 mod load;
 mod load_fit;
+mod load_gate;
 mod observe;
 mod pooling;
 mod power;
@@ -49,13 +50,14 @@ mod variants;
 pub use crate::error::{ConfigError, Problem};
 pub use components::{Components, Weights};
 pub use config::{
-    Arm, Config, EjectionConfig, EmaConfig, LoadConfig, Mode, PerfConfig, PriceConfig, Shadow,
-    WindowConfig, PRESETS,
+    Arm, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow, WindowConfig,
+    PRESETS,
 };
 pub(crate) use feedback::FeedbackBook;
 pub use feedback::FeedbackConfig;
 pub use last_attempt::LastAttemptConfig;
 pub use load_fit::LoadFit;
+pub use load_gate::LoadConfig;
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 use probes::probe_due;
@@ -164,6 +166,9 @@ pub(crate) struct ScoreContext {
     pub(crate) probe_at_s: f64,
     /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
     pub(crate) queueing: f32,
+    /// Whether the candidate's overload failures follow its load
+    /// ([`LoadFit::overload_follows_load`]).
+    pub(crate) overload_follows_load: bool,
     /// How much slower than its average the candidate's next attempt is expected to be at
     /// its present concurrency ([`LoadFit::time_factor`]); 1 without a fit.
     pub(crate) queue_time: f64,
@@ -319,6 +324,7 @@ impl ScoreModel {
             ctx.limit,
             stats.attempts,
             stats.overload_evidence,
+            ctx.overload_follows_load,
             ctx.queueing,
         );
         let probe = probe_due(
@@ -457,6 +463,8 @@ impl ScoreModel {
     /// Every component from the cached learned ones and the slot's current state: the same
     /// values [`ScoreModel::components`] gives for them. `feedback`: the candidate's expected
     /// completion from its server's reports ([`FeedbackBook::relative`]), `None` without any.
+    /// `follows_load`: whether its overload failures follow its load
+    /// ([`LoadFit::overload_follows_load`]).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
@@ -469,12 +477,14 @@ impl ScoreModel {
         fleet: &FleetState,
         feedback: Option<f64>,
         queue_time: f64,
+        follows_load: bool,
     ) -> Components {
         let load = self.load_component(
             in_flight,
             limit,
             stats.attempts(),
             stats.overload_evidence(),
+            follows_load,
             fleet.queueing,
         );
         let probe = probe_due(
@@ -530,54 +540,6 @@ impl ScoreModel {
                 Some(_) => feedback::component(feedback),
             },
         }
-    }
-
-    /// The load component alone (it is the only one a grant or a release moves).
-    ///
-    /// With `load_gate` on, the in-flight penalty counts only in proportion to the candidate's
-    /// evidence of overload: work piled on a candidate that has never answered "overloaded"
-    /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
-    #[inline]
-    pub(crate) fn load_component(
-        &self,
-        in_flight: u32,
-        limit: u32,
-        attempts: u64,
-        overload_evidence: f32,
-        queueing: f32,
-    ) -> f64 {
-        let mut load = if limit == u32::MAX {
-            // Nothing in flight, the usual state after a release: 1 / 1 without the division.
-            if in_flight == 0 {
-                1.0
-            } else {
-                1.0 / (1.0 + in_flight as f64)
-            }
-        } else {
-            1.0 - in_flight as f64 / limit.max(1) as f64
-        };
-        let gate = &self.config.load;
-        if gate.gate > 0.0 {
-            // Past `unknown_samples` attempts the ratio is at least 1 and the term is 0: the
-            // same value without the division.
-            let unknown = if gate.unknown_samples > 0 && attempts < u64::from(gate.unknown_samples)
-            {
-                (1.0 - attempts as f64 / gate.unknown_samples as f64).max(0.0)
-            } else {
-                0.0
-            };
-            let queueing = if gate.queueing {
-                f64::from(queueing)
-            } else {
-                0.0
-            };
-            let evidence = (gate.gate * overload_evidence as f64)
-                .max(unknown)
-                .max(queueing)
-                .min(1.0);
-            load = 1.0 - evidence * (1.0 - load);
-        }
-        unit(load)
     }
 
     /// The weighted sum of components (before the exponent).

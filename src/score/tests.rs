@@ -22,6 +22,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         heal_at_s: f64::NEG_INFINITY,
         probe_at_s: 0.0,
         queueing: 0.0,
+        overload_follows_load: true,
         queue_time: 1.0,
     }
 }
@@ -244,6 +245,7 @@ fn validation_reports_every_problem_with_its_path() {
     c.refresh_ms = 0;
     c.time_exponent = -1.0;
     c.load.gate = f64::NAN;
+    c.load.background_overload = 1.5;
     c.tag_weights.insert("verified".into(), f64::INFINITY);
     let err = c.validate().unwrap_err();
     assert_eq!(
@@ -260,6 +262,7 @@ fn validation_reports_every_problem_with_its_path() {
             "window.buckets",
             "ejection.max_s",
             "refresh_ms",
+            "load.background_overload",
         ],
         "{err}"
     );
@@ -369,7 +372,14 @@ fn load_counts_only_with_evidence_of_overload() {
     };
     // Never overloaded: three attempts in flight cost nothing.
     assert_eq!(
-        m.load_component(3, u32::MAX, known.attempts, known.overload_evidence, 0.0),
+        m.load_component(
+            3,
+            u32::MAX,
+            known.attempts,
+            known.overload_evidence,
+            true,
+            0.0
+        ),
         1.0
     );
     // One overload failure in a thousand outcomes turns the component fully on...
@@ -383,12 +393,20 @@ fn load_counts_only_with_evidence_of_overload() {
             u32::MAX,
             overloaded.attempts,
             overloaded.overload_evidence,
+            true,
             0.0
         ),
         0.25
     );
     assert_eq!(
-        m.load_component(3, 4, overloaded.attempts, overloaded.overload_evidence, 0.0),
+        m.load_component(
+            3,
+            4,
+            overloaded.attempts,
+            overloaded.overload_evidence,
+            true,
+            0.0
+        ),
         0.25
     );
     // ...and half as much evidence half on.
@@ -397,7 +415,15 @@ fn load_counts_only_with_evidence_of_overload() {
         ..known
     };
     assert!(
-        (m.load_component(3, u32::MAX, some.attempts, some.overload_evidence, 0.0) - 0.625).abs()
+        (m.load_component(
+            3,
+            u32::MAX,
+            some.attempts,
+            some.overload_evidence,
+            true,
+            0.0
+        ) - 0.625)
+            .abs()
             < 1e-6
     );
     // A candidate with 2 of 5 outcomes is 60% unknown.
@@ -406,15 +432,38 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Stats::default()
     };
     assert!(
-        (m.load_component(3, u32::MAX, young.attempts, young.overload_evidence, 0.0) - 0.55).abs()
+        (m.load_component(
+            3,
+            u32::MAX,
+            young.attempts,
+            young.overload_evidence,
+            true,
+            0.0
+        ) - 0.55)
+            .abs()
             < 1e-12
+    );
+    // Overload failures that do not follow the load: a trickle of 3 % costs nothing, a
+    // server failing outright is spread all the same, and with no background share every
+    // failure counts alike.
+    assert_eq!(m.load_component(3, u32::MAX, 50, 0.03, false, 0.0), 1.0);
+    assert_eq!(m.load_component(3, u32::MAX, 50, 0.3, false, 0.0), 0.25);
+    assert_eq!(m.load_component(3, u32::MAX, 50, 0.03, true, 0.0), 0.25);
+    let mut every = Config::default();
+    every.load.background_overload = 0.0;
+    assert_eq!(
+        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0),
+        0.25
     );
     // lassie counts load for everyone.
     let c = Config {
         load: LoadConfig::ALWAYS,
         ..Config::default()
     };
-    assert_eq!(model(c).load_component(3, u32::MAX, 0, 0.0, 0.0), 0.25);
+    assert_eq!(
+        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0),
+        0.25
+    );
 }
 
 #[test]

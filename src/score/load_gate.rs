@@ -1,0 +1,124 @@
+//! The load component and its gate: which candidates pay for the work they hold.
+//!
+//! A load-aware balancer spreads work by attempts in flight, and so piles traffic on a server
+//! that fails fast (it holds none). Here the in-flight penalty counts only for a candidate with
+//! evidence that load hurts it: overload failures that follow its load, a fleet that queues
+//! ([`super::LoadFit`]), or too few outcomes to know.
+
+use serde::{Deserialize, Serialize};
+
+use super::{unit, Config, ScoreModel};
+use crate::error::Problem;
+
+/// Which candidates the load component applies to: all of them, or only those with evidence
+/// that they degrade under load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoadConfig {
+    /// The load component counts for a candidate in proportion to
+    /// `min(1, gate * overload evidence)`, the evidence being the share of its recent outcomes
+    /// that were overload failures ([`super::Stats::overload_evidence`]); elsewhere it is 1
+    /// however busy the candidate is. 0: the load component counts for every candidate.
+    pub gate: f64,
+    /// With `gate` on, a candidate with fewer outcomes than this counts its load in proportion
+    /// to the outcomes it lacks: work does not pile on a candidate before anything is known.
+    pub unknown_samples: u32,
+    /// With `gate` on, the load component also counts, for every candidate alike, as far as
+    /// the fleet shows queueing: the mean over candidates of how far each one's time grows
+    /// with its attempts in flight, beyond noise ([`super::LoadFit`]). A fleet of queueing
+    /// servers is then spread by load like any load-aware balancer would; one whose latency
+    /// is its own is not. `false`: overload evidence alone.
+    pub queueing: bool,
+    /// With `gate` on: a candidate whose overload failures do not follow its load (they come
+    /// at no higher concurrency than its other attempts, [`super::LoadFit`]) has this share
+    /// taken off its overload evidence. A server that sheds a steady share at any load (a
+    /// quota's 503s) is then not held to one attempt in flight, which would not spare it a
+    /// single failure, while one failing outright with overload errors still is. In `[0, 1]`;
+    /// 0: every overload failure counts alike.
+    pub background_overload: f64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Config::default().load
+    }
+}
+
+impl LoadConfig {
+    /// The load component applies to every candidate (lassie, Livepeer).
+    pub const ALWAYS: LoadConfig = LoadConfig {
+        gate: 0.0,
+        unknown_samples: 0,
+        queueing: false,
+        background_overload: 0.0,
+    };
+
+    /// Adds what is wrong with the section beyond the checks every number gets.
+    pub(super) fn check(&self, problems: &mut Vec<Problem>) {
+        if !(0.0..=1.0).contains(&self.background_overload) {
+            problems.push(Problem::new(
+                "load.background_overload",
+                format!(
+                    "must be a share between 0 and 1 (got {})",
+                    self.background_overload
+                ),
+            ));
+        }
+    }
+}
+
+impl ScoreModel {
+    /// The load component alone (it is the only one a grant or a release moves).
+    ///
+    /// With `load.gate` on, the in-flight penalty counts only in proportion to the candidate's
+    /// evidence of overload: work piled on a candidate that has never answered "overloaded"
+    /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
+    /// `follows_load`: whether its overload failures follow its load
+    /// ([`super::LoadFit::overload_follows_load`]); if not, `load.background_overload` of
+    /// its evidence is discounted.
+    #[inline]
+    pub(crate) fn load_component(
+        &self,
+        in_flight: u32,
+        limit: u32,
+        attempts: u64,
+        overload_evidence: f32,
+        follows_load: bool,
+        queueing: f32,
+    ) -> f64 {
+        let mut load = if limit == u32::MAX {
+            // Nothing in flight, the usual state after a release: 1 / 1 without the division.
+            if in_flight == 0 {
+                1.0
+            } else {
+                1.0 / (1.0 + in_flight as f64)
+            }
+        } else {
+            1.0 - in_flight as f64 / limit.max(1) as f64
+        };
+        let gate = &self.config.load;
+        if gate.gate > 0.0 {
+            // Past `unknown_samples` attempts the ratio is at least 1 and the term is 0: the
+            // same value without the division.
+            let unknown = if gate.unknown_samples > 0 && attempts < u64::from(gate.unknown_samples)
+            {
+                (1.0 - attempts as f64 / gate.unknown_samples as f64).max(0.0)
+            } else {
+                0.0
+            };
+            let queueing = if gate.queueing {
+                f64::from(queueing)
+            } else {
+                0.0
+            };
+            let shed = if follows_load {
+                f64::from(overload_evidence)
+            } else {
+                (f64::from(overload_evidence) - gate.background_overload).max(0.0)
+            };
+            let evidence = (gate.gate * shed).max(unknown).max(queueing).min(1.0);
+            load = 1.0 - evidence * (1.0 - load);
+        }
+        unit(load)
+    }
+}

@@ -1,0 +1,105 @@
+//! Overload failures that do not follow the load do not hold a server to one attempt in
+//! flight (`load.background_overload`, docs/scoring.md "The load gate"), while those of a
+//! server past its capacity still spread its load.
+//!
+//! The fastest of four servers (10 ms first byte against 30 ms) answers 2 % of its attempts
+//! with overload errors: at any load in the first scenario, and in the second also 30 % more
+//! per attempt in flight past 2. At 200 requests a second the fast server holds about two.
+
+use selection_coordinator::score::{Config, LoadConfig};
+use selection_coordinator::sim::{simulate, PolicySpec, Report, Scenario};
+
+const STEADY: &str = r#"
+name = "steady-shed"
+description = "the fastest server sheds a steady 2 % with overload errors at any load"
+
+[workload]
+loop = "open"
+rate_per_s = 200.0
+duration_s = 40.0
+retries = 1
+attempt_timeout_ms = 2000.0
+
+[[candidates]]
+id = "fast"
+success = 0.98
+failure = "overload"
+failure_ms = { kind = "uniform", min = 0.5, max = 2.0 }
+ttfb_ms = { kind = "lognormal", mean = 10.0, sd = 3.0 }
+CAPACITY
+
+[[candidates]]
+id = "s"
+count = 3
+success = 0.999
+failure = "transport"
+failure_ms = { kind = "uniform", min = 0.5, max = 2.0 }
+ttfb_ms = { kind = "lognormal", mean = 30.0, sd = 6.0 }
+"#;
+
+const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+
+fn run(capacity: &str) -> Report {
+    let text = STEADY.replace("CAPACITY", capacity);
+    let sc = Scenario::parse(&text, "shed").unwrap();
+    // The default, and the earlier rule where every overload failure counts alike.
+    let mut earlier = Config::default();
+    earlier.load = LoadConfig {
+        background_overload: 0.0,
+        ..earlier.load
+    };
+    let policies = vec![
+        PolicySpec::parse("coordinator").unwrap(),
+        PolicySpec::Coordinator {
+            label: "earlier".into(),
+            config: Some(Box::new(earlier)),
+        },
+        PolicySpec::parse("oracle").unwrap(),
+    ];
+    simulate(&sc, &policies, &SEEDS, 1, None).unwrap()
+}
+
+/// (share of attempts to `fast`, mean first byte ms, attempts per request) of a policy.
+fn figures(r: &Report, policy: &str) -> (f64, f64, f64) {
+    let p = r.policies.iter().find(|p| p.policy == policy).unwrap();
+    (p.share["fast"], p.ttfb_ms.mean, p.attempts_per_request)
+}
+
+/// Measured over seeds 1-6: the default sends 93.5 % to the fast server at a mean first
+/// byte of 11.3 ms (the oracle 98.0 %, 10.4 ms); the earlier rule held it to about one
+/// attempt in flight: 86.7 %, 12.7 ms.
+#[test]
+fn a_steady_share_of_overload_errors_does_not_hold_the_fastest_server_back() {
+    let r = run("");
+    let (share, ttfb, _) = figures(&r, "coordinator");
+    let (earlier_share, earlier_ttfb, _) = figures(&r, "earlier");
+    let (_, oracle_ttfb, _) = figures(&r, "oracle");
+    eprintln!(
+        "default {share:.3} / {ttfb:.1} ms, earlier {earlier_share:.3} / {earlier_ttfb:.1} ms, \
+         oracle {oracle_ttfb:.1} ms"
+    );
+    assert!(share >= 0.9, "{share}");
+    assert!(ttfb <= 1.15 * oracle_ttfb, "{ttfb} vs {oracle_ttfb}");
+    assert!(share > earlier_share + 0.03, "{share} vs {earlier_share}");
+    assert!(ttfb < earlier_ttfb, "{ttfb} vs {earlier_ttfb}");
+}
+
+/// Measured over seeds 1-6: 57.6 % to the fast server and 1.050 attempts per request, as
+/// under the earlier rule (59.0 %, 1.054); a build whose fit never sees the failures follow
+/// the load reads 1.066 and fails here.
+#[test]
+fn overload_errors_past_a_capacity_still_spread_the_load() {
+    let r = run("capacity = 2\noverload_per_extra = 0.3");
+    let (share, _, attempts) = figures(&r, "coordinator");
+    let (earlier_share, _, earlier_attempts) = figures(&r, "earlier");
+    eprintln!(
+        "default {share:.3} / {attempts:.3} attempts, earlier {earlier_share:.3} / \
+         {earlier_attempts:.3}"
+    );
+    assert!(share <= 0.65, "{share}");
+    assert!(attempts <= 1.07, "{attempts}");
+    assert!(
+        attempts <= earlier_attempts + 0.01,
+        "{attempts} vs {earlier_attempts}"
+    );
+}
