@@ -27,14 +27,10 @@ impl Core {
         let idx = att.key.idx as usize;
         let elapsed_ms = (self.clock.now_s - att.granted_s).max(0.0) * 1000.0;
         if att.key.gen == self.fleet.slots[idx].gen {
-            let fit = &mut self.fleet.load_fit[idx];
             if let Some(t) = ScoreModel::time_sample(&outcome, Some(elapsed_ms)) {
-                fit.observe(att.concurrency, t);
+                self.fleet.load_fit[idx].observe(att.concurrency, t);
             }
-            // Counted with this outcome, which `apply_outcome` adds below.
-            let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
-            let overload = matches!(outcome, Outcome::Failure(FailureClass::Overload));
-            fit.observe_shed(att.concurrency, overload, outcomes);
+            self.observe_shed(idx, att.concurrency, &outcome);
             if self.model.config().adaptive.enabled {
                 self.limit_observe(&att, &outcome, Some(elapsed_ms));
             }
@@ -68,6 +64,16 @@ impl Core {
         let a = self.attempts.index(id)?;
         self.attempts[a].answered = true;
         Ok(())
+    }
+
+    /// Tells slot `idx`'s load fit whether an attempt granted at `concurrency` ended in an
+    /// overload failure ([`crate::score::LoadFit::observe_shed`]); called before
+    /// `apply_outcome` counts the outcome.
+    #[inline]
+    fn observe_shed(&mut self, idx: usize, concurrency: u32, outcome: &Outcome) {
+        let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
+        let overload = matches!(outcome, Outcome::Failure(FailureClass::Overload));
+        self.fleet.load_fit[idx].observe_shed(concurrency, overload, outcomes);
     }
 
     #[inline]
@@ -186,8 +192,7 @@ impl Core {
                         let idx = att.key.idx as usize;
                         if att.key.gen == self.fleet.slots[idx].gen {
                             self.limit_observe(&att, &timeout, None);
-                            let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
-                            self.fleet.load_fit[idx].observe_shed(att.concurrency, false, outcomes);
+                            self.observe_shed(idx, att.concurrency, &timeout);
                         }
                         self.apply_outcome(
                             att.key.idx as usize,

@@ -90,11 +90,16 @@ impl Scoring<'_> {
     }
 
     /// Whether slot `idx`'s overload failures follow its load
-    /// ([`crate::score::LoadFit::overload_follows_load`]); only read when it has any.
+    /// ([`crate::score::LoadFit::overload_follows_load`]); only tested where the answer can
+    /// move the load component: the candidate has overload evidence, and the gate and a
+    /// background share are on.
     #[inline]
     fn overload_follows_load(&self, idx: usize) -> bool {
         let stats = &self.fleet.slots[idx].stats;
+        let load = &self.model.config().load;
         stats.overload_evidence() <= 0.0
+            || load.gate <= 0.0
+            || load.background_overload <= 0.0
             || self.fleet.load_fit[idx].overload_follows_load(stats.attempts())
     }
 

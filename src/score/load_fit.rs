@@ -69,6 +69,18 @@ pub struct LoadFit {
     shed_k: f32,
 }
 
+/// Weight of the newest sample in the fit's moving averages, the `count`-th (from 1): a plain
+/// mean while `1 / count` is above [`FIT_ALPHA`], then `FIT_ALPHA`.
+#[inline]
+fn weight(count: u64) -> f32 {
+    // Once warm, 1 / count is below the floor: no division.
+    if count > u64::from(WARM) {
+        FIT_ALPHA
+    } else {
+        FIT_ALPHA.max(1.0 / count.max(1) as f32)
+    }
+}
+
 /// `ln(k)`, 0 for one attempt in flight (or none).
 #[inline]
 fn ln_k(k: u32) -> f32 {
@@ -91,12 +103,7 @@ impl LoadFit {
         // One attempt in flight is the common case, and ln(1) is exactly 0.
         let k = ln_k(k);
         self.n = self.n.saturating_add(1);
-        // Once warm, 1 / n is below the floor: no division.
-        let a = if self.n > WARM {
-            FIT_ALPHA
-        } else {
-            FIT_ALPHA.max(1.0 / self.n as f32)
-        };
+        let a = weight(u64::from(self.n));
         let dk = k - self.k;
         let dx = x - self.x;
         self.k += a * dk;
@@ -168,11 +175,7 @@ impl LoadFit {
     /// included, for the warm-up (a plain mean until the moving averages take over).
     #[inline]
     pub(crate) fn observe_shed(&mut self, k: u32, overload: bool, outcomes: u64) {
-        let a = if outcomes > u64::from(WARM) {
-            FIT_ALPHA
-        } else {
-            FIT_ALPHA.max(1.0 / outcomes.max(1) as f32)
-        };
+        let a = weight(outcomes);
         if overload {
             self.shed += a * (1.0 - self.shed);
             self.shed_k += a * (ln_k(k) - self.shed_k);
