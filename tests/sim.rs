@@ -299,3 +299,39 @@ success = 1.0
         "{msg}"
     );
 }
+
+/// A served attempt whose first byte would come after the attempt timeout times out, so the
+/// oracle counts it as a failure: it leaves a sure server whose first byte has slowed past
+/// the timeout for a slightly less sure one that answers in time (before, it kept sending
+/// there and timed out on most attempts).
+#[test]
+fn the_oracle_counts_first_bytes_past_the_timeout_as_failures() {
+    const FILE: &str = r#"
+name = "slow-past-timeout"
+[workload]
+loop = "open"
+rate_per_s = 20.0
+duration_s = 20.0
+retries = 0
+attempt_timeout_ms = 500.0
+
+[[candidates]]
+id = "sure-but-slow"
+success = 0.999
+ttfb_ms = { kind = "lognormal", mean = 1000.0, sd = 300.0 }
+
+[[candidates]]
+id = "in-time"
+success = 0.99
+ttfb_ms = { kind = "lognormal", mean = 50.0, sd = 10.0 }
+"#;
+    let sc = Scenario::parse(FILE, "test.toml").unwrap();
+    let r = simulate(&sc, &policies(&["oracle"]), &[1, 2], 1, None).unwrap();
+    let oracle = get(&r, "oracle");
+    let in_time = oracle.share["in-time"];
+    assert!(
+        in_time > 0.99,
+        "share to the server answering in time: {in_time}"
+    );
+    assert!(oracle.error_rate < 0.03, "error rate {}", oracle.error_rate);
+}

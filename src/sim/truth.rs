@@ -290,6 +290,17 @@ impl Truth {
         self.success * (1.0 - self.overload_probability(load))
     }
 
+    /// The probability that a served attempt's first byte comes within `timeout_ms` of its
+    /// grant, the connect time taken at its mean (a queue's wait and service not counted: the
+    /// oracle reads those from the queue itself).
+    pub(crate) fn first_byte_within(&self, timeout_ms: f64) -> f64 {
+        let left = timeout_ms - self.connect_ms.mean();
+        match &self.ttfb_ms {
+            Some(t) => t.cdf(left),
+            None => self.duration_ms.cdf(left),
+        }
+    }
+
     /// Expected time from grant to first byte of a success, ms.
     /// For a queue, service at the base rate included (the wait is not).
     pub(crate) fn mean_first_byte_ms(&self) -> f64 {

@@ -12,6 +12,12 @@ use crate::sim::policy::{Cand, World};
 /// success probability per expected millisecond spent, the optimal order for a sequential
 /// search until the first success.
 ///
+/// A served attempt whose first byte would come after the attempt timeout times out, so the
+/// success probability is scaled by the share of first bytes within it (the first-byte
+/// distribution's own, the connect time at its mean). Without that rule the oracle kept a
+/// sure server whose first byte had slowed past the timeout above a slightly less sure one
+/// that answered in time, and counted a slowness as no reason to leave.
+///
 /// On a queueing candidate it also reads the real queue. The expected time to the first byte
 /// counts the wait for a server at the service rate of the moment
 /// ([`expected_completion_ms`]); an attempt that would find the queue full is refused; one
@@ -24,6 +30,11 @@ use crate::sim::policy::{Cand, World};
 #[derive(Debug)]
 pub(crate) struct Oracle;
 
+/// A share of first bytes past the timeout below this is taken as none: no run is long
+/// enough to see it, and it would otherwise decide ties between equally sure servers by the
+/// far tails of their first-byte distributions, against the faster one.
+const NEGLIGIBLE_LATE: f64 = 1e-4;
+
 /// Scale of a queue's wait against the success odds when the scenario has no attempt timeout.
 const WAIT_SCALE_MS: f64 = 1000.0;
 
@@ -33,7 +44,19 @@ fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
     let p = t.success_probability(st.in_flight[c as usize] + 1);
     let failure_ms = t.failure_ms.mean();
     if !t.is_queue() {
-        return (p, p * t.mean_first_byte_ms() + (1.0 - p) * failure_ms);
+        let Some(timeout_ms) = w.workload.attempt_timeout_ms else {
+            return (p, p * t.mean_first_byte_ms() + (1.0 - p) * failure_ms);
+        };
+        // A served attempt whose first byte would come after the timeout times out.
+        let in_time = match t.first_byte_within(timeout_ms) {
+            q if q > 1.0 - NEGLIGIBLE_LATE => 1.0,
+            q => q,
+        };
+        let ok = p * in_time;
+        let cost = ok * t.mean_first_byte_ms().min(timeout_ms)
+            + (p - ok) * timeout_ms
+            + (1.0 - p) * failure_ms.min(timeout_ms);
+        return (ok, cost);
     }
     if w.queues.is_full(c as usize, t) {
         return (0.0, failure_ms);
