@@ -340,7 +340,7 @@ impl Default for Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::AVERAGE,
+            unseen: UnseenConfig::DEFAULT,
             last_attempt: LastAttemptConfig::OFF,
         }
     }

@@ -9,9 +9,14 @@
 //! their `ln(time per success)` (the same empirical-Bayes pool that shrinks rarely sampled
 //! candidates toward it, [`super::ScoreModel::pooled_deviation`]), less `optimism` standard
 //! deviations of the spread the candidates really show. A known good candidate then wins over
-//! the unknown ones beside it, and an unknown one still wins over a known bad one. The same
-//! bonus, scaled by what remains uncertain of its estimate after pooling, goes to a candidate
-//! sampled once or twice, so exploration follows uncertainty and fades with the samples.
+//! the unknown ones beside it, and an unknown one still wins over a known bad one.
+//!
+//! With either prior, a **sampled** candidate gains `optimism` standard deviations of what
+//! pooling leaves uncertain of its estimate (optimism in the face of uncertainty): a candidate
+//! sampled once or twice, or one whose estimate has just moved on a change (a healed server's
+//! first answers after a bad spell), draws a little more than its expected value alone would
+//! give it, so the samples that settle it come sooner, and the bonus fades as they come. A
+//! busy candidate's estimate is sure, and it gains next to nothing.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,11 +41,12 @@ pub enum UnseenPrior {
 pub struct UnseenConfig {
     /// What an unsampled candidate's time per success is taken to be.
     pub prior: UnseenPrior,
-    /// With `prior = "pooled"`: how many standard deviations of what is still unknown of a
-    /// candidate's time per success (log scale) count in its favour. An unsampled candidate
-    /// is unknown by the candidates' whole spread; a sampled one by its pooled estimate's
-    /// remaining uncertainty, which shrinks with its samples. At least 0; 0 scores each at its
-    /// expected value.
+    /// How many standard deviations of what is still unknown of a candidate's time per
+    /// success (log scale) count in its favour. A sampled candidate is unknown by its pooled
+    /// estimate's remaining uncertainty, which shrinks with its samples (with either prior;
+    /// needs `ema.pooling`); with `prior = "pooled"` an unsampled one is unknown by the
+    /// candidates' whole spread. At least 0; 0 scores each at its expected value. The
+    /// project default is 0.5 (`docs/tuning.md`); the presets use 0.
     pub optimism: f64,
 }
 
@@ -51,10 +57,18 @@ impl Default for UnseenConfig {
 }
 
 impl UnseenConfig {
-    /// An unsampled candidate is as good as the average attempt (the default; lassie, Livepeer).
+    /// An unsampled candidate is as good as the average attempt, and every candidate is scored
+    /// at its expected value (the presets: lassie, Livepeer, ...).
     pub const AVERAGE: UnseenConfig = UnseenConfig {
         prior: UnseenPrior::Average,
         optimism: 0.0,
+    };
+
+    /// The project default: an unsampled candidate is as good as the average attempt, and a
+    /// sampled one gains half a standard deviation of what is still unknown of it.
+    pub const DEFAULT: UnseenConfig = UnseenConfig {
+        prior: UnseenPrior::Average,
+        optimism: 0.5,
     };
 }
 
@@ -76,13 +90,13 @@ impl ScoreModel {
         (ps.is_finite() && ps > 0.0).then_some(ps)
     }
 
-    /// With the pooled prior: what a sampled candidate's pooled `ln(time per success)` gains
-    /// from what remains unknown of it: `optimism` times the standard deviation of the pooled
-    /// estimate, `keep * var` (`keep` the share of its own deviation pooling keeps, `var` its
-    /// estimate's variance). 0 without the prior.
+    /// What a sampled candidate's pooled `ln(time per success)` gains from what remains
+    /// unknown of it: `optimism` times the standard deviation of the pooled estimate,
+    /// `keep * var` (`keep` the share of its own deviation pooling keeps, `var` its
+    /// estimate's variance), with either prior.
     #[inline]
     pub(crate) fn uncertainty_bonus(&self, keep: f64, var: f64) -> f64 {
-        if !self.pooled_prior() || self.config.unseen.optimism <= 0.0 {
+        if self.config.unseen.optimism <= 0.0 {
             return 0.0;
         }
         let v = (keep * var).max(0.0);
@@ -171,6 +185,33 @@ mod tests {
             "nothing unknown, no bonus"
         );
         assert!(time(hopeful.clone(), &unsure, &c) > time(hopeful, &sure, &c));
+    }
+
+    #[test]
+    fn with_the_average_prior_optimism_favours_uncertain_sampled_candidates_too() {
+        let c = ctx(100f64.ln(), 0.25);
+        let sure = Stats {
+            attempt_ms: Some(100.0),
+            success: Some(1.0),
+            attempt_var: 0.0,
+            ..Stats::default()
+        };
+        let unsure = Stats {
+            attempt_var: 0.25,
+            ..sure.clone()
+        };
+        let hopeful = with(UnseenPrior::Average, 0.5);
+        assert_eq!(time(hopeful.clone(), &sure, &c), (-1.0f64).exp());
+        // Pooling keeps 0.25 / (0.25 + 0.25) of the deviation; the bonus is half a standard
+        // deviation of what remains: 0.5 * sqrt(0.5 * 0.25) on the log scale.
+        let bonus = 0.5 * (0.5f64 * 0.25).sqrt();
+        let expected = (-(100f64.ln() - bonus).exp() / 100.0).exp();
+        let got = time(hopeful.clone(), &unsure, &c);
+        assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+        // An unsampled candidate is still scored at the average attempt.
+        assert_eq!(time(hopeful, &Stats::default(), &c), (-1.0f64).exp());
+        // The default config is this one.
+        assert_eq!(Config::default().unseen, UnseenConfig::DEFAULT);
     }
 
     #[test]
