@@ -378,10 +378,10 @@ fn the_json_has_the_documented_shape() {
 
 /// Detection and recovery follow the degraded candidates the oracle used: suite seed 17's
 /// `degrade-heal-17` degrades a middling server (33 ms among a 20 ms one and others) that
-/// the oracle never sends to, while the coordinator gave it a few per cent before. Against
-/// its own share before, the coordinator detected the degrade (and whether it returned
-/// depends on the default: it did not before `unseen.optimism`, it does in 2.9 s now), but
-/// the scenario has no reference to measure a return against, so it enters neither excess.
+/// the oracle never sends to, while the coordinator gave it a few per cent before, and
+/// rightly less after its heal. Against its own share before, the coordinator detected the
+/// degrade and never returned, but the scenario has no reference to measure a return
+/// against, so it enters neither excess.
 #[test]
 fn a_candidate_the_oracle_never_used_is_not_followed() {
     let policies = ["coordinator".to_string(), "oracle".to_string()];
@@ -395,9 +395,11 @@ fn a_candidate_the_oracle_never_used_is_not_followed() {
     assert_eq!(oracle.degraded.len(), 1);
     assert_eq!(oracle.degraded[0].share_before, Some(0.0));
     assert!(me.degraded[0].share_before.unwrap() > 0.0);
-    // Unrestricted, the coordinator's figures count; followed as the oracle used, none.
+    // Unrestricted, the coordinator's figures count (a never-recovered among them);
+    // followed as the oracle used, none.
     let all = InstanceFigures::new("coordinator", me, None);
     assert!(all.detection_s.unwrap() > 0.0);
+    assert_eq!(all.recovery_s, None);
     assert!(me.degraded[0].healed_at_s.is_some());
     let mine = InstanceFigures::new("coordinator", me, Some(oracle));
     let reference = InstanceFigures::new("oracle", oracle, Some(oracle));

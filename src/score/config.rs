@@ -340,7 +340,7 @@ impl Default for Config {
             shadows: Vec::new(),
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::DEFAULT,
+            unseen: UnseenConfig::AVERAGE,
             last_attempt: LastAttemptConfig::OFF,
         }
     }

@@ -45,8 +45,8 @@ pub struct UnseenConfig {
     /// success (log scale) count in its favour. A sampled candidate is unknown by its pooled
     /// estimate's remaining uncertainty, which shrinks with its samples (with either prior;
     /// needs `ema.pooling`); with `prior = "pooled"` an unsampled one is unknown by the
-    /// candidates' whole spread. At least 0; 0 scores each at its expected value. The
-    /// project default is 0.5 (`docs/tuning.md`); the presets use 0.
+    /// candidates' whole spread. At least 0; 0 (the default) scores each at its expected
+    /// value.
     pub optimism: f64,
 }
 
@@ -58,17 +58,10 @@ impl Default for UnseenConfig {
 
 impl UnseenConfig {
     /// An unsampled candidate is as good as the average attempt, and every candidate is scored
-    /// at its expected value (the presets: lassie, Livepeer, ...).
+    /// at its expected value (the default; lassie, Livepeer).
     pub const AVERAGE: UnseenConfig = UnseenConfig {
         prior: UnseenPrior::Average,
         optimism: 0.0,
-    };
-
-    /// The project default: an unsampled candidate is as good as the average attempt, and a
-    /// sampled one gains half a standard deviation of what is still unknown of it.
-    pub const DEFAULT: UnseenConfig = UnseenConfig {
-        prior: UnseenPrior::Average,
-        optimism: 0.5,
     };
 }
 
@@ -210,8 +203,8 @@ mod tests {
         assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
         // An unsampled candidate is still scored at the average attempt.
         assert_eq!(time(hopeful, &Stats::default(), &c), (-1.0f64).exp());
-        // The default config is this one.
-        assert_eq!(Config::default().unseen, UnseenConfig::DEFAULT);
+        // The default scores every candidate at its expected value.
+        assert_eq!(Config::default().unseen, UnseenConfig::AVERAGE);
     }
 
     #[test]
