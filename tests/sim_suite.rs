@@ -366,6 +366,15 @@ fn the_json_has_the_documented_shape() {
             assert!(p["ttfb_ratio"]["p50"].as_f64().unwrap() > 0.0);
         }
     }
+    // The second policy paired against the first, scenario by scenario.
+    for fam in fams {
+        let paired = fam["paired"].as_array().unwrap();
+        assert_eq!(paired.len(), 1);
+        assert_eq!(paired[0]["policy"], "p2c-peak-ewma");
+        assert_eq!(paired[0]["against"], "coordinator");
+        assert_eq!(paired[0]["ttfb_ratio"]["scenarios"], 2);
+        assert!(paired[0]["ttfb_ratio"]["mean"].as_f64().unwrap() > 0.0);
+    }
     // Churn has no degrade or heal: no detection or recovery figure.
     let churn = &fams[1]["policies"][0];
     assert!(churn["recovery_excess_s"]["p50"].is_null());

@@ -22,6 +22,7 @@
 
 mod draft;
 mod families;
+mod paired;
 mod report;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +33,7 @@ use rand::{RngExt, SeedableRng};
 
 use super::{simulate, Action, PolicyReport, PolicySpec, Progress, Scenario, ScenarioError};
 
+pub use paired::{Paired, PairedSummary};
 pub use report::{FamilyReport, Instance, InstanceFigures, PolicySummary, Quantiles, SuiteReport};
 
 /// The policies a suite runs when none are named: the coordinator, the oracle every figure is

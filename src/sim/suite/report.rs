@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::paired::{self, PairedSummary};
 use crate::sim::{Degraded, PolicyReport};
 
 /// One policy's figures on one scenario (one run).
@@ -170,6 +171,9 @@ pub struct FamilyReport {
     pub scenarios: usize,
     /// One entry per policy but the oracle, in the order asked.
     pub policies: Vec<PolicySummary>,
+    /// Each policy after the first (but the oracle) against the first, scenario by scenario;
+    /// empty with fewer than two.
+    pub paired: Vec<PairedSummary>,
 }
 
 /// The whole suite.
@@ -187,7 +191,7 @@ pub struct SuiteReport {
 
 /// A figure against the oracle's on one scenario: `(value, censored)`, `None` when the oracle
 /// gives no reference.
-fn excess(
+pub(super) fn excess(
     mine: Option<f64>,
     oracle: Option<f64>,
     event_at: Option<f64>,
@@ -254,20 +258,28 @@ impl SuiteReport {
             .iter()
             .map(|fam| {
                 let mine: Vec<&Instance> = instances.iter().filter(|i| &i.family == fam).collect();
-                let policies = mine
+                let names: Vec<&str> = mine
                     .first()
                     .map(|i| {
                         i.policies
                             .iter()
-                            .filter(|f| f.policy != "oracle")
-                            .map(|f| summarize(&f.policy, &mine))
+                            .map(|f| f.policy.as_str())
+                            .filter(|p| *p != "oracle")
                             .collect()
                     })
                     .unwrap_or_default();
+                let paired = match names.split_first() {
+                    Some((first, rest)) => rest
+                        .iter()
+                        .map(|p| paired::compare(p, first, &mine))
+                        .collect(),
+                    None => Vec::new(),
+                };
                 FamilyReport {
                     family: fam.clone(),
                     scenarios: mine.len(),
-                    policies,
+                    policies: names.iter().map(|p| summarize(p, &mine)).collect(),
+                    paired,
                 }
             })
             .collect();
@@ -316,6 +328,7 @@ impl SuiteReport {
                     pair(p.ttfb_ratio, 2),
                 );
             }
+            paired::table(&mut out, &fam.paired);
             let _ = writeln!(out);
         }
         out
@@ -327,7 +340,7 @@ impl SuiteReport {
     }
 }
 
-fn truncate(s: &str, n: usize) -> &str {
+pub(super) fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
