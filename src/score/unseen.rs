@@ -131,6 +131,22 @@ mod tests {
         }
     }
 
+    /// Two candidates at the center (100 ms, with `ctx(100f64.ln(), _)`) by their estimates,
+    /// one sure of it, one not.
+    fn sure_and_unsure() -> (Stats, Stats) {
+        let sure = Stats {
+            attempt_ms: Some(100.0),
+            success: Some(1.0),
+            attempt_var: 0.0,
+            ..Stats::default()
+        };
+        let unsure = Stats {
+            attempt_var: 0.25,
+            ..sure.clone()
+        };
+        (sure, unsure)
+    }
+
     #[test]
     fn an_unsampled_candidate_is_worth_the_pooled_center() {
         // The sampled candidates take 200 ms per success on (geometric) average; the average
@@ -158,17 +174,7 @@ mod tests {
     #[test]
     fn optimism_favours_the_uncertain_sampled_candidate_only() {
         let c = ctx(100f64.ln(), 0.25);
-        // Two candidates at the center by their estimates, one sure of it, one not.
-        let sure = Stats {
-            attempt_ms: Some(100.0),
-            success: Some(1.0),
-            attempt_var: 0.0,
-            ..Stats::default()
-        };
-        let unsure = Stats {
-            attempt_var: 0.25,
-            ..sure.clone()
-        };
+        let (sure, unsure) = sure_and_unsure();
         let calm = with(UnseenPrior::Pooled, 0.0);
         assert_eq!(time(calm.clone(), &sure, &c), time(calm, &unsure, &c));
         let hopeful = with(UnseenPrior::Pooled, 1.0);
@@ -183,16 +189,7 @@ mod tests {
     #[test]
     fn with_the_average_prior_optimism_favours_uncertain_sampled_candidates_too() {
         let c = ctx(100f64.ln(), 0.25);
-        let sure = Stats {
-            attempt_ms: Some(100.0),
-            success: Some(1.0),
-            attempt_var: 0.0,
-            ..Stats::default()
-        };
-        let unsure = Stats {
-            attempt_var: 0.25,
-            ..sure.clone()
-        };
+        let (sure, unsure) = sure_and_unsure();
         let hopeful = with(UnseenPrior::Average, 0.5);
         assert_eq!(time(hopeful.clone(), &sure, &c), (-1.0f64).exp());
         // Pooling keeps 0.25 / (0.25 + 0.25) of the deviation; the bonus is half a standard
