@@ -85,6 +85,17 @@ pub struct EmaConfig {
     /// that served well and then went quiet is the one worth returning to; in a small fleet
     /// with one server shunned it is probed every second or two, not every ten.
     pub record_probes: bool,
+    /// With `drift` set: the most weight a sample that is not a change gets in the
+    /// attempt-time filter (and so, at half of it, in the other averages), in (0, 1]. The
+    /// filter's variance grows with the time since the last sample; below 1 it stops growing
+    /// where a sample would weigh this much, so a candidate sampled once a minute (a client
+    /// with little traffic per candidate) still averages several samples instead of taking the
+    /// last one for the truth. Changes (two surprises in a row, a fast answer, an answer after
+    /// failures, the lag test) weigh as the capped variance says. Pooling reads the capped
+    /// variance too and trusts such estimates more, which herds identical heavy-tailed
+    /// candidates. 1: no cap. Default 1 (`docs/tuning.md`, "Evidence that ages by time, at
+    /// low traffic").
+    pub max_gain: f64,
 }
 
 impl Default for EmaConfig {
@@ -330,6 +341,7 @@ impl Default for Config {
                 probe_s: 1.0,
                 heal_probes: true,
                 record_probes: true,
+                max_gain: 1.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -390,6 +402,7 @@ impl Config {
                 probe_s: 0.0,
                 heal_probes: false,
                 record_probes: false,
+                max_gain: 1.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -440,6 +453,7 @@ impl Config {
                 probe_s: 0.0,
                 heal_probes: false,
                 record_probes: false,
+                max_gain: 1.0,
             },
             window: WindowConfig::default(),
             price: PriceConfig {
@@ -547,6 +561,7 @@ impl Config {
         for (path, a) in [
             ("ema.alpha", self.ema.alpha),
             ("ema.overall_alpha", self.ema.overall_alpha),
+            ("ema.max_gain", self.ema.max_gain),
         ] {
             if !in_unit(a) {
                 problems.push(Problem::new(

@@ -44,6 +44,13 @@
 //! gain from a value fifty times larger (a hang's timeouts) would otherwise leave a residue
 //! larger than the new sample itself.
 //!
+//! With `ema.max_gain` below 1 (off by default), the growth of the estimate's variance with
+//! time stops where a sample that is not a change would weigh `max_gain`: a candidate sampled
+//! once a minute still averages several samples, and the tests above, which read the capped
+//! variance, are quicker to call a real change one. Pooling then reads the capped variance
+//! too, and trusts such estimates more (`docs/tuning.md`, "Evidence that ages by time, at low
+//! traffic").
+//!
 //! Variances are relative (squared natural-log ratios), so one `drift` fits candidates of any
 //! speed. The filter's gain also sets how fast the candidate's other averages move (success,
 //! connect, first byte, bandwidth): evidence of any kind ages alike.
@@ -148,6 +155,7 @@ pub(crate) fn update(
     samples: u64,
     served: bool,
     was_failing: bool,
+    max_gain: f64,
     lag: f32,
     fleet_ms: Option<f64>,
 ) -> Filtered {
@@ -175,6 +183,10 @@ pub(crate) fn update(
     };
     let r = learned_r.min(MAX_NOISE);
     let mut p = aged_var(var, drift, dt_s);
+    // The variance at which a sample weighs `max_gain`: `p / (p + r) = max_gain`.
+    if max_gain < 1.0 {
+        p = p.min(max_gain / (1.0 - max_gain) * r);
+    }
     let e = (x / m).ln();
     let e2 = e * e;
     let cs = CHANGE_SIGMAS;
@@ -266,10 +278,15 @@ pub(crate) fn update(
 mod tests {
     use super::*;
 
+    /// An answer of `x` ms, `dt` seconds after the 20th sample, no lag, no cap.
+    fn answer(m: Option<f64>, v: f32, r: f32, x: f64, dt: f64, fleet: Option<f64>) -> Filtered {
+        update(m, v, r, x, dt, 0.1, 20, true, false, 1.0, 0.0, fleet)
+    }
+
     fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
         let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
         for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64, true, false, lag, None);
+            let f = update(m, v, r, x, dt, drift, n as u64, true, false, 1.0, lag, None);
             m = Some(f.mean_ms);
             v = f.var;
             r = f.noise;
@@ -303,6 +320,48 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_gain_averages_rare_samples_and_still_follows_a_change() {
+        // One sample a minute, alternating 50 and 150 ms (mean 100): uncapped, the variance
+        // grows past a sample's between samples and the estimate is nearly the last sample;
+        // with the gain capped at 0.2 it averages.
+        let step = |max_gain: f64, xs: &[f64]| {
+            let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
+            let mut gains = Vec::new();
+            for (n, &x) in xs.iter().enumerate() {
+                let f = update(
+                    m, v, r, x, 60.0, 0.1, n as u64, true, false, max_gain, lag, None,
+                );
+                (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
+                gains.push((f.gain, f.changed));
+            }
+            (m.unwrap(), gains)
+        };
+        let xs: Vec<f64> = (0..40)
+            .map(|i| if i % 2 == 0 { 50.0 } else { 150.0 })
+            .collect();
+        let (free, gains) = step(1.0, &xs);
+        assert!(gains[30..].iter().all(|(g, _)| *g > 0.8), "{gains:?}");
+        assert!(free > 130.0, "uncapped: mostly the last sample, {free}");
+        let (capped, gains) = step(0.2, &xs);
+        assert!(
+            gains[10..].iter().all(|(g, c)| *c || *g <= 0.2 + 1e-9),
+            "{gains:?}"
+        );
+        assert!(
+            (85.0..125.0).contains(&capped),
+            "capped: an average, {capped}"
+        );
+        // A hang then a heal: the changes still weigh nearly all.
+        let mut xs = vec![100.0; 20];
+        xs.extend([3000.0, 3000.0, 3000.0]);
+        let (hung, _) = step(0.2, &xs);
+        assert!(hung > 2000.0, "{hung}");
+        xs.extend([100.0, 100.0]);
+        let (healed, _) = step(0.2, &xs);
+        assert!(healed < 200.0, "{healed}");
+    }
+
+    #[test]
     fn a_busy_estimate_is_not_thrown_by_one_outlier() {
         let mut xs = vec![10.0; 200];
         xs.push(40.0);
@@ -320,15 +379,15 @@ mod tests {
         // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
         let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
         let (m, v, r) = run(&xs, 0.01, 0.1);
-        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 0.0, None);
+        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 1.0, 0.0, None);
         assert!(answer.changed, "{answer:?}");
         assert!(answer.mean_ms < 30.0, "{answer:?}");
         // A failure as fast moves the estimate by its usual weight only.
-        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 0.0, None);
+        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 1.0, 0.0, None);
         assert!(failure.surprise && !failure.changed, "{failure:?}");
         assert!(failure.mean_ms > 250.0, "{failure:?}");
         // So does an answer that is slow: one slow answer may be an outlier.
-        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 0.0, None);
+        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 1.0, 0.0, None);
         assert!(slow.surprise && !slow.changed, "{slow:?}");
     }
 
@@ -338,13 +397,13 @@ mod tests {
         // candidate that only failed has answered.
         let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
         let (m, v, r) = run(&xs, 0.1, 0.1);
-        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 0.0, None);
+        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 1.0, 0.0, None);
         assert!(!plain.changed, "{plain:?}");
-        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 0.0, None);
+        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 1.0, 0.0, None);
         assert!(after_failures.changed, "{after_failures:?}");
         assert!(after_failures.gain >= 0.8, "{after_failures:?}");
         // A failure from a failing candidate is no news.
-        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 0.0, None);
+        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 1.0, 0.0, None);
         assert!(!failure.changed, "{failure:?}");
     }
 
@@ -353,7 +412,7 @@ mod tests {
         // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
         let xs = vec![1700.0; 40];
         let (m, v, r) = run(&xs, 0.5, 0.1);
-        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 0.0, None);
+        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 1.0, 0.0, None);
         assert!(f.changed, "{f:?}");
         // An arithmetic step of the same gain would leave it near 80 ms.
         assert!(f.mean_ms < 40.0, "{f:?}");
@@ -365,20 +424,33 @@ mod tests {
         // 10 ms is a change, and the estimate lands at the fleet's level.
         let xs = vec![300.0; 20];
         let (m, v, r) = run(&xs, 1.0, 0.1);
-        let capped = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 0.0, Some(30.0));
+        let capped = answer(m, v, r, 10.0, 1.0, Some(30.0));
         assert!(capped.changed, "{capped:?}");
         assert!((29.9..30.1).contains(&capped.mean_ms), "{capped:?}");
         // Without a fleet level it goes to about the answer, as a second fast answer would.
-        let free = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 0.0, None);
+        let free = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 1.0, 0.0, None);
         assert!(free.mean_ms < 12.0, "{free:?}");
         // A candidate already faster than the fleet is not moved below itself by one answer.
         let xs = vec![20.0; 20];
         let (m, v, r) = run(&xs, 0.01, 0.1);
-        let fast = update(m, v, r, 0.5, 0.01, 0.1, 20, true, false, 0.0, Some(30.0));
+        let fast = answer(m, v, r, 0.5, 0.01, Some(30.0));
         assert!(fast.changed, "{fast:?}");
         assert!((fast.mean_ms - m.unwrap()).abs() < 1e-9, "{fast:?}");
         // An answer after failures is not held to the fleet's level.
-        let recovered = update(m, v, r, 0.5, 0.01, 0.1, 20, true, true, 0.0, Some(30.0));
+        let recovered = update(
+            m,
+            v,
+            r,
+            0.5,
+            0.01,
+            0.1,
+            20,
+            true,
+            true,
+            1.0,
+            0.0,
+            Some(30.0),
+        );
         assert!(recovered.mean_ms < 5.0, "{recovered:?}");
     }
 
@@ -400,6 +472,7 @@ mod tests {
                 n,
                 true,
                 false,
+                1.0,
                 lag,
                 None,
             );
@@ -415,7 +488,7 @@ mod tests {
         for n in 0..2000u64 {
             let served = n % 2 == 0;
             let x = if served { 10.0 } else { 1.0 };
-            let f = update(m, v, r, x, 0.05, 0.1, n, served, false, lag, None);
+            let f = update(m, v, r, x, 0.05, 0.1, n, served, false, 1.0, lag, None);
             (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
         }
         assert!(f64::from(r.abs()) <= MAX_NOISE + 1e-6, "learned {r}");
@@ -443,6 +516,7 @@ mod tests {
                 5,
                 true,
                 false,
+                1.0,
                 0.0,
                 None,
             );
@@ -470,7 +544,7 @@ mod tests {
         let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
         let mut n = 0;
         for (i, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, lag, None);
+            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, 1.0, lag, None);
             n += usize::from(f.changed && !f.surprise);
             (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
         }
@@ -499,7 +573,20 @@ mod tests {
         // A shunned candidate's estimate (50 ms) after its heal: probes a second apart answer
         // in 10 ms, the first about 2.6 standard deviations under it, none a surprise.
         let probe = |m: f64, v: f32, lag: f32| {
-            update(Some(m), v, 0.3, 10.0, 1.0, 0.1, 500, true, false, lag, None)
+            update(
+                Some(m),
+                v,
+                0.3,
+                10.0,
+                1.0,
+                0.1,
+                500,
+                true,
+                false,
+                1.0,
+                lag,
+                None,
+            )
         };
         let first = probe(50.0, 0.06, 0.0);
         assert!(
@@ -540,6 +627,7 @@ mod tests {
             200,
             false,
             false,
+            1.0,
             -3.0,
             None,
         );

@@ -140,6 +140,7 @@ impl ScoreModel {
                         attempts,
                         success_sample > 0.0,
                         was_failing,
+                        cfg.ema.max_gain,
                         unpack_lag(stats.attempt_lag),
                         overall.attempt_ms,
                     );
