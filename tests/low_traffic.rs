@@ -30,7 +30,6 @@ fn max_gain_is_validated_and_off_by_default() {
 #[test]
 fn one_worker_over_many_providers_learns_better_with_the_gain_capped() {
     use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
-    let mut sc = Scenario::load("lassie-retrieval").unwrap();
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/lassie-retrieval.toml"
@@ -44,7 +43,7 @@ fn one_worker_over_many_providers_learns_better_with_the_gain_capped() {
         text.contains("workers = 1"),
         "the built-in's workload changed"
     );
-    sc = Scenario::parse(&text, &sc.name).unwrap();
+    let sc = Scenario::parse(&text, "lassie-retrieval-one-worker").unwrap();
     let mut capped = Config::default();
     capped.ema.max_gain = 0.2;
     let policies = [
