@@ -60,11 +60,9 @@ impl Core {
                 let more = (self.fleet.slots.len() / 16).max(16);
                 self.fleet.slots.reserve_exact(more);
                 self.fleet.infos.reserve_exact(more);
-                self.fleet.oldest_pending.reserve_exact(more);
                 self.fleet.load_fit.reserve_exact(more);
             }
             self.fleet.slots.push(slot);
-            self.fleet.oldest_pending.push(NO_ATTEMPT);
             self.fleet.load_fit.push(LoadFit::default());
             self.fleet.infos.push(info);
         } else {
@@ -92,7 +90,6 @@ impl Core {
         let more = additional.saturating_sub(f.slots.capacity() - f.slots.len());
         f.slots.reserve_exact(more);
         f.infos.reserve_exact(more);
-        f.oldest_pending.reserve_exact(more);
         f.load_fit.reserve_exact(more);
     }
 

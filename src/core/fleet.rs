@@ -48,23 +48,23 @@ impl Core {
         self.scoring().components_of(idx)
     }
 
-    /// Finds each candidate's oldest attempt still running without a report. O(attempts + n).
+    /// Finds each candidate's oldest attempt still running without a report (the earliest
+    /// granted, the lowest attempt index among equals). O(a log a) for `a` such attempts.
     pub(super) fn find_oldest_pending(&mut self) {
-        self.fleet.oldest_pending.clear();
-        self.fleet
-            .oldest_pending
-            .resize(self.fleet.slots.len(), NO_ATTEMPT);
+        let pending = &mut self.fleet.oldest_pending;
+        pending.clear();
         for (a, att) in self.attempts.iter().enumerate() {
-            if !att.active || att.reported || att.answered {
-                continue;
-            }
-            let Some(o) = self.fleet.oldest_pending.get_mut(att.key.idx as usize) else {
-                continue;
-            };
-            if *o == NO_ATTEMPT || self.attempts[*o as usize].granted_s > att.granted_s {
-                *o = a as u32;
+            if att.active && !att.reported && !att.answered {
+                pending.push((att.key.idx, a as u32));
             }
         }
+        let granted = |a: u32| self.attempts[a as usize].granted_s;
+        pending.sort_unstable_by(|&(s1, a1), &(s2, a2)| {
+            s1.cmp(&s2)
+                .then(granted(a1).total_cmp(&granted(a2)))
+                .then(a1.cmp(&a2))
+        });
+        pending.dedup_by_key(|&mut (slot, _)| slot);
     }
 
     /// The current window bucket (see [`Clock::bucket`](super::clock::Clock::bucket)).

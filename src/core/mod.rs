@@ -352,9 +352,6 @@ impl ReqSlot {
 /// `ReqSlot::attempts_left` of a request that did not say how many attempts it makes.
 const NO_BUDGET: u16 = u16::MAX;
 
-/// `Fleet::oldest_pending` of a slot with no attempt known to be running.
-const NO_ATTEMPT: u32 = u32::MAX;
-
 /// The coordinator's state machine. See the [module docs](self).
 #[derive(Debug)]
 pub struct Core {

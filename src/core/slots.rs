@@ -88,9 +88,10 @@ pub(super) struct Fleet {
     pub(super) next_added: u64,
     /// Candidates whose score leaves are written at the next draw.
     pub(super) stale: Vec<u32>,
-    /// Per slot, an attempt of it still running without a report as of the last full refresh,
-    /// the oldest then ([`NO_ATTEMPT`](super::NO_ATTEMPT) for none); see `Core::pending_ms`.
-    pub(super) oldest_pending: Vec<u32>,
+    /// `(slot, attempt)` for each slot with an attempt still running without a report as of
+    /// the last full refresh, the oldest then; sorted by slot, one entry per slot, so it takes
+    /// memory per running attempt, not per candidate. See `Core::pending_ms`.
+    pub(super) oldest_pending: Vec<(u32, u32)>,
     /// Per slot, whether its candidate slows under concurrency.
     pub(super) load_fit: Vec<LoadFit>,
     /// Per slot, what its server reported about its queue and service time.
