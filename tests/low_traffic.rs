@@ -5,6 +5,10 @@
 
 use selection_coordinator::Config;
 
+#[cfg(feature = "sim")]
+#[path = "support/paired.rs"]
+mod paired;
+
 #[test]
 fn max_gain_is_validated_and_off_by_default() {
     assert_eq!(Config::default().ema.max_gain, 1.0);
@@ -29,7 +33,7 @@ fn max_gain_is_validated_and_off_by_default() {
 #[cfg(feature = "sim")]
 #[test]
 fn one_worker_over_many_providers_learns_better_with_the_gain_capped() {
-    use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
+    use selection_coordinator::sim::Scenario;
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/lassie-retrieval.toml"
@@ -46,26 +50,7 @@ fn one_worker_over_many_providers_learns_better_with_the_gain_capped() {
     let sc = Scenario::parse(&text, "lassie-retrieval-one-worker").unwrap();
     let mut capped = Config::default();
     capped.ema.max_gain = 0.2;
-    let policies = [
-        PolicySpec::Coordinator {
-            label: "coordinator".into(),
-            config: None,
-        },
-        PolicySpec::Coordinator {
-            label: "capped".into(),
-            config: Some(Box::new(capped)),
-        },
-    ];
-    let r = simulate(&sc, &policies, &[1, 2, 3], 1, None).unwrap();
-    let ttfb = |label: &str| {
-        r.policies
-            .iter()
-            .find(|p| p.policy == label)
-            .unwrap()
-            .ttfb_ms
-            .mean
-    };
-    let (default, capped) = (ttfb("coordinator"), ttfb("capped"));
+    let (default, capped) = paired::mean_ttfb_default_and(&sc, capped, &[1, 2, 3]);
     eprintln!("one worker: default {default:.1} ms, max_gain 0.2 {capped:.1} ms");
     assert!(
         capped < 0.96 * default,

@@ -243,6 +243,7 @@ impl Core {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: 0.0,
+            own_queueing: 0.0,
             overload_follows_load: true,
             queue_time: 1.0,
             heal_at_s: self.pool.heal_at_s,

@@ -86,6 +86,7 @@ impl Scoring<'_> {
             self.fleet.feedback.relative(idx, s.in_flight),
             self.queue_time(idx, s.in_flight + 1),
             self.overload_follows_load(idx),
+            self.fleet.load_fit[idx].evidence(),
         )
     }
 
@@ -142,6 +143,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
+            own_queueing: self.fleet.load_fit[idx].evidence(),
             overload_follows_load: self.overload_follows_load(idx),
             queue_time: self.queue_time(idx, slot.in_flight + 1 - reporting),
             heal_at_s: self.pool.heal_at_s,

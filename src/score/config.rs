@@ -325,6 +325,7 @@ impl Default for Config {
                 unknown_samples: 5,
                 queueing: true,
                 background_overload: 0.05,
+                own_queueing: 0.0,
             },
             feedback: FeedbackConfig::default(),
             floor: 0.01,

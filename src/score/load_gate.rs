@@ -36,6 +36,14 @@ pub struct LoadConfig {
     /// single failure, while one failing outright with overload errors still is. In `[0, 1]`;
     /// 0: every overload failure counts alike.
     pub background_overload: f64,
+    /// With `gate` and `queueing` on: how far a candidate's own queueing evidence counts
+    /// where it is above the fleet's. The queueing evidence of its load component is then
+    /// `q + own_queueing * q * (own - q)` for fleet evidence `q` and its own `own`: a server
+    /// whose queue grows with its load pays for it in full where the whole fleet queues, while
+    /// in a fleet of servers whose latency is their own (a small `q`), a candidate whose own
+    /// evidence is spurious (a degraded server slows and gathers attempts at once) gains almost
+    /// nothing. In `[0, 1]`; 0: every candidate counts the fleet's evidence alike.
+    pub own_queueing: f64,
 }
 
 impl Default for LoadConfig {
@@ -51,6 +59,7 @@ impl LoadConfig {
         unknown_samples: 0,
         queueing: false,
         background_overload: 0.0,
+        own_queueing: 0.0,
     };
 
     /// Adds what is wrong with the section beyond the checks every number gets.
@@ -61,6 +70,15 @@ impl LoadConfig {
                 format!(
                     "must be a share between 0 and 1 (got {})",
                     self.background_overload
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.own_queueing) {
+            problems.push(Problem::new(
+                "load.own_queueing",
+                format!(
+                    "must be a share between 0 and 1 (got {})",
+                    self.own_queueing
                 ),
             ));
         }
@@ -75,8 +93,10 @@ impl ScoreModel {
     /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
     /// `follows_load`: whether its overload failures follow its load
     /// ([`super::LoadFit::overload_follows_load`]); if not, `load.background_overload` of
-    /// its evidence is discounted.
+    /// its evidence is discounted. `queueing`: the fleet's queueing evidence; `own_queueing`:
+    /// the candidate's own ([`super::LoadFit::evidence`]), counted as `load.own_queueing` says.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn load_component(
         &self,
         in_flight: u32,
@@ -85,6 +105,7 @@ impl ScoreModel {
         overload_evidence: f32,
         follows_load: bool,
         queueing: f32,
+        own_queueing: f32,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
             // Nothing in flight, the usual state after a release: 1 / 1 without the division.
@@ -107,7 +128,9 @@ impl ScoreModel {
                 0.0
             };
             let queueing = if gate.queueing {
-                f64::from(queueing)
+                let q = f64::from(queueing);
+                let excess = (f64::from(own_queueing) - q).max(0.0);
+                q + gate.own_queueing * q * excess
             } else {
                 0.0
             };

@@ -164,8 +164,11 @@ pub(crate) struct ScoreContext {
     /// due moves for every candidate at once and the trees (written at refreshes) and the
     /// evaluated draw agree between refreshes.
     pub(crate) probe_at_s: f64,
-    /// The candidate's evidence that it slows under concurrency ([`LoadFit`]).
+    /// The fleet's evidence that its candidates slow under concurrency: the mean of their
+    /// [`LoadFit::evidence`].
     pub(crate) queueing: f32,
+    /// The candidate's own evidence that it slows under concurrency ([`LoadFit::evidence`]).
+    pub(crate) own_queueing: f32,
     /// Whether the candidate's overload failures follow its load
     /// ([`LoadFit::overload_follows_load`]).
     pub(crate) overload_follows_load: bool,
@@ -326,6 +329,7 @@ impl ScoreModel {
             stats.overload_evidence,
             ctx.overload_follows_load,
             ctx.queueing,
+            ctx.own_queueing,
         );
         let probe = probe_due(
             ctx.in_flight,
@@ -464,7 +468,7 @@ impl ScoreModel {
     /// values [`ScoreModel::components`] gives for them. `feedback`: the candidate's expected
     /// completion from its server's reports ([`FeedbackBook::relative`]), `None` without any.
     /// `follows_load`: whether its overload failures follow its load
-    /// ([`LoadFit::overload_follows_load`]).
+    /// ([`LoadFit::overload_follows_load`]); `own_queueing`: its [`LoadFit::evidence`].
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
@@ -478,6 +482,7 @@ impl ScoreModel {
         feedback: Option<f64>,
         queue_time: f64,
         follows_load: bool,
+        own_queueing: f32,
     ) -> Components {
         let load = self.load_component(
             in_flight,
@@ -486,6 +491,7 @@ impl ScoreModel {
             stats.overload_evidence(),
             follows_load,
             fleet.queueing,
+            own_queueing,
         );
         let probe = probe_due(
             in_flight,

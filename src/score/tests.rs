@@ -22,6 +22,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         heal_at_s: f64::NEG_INFINITY,
         probe_at_s: 0.0,
         queueing: 0.0,
+        own_queueing: 0.0,
         overload_follows_load: true,
         queue_time: 1.0,
     }
@@ -378,6 +379,7 @@ fn load_counts_only_with_evidence_of_overload() {
             known.attempts,
             known.overload_evidence,
             true,
+            0.0,
             0.0
         ),
         1.0
@@ -394,6 +396,7 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.attempts,
             overloaded.overload_evidence,
             true,
+            0.0,
             0.0
         ),
         0.25
@@ -405,6 +408,7 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.attempts,
             overloaded.overload_evidence,
             true,
+            0.0,
             0.0
         ),
         0.25
@@ -421,6 +425,7 @@ fn load_counts_only_with_evidence_of_overload() {
             some.attempts,
             some.overload_evidence,
             true,
+            0.0,
             0.0
         ) - 0.625)
             .abs()
@@ -438,6 +443,7 @@ fn load_counts_only_with_evidence_of_overload() {
             young.attempts,
             young.overload_evidence,
             true,
+            0.0,
             0.0
         ) - 0.55)
             .abs()
@@ -446,13 +452,22 @@ fn load_counts_only_with_evidence_of_overload() {
     // Overload failures that do not follow the load: a trickle of 3 % costs nothing, a
     // server failing outright is spread all the same, and with no background share every
     // failure counts alike.
-    assert_eq!(m.load_component(3, u32::MAX, 50, 0.03, false, 0.0), 1.0);
-    assert_eq!(m.load_component(3, u32::MAX, 50, 0.3, false, 0.0), 0.25);
-    assert_eq!(m.load_component(3, u32::MAX, 50, 0.03, true, 0.0), 0.25);
+    assert_eq!(
+        m.load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0),
+        1.0
+    );
+    assert_eq!(
+        m.load_component(3, u32::MAX, 50, 0.3, false, 0.0, 0.0),
+        0.25
+    );
+    assert_eq!(
+        m.load_component(3, u32::MAX, 50, 0.03, true, 0.0, 0.0),
+        0.25
+    );
     let mut every = Config::default();
     every.load.background_overload = 0.0;
     assert_eq!(
-        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0),
+        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0),
         0.25
     );
     // lassie counts load for everyone.
@@ -461,9 +476,27 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Config::default()
     };
     assert_eq!(
-        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0),
+        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0, 0.0),
         0.25
     );
+}
+
+#[test]
+fn own_queueing_evidence_counts_as_far_as_the_fleet_queues() {
+    // Three in flight, no limit: 1 / (1 + 3) when counted in full; no overload evidence.
+    let load = |own_weight: f64, fleet: f32, own: f32| {
+        let mut c = Config::default();
+        c.load.own_queueing = own_weight;
+        model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, own)
+    };
+    // Off (the default): the fleet's evidence alone, 1 - 0.5 * 0.75.
+    assert_eq!(load(0.0, 0.5, 1.0), 0.625);
+    // On: 0.5 + 0.5 * (1 - 0.5) = 0.75 of the penalty.
+    assert_eq!(load(1.0, 0.5, 1.0), 1.0 - 0.75 * 0.75);
+    // In a fleet that hardly queues a candidate's own evidence adds little: 0.05 + 0.05 * 0.95.
+    assert!((load(1.0, 0.05, 1.0) - (1.0 - 0.0975 * 0.75)).abs() < 1e-6);
+    // Own evidence below the fleet's changes nothing.
+    assert_eq!(load(1.0, 0.5, 0.2), 0.625);
 }
 
 #[test]
