@@ -86,7 +86,7 @@ impl Scoring<'_> {
             self.fleet.feedback.relative(idx, s.in_flight),
             self.queue_time(idx, s.in_flight + 1),
             self.overload_follows_load(idx),
-            self.fleet.load_fit[idx].evidence(),
+            self.own_queueing(idx),
         )
     }
 
@@ -102,6 +102,18 @@ impl Scoring<'_> {
             || load.gate <= 0.0
             || load.background_overload <= 0.0
             || self.fleet.load_fit[idx].overload_follows_load(stats.attempts())
+    }
+
+    /// Slot `idx`'s own queueing evidence ([`crate::score::LoadFit::evidence`]), read only
+    /// where `load.own_queueing` can count it (the setting on and the fleet queueing); 0
+    /// otherwise, which the load gate reads the same way, without touching the load fit.
+    #[inline]
+    fn own_queueing(&self, idx: usize) -> f32 {
+        if self.model.config().load.own_queueing > 0.0 && self.pool.queueing > 0.0 {
+            self.fleet.load_fit[idx].evidence()
+        } else {
+            0.0
+        }
     }
 
     /// How much slower than its average slot `idx`'s next attempt is expected to be when it
@@ -143,7 +155,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
-            own_queueing: self.fleet.load_fit[idx].evidence(),
+            own_queueing: self.own_queueing(idx),
             overload_follows_load: self.overload_follows_load(idx),
             queue_time: self.queue_time(idx, slot.in_flight + 1 - reporting),
             heal_at_s: self.pool.heal_at_s,

@@ -64,23 +64,16 @@ impl LoadConfig {
 
     /// Adds what is wrong with the section beyond the checks every number gets.
     pub(super) fn check(&self, problems: &mut Vec<Problem>) {
-        if !(0.0..=1.0).contains(&self.background_overload) {
-            problems.push(Problem::new(
-                "load.background_overload",
-                format!(
-                    "must be a share between 0 and 1 (got {})",
-                    self.background_overload
-                ),
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.own_queueing) {
-            problems.push(Problem::new(
-                "load.own_queueing",
-                format!(
-                    "must be a share between 0 and 1 (got {})",
-                    self.own_queueing
-                ),
-            ));
+        for (path, share) in [
+            ("load.background_overload", self.background_overload),
+            ("load.own_queueing", self.own_queueing),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                problems.push(Problem::new(
+                    path,
+                    format!("must be a share between 0 and 1 (got {share})"),
+                ));
+            }
         }
     }
 }
