@@ -152,7 +152,7 @@ fn identical_heavy_tailed_candidates_get_steady_probabilities() {
 
 /// Twenty identical servers at 400 requests a second (20 each), heavy-tailed: the largest
 /// server's share of each 1 s bucket (from the second second on) over the fair share, mean
-/// over buckets, per seed 1-3, under `policy`.
+/// over buckets, per seed 1-10, under `policy`.
 #[cfg(feature = "sim")]
 fn bucket_herding(duration: &str, policy: &str) -> Vec<f64> {
     use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
@@ -175,7 +175,7 @@ duration_ms = {duration}
     );
     let sc = Scenario::parse(&text, "equals").unwrap();
     let policies = [PolicySpec::parse(policy).unwrap()];
-    (1..=3u64)
+    (1..=10u64)
         .map(|seed| {
             let r = simulate(&sc, &policies, &[seed], 1, None).unwrap();
             let s = &r.policies[0].series;
@@ -190,10 +190,17 @@ duration_ms = {duration}
 }
 
 /// About as even as a uniform random draw (whose figure, about 1.44, is the noise of 20
-/// requests a bucket): within 10 % over the three seeds; p2c with peak EWMA reads 1.63, 1.63
-/// and 1.62 on the lognormal. Before the change described above the coordinator read 3.30,
-/// 3.44 and 3.37 (exponential) and 4.07, 4.68 and 4.24 (lognormal); now 1.47, 1.45, 1.53 and
-/// 1.51, 1.47, 1.63.
+/// requests a bucket): within 10 % over seeds 1-10; p2c with peak EWMA reads 1.63, 1.63 and
+/// 1.62 on the lognormal (seeds 1-3). Before the change described above the coordinator read
+/// 3.30, 3.44 and 3.37 (exponential) and 4.07, 4.68 and 4.24 (lognormal) on seeds 1-3;
+/// after it 1.47, 1.45, 1.53 and 1.51, 1.47, 1.63.
+///
+/// The mean was over seeds 1-3 until the load gate's evidence became an elasticity
+/// (docs/tuning.md, "The load gate's evidence as an elasticity"). With it, seed 3 of the
+/// lognormal reads 2.00: in seconds 2-8 one server, lucky in its first samples, draws up to
+/// ten times its share before the averages settle (the old rule had such an episode on that
+/// seed too, in seconds 1-3). Over seeds 1-20 the two rules read 1.456 and 1.469; three seeds
+/// are too few for a figure one warm-up episode can move by 0.2.
 #[cfg(feature = "sim")]
 #[test]
 fn identical_heavy_tailed_servers_share_each_second_evenly() {
@@ -206,7 +213,7 @@ fn identical_heavy_tailed_servers_share_each_second_evenly() {
         let ours = bucket_herding(duration, "coordinator");
         let random = bucket_herding(duration, "random");
         eprintln!(
-            "{duration}: largest share / fair, mean over buckets, seeds 1-3: coordinator {ours:.2?}, random {random:.2?}"
+            "{duration}: largest share / fair, mean over buckets, seeds 1-10: coordinator {ours:.2?}, random {random:.2?}"
         );
         (duration, ours, random)
     })

@@ -15,13 +15,16 @@ use crate::error::Problem;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoadConfig {
-    /// The load component counts for a candidate in proportion to
-    /// `min(1, gate * overload evidence)`, the evidence being the share of its recent outcomes
-    /// that were overload failures ([`super::Stats::overload_evidence`]); elsewhere it is 1
-    /// however busy the candidate is. 0: the load component counts for every candidate.
+    /// The load component counts for a candidate as far as `g = min(1, gate * overload
+    /// evidence)` says, the evidence being the share of its recent outcomes that were overload
+    /// failures ([`super::Stats::overload_evidence`]): the component is `f ^ g` for the plain
+    /// load component `f`, so it is 1 however busy a candidate without evidence is, and `g`
+    /// is the elasticity of the component to the attempts in flight. 0: the load component
+    /// counts for every candidate.
     pub gate: f64,
-    /// With `gate` on, a candidate with fewer outcomes than this counts its load in proportion
-    /// to the outcomes it lacks: work does not pile on a candidate before anything is known.
+    /// With `gate` on, a candidate with fewer outcomes than this counts its load with the
+    /// share of the outcomes it lacks as its elasticity: work does not pile on a candidate
+    /// before anything is known.
     pub unknown_samples: u32,
     /// With `gate` on, the load component also counts, for every candidate alike, as far as
     /// the fleet shows queueing: the mean over candidates of how far each one's time grows
@@ -81,9 +84,14 @@ impl LoadConfig {
 impl ScoreModel {
     /// The load component alone (it is the only one a grant or a release moves).
     ///
-    /// With `load.gate` on, the in-flight penalty counts only in proportion to the candidate's
-    /// evidence of overload: work piled on a candidate that has never answered "overloaded"
-    /// costs nothing, so a fast candidate that copes with concurrency keeps its traffic.
+    /// With `load.gate` on, the in-flight penalty counts only as far as the candidate's
+    /// evidence goes: work piled on a candidate that has never answered "overloaded" costs
+    /// nothing, so a fast candidate that copes with concurrency keeps its traffic. The
+    /// evidence `g` is an elasticity, `f ^ g` for the plain component `f`, not a ceiling
+    /// (`1 - g (1 - f)` would never fall below `1 - g`): a candidate with partial evidence
+    /// (a fleet that queues in part) still loses its share as its queue grows without bound,
+    /// where a ceiling would leave an unbounded queue that never sheds more weight than a
+    /// candidate with a short one and a trace of overload failures.
     /// `follows_load`: whether its overload failures follow its load
     /// ([`super::LoadFit::overload_follows_load`]); if not, `load.background_overload` of
     /// its evidence is discounted. `queueing`: the fleet's queueing evidence; `own_queueing`:
@@ -133,7 +141,12 @@ impl ScoreModel {
                 (f64::from(overload_evidence) - gate.background_overload).max(0.0)
             };
             let evidence = (gate.gate * shed).max(unknown).max(queueing).min(1.0);
-            load = 1.0 - evidence * (1.0 - load);
+            // Full or no evidence, the usual cases: no power to take.
+            if evidence <= 0.0 {
+                load = 1.0;
+            } else if evidence < 1.0 {
+                load = load.max(0.0).powf(evidence);
+            }
         }
         unit(load)
     }

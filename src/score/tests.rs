@@ -413,7 +413,7 @@ fn load_counts_only_with_evidence_of_overload() {
         ),
         0.25
     );
-    // ...and half as much evidence half on.
+    // ...and half as much evidence at half the elasticity: 0.25 ^ 0.5.
     let some = Stats {
         overload_evidence: 0.0005,
         ..known
@@ -427,11 +427,11 @@ fn load_counts_only_with_evidence_of_overload() {
             true,
             0.0,
             0.0
-        ) - 0.625)
+        ) - 0.5)
             .abs()
             < 1e-6
     );
-    // A candidate with 2 of 5 outcomes is 60% unknown.
+    // A candidate with 2 of 5 outcomes is 60% unknown: 0.25 ^ 0.6.
     let young = Stats {
         attempts: 2,
         ..Stats::default()
@@ -445,8 +445,8 @@ fn load_counts_only_with_evidence_of_overload() {
             true,
             0.0,
             0.0
-        ) - 0.55)
-            .abs()
+        ) - 0.25f64.powf(0.6))
+        .abs()
             < 1e-12
     );
     // Overload failures that do not follow the load: a trickle of 3 % costs nothing, a
@@ -482,6 +482,25 @@ fn load_counts_only_with_evidence_of_overload() {
 }
 
 #[test]
+fn partial_evidence_is_an_elasticity_not_a_ceiling() {
+    // A fleet that queues in part (evidence 0.6) and a server that never sheds: its queue
+    // grows without bound. As a ceiling (1 - 0.6 * (1 - f)) the component would stay above
+    // 0.4 however many attempts it holds, above that of a candidate with full evidence and
+    // five in flight (1 / 6); as an elasticity it falls with the queue.
+    let m = model(Config::default());
+    let queue = |in_flight: u32| m.load_component(in_flight, u32::MAX, 500, 0.0, true, 0.6, 0.0);
+    let deep = queue(280);
+    // (The evidence is an f32: 0.6 to about 1e-8.)
+    assert!((deep - 281f64.powf(-0.6)).abs() < 1e-6, "{deep}");
+    assert!(deep < m.load_component(5, u32::MAX, 500, 0.5, true, 0.0, 0.0));
+    // Still monotone, and 1 with nothing in flight.
+    assert_eq!(queue(0), 1.0);
+    assert!(queue(1) > queue(2) && queue(2) > queue(40));
+    // With a per-candidate limit: nothing left at the limit, whatever the evidence.
+    assert_eq!(m.load_component(8, 8, 500, 0.0, true, 0.6, 0.0), 0.0);
+}
+
+#[test]
 fn own_queueing_evidence_counts_as_far_as_the_fleet_queues() {
     // Three in flight, no limit: 1 / (1 + 3) when counted in full; no overload evidence.
     let load = |own_weight: f64, fleet: f32, own: f32| {
@@ -489,14 +508,14 @@ fn own_queueing_evidence_counts_as_far_as_the_fleet_queues() {
         c.load.own_queueing = own_weight;
         model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, own)
     };
-    // Off (the default): the fleet's evidence alone, 1 - 0.5 * 0.75.
-    assert_eq!(load(0.0, 0.5, 1.0), 0.625);
-    // On: 0.5 + 0.5 * (1 - 0.5) = 0.75 of the penalty.
-    assert_eq!(load(1.0, 0.5, 1.0), 1.0 - 0.75 * 0.75);
+    // Off (the default): the fleet's evidence alone, 0.25 ^ 0.5.
+    assert_eq!(load(0.0, 0.5, 1.0), 0.5);
+    // On: an elasticity of 0.5 + 0.5 * (1 - 0.5) = 0.75.
+    assert_eq!(load(1.0, 0.5, 1.0), 0.25f64.powf(0.75));
     // In a fleet that hardly queues a candidate's own evidence adds little: 0.05 + 0.05 * 0.95.
-    assert!((load(1.0, 0.05, 1.0) - (1.0 - 0.0975 * 0.75)).abs() < 1e-6);
+    assert!((load(1.0, 0.05, 1.0) - 0.25f64.powf(0.0975)).abs() < 1e-6);
     // Own evidence below the fleet's changes nothing.
-    assert_eq!(load(1.0, 0.5, 0.2), 0.625);
+    assert_eq!(load(1.0, 0.5, 0.2), 0.5);
 }
 
 #[test]
