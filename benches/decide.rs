@@ -4,7 +4,8 @@
 //! Every coordinator iteration is one full cycle through the core: `ready` (the draw and the
 //! grant), `poll_event`, `outcome` (the statistics update) and `done` (the slot freed). The
 //! core's clock advances 1 µs per cycle, so the periodic O(n) score refresh (every
-//! `refresh_ms` of core time) runs as it would at a steady million decisions per second;
+//! `refresh_ms` of core time, stretched for large fleets) runs as it would at a steady
+//! million decisions per second;
 //! `refresh/<n>` measures one refresh on its own so its share at any other rate can be worked
 //! out. See `docs/performance.md`.
 
@@ -105,8 +106,11 @@ fn coordinator_step(n: usize) -> impl FnMut() {
 /// by the decisions made per refresh period.
 fn refresh_step(n: usize) -> impl FnMut() {
     let (mut core, mut rng, mut now) = warm_core(n);
+    // The default period at this fleet size (`refresh_ms`, stretched per candidate), so every
+    // step's tick is due a refresh.
+    let period = Duration::from_secs_f64(Config::default().refresh_period_s(n));
     move || {
-        now += Duration::from_millis(Config::default().refresh_ms);
+        now += period;
         core.tick(now, &mut rng);
     }
 }

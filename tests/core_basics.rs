@@ -264,22 +264,29 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
 #[test]
 fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
     let ms = Duration::from_millis;
+    // A one-candidate fleet: the refresh period is `refresh_ms` itself. The waiter's deadline
+    // comes at 40 % of it, the lease ends at 60 %.
+    let refresh = ms(Config::default().refresh_ms);
+    let deadline = refresh * 2 / 5;
     let limits = Limits {
         global: 1,
-        max_attempt_s: Some(0.15),
+        max_attempt_s: Some(refresh.as_secs_f64() * 0.6),
         ..Limits::default()
     };
     let (mut core, mut rng, t0) = core_with(1, limits);
-    let refresh = ms(Config::default().refresh_ms);
     core.ready(Request::any(), t0, &mut rng).unwrap();
     let waiter = core
-        .ready(Request::any().with_deadline(t0 + ms(100)), t0, &mut rng)
+        .ready(Request::any().with_deadline(t0 + deadline), t0, &mut rng)
         .unwrap();
     assert!(matches!(events(&mut core)[..], [Event::Granted(_)]));
 
     // The deadline comes before the refresh: the wake-up is at it, never before.
     let at = core.next_wakeup();
-    assert!(at > t0 + ms(100) && at <= t0 + ms(101), "{:?}", at - t0);
+    assert!(
+        at > t0 + deadline && at <= t0 + deadline + ms(1),
+        "{:?}",
+        at - t0
+    );
     core.tick(at - Duration::from_micros(2), &mut rng);
     assert!(events(&mut core).is_empty(), "woken before the deadline");
     core.tick(at, &mut rng);
@@ -288,7 +295,7 @@ fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
         [Event::Rejected { request, reason: Rejection::DeadlinePassed }] if request == waiter
     ));
 
-    // Then the refresh, which reclaims the attempt past its 0.15 s lease.
+    // Then the refresh, which reclaims the attempt past its lease.
     let at = core.next_wakeup();
     assert!(
         at > t0 + refresh && at <= t0 + refresh + ms(1),
@@ -301,4 +308,36 @@ fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
     // And the refresh after it, one period later.
     let next = core.next_wakeup();
     assert!(next >= at + refresh - ms(1) && next <= at + refresh + ms(1));
+}
+
+/// The coarse refresh runs every `refresh_ms` (100 ms by default) for a small fleet, and every
+/// `refresh_per_candidate_us` per candidate for a large one (its cost is O(n)).
+#[test]
+fn the_refresh_period_stretches_with_the_fleet() {
+    let c = Config::default();
+    assert_eq!(c.refresh_period_s(1), 0.1);
+    assert_eq!(c.refresh_period_s(4_000), 0.1);
+    assert!((c.refresh_period_s(10_000) - 0.25).abs() < 1e-12);
+    let mut off = c.clone();
+    off.refresh_per_candidate_us = 0.0;
+    assert_eq!(off.refresh_period_s(100_000), 0.1);
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        let mut b = Config::default();
+        b.refresh_per_candidate_us = bad;
+        let err = b.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("refresh_per_candidate_us"),
+            "{err}"
+        );
+    }
+    // A core of 6,000 candidates: once the first refresh after they joined has run (due at
+    // 100 ms, brought by a draw at 101 ms), the next one is 150 ms away, not 100.
+    let (mut core, mut rng, t0) = core_with(6_000, Limits::default());
+    let at = t0 + Duration::from_millis(101);
+    core.ready(Request::any(), at, &mut rng).unwrap();
+    let next = core.next_wakeup() - at;
+    assert!(
+        next > Duration::from_millis(150) && next <= Duration::from_millis(151),
+        "{next:?}"
+    );
 }

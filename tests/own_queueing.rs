@@ -33,9 +33,12 @@ fn own_queueing_is_validated_and_off_by_default() {
 }
 
 /// Six stations at about 85 % of their capacity (taken from a generated `drift` instance,
-/// without its drift). Measured over seeds 1-6: mean first byte 161-178 ms by default, 130-145
-/// ms with `own_queueing = 1` (0.79-0.82 of it); `least-loaded` reads 53 ms and the oracle 53
-/// ms, so most of the gap remains.
+/// without its drift). Measured first over seeds 1-6: mean first byte 161-178 ms by default,
+/// 130-145 ms with `own_queueing = 1` (0.79-0.82 of it); `least-loaded` reads 53 ms and the
+/// oracle 53 ms. Since the load gate's evidence became an elasticity and the refresh period
+/// 100 ms (docs/tuning.md), the default itself reads 120.3 ms over seeds 1-3 and the setting
+/// 110.4 ms (0.92 of it): the default took most of what the setting gave, and the check is
+/// that the setting still helps by at least 5 %.
 #[cfg(feature = "sim")]
 #[test]
 fn a_saturated_fleet_spreads_better_with_own_queueing_evidence() {
@@ -45,7 +48,7 @@ fn a_saturated_fleet_spreads_better_with_own_queueing_evidence() {
     own.load.own_queueing = 1.0;
     let (default, own) = paired::mean_ttfb_default_and(&sc, own, &[1, 2, 3]);
     eprintln!("saturated stations: default {default:.1} ms, own_queueing 1 {own:.1} ms");
-    assert!(own < 0.9 * default, "own {own:.1} ms against {default:.1}");
+    assert!(own < 0.95 * default, "own {own:.1} ms against {default:.1}");
 }
 
 #[cfg(feature = "sim")]

@@ -389,9 +389,9 @@ fn the_json_has_the_documented_shape() {
 /// `degrade-heal-17` degrades a middling server (33 ms among a 20 ms one and others) that
 /// the oracle never sends to, while the coordinator gave it a few per cent before, and
 /// rightly less after its heal. Against its own share before, the coordinator detected the
-/// degrade and returned only 46 s after the heal (it never did before the load gate's
-/// evidence became an elasticity), but the scenario has no reference to measure a return
-/// against, so it enters neither excess.
+/// degrade, and its return to that share has moved with the default (never, then 46 s after
+/// the heal, now 9.6 s), but the scenario has no reference to measure a return against, so
+/// it enters neither excess.
 #[test]
 fn a_candidate_the_oracle_never_used_is_not_followed() {
     let policies = ["coordinator".to_string(), "oracle".to_string()];
@@ -405,15 +405,9 @@ fn a_candidate_the_oracle_never_used_is_not_followed() {
     assert_eq!(oracle.degraded.len(), 1);
     assert_eq!(oracle.degraded[0].share_before, Some(0.0));
     assert!(me.degraded[0].share_before.unwrap() > 0.0);
-    // Unrestricted, the coordinator's figures count (a return long after the heal among
-    // them); followed as the oracle used, none.
+    // Unrestricted, the coordinator's figures count; followed as the oracle used, none.
     let all = InstanceFigures::new("coordinator", me, None);
     assert!(all.detection_s.unwrap() > 0.0);
-    assert!(
-        all.recovery_s.is_none_or(|r| r > 30.0),
-        "{:?}",
-        all.recovery_s
-    );
     assert!(me.degraded[0].healed_at_s.is_some());
     let mine = InstanceFigures::new("coordinator", me, Some(oracle));
     let reference = InstanceFigures::new("oracle", oracle, Some(oracle));

@@ -260,7 +260,7 @@ impl Core {
         self.fleet.stale.clear();
         self.dirty = false;
         self.clock.next_refresh_s =
-            self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+            self.clock.now_s + self.model.config().refresh_period_s(self.fleet.live_count);
     }
 
     /// Rebuilds the trees after the channel layout changed (a new config).
