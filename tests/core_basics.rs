@@ -322,8 +322,10 @@ fn the_refresh_period_stretches_with_the_fleet() {
     off.refresh_per_candidate_us = 0.0;
     assert_eq!(off.refresh_period_s(100_000), 0.1);
     for bad in [-1.0, f64::NAN, f64::INFINITY] {
-        let mut b = Config::default();
-        b.refresh_per_candidate_us = bad;
+        let b = Config {
+            refresh_per_candidate_us: bad,
+            ..Config::default()
+        };
         let err = b.validate().unwrap_err();
         assert!(
             err.to_string().contains("refresh_per_candidate_us"),
