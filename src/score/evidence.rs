@@ -21,6 +21,11 @@
 //!   for a second surprise would double the time it takes a healed server to return; if the
 //!   fast answer was a fluke, the draws it attracts correct the estimate within a few samples.
 //!   Failures never take this shortcut: a fast refusal says nothing of how fast it serves.
+//!   From a candidate whose record says failures are common (one attempt in ten or more), a
+//!   failure faster than expected, overload aside, is no surprise at all: a candidate that
+//!   refuses half its requests in a millisecond and answers the others in fifty would read as
+//!   changed at every second refusal in a row ([`Sample::CommonFailure`]). A failure slower
+//!   than expected (a hang's timeouts) always may be one.
 //!   One fast answer only brings a candidate back to the fleet's level (the all-candidate
 //!   average attempt time), never below it: a slow candidate that healed is back among the
 //!   others at once, while a candidate whose times are heavy-tailed (an exponential answers
@@ -111,6 +116,35 @@ pub(crate) fn failing(success: Option<f64>, consecutive_failures: u32) -> bool {
     consecutive_failures >= FAILING_STREAK && success.is_some_and(|s| s < FAILING_SUCCESS)
 }
 
+/// A failure's share of a candidate's record (with one success and one failure as a prior)
+/// from which its failures are common: a fast one is then no surprise ([`Sample::CommonFailure`]).
+/// At a tenth, two failures in a row happen one time in a hundred.
+const COMMON_FAILURE_SHARE: f64 = 0.1;
+
+/// What a sample is the time of, as the filter's tests read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sample {
+    /// An answer: a success, or an application error (the server answered).
+    Answer,
+    /// A failure: an overload failure, or any failure of a candidate that rarely fails.
+    Failure,
+    /// A failure other than overload from a candidate whose record says such failures are
+    /// common ([`failures_common`]): one faster than the estimate is no surprise. A candidate
+    /// that refuses some requests in a millisecond and answers the others in fifty would
+    /// otherwise read as changed at every second refusal in a row, its estimate thrown
+    /// between the two paces. Overload failures keep the test: they follow the load, and a
+    /// burst of them says the candidate's state changed.
+    CommonFailure,
+}
+
+/// Whether failures are common in a record of `successes` answers in `attempts`: their share,
+/// with one success and one failure as a prior, is at least [`COMMON_FAILURE_SHARE`].
+#[inline]
+pub(crate) fn failures_common(successes: u64, attempts: u64) -> bool {
+    let failures = attempts.saturating_sub(successes) as f64;
+    failures + 1.0 >= COMMON_FAILURE_SHARE * (attempts as f64 + 2.0)
+}
+
 /// The filter's state after a sample, and the sample's weight.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Filtered {
@@ -140,8 +174,8 @@ pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
 
 /// One filter step: the estimate `mean_ms` (with `var`, `noise`), `dt_s` seconds after its last
 /// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
-/// the sample variance is learned); `served`: the sample is the time of an answer (a success or
-/// an application error), not of a failure; `was_failing`: the candidate was [`failing`]
+/// the sample variance is learned); `sample`: what the time is of (an answer or a failure, see
+/// [`Sample`]); `was_failing`: the candidate was [`failing`]
 /// before this sample; `fleet_ms`: the all-candidate average attempt time, the lowest one fast
 /// answer may bring the estimate to (`None`: no floor).
 #[allow(clippy::too_many_arguments)]
@@ -153,7 +187,7 @@ pub(crate) fn update(
     dt_s: f64,
     drift: f64,
     samples: u64,
-    served: bool,
+    sample: Sample,
     was_failing: bool,
     max_gain: f64,
     lag: f32,
@@ -190,7 +224,10 @@ pub(crate) fn update(
     let e = (x / m).ln();
     let e2 = e * e;
     let cs = CHANGE_SIGMAS;
-    let surprise = e2 > cs * cs * (p + r);
+    let served = sample == Sample::Answer;
+    // A common failure faster than the estimate is no surprise (see [`Sample::CommonFailure`]);
+    // a failure slower than expected (a hang's timeouts) always may be.
+    let surprise = e2 > cs * cs * (p + r) && !(sample == Sample::CommonFailure && e < 0.0);
     // The served answers' deviations, each in the standard deviations the filter expects
     // (clipped, so one outlier counts as at most a surprise), summed one side at a time as
     // in a two-sided CUSUM: answers that keep falling on one side of the estimate, each too
@@ -275,362 +312,4 @@ pub(crate) fn update(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An answer of `x` ms, `dt` seconds after the 20th sample, no lag, no cap.
-    fn answer(m: Option<f64>, v: f32, r: f32, x: f64, dt: f64, fleet: Option<f64>) -> Filtered {
-        update(m, v, r, x, dt, 0.1, 20, true, false, 1.0, 0.0, fleet)
-    }
-
-    fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
-        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
-        for (n, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, drift, n as u64, true, false, 1.0, lag, None);
-            m = Some(f.mean_ms);
-            v = f.var;
-            r = f.noise;
-            lag = f.lag;
-        }
-        (m, v, r)
-    }
-
-    #[test]
-    fn first_samples_average_evenly() {
-        let (m, _, _) = run(&[10.0, 20.0], 0.0, 0.0);
-        assert!((m.unwrap() - 15.0).abs() < 1e-9, "{m:?}");
-    }
-
-    #[test]
-    fn a_busy_steady_candidate_converges_and_its_variance_shrinks() {
-        let xs: Vec<f64> = (0..400).map(|i| 10.0 + (i % 5) as f64).collect();
-        let (m, v, _) = run(&xs, 0.01, 0.3);
-        let m = m.unwrap();
-        assert!((11.0..13.0).contains(&m), "{m}");
-        assert!(v < 0.01, "{v}");
-    }
-
-    #[test]
-    fn a_stale_estimate_follows_a_changed_candidate_within_a_few_samples() {
-        // Shunned while slow: one sample a second. Then it heals.
-        let mut xs = vec![300.0; 20];
-        xs.extend([10.0, 10.0, 10.0]);
-        let (m, _, _) = run(&xs, 1.0, 0.3);
-        assert!(m.unwrap() < 20.0, "{m:?}");
-    }
-
-    #[test]
-    fn a_capped_gain_averages_rare_samples_and_still_follows_a_change() {
-        // One sample a minute, alternating 50 and 150 ms (mean 100): uncapped, the variance
-        // grows past a sample's between samples and the estimate is nearly the last sample;
-        // with the gain capped at 0.2 it averages.
-        let step = |max_gain: f64, xs: &[f64]| {
-            let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
-            let mut gains = Vec::new();
-            for (n, &x) in xs.iter().enumerate() {
-                let f = update(
-                    m, v, r, x, 60.0, 0.1, n as u64, true, false, max_gain, lag, None,
-                );
-                (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
-                gains.push((f.gain, f.changed));
-            }
-            (m.unwrap(), gains)
-        };
-        let xs: Vec<f64> = (0..40)
-            .map(|i| if i % 2 == 0 { 50.0 } else { 150.0 })
-            .collect();
-        let (free, gains) = step(1.0, &xs);
-        assert!(gains[30..].iter().all(|(g, _)| *g > 0.8), "{gains:?}");
-        assert!(free > 130.0, "uncapped: mostly the last sample, {free}");
-        let (capped, gains) = step(0.2, &xs);
-        assert!(
-            gains[10..].iter().all(|(g, c)| *c || *g <= 0.2 + 1e-9),
-            "{gains:?}"
-        );
-        assert!(
-            (85.0..125.0).contains(&capped),
-            "capped: an average, {capped}"
-        );
-        // A hang then a heal: the changes still weigh nearly all.
-        let mut xs = vec![100.0; 20];
-        xs.extend([3000.0, 3000.0, 3000.0]);
-        let (hung, _) = step(0.2, &xs);
-        assert!(hung > 2000.0, "{hung}");
-        xs.extend([100.0, 100.0]);
-        let (healed, _) = step(0.2, &xs);
-        assert!(healed < 200.0, "{healed}");
-    }
-
-    #[test]
-    fn a_busy_estimate_is_not_thrown_by_one_outlier() {
-        let mut xs = vec![10.0; 200];
-        xs.push(40.0);
-        let (m, _, _) = run(&xs, 0.005, 0.3);
-        // One 4x sample moves a steady estimate only part of the way.
-        assert!(m.unwrap() < 20.0, "{m:?}");
-        // A second one in a row is a change: the estimate follows.
-        xs.push(40.0);
-        let (m, _, _) = run(&xs, 0.005, 0.3);
-        assert!(m.unwrap() > 35.0, "{m:?}");
-    }
-
-    #[test]
-    fn one_fast_answer_is_a_change_and_one_fast_failure_is_not() {
-        // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
-        let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
-        let (m, v, r) = run(&xs, 0.01, 0.1);
-        let answer = update(m, v, r, 20.0, 0.01, 0.1, 200, true, false, 1.0, 0.0, None);
-        assert!(answer.changed, "{answer:?}");
-        assert!(answer.mean_ms < 30.0, "{answer:?}");
-        // A failure as fast moves the estimate by its usual weight only.
-        let failure = update(m, v, r, 20.0, 0.01, 0.1, 200, false, false, 1.0, 0.0, None);
-        assert!(failure.surprise && !failure.changed, "{failure:?}");
-        assert!(failure.mean_ms > 250.0, "{failure:?}");
-        // So does an answer that is slow: one slow answer may be an outlier.
-        let slow = update(m, v, r, 3000.0, 0.01, 0.1, 200, true, false, 1.0, 0.0, None);
-        assert!(slow.surprise && !slow.changed, "{slow:?}");
-    }
-
-    #[test]
-    fn an_answer_after_failures_is_a_change_even_at_the_failures_pace() {
-        // Fast refusals (2-4 ms), then an answer at 5 ms: no surprising time, but the
-        // candidate that only failed has answered.
-        let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
-        let (m, v, r) = run(&xs, 0.1, 0.1);
-        let plain = update(m, v, r, 5.0, 0.1, 0.1, 50, true, false, 1.0, 0.0, None);
-        assert!(!plain.changed, "{plain:?}");
-        let after_failures = update(m, v, r, 5.0, 0.1, 0.1, 50, true, true, 1.0, 0.0, None);
-        assert!(after_failures.changed, "{after_failures:?}");
-        assert!(after_failures.gain >= 0.8, "{after_failures:?}");
-        // A failure from a failing candidate is no news.
-        let failure = update(m, v, r, 5.0, 0.1, 0.1, 50, false, true, 1.0, 0.0, None);
-        assert!(!failure.changed, "{failure:?}");
-    }
-
-    #[test]
-    fn a_change_moves_the_estimate_on_the_ratio_scale() {
-        // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
-        let xs = vec![1700.0; 40];
-        let (m, v, r) = run(&xs, 0.5, 0.1);
-        let f = update(m, v, r, 33.0, 0.5, 0.1, 40, true, false, 1.0, 0.0, None);
-        assert!(f.changed, "{f:?}");
-        // An arithmetic step of the same gain would leave it near 80 ms.
-        assert!(f.mean_ms < 40.0, "{f:?}");
-    }
-
-    #[test]
-    fn one_fast_answer_brings_a_slow_candidate_back_to_the_fleet_level_not_below() {
-        // Shunned while slow (300 ms); the fleet answers in 30 ms on average. One answer in
-        // 10 ms is a change, and the estimate lands at the fleet's level.
-        let xs = vec![300.0; 20];
-        let (m, v, r) = run(&xs, 1.0, 0.1);
-        let capped = answer(m, v, r, 10.0, 1.0, Some(30.0));
-        assert!(capped.changed, "{capped:?}");
-        assert!((29.9..30.1).contains(&capped.mean_ms), "{capped:?}");
-        // Without a fleet level it goes to about the answer, as a second fast answer would.
-        let free = update(m, v, r, 10.0, 1.0, 0.1, 20, true, false, 1.0, 0.0, None);
-        assert!(free.mean_ms < 12.0, "{free:?}");
-        // A candidate already faster than the fleet is not moved below itself by one answer.
-        let xs = vec![20.0; 20];
-        let (m, v, r) = run(&xs, 0.01, 0.1);
-        let fast = answer(m, v, r, 0.5, 0.01, Some(30.0));
-        assert!(fast.changed, "{fast:?}");
-        assert!((fast.mean_ms - m.unwrap()).abs() < 1e-9, "{fast:?}");
-        // An answer after failures is not held to the fleet's level.
-        let recovered = update(
-            m,
-            v,
-            r,
-            0.5,
-            0.01,
-            0.1,
-            20,
-            true,
-            true,
-            1.0,
-            0.0,
-            Some(30.0),
-        );
-        assert!(recovered.mean_ms < 5.0, "{recovered:?}");
-    }
-
-    #[test]
-    fn heavy_tailed_answers_teach_a_noise_past_the_gain_cap_and_failures_do_not() {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
-        // Exponential answers, mean 10 ms, 20 a second.
-        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
-        for n in 0..2000u64 {
-            let u: f64 = rng.random_range(f64::EPSILON..1.0);
-            let f = update(
-                m,
-                v,
-                r,
-                -10.0 * u.ln(),
-                0.05,
-                0.1,
-                n,
-                true,
-                false,
-                1.0,
-                lag,
-                None,
-            );
-            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
-        }
-        let noise = r.abs();
-        assert!(f64::from(noise) > MAX_NOISE, "learned {noise}");
-        assert!(estimate_var(v, r) > v, "{} against {v}", estimate_var(v, r));
-        assert!(estimate_var(v, r) <= 2.0 * v);
-        // Answers at 10 ms and fast refusals at 1 ms, half and half: the mix is wide, but
-        // only answers teach past the cap.
-        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
-        for n in 0..2000u64 {
-            let served = n % 2 == 0;
-            let x = if served { 10.0 } else { 1.0 };
-            let f = update(m, v, r, x, 0.05, 0.1, n, served, false, 1.0, lag, None);
-            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
-        }
-        assert!(f64::from(r.abs()) <= MAX_NOISE + 1e-6, "learned {r}");
-        assert_eq!(estimate_var(v, r), v);
-    }
-
-    #[test]
-    fn failing_needs_a_low_success_and_a_streak() {
-        assert!(failing(Some(0.1), 3));
-        assert!(!failing(Some(0.1), 2));
-        assert!(!failing(Some(0.5), 10));
-        assert!(!failing(None, 10));
-    }
-
-    #[test]
-    fn hostile_inputs_stay_finite() {
-        for x in [0.0, 1e300, f64::MIN_POSITIVE] {
-            let f = update(
-                Some(10.0),
-                0.1,
-                0.1,
-                x,
-                1e12,
-                1e3,
-                5,
-                true,
-                false,
-                1.0,
-                0.0,
-                None,
-            );
-            assert!(f.mean_ms.is_finite() && f.var.is_finite() && f.noise.is_finite());
-            assert!((0.0..=1.0).contains(&f.gain));
-        }
-    }
-
-    /// Normal deviates by Box-Muller from a seeded generator.
-    fn normals(seed: u64, n: usize) -> Vec<f64> {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        (0..n)
-            .map(|_| {
-                let u1: f64 = rng.random::<f64>().max(1e-12);
-                let u2: f64 = rng.random();
-                (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-            })
-            .collect()
-    }
-
-    /// Changes the lag test made: samples whose update changed the estimate without being a
-    /// surprise (the other two rules need one).
-    fn lag_changes(samples: &[f64], dt: f64) -> usize {
-        let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
-        let mut n = 0;
-        for (i, &x) in samples.iter().enumerate() {
-            let f = update(m, v, r, x, dt, 0.1, i as u64, true, false, 1.0, lag, None);
-            n += usize::from(f.changed && !f.surprise);
-            (m, v, r, lag) = (Some(f.mean_ms), f.var, f.noise, f.lag);
-        }
-        n
-    }
-
-    #[test]
-    fn a_steady_candidate_rarely_reads_as_lagging() {
-        // 20,000 answers, lognormal with a 30 % spread, busy (100 a second) and rare (one a
-        // second, the filter's variance growing between them).
-        for (seed, dt) in [(1, 0.01), (2, 1.0)] {
-            let xs: Vec<f64> = normals(seed, 20_000)
-                .iter()
-                .map(|z| 20.0 * (0.3 * z).exp())
-                .collect();
-            let n = lag_changes(&xs, dt);
-            assert!(
-                n <= 20,
-                "{n} lag changes in 20,000 steady answers (dt {dt})"
-            );
-        }
-    }
-
-    #[test]
-    fn answers_that_keep_falling_on_one_side_read_as_a_change() {
-        // A shunned candidate's estimate (50 ms) after its heal: probes a second apart answer
-        // in 10 ms, the first about 2.6 standard deviations under it, none a surprise.
-        let probe = |m: f64, v: f32, lag: f32| {
-            update(
-                Some(m),
-                v,
-                0.3,
-                10.0,
-                1.0,
-                0.1,
-                500,
-                true,
-                false,
-                1.0,
-                lag,
-                None,
-            )
-        };
-        let first = probe(50.0, 0.06, 0.0);
-        assert!(
-            !first.surprise && !first.changed && first.lag < 0.0,
-            "{first:?}"
-        );
-        let (mut with, mut without) = ((50.0, 0.06f32, 0.0f32), (50.0, 0.06f32));
-        let mut fired = None;
-        for i in 1..=5 {
-            let f = probe(with.0, with.1, with.2);
-            if f.changed && fired.is_none() {
-                fired = Some(i);
-            }
-            with = (f.mean_ms, f.var, f.lag);
-            let g = probe(without.0, without.1, 0.0);
-            assert!(
-                !g.changed,
-                "without the lag sum no single answer is a change"
-            );
-            without = (g.mean_ms, g.var);
-        }
-        assert_eq!(fired, Some(4), "the lag sum fires at the fourth answer");
-        assert!(with.0 < 15.0, "with the lag test: {:.1} ms", with.0);
-        assert!(without.0 > 20.0, "without it: {:.1} ms", without.0);
-        // The sum restarts after the change.
-        assert_eq!(with.2, 0.0);
-    }
-
-    #[test]
-    fn failures_leave_the_lag_sum_alone() {
-        let f = update(
-            Some(20.0),
-            0.01,
-            0.1,
-            2.0,
-            0.01,
-            0.1,
-            200,
-            false,
-            false,
-            1.0,
-            -3.0,
-            None,
-        );
-        assert_eq!(f.lag, -3.0);
-    }
-}
+mod tests;

@@ -1,6 +1,6 @@
 //! The update rules: how an outcome moves a candidate's statistics, and ejection.
 
-use super::evidence;
+use super::evidence::{self, Sample};
 use super::stats::{
     ema, finite_or_zero, pack_lag, pack_opt, saturate_u16, unpack_lag, unpack_opt, ATTEMPT_MS,
     BANDWIDTH_BPS, CONNECT_MS, EJECTED_UNTIL_S, LAST_SAMPLE_S, SUCCESS, TTFB_MS,
@@ -128,6 +128,15 @@ impl ScoreModel {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);
                     let was_failing =
                         evidence::failing(success, u32::from(stats.consecutive_failures));
+                    let sample = if success_sample > 0.0 {
+                        Sample::Answer
+                    } else if !overload
+                        && evidence::failures_common(u64::from(stats.successes), attempts)
+                    {
+                        Sample::CommonFailure
+                    } else {
+                        Sample::Failure
+                    };
                     // The stored noise carries the surprise flag in its sign, as the filter
                     // takes it.
                     let f = evidence::update(
@@ -138,7 +147,7 @@ impl ScoreModel {
                         since,
                         drift,
                         attempts,
-                        success_sample > 0.0,
+                        sample,
                         was_failing,
                         cfg.ema.max_gain,
                         unpack_lag(stats.attempt_lag),
