@@ -21,17 +21,20 @@
 //!   for a second surprise would double the time it takes a healed server to return; if the
 //!   fast answer was a fluke, the draws it attracts correct the estimate within a few samples.
 //!   Failures never take this shortcut: a fast refusal says nothing of how fast it serves.
-//!   From a candidate whose record says failures are common (one attempt in ten or more), a
-//!   failure faster than expected, overload aside, is no surprise at all: a candidate that
-//!   refuses half its requests in a millisecond and answers the others in fifty would read as
-//!   changed at every second refusal in a row ([`Sample::CommonFailure`]). A failure slower
-//!   than expected (a hang's timeouts) always may be one.
 //!   One fast answer only brings a candidate back to the fleet's level (the all-candidate
 //!   average attempt time), never below it: a slow candidate that healed is back among the
 //!   others at once, while a candidate whose times are heavy-tailed (an exponential answers
 //!   in under a tenth of its mean one time in ten) is not taken for the fastest of the fleet
 //!   on one lucky answer. Anything faster than the fleet is learned from further answers,
 //!   which a candidate back at the fleet's level gets at once.
+//!
+//! - a failure faster than expected, other than overload, from a candidate whose record says
+//!   failures are common (one attempt in ten or more) is no surprise at all: a candidate that
+//!   refuses half its requests in a millisecond and answers the others in fifty would read as
+//!   changed at every second refusal in a row, its estimate thrown between the two paces
+//!   ([`Sample::CommonFailure`]). A candidate that rarely fails keeps the test (one that
+//!   starts refusing everything is a change at its second refusal), and a failure slower than
+//!   expected (a hang's timeouts) is a surprise from any candidate.
 //!
 //! - an answer from a candidate that was failing (its success average below
 //!   [`FAILING_SUCCESS`] after at least [`FAILING_STREAK`] failures in a row) is a change at
@@ -128,12 +131,11 @@ pub(crate) enum Sample {
     Answer,
     /// A failure: an overload failure, or any failure of a candidate that rarely fails.
     Failure,
-    /// A failure other than overload from a candidate whose record says such failures are
-    /// common ([`failures_common`]): one faster than the estimate is no surprise. A candidate
-    /// that refuses some requests in a millisecond and answers the others in fifty would
-    /// otherwise read as changed at every second refusal in a row, its estimate thrown
-    /// between the two paces. Overload failures keep the test: they follow the load, and a
-    /// burst of them says the candidate's state changed.
+    /// A failure other than overload from a candidate whose record says failures are common
+    /// ([`failures_common`]): one faster than the estimate is no surprise (see the module
+    /// docs). Overload failures keep the test: a burst of them says the candidate's load or
+    /// state changed, and a server that sheds fast is shunned through it sooner
+    /// (`docs/tuning.md`, "Common fast failures are no surprise").
     CommonFailure,
 }
 
