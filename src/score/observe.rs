@@ -154,7 +154,7 @@ impl ScoreModel {
                         overall.attempt_ms,
                     );
                     stats.attempt_lag = pack_lag(f.lag);
-                    recovered = was_failing && success_sample > 0.0;
+                    recovered = was_failing && sample == Sample::Answer;
                     attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = finite_or_zero(f.var);
                     let noise = finite_or_zero(f.noise.abs());
