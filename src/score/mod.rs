@@ -421,7 +421,7 @@ impl ScoreModel {
         let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
-                ctx.pending_ms,
+                self.silent_ms(ctx.pending_ms, stats.last_answer_s(), ctx),
                 stats.attempt_ms(),
                 ctx.overall.attempt_ms,
                 success,
@@ -436,6 +436,33 @@ impl ScoreModel {
             overload: unit(overload),
             time_to_success: unit(time_to_success),
         }
+    }
+
+    /// How long a candidate with an attempt running `pending_ms` has gone without showing it
+    /// is alive, as far as the fleet queues: in a fleet whose latencies are the servers' own,
+    /// that age; where the fleet shows queueing ([`ScoreContext::queueing`]), the time since
+    /// the candidate's last outcome instead, if shorter and that outcome was an answer
+    /// (`last_answer_s`; a failure, such as a timeout, says nothing of a queue moving).
+    ///
+    /// A queueing server that keeps answering is not hanging: its oldest attempt waits behind
+    /// the others, and the answers teach its estimate as they come. Read as a censored sample,
+    /// that attempt would charge each busy server on every refresh, and the draw would swing
+    /// from server to server (herding). Where latency is the servers' own, a slow server goes
+    /// on answering the attempts granted before it slowed, and its oldest attempt's age is the
+    /// first sign of the change.
+    #[inline]
+    fn silent_ms(&self, pending_ms: f64, last_answer_s: Option<f64>, ctx: &ScoreContext) -> f64 {
+        let Some(last) = last_answer_s else {
+            return pending_ms;
+        };
+        let q = self.queueing_share(ctx.queueing);
+        if q <= 0.0 {
+            return pending_ms;
+        }
+        let silent = pending_ms.min((ctx.now_s - last).max(0.0) * 1000.0);
+        // On the ratio scale the times live on: the age to the power 1 - q, times the silence
+        // to the power q.
+        pending_ms.powf(1.0 - q) * silent.powf(q)
     }
 
     /// The time component an attempt still running without a first byte allows: it is a

@@ -398,6 +398,10 @@ pub(crate) trait StatsView {
     fn attempt_ms(&self) -> Option<f64>;
     /// [`Stats::last_sample_s`].
     fn last_sample_s(&self) -> Option<f64>;
+    /// When the candidate last answered (a success or an application error), seconds: its last
+    /// outcome's time if that outcome was an answer ([`Stats::consecutive_failures`] is 0),
+    /// else `None`.
+    fn last_answer_s(&self) -> Option<f64>;
     /// The attempt-time estimate's variance as pooling reads it: [`Stats::attempt_var`],
     /// scaled up where the samples vary more than the filter's gain assumes
     /// ([`Stats::attempt_noise`] above the gain's cap).
@@ -430,6 +434,11 @@ impl StatsView for Stats {
     #[inline]
     fn last_sample_s(&self) -> Option<f64> {
         self.last_sample_s
+    }
+    #[inline]
+    fn last_answer_s(&self) -> Option<f64> {
+        self.last_sample_s
+            .filter(|_| self.consecutive_failures == 0)
     }
     #[inline]
     fn estimate_var(&self) -> f32 {
@@ -465,6 +474,14 @@ impl StatsView for PackedStats {
     #[inline]
     fn last_sample_s(&self) -> Option<f64> {
         unpack_opt(self.values[LAST_SAMPLE_S])
+    }
+    #[inline]
+    fn last_answer_s(&self) -> Option<f64> {
+        if self.consecutive_failures == 0 {
+            unpack_opt(self.values[LAST_SAMPLE_S])
+        } else {
+            None
+        }
     }
     #[inline]
     fn estimate_var(&self) -> f32 {
