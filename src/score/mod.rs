@@ -459,6 +459,9 @@ impl ScoreModel {
         if q <= 0.0 {
             return pending_ms;
         }
+        // An answer this very instant (an outcome's own scoring) reads as no silence at all,
+        // whatever the evidence: the candidate is alive now. At a refresh the silence is
+        // above 0, and the mix moves smoothly with `q`.
         let silent = pending_ms.min((ctx.now_s - last).max(0.0) * 1000.0);
         // On the ratio scale the times live on: the age to the power 1 - q, times the silence
         // to the power q.

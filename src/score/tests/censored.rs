@@ -85,4 +85,7 @@ fn in_a_queueing_fleet_a_running_attempt_counts_only_while_its_candidate_is_sile
     // sqrt(400 * 300) ms: at least that over 0.5 per success, against 200 ms.
     let r = (400.0f64 * 300.0).sqrt() / 0.5 / 200.0;
     assert!((time_with(&stats, 0.5, 400.0, 10.3) - (-r).exp()).abs() < 1e-9);
+    // A weak sign of queueing: the age nearly in full (400^0.99 * 50^0.01 ms).
+    let r = 400.0f64.powf(0.99) * 50.0f64.powf(0.01) / 0.5 / 200.0;
+    assert!((time_with(&stats, 0.01, 400.0, 10.05) - (-r).exp()).abs() < 1e-6);
 }
