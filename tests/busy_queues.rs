@@ -6,7 +6,10 @@
 //! queue is not a hang"). Measured when written, seeds 1-3: the coordinator's mean first byte
 //! 52.5 ms before, 13.3 ms after; the oracle's 12.0 ms, `least-loaded`'s 14.9 ms.
 
-use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
+#[path = "support/against_oracle.rs"]
+mod against_oracle;
+
+use against_oracle::mean_ttfb_coordinator_and_oracle;
 
 const BUSY_QUEUES: &str = r#"
 name = "busy-queues"
@@ -54,21 +57,8 @@ queue_limit = 7
 
 #[test]
 fn busy_queueing_servers_are_not_read_as_hanging() {
-    let sc = Scenario::parse(BUSY_QUEUES, "busy-queues").unwrap();
-    let policies = [
-        PolicySpec::parse("coordinator").unwrap(),
-        PolicySpec::parse("oracle").unwrap(),
-    ];
-    let r = simulate(&sc, &policies, &[1, 2, 3], 2, None).unwrap();
-    let ttfb = |name: &str| {
-        r.policies
-            .iter()
-            .find(|p| p.policy == name)
-            .unwrap()
-            .ttfb_ms
-            .mean
-    };
-    let (coordinator, oracle) = (ttfb("coordinator"), ttfb("oracle"));
+    let (coordinator, oracle) =
+        mean_ttfb_coordinator_and_oracle(BUSY_QUEUES, "busy-queues", &[1, 2, 3]);
     eprintln!("busy queues: coordinator {coordinator:.1} ms, oracle {oracle:.1} ms");
     // About 4.4 x the oracle when every busy queue read as a hang.
     assert!(

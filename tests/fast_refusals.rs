@@ -8,7 +8,10 @@
 //! written, seeds 1-10: the coordinator's mean first byte 79.6 ms before, 58.5 ms after, the
 //! oracle's 52.0 ms.
 
-use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
+#[path = "support/against_oracle.rs"]
+mod against_oracle;
+
+use against_oracle::mean_ttfb_coordinator_and_oracle;
 
 const FAST_REFUSALS: &str = r#"
 name = "fast-refusals"
@@ -37,21 +40,8 @@ ttfb_ms = { kind = "lognormal", mean = 90.0, sd = 18.0 }
 
 #[test]
 fn servers_that_refuse_fast_and_answer_fast_are_preferred_when_retries_cover_them() {
-    let sc = Scenario::parse(FAST_REFUSALS, "fast-refusals").unwrap();
-    let policies = [
-        PolicySpec::parse("coordinator").unwrap(),
-        PolicySpec::parse("oracle").unwrap(),
-    ];
-    let r = simulate(&sc, &policies, &[1, 2, 3], 2, None).unwrap();
-    let ttfb = |name: &str| {
-        r.policies
-            .iter()
-            .find(|p| p.policy == name)
-            .unwrap()
-            .ttfb_ms
-            .mean
-    };
-    let (coordinator, oracle) = (ttfb("coordinator"), ttfb("oracle"));
+    let (coordinator, oracle) =
+        mean_ttfb_coordinator_and_oracle(FAST_REFUSALS, "fast-refusals", &[1, 2, 3]);
     eprintln!("fast refusals: coordinator {coordinator:.1} ms, oracle {oracle:.1} ms");
     // About 1.5 x the oracle when fast refusals were surprises.
     assert!(
