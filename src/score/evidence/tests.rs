@@ -20,6 +20,19 @@ fn answer(m: Option<f64>, v: f32, r: f32, x: f64, dt: f64, fleet: Option<f64>) -
     )
 }
 
+/// A sample of `x` ms of kind `sample` for the estimate `(mean, var, noise)`, `dt` seconds
+/// after its `n`-th: drift 0.1, no cap, no lag, no fleet floor.
+fn step(
+    (m, v, r): (Option<f64>, f32, f32),
+    x: f64,
+    dt: f64,
+    n: u64,
+    sample: Sample,
+    was_failing: bool,
+) -> Filtered {
+    update(m, v, r, x, dt, 0.1, n, sample, was_failing, 1.0, 0.0, None)
+}
+
 fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
     let (mut m, mut v, mut r, mut lag) = (None, 0.0f32, 0.0f32, 0.0f32);
     for (n, &x) in samples.iter().enumerate() {
@@ -140,71 +153,19 @@ fn one_fast_answer_is_a_change_and_one_fast_failure_is_not() {
     // A busy candidate, slow and steady (200-400 ms), then one sample at 20 ms.
     let xs: Vec<f64> = (0..200).map(|i| 200.0 + (i % 3) as f64 * 100.0).collect();
     let (m, v, r) = run(&xs, 0.01, 0.1);
-    let answer = update(
-        m,
-        v,
-        r,
-        20.0,
-        0.01,
-        0.1,
-        200,
-        Sample::Answer,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let answer = step((m, v, r), 20.0, 0.01, 200, Sample::Answer, false);
     assert!(answer.changed, "{answer:?}");
     assert!(answer.mean_ms < 30.0, "{answer:?}");
     // A failure as fast moves the estimate by its usual weight only.
-    let failure = update(
-        m,
-        v,
-        r,
-        20.0,
-        0.01,
-        0.1,
-        200,
-        Sample::Failure,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let failure = step((m, v, r), 20.0, 0.01, 200, Sample::Failure, false);
     assert!(failure.surprise && !failure.changed, "{failure:?}");
     assert!(failure.mean_ms > 250.0, "{failure:?}");
     // From a candidate whose failures are common (not overload), it is not even a surprise.
-    let common = update(
-        m,
-        v,
-        r,
-        20.0,
-        0.01,
-        0.1,
-        200,
-        Sample::CommonFailure,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let common = step((m, v, r), 20.0, 0.01, 200, Sample::CommonFailure, false);
     assert!(!common.surprise && !common.changed, "{common:?}");
     assert!(common.mean_ms > 250.0, "{common:?}");
     // So does an answer that is slow: one slow answer may be an outlier.
-    let slow = update(
-        m,
-        v,
-        r,
-        3000.0,
-        0.01,
-        0.1,
-        200,
-        Sample::Answer,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let slow = step((m, v, r), 3000.0, 0.01, 200, Sample::Answer, false);
     assert!(slow.surprise && !slow.changed, "{slow:?}");
 }
 
@@ -282,52 +243,13 @@ fn an_answer_after_failures_is_a_change_even_at_the_failures_pace() {
     // candidate that only failed has answered.
     let xs: Vec<f64> = (0..50).map(|i| 2.0 + (i % 3) as f64).collect();
     let (m, v, r) = run(&xs, 0.1, 0.1);
-    let plain = update(
-        m,
-        v,
-        r,
-        5.0,
-        0.1,
-        0.1,
-        50,
-        Sample::Answer,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let plain = step((m, v, r), 5.0, 0.1, 50, Sample::Answer, false);
     assert!(!plain.changed, "{plain:?}");
-    let after_failures = update(
-        m,
-        v,
-        r,
-        5.0,
-        0.1,
-        0.1,
-        50,
-        Sample::Answer,
-        true,
-        1.0,
-        0.0,
-        None,
-    );
+    let after_failures = step((m, v, r), 5.0, 0.1, 50, Sample::Answer, true);
     assert!(after_failures.changed, "{after_failures:?}");
     assert!(after_failures.gain >= 0.8, "{after_failures:?}");
     // A failure from a failing candidate is no news.
-    let failure = update(
-        m,
-        v,
-        r,
-        5.0,
-        0.1,
-        0.1,
-        50,
-        Sample::Failure,
-        true,
-        1.0,
-        0.0,
-        None,
-    );
+    let failure = step((m, v, r), 5.0, 0.1, 50, Sample::Failure, true);
     assert!(!failure.changed, "{failure:?}");
 }
 
@@ -336,20 +258,7 @@ fn a_change_moves_the_estimate_on_the_ratio_scale() {
     // Hung: every attempt timed out at 1.7 s. Then one answer in 33 ms.
     let xs = vec![1700.0; 40];
     let (m, v, r) = run(&xs, 0.5, 0.1);
-    let f = update(
-        m,
-        v,
-        r,
-        33.0,
-        0.5,
-        0.1,
-        40,
-        Sample::Answer,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let f = step((m, v, r), 33.0, 0.5, 40, Sample::Answer, false);
     assert!(f.changed, "{f:?}");
     // An arithmetic step of the same gain would leave it near 80 ms.
     assert!(f.mean_ms < 40.0, "{f:?}");
@@ -365,20 +274,7 @@ fn one_fast_answer_brings_a_slow_candidate_back_to_the_fleet_level_not_below() {
     assert!(capped.changed, "{capped:?}");
     assert!((29.9..30.1).contains(&capped.mean_ms), "{capped:?}");
     // Without a fleet level it goes to about the answer, as a second fast answer would.
-    let free = update(
-        m,
-        v,
-        r,
-        10.0,
-        1.0,
-        0.1,
-        20,
-        Sample::Answer,
-        false,
-        1.0,
-        0.0,
-        None,
-    );
+    let free = step((m, v, r), 10.0, 1.0, 20, Sample::Answer, false);
     assert!(free.mean_ms < 12.0, "{free:?}");
     // A candidate already faster than the fleet is not moved below itself by one answer.
     let xs = vec![20.0; 20];
