@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::score::StatsView;
 use arms::ShadowState;
 use attempt_slots::NewAttempt;
 use select::{DrawMode, DrawPath, Drawer};
@@ -149,6 +150,7 @@ impl Core {
         if r.attempts_left != NO_BUDGET {
             r.attempts_left = r.attempts_left.saturating_sub(1);
         }
+        let last = r.attempts_left == 0;
         let request = RequestId::new(idx, r.gen);
         let waited_s = self.clock.now_s - r.arrival_s;
         if r.pending == 0 {
@@ -169,6 +171,9 @@ impl Core {
             .unwrap_or(0);
         self.out.counters.by_reason[reason_ix] += 1;
         let candidate = self.fleet.infos[cidx].id.clone();
+        let deadline_ms = self
+            .model
+            .attempt_deadline_ms(self.fleet.slots[cidx].stats.ttfb_ms(), last);
         if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }
@@ -180,6 +185,7 @@ impl Core {
             reason: d.reason,
             waited_s,
             arm,
+            deadline_ms,
         }));
         true
     }

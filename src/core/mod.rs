@@ -162,6 +162,13 @@ pub struct Grant {
     pub waited_s: f64,
     /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured.
     pub arm: Option<usize>,
+    /// How long a first byte is worth waiting for, milliseconds from the grant: advice from the
+    /// candidate's first-byte average (`[deadline]` in the config). A worker with no first byte
+    /// by then gives up, reports `Outcome::Failure(FailureClass::Timeout)` and retries
+    /// elsewhere, so a hung candidate costs its request this long instead of the caller's whole
+    /// timeout. `None`: wait for the caller's own timeout (the request's last attempt, a
+    /// candidate without answers yet, or the advice turned off).
+    pub deadline_ms: Option<f64>,
 }
 
 /// What the core tells its driver.

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::components::Weights;
+use super::deadline::DeadlineConfig;
 use super::feedback::FeedbackConfig;
 use super::last_attempt::LastAttemptConfig;
 use super::load_gate::LoadConfig;
@@ -267,6 +268,8 @@ pub struct Config {
     pub unseen: UnseenConfig,
     /// How the last attempt of a request with a known number of attempts is drawn.
     pub last_attempt: LastAttemptConfig,
+    /// The deadline advice each grant carries ([`DeadlineConfig`]).
+    pub deadline: DeadlineConfig,
 }
 
 /// A named policy variant that takes a share of live traffic.
@@ -361,6 +364,7 @@ impl Default for Config {
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
             last_attempt: LastAttemptConfig::OFF,
+            deadline: DeadlineConfig::TENFOLD,
         }
     }
 }
@@ -426,6 +430,7 @@ impl Config {
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
             last_attempt: LastAttemptConfig::OFF,
+            deadline: DeadlineConfig::OFF,
         }
     }
 
@@ -482,6 +487,7 @@ impl Config {
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
             last_attempt: LastAttemptConfig::OFF,
+            deadline: DeadlineConfig::OFF,
         }
     }
 
@@ -683,6 +689,7 @@ impl Config {
         self.share.check(&mut problems);
         self.adaptive.check(&mut problems);
         self.last_attempt.check(&mut problems);
+        self.deadline.check(&mut problems);
         self.validate_variants(&mut problems);
         if problems.is_empty() {
             Ok(())

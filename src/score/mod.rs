@@ -29,6 +29,7 @@
 
 mod components;
 mod config;
+mod deadline;
 mod evidence;
 mod feedback;
 mod last_attempt;
@@ -53,6 +54,7 @@ pub use config::{
     Arm, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow, WindowConfig,
     PRESETS,
 };
+pub use deadline::DeadlineConfig;
 pub(crate) use feedback::FeedbackBook;
 pub use feedback::FeedbackConfig;
 pub use last_attempt::LastAttemptConfig;

@@ -13,7 +13,7 @@ use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
-use super::truth::{AttemptResult, Truth};
+use super::truth::{sooner, AttemptResult, Truth};
 use crate::core::{FailureClass, Outcome, ServerFeedback};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,6 +68,8 @@ struct Att {
     result: AttemptResult,
     /// On a queueing candidate, still waiting for (or in) service: its result is not known.
     queued: bool,
+    /// When the worker gives up: the caller's timeout, or the policy's deadline if sooner.
+    timeout_ms: Option<f64>,
 }
 
 const NO_WORKER: u32 = u32::MAX;
@@ -257,7 +259,7 @@ impl<'a> Engine<'a> {
                 Ev::ServiceDone(c, a, g) => self.service_done(c as usize, a, g, now),
                 Ev::Expire(a, g) => {
                     if self.att_gen[a as usize] == g && self.atts[a as usize].queued {
-                        if let Some(t) = self.sc.workload.attempt_timeout_ms {
+                        if let Some(t) = self.atts[a as usize].timeout_ms {
                             self.atts[a as usize].queued = false;
                             self.atts[a as usize].result = AttemptResult::timeout(t);
                             self.end_attempt(a, now);
@@ -430,8 +432,9 @@ impl<'a> Engine<'a> {
     fn start_attempt(&mut self, req: Req, cand: Cand, now: f64) {
         let c = cand as usize;
         self.load[c] += 1;
+        let advised = self.policy.deadline_ms(req);
+        let timeout_ms = sooner(self.sc.workload.attempt_timeout_ms, advised);
         let truth = &self.truth[c];
-        let timeout_ms = self.sc.workload.attempt_timeout_ms;
         // A queueing candidate's result is known only once a server has served the attempt;
         // it fails fast only when overloaded (past capacity, or its queue is full).
         let mut queued = false;
@@ -469,6 +472,7 @@ impl<'a> Engine<'a> {
             granted: now,
             result,
             queued,
+            timeout_ms,
         };
         let a = match self.free_atts.pop() {
             Some(a) => {
@@ -537,7 +541,7 @@ impl<'a> Engine<'a> {
         st.busy = st.busy.saturating_sub(1);
         let att = self.atts[a as usize];
         if self.att_gen[a as usize] == gen && att.queued {
-            let timeout_ms = self.sc.workload.attempt_timeout_ms;
+            let timeout_ms = att.timeout_ms;
             let result = self.truth[c]
                 .serve(self.sc.workload.bytes, &mut self.truth_rng)
                 .delayed(now - att.granted);

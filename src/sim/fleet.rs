@@ -561,4 +561,8 @@ impl Policy for FleetPolicy {
     fn arm(&self, req: Req) -> Option<usize> {
         (self.clients.len() > 1).then(|| self.client(req))
     }
+
+    fn deadline_ms(&self, req: Req) -> Option<f64> {
+        self.clients[self.client(req)].deadline_ms(req)
+    }
 }

@@ -114,6 +114,11 @@ pub(crate) trait Policy: Send {
     fn arm(&self, _req: Req) -> Option<usize> {
         None
     }
+    /// The deadline advised with `req`'s latest grant, ms ([`crate::Grant::deadline_ms`]):
+    /// the engine's workers give up on the attempt then, as a timeout (none by default).
+    fn deadline_ms(&self, _req: Req) -> Option<f64> {
+        None
+    }
     /// Says which closed-loop worker (`None`: an open-loop arrival) issues `req`, just before
     /// its `ready` (a fleet of coordinators routes it to that worker's own coordinator).
     fn assign(&mut self, _req: Req, _worker: Option<u32>) {}
@@ -413,6 +418,8 @@ pub(crate) struct CoordinatorPolicy {
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
     /// Engine request -> the arm of its latest grant.
     arms: Vec<Option<usize>>,
+    /// Engine request -> the deadline advised with its latest grant.
+    deadlines: Vec<Option<f64>>,
     /// Core requests waiting for a grant that will come during some other call. Most grants
     /// come during the `ready` or `done` of their own request and never enter this map.
     waiting: FastMap<u64, Req>,
@@ -443,6 +450,7 @@ impl CoordinatorPolicy {
             by_slot: Vec::new(),
             requests: Vec::new(),
             arms: Vec::new(),
+            deadlines: Vec::new(),
             waiting: FastMap::default(),
             limited,
             out: Default::default(),
@@ -495,7 +503,7 @@ impl CoordinatorPolicy {
         let mut current_answered = false;
         while let Some(ev) = self.core.poll_event() {
             let (request, granted) = match ev {
-                Event::Granted(g) => (g.request, Some((g.attempt, g.candidate, g.arm))),
+                Event::Granted(g) => (g.request, Some((g.attempt, g.arm, g.deadline_ms))),
                 Event::Rejected { request, .. } => (request, None),
                 // The engine ends attempts itself; a lease reclaim is only possible with
                 // `limits.max_attempt_s` shorter than the attempt timeout.
@@ -514,7 +522,7 @@ impl CoordinatorPolicy {
                 },
             };
             match granted {
-                Some((attempt, _, arm)) => {
+                Some((attempt, arm, deadline_ms)) => {
                     let Some(&cand) = self
                         .core
                         .attempt_slot(attempt)
@@ -524,6 +532,7 @@ impl CoordinatorPolicy {
                     };
                     self.requests[req as usize].1 = Some(attempt);
                     self.arms[req as usize] = arm;
+                    self.deadlines[req as usize] = deadline_ms;
                     self.out.push_back(Decision::Grant { req, cand });
                 }
                 None => self.out.push_back(Decision::Reject { req }),
@@ -577,6 +586,7 @@ impl Policy for CoordinatorPolicy {
         if self.requests.len() <= req as usize {
             self.requests.resize(req as usize + 1, (None, None));
             self.arms.resize(req as usize + 1, None);
+            self.deadlines.resize(req as usize + 1, None);
         }
         self.arms[req as usize] = None;
         let request = match self.timeout_s {
@@ -660,6 +670,10 @@ impl Policy for CoordinatorPolicy {
 
     fn arm(&self, req: Req) -> Option<usize> {
         self.arms.get(req as usize).copied().flatten()
+    }
+
+    fn deadline_ms(&self, req: Req) -> Option<f64> {
+        self.deadlines.get(req as usize).copied().flatten()
     }
 
     fn limit(&self, cand: Cand) -> Option<f64> {

@@ -537,3 +537,11 @@ mod tests {
         assert!(a.iter().any(|x| x.0) && a.iter().any(|x| !x.0));
     }
 }
+
+/// The sooner of two optional timeouts (`None`: never).
+pub(crate) fn sooner(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
