@@ -81,18 +81,22 @@ fn the_last_attempt_waits_for_the_callers_own_timeout() {
 
 #[test]
 fn the_factor_and_the_minimum_are_the_users() {
-    let mut off = Config::default();
-    off.deadline.factor = 0.0;
+    let off = Config {
+        deadline: DeadlineConfig::OFF,
+        ..Config::default()
+    };
     let (mut core, now, mut rng) = core_with(off, 5, 20.0);
     assert_eq!(
         grant(&mut core, Request::any(), now, &mut rng).deadline_ms,
         None
     );
 
-    let mut floor = Config::default();
-    floor.deadline = DeadlineConfig {
-        factor: 3.0,
-        min_ms: 500.0,
+    let floor = Config {
+        deadline: DeadlineConfig {
+            factor: 3.0,
+            min_ms: 500.0,
+        },
+        ..Config::default()
     };
     let (mut core, now, mut rng) = core_with(floor, 5, 20.0);
     let d = grant(&mut core, Request::any(), now, &mut rng).deadline_ms;
@@ -114,8 +118,10 @@ fn bad_values_are_refused_with_their_field() {
         (10.0, f64::INFINITY, "deadline.min_ms"),
         (10.0, -5.0, "deadline.min_ms"),
     ] {
-        let mut c = Config::default();
-        c.deadline = DeadlineConfig { factor, min_ms };
+        let c = Config {
+            deadline: DeadlineConfig { factor, min_ms },
+            ..Config::default()
+        };
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains(field), "{factor} / {min_ms}: {err}");
     }
@@ -187,8 +193,10 @@ candidate = "s-4"
 #[test]
 fn workers_that_follow_the_advice_pay_less_for_a_hang() {
     let sc = Scenario::parse(HANG, "half-hang").unwrap();
-    let mut off = Config::default();
-    off.deadline = DeadlineConfig::OFF;
+    let off = Config {
+        deadline: DeadlineConfig::OFF,
+        ..Config::default()
+    };
     let policies = vec![
         PolicySpec::parse("coordinator").unwrap(),
         PolicySpec::Coordinator {

@@ -43,8 +43,9 @@ impl Reply {
         matches!(self, Reply::Once(_))
     }
 
-    /// Delivers an answer; gives it back if nobody is listening.
-    pub(crate) fn deliver(&mut self, answer: Answer) -> Result<(), Answer> {
+    /// Delivers an answer; gives it back (boxed: an undelivered answer is the rare case) if
+    /// nobody is listening.
+    pub(crate) fn deliver(&mut self, answer: Answer) -> Result<(), Box<Answer>> {
         match self {
             Reply::Worker(r) if r.connected() => {
                 // Queued even when the worker's mailbox is full: a grant must not be lost. If
@@ -53,10 +54,10 @@ impl Reply {
                 r.do_send(answer);
                 Ok(())
             }
-            Reply::Worker(_) => Err(answer),
+            Reply::Worker(_) => Err(Box::new(answer)),
             Reply::Once(tx) => match tx.take() {
-                Some(tx) => tx.send(answer),
-                None => Err(answer),
+                Some(tx) => tx.send(answer).map_err(Box::new),
+                None => Err(Box::new(answer)),
             },
         }
     }

@@ -261,7 +261,7 @@ impl Coordinator {
                     let answer =
                         Answer::Granted(Permit::new(grant, self.incarnation, ctx.address()));
                     let undelivered = match self.ledger.reply_mut(request) {
-                        Some(reply) => reply.deliver(answer).err(),
+                        Some(reply) => reply.deliver(answer).err().map(|a| *a),
                         None => Some(answer),
                     };
                     if let Some(Answer::Granted(permit)) = undelivered {

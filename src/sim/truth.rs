@@ -403,6 +403,14 @@ impl Truth {
     }
 }
 
+/// The sooner of two optional timeouts (`None`: never).
+pub(crate) fn sooner(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::rngs::SmallRng;
@@ -535,13 +543,5 @@ mod tests {
         let a = run(3);
         assert_eq!(a, run(3));
         assert!(a.iter().any(|x| x.0) && a.iter().any(|x| !x.0));
-    }
-}
-
-/// The sooner of two optional timeouts (`None`: never).
-pub(crate) fn sooner(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
