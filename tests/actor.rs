@@ -649,3 +649,33 @@ async fn the_same_seed_draws_the_same_candidates() {
     let distinct: std::collections::BTreeSet<_> = first.iter().collect();
     assert!(distinct.len() > 1, "a draw, not a fixed choice: {first:?}");
 }
+
+/// A permit says how long a first byte is worth waiting for once its candidate has answered
+/// (ten first bytes by default): here 10 x 20 ms.
+#[actix::test]
+async fn a_permit_carries_the_deadline_advice() {
+    tokio::time::pause();
+    let handle = Coordinator::with_seed(Config::default(), global(1), 9)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let mut first = handle.acquire(Request::any()).await.unwrap();
+    assert_eq!(first.deadline(), None, "no answer yet, nothing to go by");
+    first.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
+    drop(first);
+    let second = handle.acquire(Request::any()).await.unwrap();
+    let d = second
+        .deadline()
+        .expect("an answered candidate gets a deadline");
+    assert!(
+        (d.as_secs_f64() - 0.2).abs() < 1e-9,
+        "10 x 20 ms, got {d:?}"
+    );
+    drop(second);
+    let last = handle
+        .acquire(Request::any().with_attempts(1))
+        .await
+        .unwrap();
+    assert_eq!(last.deadline(), None, "none on a last attempt");
+}

@@ -60,7 +60,7 @@
 //!     fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
 //!         if let Answer::Granted(mut permit) = answer {
 //!             // ... run the attempt against permit.candidate(); with no first byte by
-//!             // permit.grant().deadline_ms (advice), report a timeout and retry ...
+//!             // permit.deadline() (advice), report a timeout and retry ...
 //!             permit.report(Outcome::success_with(12.0, 30.0, 4096, 45.0));
 //!             // Dropping the permit releases the slot; `permit.done(next)` says more.
 //!         }

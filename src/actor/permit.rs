@@ -1,6 +1,7 @@
 //! What a worker receives: an [`Answer`], and with a grant the [`Permit`] that owns the slot.
 
 use std::fmt;
+use std::time::Duration;
 
 use actix::{Addr, Message};
 
@@ -75,6 +76,16 @@ impl Permit {
     /// Everything about the grant: probability, how it was chosen, how long it waited.
     pub fn grant(&self) -> &Grant {
         &self.grant
+    }
+
+    /// How long a first byte is worth waiting for, from the grant: the coordinator's advice
+    /// ([`Grant::deadline_ms`]). With no first byte by then, report
+    /// `Outcome::failure(FailureClass::Timeout)` and retry elsewhere. `None`: wait for the
+    /// caller's own timeout.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.grant
+            .deadline_ms
+            .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
     }
 
     /// Says the attempt's first byte came, when its outcome is reported only later (at the end
