@@ -391,14 +391,19 @@ async fn decision_records_reach_actor_and_channel_subscribers() {
     assert_eq!(handle.state().await.unwrap().subscribers, 1);
 }
 
-#[actix::test]
-async fn handle_acquire_report_and_drop() {
-    tokio::time::pause();
-    let handle = Coordinator::with_seed(Config::default(), global(1), 9)
+/// A handle to a coordinator with one candidate, `a`, and one slot.
+fn one_slot_handle() -> CoordinatorHandle {
+    Coordinator::with_seed(Config::default(), global(1), 9)
         .unwrap()
         .with_candidate(CandidateInfo::new("a"))
         .unwrap()
-        .start_handle();
+        .start_handle()
+}
+
+#[actix::test]
+async fn handle_acquire_report_and_drop() {
+    tokio::time::pause();
+    let handle = one_slot_handle();
     let mut first = handle.acquire(Request::any()).await.unwrap();
     assert_eq!(first.candidate().as_str(), "a");
 
@@ -655,11 +660,7 @@ async fn the_same_seed_draws_the_same_candidates() {
 #[actix::test]
 async fn a_permit_carries_the_deadline_advice() {
     tokio::time::pause();
-    let handle = Coordinator::with_seed(Config::default(), global(1), 9)
-        .unwrap()
-        .with_candidate(CandidateInfo::new("a"))
-        .unwrap()
-        .start_handle();
+    let handle = one_slot_handle();
     let mut first = handle.acquire(Request::any()).await.unwrap();
     assert_eq!(first.deadline(), None, "no answer yet, nothing to go by");
     first.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));

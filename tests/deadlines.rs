@@ -127,8 +127,11 @@ fn bad_values_are_refused_with_their_field() {
     }
 }
 
-/// Half of six servers hang (their attempts end at the 2 s timeout) from 10 s to 30 s.
-const HANG: &str = r#"
+/// Six servers at 20-30 ms; half of them hang (their attempts end at the 2 s timeout) from
+/// 10 s to 30 s.
+fn half_hang() -> String {
+    let mut text = String::from(
+        r#"
 name = "half-hang"
 description = "three of six servers hang for 20 s, then heal"
 
@@ -146,53 +149,35 @@ success = 0.999
 failure = "transport"
 failure_ms = { kind = "uniform", min = 1.0, max = 5.0 }
 ttfb_ms = { kind = "uniform", min = 20.0, max = 30.0 }
-
+"#,
+    );
+    for id in ["s-0", "s-2", "s-4"] {
+        text.push_str(&format!(
+            r#"
 [[timeline]]
 at_s = 10.0
 action = "degrade"
-candidate = "s-0"
+candidate = "{id}"
 success = 0.0
 failure = "timeout"
-failure_ms = { kind = "uniform", min = 2000.0, max = 2000.0 }
-
-[[timeline]]
-at_s = 10.0
-action = "degrade"
-candidate = "s-2"
-success = 0.0
-failure = "timeout"
-failure_ms = { kind = "uniform", min = 2000.0, max = 2000.0 }
-
-[[timeline]]
-at_s = 10.0
-action = "degrade"
-candidate = "s-4"
-success = 0.0
-failure = "timeout"
-failure_ms = { kind = "uniform", min = 2000.0, max = 2000.0 }
+failure_ms = {{ kind = "uniform", min = 2000.0, max = 2000.0 }}
 
 [[timeline]]
 at_s = 30.0
 action = "heal"
-candidate = "s-0"
-
-[[timeline]]
-at_s = 30.0
-action = "heal"
-candidate = "s-2"
-
-[[timeline]]
-at_s = 30.0
-action = "heal"
-candidate = "s-4"
-"#;
+candidate = "{id}"
+"#
+        ));
+    }
+    text
+}
 
 /// Measured on seeds 1-4: a mean first byte of 27.0 ms with the advice, 35.3 ms without, no
 /// errors either way. With the simulator's workers ignoring the advice both read 35.3 ms and
 /// the test fails.
 #[test]
 fn workers_that_follow_the_advice_pay_less_for_a_hang() {
-    let sc = Scenario::parse(HANG, "half-hang").unwrap();
+    let sc = Scenario::parse(&half_hang(), "half-hang").unwrap();
     let off = Config {
         deadline: DeadlineConfig::OFF,
         ..Config::default()
