@@ -32,7 +32,8 @@ const MAX_VALUE: f64 = 1e9;
 pub struct DeadlineConfig {
     /// The deadline as a multiple of the candidate's first-byte average (0: no advice).
     pub factor: f64,
-    /// The shortest deadline advised, milliseconds (at least 0).
+    /// The shortest deadline advised, milliseconds (at least 0): for candidates that answer in
+    /// well under a millisecond, set it above the workers' scheduling jitter.
     pub min_ms: f64,
 }
 
