@@ -296,6 +296,9 @@ struct Line {
     /// for unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<u32>,
+    /// The deadline a grant to it advises, ms, unless it is the request's last attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -356,6 +359,7 @@ fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &Candida
             components: c.components,
             filtered: Value::Bool(false),
             limit: c.limit,
+            deadline_ms: c.deadline_ms,
         };
     }
     let why = record
@@ -378,6 +382,7 @@ fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &Candida
         components,
         filtered: Value::String(why),
         limit: core.candidate(&info.id).and_then(|v| v.limit()),
+        deadline_ms: None,
     }
 }
 
@@ -426,6 +431,11 @@ impl Explained {
         if limits {
             let _ = write!(out, "  {:>6}", "limit");
         }
+        // The deadline column only when some candidate's grant would advise one.
+        let deadlines = self.lines.iter().any(|l| l.deadline_ms.is_some());
+        if deadlines {
+            let _ = write!(out, "  {:>11}", "deadline ms");
+        }
         let _ = writeln!(out, "  note");
         for l in &self.lines {
             let _ = write!(
@@ -443,6 +453,12 @@ impl Explained {
             if limits {
                 let shown = l.limit.map_or_else(|| "-".to_string(), |n| n.to_string());
                 let _ = write!(out, "  {shown:>6}");
+            }
+            if deadlines {
+                let shown = l
+                    .deadline_ms
+                    .map_or_else(|| "-".to_string(), |d| format!("{d:.1}"));
+                let _ = write!(out, "  {shown:>11}");
             }
             let note = match &l.filtered {
                 Value::String(s) => format!("filtered ({s})"),
