@@ -347,7 +347,7 @@ impl Scoring<'_> {
                     },
                     deadline_ms: self
                         .model
-                        .attempt_deadline_ms(self.fleet.slots[i as usize].stats.ttfb_ms(), false),
+                        .attempt_deadline_ms(self.fleet.slots[i as usize].stats.ttfb_ms(), true),
                 }
             })
             .collect()

@@ -150,7 +150,10 @@ impl Core {
         if r.attempts_left != NO_BUDGET {
             r.attempts_left = r.attempts_left.saturating_sub(1);
         }
-        let last = r.attempts_left == 0;
+        // Advice on a request's first attempt only, unless it is also its last: a retry
+        // waits for the caller's own timeout (see `ScoreModel::attempt_deadline_ms`).
+        let first = r.extras.as_ref().is_none_or(|x| x.exclude.is_empty());
+        let advise = first && r.attempts_left != 0;
         let request = RequestId::new(idx, r.gen);
         let waited_s = self.clock.now_s - r.arrival_s;
         if r.pending == 0 {
@@ -173,7 +176,7 @@ impl Core {
         let candidate = self.fleet.infos[cidx].id.clone();
         let deadline_ms = self
             .model
-            .attempt_deadline_ms(self.fleet.slots[cidx].stats.ttfb_ms(), last);
+            .attempt_deadline_ms(self.fleet.slots[cidx].stats.ttfb_ms(), advise);
         if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }

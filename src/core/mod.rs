@@ -166,8 +166,8 @@ pub struct Grant {
     /// candidate's first-byte average (`[deadline]` in the config). A worker with no first byte
     /// by then gives up, reports `Outcome::Failure(FailureClass::Timeout)` and retries
     /// elsewhere, so a hung candidate costs its request this long instead of the caller's whole
-    /// timeout. `None`: wait for the caller's own timeout (the request's last attempt, a
-    /// candidate without answers yet, or the advice turned off).
+    /// timeout. `None`: wait for the caller's own timeout (any attempt but a request's first,
+    /// its last attempt, a candidate without answers yet, or the advice turned off).
     pub deadline_ms: Option<f64>,
 }
 

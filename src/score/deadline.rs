@@ -14,6 +14,10 @@
 //! - on the last attempt of a request that said how many it makes
 //!   ([`Request::with_attempts`](crate::Request::with_attempts)): giving up there fails the
 //!   request;
+//! - on any attempt after a request's first (its retries, its further parallel attempts):
+//!   at most one attempt per request is cut short, so if the whole fleet slows down at once
+//!   past the advice, the retries still wait for their answers and the averages learn the
+//!   new pace, where advice on every attempt would cut them all and learn nothing;
 //! - on a candidate without an answer yet (no first-byte average to go by).
 //!
 //! It is advice: a worker may ignore it (the coordinator's own timeouts and statistics do not
@@ -79,12 +83,13 @@ impl DeadlineConfig {
 
 impl super::ScoreModel {
     /// The deadline advised for an attempt on a candidate whose first-byte average is
-    /// `ttfb_ms` (`None`: no answer yet), unless `last` (the request's last attempt) or the
-    /// advice is off. Finite and positive when given.
+    /// `ttfb_ms` (`None`: no answer yet), if the attempt may be advised at all (`advise`: the
+    /// request's first attempt and not its last) and the advice is on. Finite and positive
+    /// when given.
     #[inline]
-    pub(crate) fn attempt_deadline_ms(&self, ttfb_ms: Option<f64>, last: bool) -> Option<f64> {
+    pub(crate) fn attempt_deadline_ms(&self, ttfb_ms: Option<f64>, advise: bool) -> Option<f64> {
         let d = &self.config.deadline;
-        if last || d.factor <= 0.0 {
+        if !advise || d.factor <= 0.0 {
             return None;
         }
         let t = ttfb_ms.filter(|t| t.is_finite() && *t >= 0.0)?;

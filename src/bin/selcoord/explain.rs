@@ -296,7 +296,7 @@ struct Line {
     /// for unlimited.
     #[serde(skip_serializing_if = "Option::is_none")]
     limit: Option<u32>,
-    /// The deadline a grant to it advises, ms, unless it is the request's last attempt.
+    /// The deadline a grant to it advises a request's first attempt, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     deadline_ms: Option<f64>,
 }
