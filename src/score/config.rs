@@ -268,7 +268,7 @@ pub struct Config {
     pub unseen: UnseenConfig,
     /// How the last attempt of a request with a known number of attempts is drawn.
     pub last_attempt: LastAttemptConfig,
-    /// The deadline advice each grant carries ([`DeadlineConfig`]).
+    /// The deadline advice a request's first grant carries ([`DeadlineConfig`]).
     pub deadline: DeadlineConfig,
 }
 

@@ -1,11 +1,11 @@
-//! How long an attempt is worth waiting for: the deadline advice every grant carries
+//! How long an attempt is worth waiting for: the deadline advice a grant carries
 //! ([`Grant::deadline_ms`](crate::Grant::deadline_ms)).
 //!
 //! A candidate that hangs keeps each attempt granted to it until the caller's own timeout,
 //! seconds where its answers took milliseconds, and the request pays all of it before it can
 //! try elsewhere. The coordinator knows how fast the candidate answers (its first-byte
-//! average, learned from successes only, so failures and hangs do not stretch it), so each
-//! grant says by when an answer should have come: `factor` times that average, at least
+//! average, learned from successes only, so failures and hangs do not stretch it), so the
+//! grant of a request's first attempt says by when an answer should have come: `factor` times that average, at least
 //! `min_ms`. A worker that has no first byte by then gives up, reports the attempt as a
 //! [`FailureClass::Timeout`](crate::FailureClass::Timeout), and retries elsewhere; the
 //! statistics then read the hang as they would read the caller's timeout, only sooner.
