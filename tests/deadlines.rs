@@ -43,6 +43,18 @@ fn grant(core: &mut Core, request: Request, now: Instant, rng: &mut SmallRng) ->
     }
 }
 
+/// Reports `g` timed out 200 ms after `now`, asks for a retry, and returns its grant.
+fn time_out_and_retry(core: &mut Core, g: &Grant, now: Instant, rng: &mut SmallRng) -> Grant {
+    let later = now + Duration::from_millis(200);
+    core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), later)
+        .unwrap();
+    core.done(g.attempt, Next::Retry, later, rng).unwrap();
+    match core.poll_event() {
+        Some(Event::Granted(g)) => g,
+        other => panic!("the retry is granted at once, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_grant_advises_ten_first_bytes_once_the_candidate_has_answered() {
     let (mut core, now, mut rng) = core_with(Config::default(), 0, 20.0);
@@ -69,14 +81,7 @@ fn the_last_attempt_waits_for_the_callers_own_timeout() {
     let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
     let g = grant(&mut core, Request::any().with_attempts(2), now, &mut rng);
     assert!(g.deadline_ms.is_some(), "a try is left after this one");
-    let later = now + Duration::from_millis(200);
-    core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), later)
-        .unwrap();
-    core.done(g.attempt, Next::Retry, later, &mut rng).unwrap();
-    let second = match core.poll_event() {
-        Some(Event::Granted(g)) => g,
-        other => panic!("the retry is granted at once, got {other:?}"),
-    };
+    let second = time_out_and_retry(&mut core, &g, now, &mut rng);
     assert_eq!(second.deadline_ms, None, "the second of two is the last");
 }
 
@@ -89,14 +94,7 @@ fn a_retry_waits_for_its_answer() {
     let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
     let g = grant(&mut core, Request::any(), now, &mut rng);
     assert!(g.deadline_ms.is_some(), "a first attempt is advised");
-    let later = now + Duration::from_millis(200);
-    core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), later)
-        .unwrap();
-    core.done(g.attempt, Next::Retry, later, &mut rng).unwrap();
-    let retry = match core.poll_event() {
-        Some(Event::Granted(g)) => g,
-        other => panic!("the retry is granted at once, got {other:?}"),
-    };
+    let retry = time_out_and_retry(&mut core, &g, now, &mut rng);
     assert_eq!(retry.deadline_ms, None, "the retry waits for its answer");
 
     // Parallel attempts of one request: the first is advised, the second not.

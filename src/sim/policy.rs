@@ -416,10 +416,8 @@ pub(crate) struct CoordinatorPolicy {
     by_slot: Vec<Cand>,
     /// Engine request -> core request and its running attempt.
     requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
-    /// Engine request -> the arm of its latest grant.
-    arms: Vec<Option<usize>>,
-    /// Engine request -> the deadline advised with its latest grant.
-    deadlines: Vec<Option<f64>>,
+    /// Engine request -> the arm of its latest grant and the deadline advised with it.
+    latest: Vec<(Option<usize>, Option<f64>)>,
     /// Core requests waiting for a grant that will come during some other call. Most grants
     /// come during the `ready` or `done` of their own request and never enter this map.
     waiting: FastMap<u64, Req>,
@@ -449,8 +447,7 @@ impl CoordinatorPolicy {
             ids: Ids::default(),
             by_slot: Vec::new(),
             requests: Vec::new(),
-            arms: Vec::new(),
-            deadlines: Vec::new(),
+            latest: Vec::new(),
             waiting: FastMap::default(),
             limited,
             out: Default::default(),
@@ -531,8 +528,7 @@ impl CoordinatorPolicy {
                         continue;
                     };
                     self.requests[req as usize].1 = Some(attempt);
-                    self.arms[req as usize] = arm;
-                    self.deadlines[req as usize] = deadline_ms;
+                    self.latest[req as usize] = (arm, deadline_ms);
                     self.out.push_back(Decision::Grant { req, cand });
                 }
                 None => self.out.push_back(Decision::Reject { req }),
@@ -585,10 +581,9 @@ impl Policy for CoordinatorPolicy {
         let request = request.with_attempts(world.workload.retries.saturating_add(1));
         if self.requests.len() <= req as usize {
             self.requests.resize(req as usize + 1, (None, None));
-            self.arms.resize(req as usize + 1, None);
-            self.deadlines.resize(req as usize + 1, None);
+            self.latest.resize(req as usize + 1, (None, None));
         }
-        self.arms[req as usize] = None;
+        self.latest[req as usize] = (None, None);
         let request = match self.timeout_s {
             Some(t) => request.with_deadline(self.clock.at(now + t)),
             None => request,
@@ -669,11 +664,11 @@ impl Policy for CoordinatorPolicy {
     }
 
     fn arm(&self, req: Req) -> Option<usize> {
-        self.arms.get(req as usize).copied().flatten()
+        self.latest.get(req as usize).and_then(|l| l.0)
     }
 
     fn deadline_ms(&self, req: Req) -> Option<f64> {
-        self.deadlines.get(req as usize).copied().flatten()
+        self.latest.get(req as usize).and_then(|l| l.1)
     }
 
     fn limit(&self, cand: Cand) -> Option<f64> {
