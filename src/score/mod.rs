@@ -619,7 +619,11 @@ impl ScoreModel {
             }
             // Stake is a share of all live candidates; the channel total re-normalises it over
             // the drawn set, since s_i / sum(s_j) does not depend on what it was a share of.
-            ChannelKind::Component(k) => self.power.apply(c.entries()[k].1),
+            // Below the normal range (a few bits left, shares that need not sum to 1): 0.
+            ChannelKind::Component(k) => match self.power.apply(c.entries()[k].1) {
+                v if v < f64::MIN_POSITIVE => 0.0,
+                v => v,
+            },
             ChannelKind::Uniform => 1.0,
         };
         if v > 0.0 && v < f64::INFINITY {
