@@ -59,8 +59,9 @@ pub struct ConsideredCandidate {
     /// for unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    /// The deadline a grant to it advises, ms ([`crate::Grant::deadline_ms`]), to a request's
-    /// first attempt that is not also its last; `None` without advice.
+    /// The deadline a grant to it advises, ms ([`crate::Grant::deadline_ms`]), to an attempt
+    /// that may be advised (the only one of its request in flight, none of whose attempts
+    /// timed out, and not its last); `None` without advice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<f64>,
 }

@@ -114,6 +114,7 @@ impl Snapshot {
         check("overall.ttfb_ms".into(), self.overall.ttfb_ms)?;
         check("overall.bandwidth_bps".into(), self.overall.bandwidth_bps)?;
         check("overall.attempt_ms".into(), self.overall.attempt_ms)?;
+        check("overall.ttfb_spread".into(), self.overall.ttfb_spread)?;
         for c in &self.candidates {
             c.info.validate()?;
             let id = &c.info.id;

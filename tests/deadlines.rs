@@ -1,8 +1,10 @@
-//! Each grant advises how long a first byte is worth waiting for (`Grant::deadline_ms`,
-//! `[deadline]` in the config, docs/scoring.md): ten times the candidate's first-byte average,
-//! on a request's first attempt only, none on its last attempt or before the candidate has
-//! answered. The simulator's
-//! workers follow it, so a hung server costs a request that long instead of the whole timeout.
+//! Grants advise how long a first byte is worth waiting for (`Grant::deadline_ms`,
+//! `[deadline]` in the config, docs/scoring.md): a multiple of the candidate's first-byte
+//! average (the fleet's before it has answered) that follows how far the fleet's answers stray
+//! from their averages, from 2 to `factor` (10). A request's attempt is advised while it is
+//! the only one in flight and none of the request's attempts timed out, and not when it is the
+//! last. The simulator's workers follow it, so a hung server costs a request that long instead
+//! of the whole timeout.
 
 use std::time::{Duration, Instant};
 
@@ -14,9 +16,24 @@ use selection_coordinator::{
     CandidateInfo, Config, Core, Event, FailureClass, Grant, Next, Outcome, Request,
 };
 
-/// A core with two candidates, `answers` answers of `ttfb_ms` first byte each already seen
-/// from each.
-fn core_with(config: Config, answers: usize, ttfb_ms: f64) -> (Core, Instant, SmallRng) {
+/// The default advice with the spread rule off: `factor` times the average.
+fn fixed_factor() -> Config {
+    Config {
+        deadline: DeadlineConfig {
+            sigmas: 0.0,
+            ..DeadlineConfig::DEFAULT
+        },
+        ..Config::default()
+    }
+}
+
+/// A core with two candidates, `answers` answers from each already seen, the `k`-th answer
+/// (counting both) with a first byte of `ttfb_ms(k)`.
+fn core_answering(
+    config: Config,
+    answers: usize,
+    ttfb_ms: impl Fn(usize) -> f64,
+) -> (Core, Instant, SmallRng) {
     let mut now = Instant::now();
     let mut rng = SmallRng::seed_from_u64(7);
     let mut core = Core::new(config, now).unwrap();
@@ -27,12 +44,18 @@ fn core_with(config: Config, answers: usize, ttfb_ms: f64) -> (Core, Instant, Sm
     for k in 0..2 * answers {
         let only = Request::only([["a", "b"][k % 2]]);
         let g = grant(&mut core, only, now, &mut rng);
-        now += Duration::from_millis(ttfb_ms as u64);
-        let ok = Outcome::success_with(1.0, ttfb_ms, 1000, ttfb_ms + 1.0);
+        let t = ttfb_ms(k);
+        now += Duration::from_secs_f64(t / 1000.0);
+        let ok = Outcome::success_with(1.0, t, 1000, t + 1.0);
         core.outcome(g.attempt, ok, now).unwrap();
         core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
     }
     (core, now, rng)
+}
+
+/// [`core_answering`] with every first byte `ttfb_ms`.
+fn core_with(config: Config, answers: usize, ttfb_ms: f64) -> (Core, Instant, SmallRng) {
+    core_answering(config, answers, |_| ttfb_ms)
 }
 
 fn grant(core: &mut Core, request: Request, now: Instant, rng: &mut SmallRng) -> Grant {
@@ -43,10 +66,16 @@ fn grant(core: &mut Core, request: Request, now: Instant, rng: &mut SmallRng) ->
     }
 }
 
-/// Reports `g` timed out 200 ms after `now`, asks for a retry, and returns its grant.
-fn time_out_and_retry(core: &mut Core, g: &Grant, now: Instant, rng: &mut SmallRng) -> Grant {
+/// Reports `g` failed with `class` 200 ms after `now`, asks for a retry, and returns its grant.
+fn fail_and_retry(
+    core: &mut Core,
+    g: &Grant,
+    class: FailureClass,
+    now: Instant,
+    rng: &mut SmallRng,
+) -> Grant {
     let later = now + Duration::from_millis(200);
-    core.outcome(g.attempt, Outcome::failure(FailureClass::Timeout), later)
+    core.outcome(g.attempt, Outcome::failure(class), later)
         .unwrap();
     core.done(g.attempt, Next::Retry, later, rng).unwrap();
     match core.poll_event() {
@@ -56,17 +85,51 @@ fn time_out_and_retry(core: &mut Core, g: &Grant, now: Instant, rng: &mut SmallR
 }
 
 #[test]
-fn a_grant_advises_ten_first_bytes_once_the_candidate_has_answered() {
-    let (mut core, now, mut rng) = core_with(Config::default(), 0, 20.0);
+fn a_grant_advises_the_factor_times_the_first_byte_average() {
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 0, 20.0);
     let g = grant(&mut core, Request::any(), now, &mut rng);
-    assert_eq!(g.deadline_ms, None, "no answer yet, nothing to go by");
+    assert_eq!(g.deadline_ms, None, "nobody has answered, nothing to go by");
 
-    let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
     let g = grant(&mut core, Request::any(), now, &mut rng);
     let d = g
         .deadline_ms
         .expect("an answered candidate gets a deadline");
     assert!((d - 200.0).abs() < 1e-6, "10 x 20 ms, got {d}");
+}
+
+/// A fleet whose answers come at their averages is advised twice the average; one whose
+/// answers stray far keeps the factor; before the spread is learned the factor holds.
+#[test]
+fn the_multiple_follows_the_fleets_spread() {
+    let advised = |answers: usize, ttfb: fn(usize) -> f64| {
+        let (mut core, now, mut rng) = core_answering(Config::default(), answers, ttfb);
+        let avg = core.candidate(&"a".into()).unwrap().stats.ttfb_ms.unwrap();
+        let d = grant(&mut core, Request::only(["a"]), now, &mut rng).deadline_ms;
+        d.expect("an answered candidate gets a deadline") / avg
+    };
+    let steady = advised(400, |_| 20.0);
+    assert!((steady - 2.0).abs() < 1e-9, "steady answers: {steady} x");
+    // First bytes of 5 and 80 ms in turn for each candidate: each strays by a factor of
+    // about 2 to 4 from its average.
+    let scattered = advised(400, |k| if (k / 2) % 2 == 0 { 5.0 } else { 80.0 });
+    assert!(
+        (scattered - 10.0).abs() < 1e-9,
+        "scattered answers: {scattered} x"
+    );
+    // One answer each: the spread has no sample yet.
+    let fresh = advised(1, |_| 20.0);
+    assert!((fresh - 10.0).abs() < 1e-9, "no spread yet: {fresh} x");
+}
+
+#[test]
+fn a_new_candidate_is_advised_from_the_fleets_average() {
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
+    core.add_candidate(CandidateInfo::new("new"), now, &mut rng)
+        .unwrap();
+    let overall = core.overall().ttfb_ms.unwrap();
+    let d = grant(&mut core, Request::only(["new"]), now, &mut rng).deadline_ms;
+    assert_eq!(d, Some(10.0 * overall), "the fleet answers in {overall} ms");
 }
 
 #[test]
@@ -81,21 +144,26 @@ fn the_last_attempt_waits_for_the_callers_own_timeout() {
     let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
     let g = grant(&mut core, Request::any().with_attempts(2), now, &mut rng);
     assert!(g.deadline_ms.is_some(), "a try is left after this one");
-    let second = time_out_and_retry(&mut core, &g, now, &mut rng);
+    let second = fail_and_retry(&mut core, &g, FailureClass::Refused, now, &mut rng);
     assert_eq!(second.deadline_ms, None, "the second of two is the last");
 }
 
-/// At most one attempt per request is cut short: a retry waits for the caller's own timeout,
-/// so a fleet that slows down all at once (past ten first bytes) still answers, and its
-/// averages learn the new pace. With advice on every attempt, a request that does not say how
-/// many it makes would have every attempt cut, and no answer would ever teach the averages.
+/// At most one attempt per request is cut short: after a timeout the request's attempts wait
+/// for the caller's own timeout, so a fleet that slows down all at once (past the advice)
+/// still answers, and its averages learn the new pace. With advice on every attempt, a
+/// request that does not say how many it makes would have every attempt cut, and no answer
+/// would ever teach the averages.
 #[test]
-fn a_retry_waits_for_its_answer() {
+fn after_a_timeout_the_request_waits_for_its_answers() {
     let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
+    core.add_candidate(CandidateInfo::new("c"), now, &mut rng)
+        .unwrap();
     let g = grant(&mut core, Request::any(), now, &mut rng);
     assert!(g.deadline_ms.is_some(), "a first attempt is advised");
-    let retry = time_out_and_retry(&mut core, &g, now, &mut rng);
+    let retry = fail_and_retry(&mut core, &g, FailureClass::Timeout, now, &mut rng);
     assert_eq!(retry.deadline_ms, None, "the retry waits for its answer");
+    let third = fail_and_retry(&mut core, &retry, FailureClass::Refused, now, &mut rng);
+    assert_eq!(third.deadline_ms, None, "and so do the ones after it");
 
     // Parallel attempts of one request: the first is advised, the second not.
     let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
@@ -113,6 +181,16 @@ fn a_retry_waits_for_its_answer() {
     );
 }
 
+/// A request that tries one server after another until one answers is advised again after a
+/// failure that was not a timeout: each hang it meets is cut until its first.
+#[test]
+fn a_retry_after_a_fast_failure_is_advised_again() {
+    let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
+    let g = grant(&mut core, Request::any(), now, &mut rng);
+    let retry = fail_and_retry(&mut core, &g, FailureClass::Refused, now, &mut rng);
+    assert!(retry.deadline_ms.is_some(), "a refusal is no timeout");
+}
+
 #[test]
 fn the_factor_and_the_minimum_are_the_users() {
     let off = Config {
@@ -128,6 +206,7 @@ fn the_factor_and_the_minimum_are_the_users() {
     let floor = Config {
         deadline: DeadlineConfig {
             factor: 3.0,
+            sigmas: 0.0,
             min_ms: 500.0,
         },
         ..Config::default()
@@ -146,18 +225,24 @@ fn the_factor_and_the_minimum_are_the_users() {
 
 #[test]
 fn bad_values_are_refused_with_their_field() {
-    for (factor, min_ms, field) in [
-        (-1.0, 0.0, "deadline.factor"),
-        (f64::NAN, 0.0, "deadline.factor"),
-        (10.0, f64::INFINITY, "deadline.min_ms"),
-        (10.0, -5.0, "deadline.min_ms"),
+    for (factor, sigmas, min_ms, field) in [
+        (-1.0, 5.0, 0.0, "deadline.factor"),
+        (f64::NAN, 5.0, 0.0, "deadline.factor"),
+        (10.0, 5.0, f64::INFINITY, "deadline.min_ms"),
+        (10.0, 5.0, -5.0, "deadline.min_ms"),
+        (10.0, -1.0, 0.0, "deadline.sigmas"),
+        (10.0, f64::NAN, 0.0, "deadline.sigmas"),
     ] {
         let c = Config {
-            deadline: DeadlineConfig { factor, min_ms },
+            deadline: DeadlineConfig {
+                factor,
+                sigmas,
+                min_ms,
+            },
             ..Config::default()
         };
         let err = c.validate().unwrap_err().to_string();
-        assert!(err.contains(field), "{factor} / {min_ms}: {err}");
+        assert!(err.contains(field), "{factor} / {sigmas} / {min_ms}: {err}");
     }
 }
 

@@ -190,13 +190,18 @@ fn recorded_statistics_enter_the_components_and_decay_with_their_age() {
     assert!(close(&sp1["connect"], (-connect / 120.0f64).exp()), "{sp1}");
     // 2 overload errors in 20 outcomes; the window does not decay, it forgets.
     assert!(close(&sp1["overload"], 0.9), "{sp1}");
-    // A grant to sp-1 advises ten of its first bytes (250 ms recorded); sp-2 has none to go by.
+    // A grant to sp-1 advises ten of its first bytes (250 ms recorded; no spread learned, so
+    // the factor); sp-2 has none and goes by the fleet's 300 ms.
     assert!(
         close(&v["candidates"][0]["deadline_ms"], 2500.0),
         "{}",
         v["candidates"][0]
     );
-    assert!(v["candidates"][1].get("deadline_ms").is_none());
+    assert!(
+        close(&v["candidates"][1]["deadline_ms"], 3000.0),
+        "{}",
+        v["candidates"][1]
+    );
     // sp-2 has no statistics: the prior and the averages.
     let sp2 = &v["candidates"][1]["components"];
     assert!(

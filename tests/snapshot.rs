@@ -111,6 +111,15 @@ fn corrupt_or_incompatible_snapshots_are_moved_aside() {
     let mut snap = core.snapshot();
     snap.candidates[0].stats.connect_ms = Some(-1.0);
     assert!(Snapshot::from_json(&serde_json::to_string(&snap).unwrap()).is_err());
+    // So is a negative first-byte spread.
+    let mut snap = core.snapshot();
+    assert!(
+        snap.overall.ttfb_spread.is_some(),
+        "the trained core learned one"
+    );
+    snap.overall.ttfb_spread = Some(-0.5);
+    let err = Snapshot::from_json(&serde_json::to_string(&snap).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("overall.ttfb_spread"), "{err}");
 }
 
 #[test]

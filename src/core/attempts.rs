@@ -48,7 +48,10 @@ impl Core {
         }
         self.apply_outcome(idx, &outcome, Some(elapsed_ms));
         let ridx = att.request as usize;
-        let r = &self.requests[ridx];
+        let r = &mut self.requests[ridx];
+        if matches!(outcome, Outcome::Failure(FailureClass::Timeout)) {
+            r.timed_out = true;
+        }
         Ok(Reported {
             request: RequestId::new(att.request, r.gen),
             candidate: self.fleet.infos[idx].id.clone(),

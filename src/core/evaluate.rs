@@ -4,7 +4,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::decision::{ConsideredCandidate, Fallback, FilterNote};
-use crate::score::{ChannelKind, ScoreModel, StatsView};
+use crate::score::{ChannelKind, ScoreModel};
 use scoring::{ScoredAt, Scoring};
 
 /// How much an evaluation writes down besides the probabilities.
@@ -345,9 +345,7 @@ impl Scoring<'_> {
                         let l = self.limit_of(&self.fleet.slots[i as usize]);
                         (l != UNLIMITED).then_some(l)
                     },
-                    deadline_ms: self
-                        .model
-                        .attempt_deadline_ms(self.fleet.slots[i as usize].stats.ttfb_ms(), true),
+                    deadline_ms: self.deadline_ms(i as usize, true),
                 }
             })
             .collect()

@@ -2,7 +2,6 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::StatsView;
 use arms::ShadowState;
 use attempt_slots::NewAttempt;
 use select::{DrawMode, DrawPath, Drawer};
@@ -150,10 +149,9 @@ impl Core {
         if r.attempts_left != NO_BUDGET {
             r.attempts_left = r.attempts_left.saturating_sub(1);
         }
-        // Advice on a request's first attempt only, unless it is also its last: a retry
-        // waits for the caller's own timeout (see `ScoreModel::attempt_deadline_ms`).
-        let first = r.extras.as_ref().is_none_or(|x| x.exclude.is_empty());
-        let advise = first && r.attempts_left != 0;
+        // Advice on the request's only attempt in flight, unless one of its attempts timed
+        // out already or this is its last (see `score::deadline`).
+        let advise = r.in_flight == 1 && !r.timed_out && r.attempts_left != 0;
         let request = RequestId::new(idx, r.gen);
         let waited_s = self.clock.now_s - r.arrival_s;
         if r.pending == 0 {
@@ -174,9 +172,7 @@ impl Core {
             .unwrap_or(0);
         self.out.counters.by_reason[reason_ix] += 1;
         let candidate = self.fleet.infos[cidx].id.clone();
-        let deadline_ms = self
-            .model
-            .attempt_deadline_ms(self.fleet.slots[cidx].stats.ttfb_ms(), advise);
+        let deadline_ms = self.scoring().deadline_ms(cidx, advise);
         if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }

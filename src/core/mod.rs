@@ -163,11 +163,13 @@ pub struct Grant {
     /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured.
     pub arm: Option<usize>,
     /// How long a first byte is worth waiting for, milliseconds from the grant: advice from the
-    /// candidate's first-byte average (`[deadline]` in the config). A worker with no first byte
-    /// by then gives up, reports `Outcome::Failure(FailureClass::Timeout)` and retries
-    /// elsewhere, so a hung candidate costs its request this long instead of the caller's whole
-    /// timeout. `None`: wait for the caller's own timeout (any attempt but a request's first,
-    /// its last attempt, a candidate without answers yet, or the advice turned off).
+    /// candidate's first-byte average, or the fleet's before it has answered (`[deadline]` in
+    /// the config). A worker with no first byte by then gives up, reports
+    /// `Outcome::Failure(FailureClass::Timeout)` and retries elsewhere, so a hung candidate
+    /// costs its request this long instead of the caller's whole timeout. `None`: wait for the
+    /// caller's own timeout (an attempt beside another of its request in flight, any attempt
+    /// after one of its request timed out, its last attempt, a fleet without answers yet, or
+    /// the advice turned off).
     pub deadline_ms: Option<f64>,
 }
 
@@ -328,6 +330,9 @@ struct ReqSlot {
     /// Attempts it may still be granted, this one included ([`NO_BUDGET`]: unknown); at 1 or
     /// less its next draw is its last attempt's.
     attempts_left: u16,
+    /// One of its attempts was reported as a timeout: its later attempts get no deadline
+    /// advice (see `score::deadline`).
+    timed_out: bool,
     extras: Option<Box<Extras>>,
 }
 

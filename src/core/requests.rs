@@ -85,6 +85,7 @@ impl Core {
             attempts_left: request.attempts.map_or(NO_BUDGET, |n| {
                 u16::try_from(n).unwrap_or(NO_BUDGET - 1).min(NO_BUDGET - 1)
             }),
+            timed_out: false,
             extras,
         };
         let id = RequestId::new(idx, gen);

@@ -5,7 +5,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::{FleetState, ScoreContext};
+use crate::score::{FleetState, ScoreContext, StatsView};
 use pool::Pool;
 
 /// The parts scoring reads, borrowed together (see the [module docs](self)).
@@ -88,6 +88,17 @@ impl Scoring<'_> {
             self.overload_follows_load(idx),
             self.own_queueing(idx),
         )
+    }
+
+    /// The deadline advised on an attempt granted to slot `idx` if the attempt may be advised
+    /// (`advise`; see `score::deadline`): from its first-byte average, or the fleet's while it
+    /// has none.
+    #[inline]
+    pub(crate) fn deadline_ms(&self, idx: usize, advise: bool) -> Option<f64> {
+        let overall = &self.fleet.overall;
+        let ttfb = self.fleet.slots[idx].stats.ttfb_ms().or(overall.ttfb_ms);
+        self.model
+            .attempt_deadline_ms(ttfb, overall.ttfb_spread, self.pool.queueing, advise)
     }
 
     /// Whether slot `idx`'s overload failures follow its load

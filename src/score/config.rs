@@ -268,7 +268,7 @@ pub struct Config {
     pub unseen: UnseenConfig,
     /// How the last attempt of a request with a known number of attempts is drawn.
     pub last_attempt: LastAttemptConfig,
-    /// The deadline advice a request's first grant carries ([`DeadlineConfig`]).
+    /// The deadline advice grants carry ([`DeadlineConfig`]).
     pub deadline: DeadlineConfig,
 }
 
@@ -364,7 +364,7 @@ impl Default for Config {
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
             last_attempt: LastAttemptConfig::OFF,
-            deadline: DeadlineConfig::TENFOLD,
+            deadline: DeadlineConfig::DEFAULT,
         }
     }
 }

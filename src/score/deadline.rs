@@ -4,21 +4,42 @@
 //! A candidate that hangs keeps each attempt granted to it until the caller's own timeout,
 //! seconds where its answers took milliseconds, and the request pays all of it before it can
 //! try elsewhere. The coordinator knows how fast the candidate answers (its first-byte
-//! average, learned from successes only, so failures and hangs do not stretch it), so the
-//! grant of a request's first attempt says by when an answer should have come: `factor` times that average, at least
-//! `min_ms`. A worker that has no first byte by then gives up, reports the attempt as a
+//! average, learned from successes only, so failures and hangs do not stretch it), so a grant
+//! says by when an answer should have come: a multiple of that average, at least `min_ms`. A
+//! worker that has no first byte by then gives up, reports the attempt as a
 //! [`FailureClass::Timeout`](crate::FailureClass::Timeout), and retries elsewhere; the
 //! statistics then read the hang as they would read the caller's timeout, only sooner.
 //!
-//! The advice is left out where it would cost more than it saves:
-//! - on the last attempt of a request that said how many it makes
-//!   ([`Request::with_attempts`](crate::Request::with_attempts)): giving up there fails the
-//!   request;
-//! - on any attempt after a request's first (its retries, its further parallel attempts):
-//!   at most one attempt per request is cut short, so if the whole fleet slows down at once
-//!   past the advice, the retries still wait for their answers and the averages learn the
-//!   new pace, where advice on every attempt would cut them all and learn nothing;
-//! - on a candidate without an answer yet (no first-byte average to go by).
+//! **The multiple** follows how far answers stray from their candidate's average in this
+//! fleet. Every answer's first byte is compared with its candidate's average before it, and
+//! the fleet keeps one spread: the root mean square of the natural log of that ratio
+//! ([`Overall::ttfb_spread`](super::Overall::ttfb_spread), an average over the fleet's answers
+//! in which the newest weighs 1 %). The multiple is `e^(sigmas x spread)`, at most `factor`
+//! and at least 2. Servers that answer close to their average (a spread of 0.3: first bytes
+//! within about 30 % of the mean) are cut at about 4.5 times it; heavy tails spread their
+//! answers and keep `factor`. Until the fleet has answered, the spread is the one that gives
+//! `factor`. Where the fleet queues (its queueing evidence `q`, see `load.queueing`), the
+//! multiple goes back to `factor`, as `m^(1 - q) x factor^q`: waits grow with the load beyond
+//! anything the spread at the usual load shows, and an attempt abandoned at its deadline still
+//! holds its place in the queue, so cutting waits adds work where there is too much already.
+//!
+//! **A candidate without an answer yet** is advised from the fleet's first-byte average
+//! ([`Overall::ttfb_ms`](super::Overall::ttfb_ms)): a new candidate that hangs costs no more
+//! than a known one.
+//!
+//! **Which attempts.** An attempt is advised when it is the only one of its request in flight
+//! and no earlier attempt of the request timed out, and it is not the request's last. So:
+//! - at most one attempt per request is cut short: once one has timed out (cut or not), the
+//!   request's later attempts wait for their answers. If the whole fleet slows down at once
+//!   past the advice, the retries still answer and the averages learn the new pace, where
+//!   advice on every attempt would cut them all and learn nothing;
+//! - a retry after a failure that was not a timeout (a refusal, a transport error) is advised
+//!   again: a request that tries one server after another until one answers is cut short at
+//!   each hang until its first;
+//! - of a request's parallel attempts only the first is advised;
+//! - the last attempt of a request that said how many it makes
+//!   ([`Request::with_attempts`](crate::Request::with_attempts)) is not: giving up there
+//!   fails the request.
 //!
 //! It is advice: a worker may ignore it (the coordinator's own timeouts and statistics do not
 //! depend on it), and the caller's timeout still applies when it is shorter.
@@ -27,15 +48,27 @@ use serde::{Deserialize, Serialize};
 
 use super::Problem;
 
-/// The largest `factor` and `min_ms` accepted (about 11.6 days in milliseconds).
+/// The largest `factor`, `min_ms` and `sigmas` accepted (about 11.6 days in milliseconds).
 const MAX_VALUE: f64 = 1e9;
+
+/// The smallest multiple of the first-byte average the spread may advise: an average lags a
+/// candidate that slows down, and the spread is the fleet's, not each candidate's.
+pub(crate) const MIN_SPREAD_FACTOR: f64 = 2.0;
+
+/// The weight of the newest answer in the fleet's spread ([`Overall::ttfb_spread`](super::Overall::ttfb_spread)).
+const SPREAD_ALPHA: f64 = 0.01;
 
 /// The deadline advice of each grant; see the module docs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeadlineConfig {
-    /// The deadline as a multiple of the candidate's first-byte average (0: no advice).
+    /// The largest deadline as a multiple of the candidate's first-byte average (0: no
+    /// advice).
     pub factor: f64,
+    /// How many spreads of the fleet's first bytes above the average an answer may come
+    /// before it is cut: the multiple is `e^(sigmas x spread)` within 2 and `factor` (0:
+    /// `factor` alone). See the module docs.
+    pub sigmas: f64,
     /// The shortest deadline advised, milliseconds (at least 0): for candidates that answer in
     /// well under a millisecond, set it above the workers' scheduling jitter.
     pub min_ms: f64,
@@ -48,16 +81,18 @@ impl Default for DeadlineConfig {
 }
 
 impl DeadlineConfig {
-    /// The project default: ten times the candidate's first-byte average, no minimum
-    /// (`docs/tuning.md`, "Deadline advice").
-    pub const TENFOLD: DeadlineConfig = DeadlineConfig {
+    /// The project default: five spreads of the fleet's first bytes, at most ten times the
+    /// candidate's first-byte average, no minimum (`docs/tuning.md`, "Deadline advice").
+    pub const DEFAULT: DeadlineConfig = DeadlineConfig {
         factor: 10.0,
+        sigmas: 5.0,
         min_ms: 0.0,
     };
 
     /// No advice (the lassie and Livepeer presets: their callers wait for their own timeout).
     pub const OFF: DeadlineConfig = DeadlineConfig {
         factor: 0.0,
+        sigmas: 0.0,
         min_ms: 0.0,
     };
 
@@ -70,6 +105,11 @@ impl DeadlineConfig {
                 "multiple of a candidate's first-byte average; 0 turns the advice off",
             ),
             ("deadline.min_ms", self.min_ms, "milliseconds"),
+            (
+                "deadline.sigmas",
+                self.sigmas,
+                "spreads of the fleet's first bytes; 0 uses the factor alone",
+            ),
         ] {
             if !(v.is_finite() && (0.0..=MAX_VALUE).contains(&v)) {
                 problems.push(Problem::new(
@@ -81,19 +121,67 @@ impl DeadlineConfig {
     }
 }
 
+impl DeadlineConfig {
+    /// The multiple of the first-byte average advised in a fleet whose spread (the mean square
+    /// of the log ratios) is `spread` (`None`: no answer yet) and whose queueing evidence is
+    /// `queueing` (0 to 1): the spread's multiple where latencies are the servers' own,
+    /// `factor` where the fleet queues, and their geometric blend between.
+    #[inline]
+    pub(crate) fn multiple(&self, spread: Option<f64>, queueing: f32) -> f64 {
+        match spread {
+            Some(v) if self.sigmas > 0.0 && v >= 0.0 && self.factor > MIN_SPREAD_FACTOR => {
+                let m = (self.sigmas * v.sqrt()).exp().max(MIN_SPREAD_FACTOR);
+                // `min` keeps `factor` when the product overflows or is NaN.
+                let m = self.factor.min(m);
+                let q = f64::from(queueing).clamp(0.0, 1.0);
+                m * (self.factor / m).powf(q)
+            }
+            _ => self.factor,
+        }
+    }
+
+    /// Adds one answer to the fleet's spread: its first byte `ttfb_ms` against its candidate's
+    /// average before it. Answers without both, or with either at 0, say nothing. The spread
+    /// starts at the value whose multiple is `factor`.
+    #[inline]
+    pub(crate) fn learn_spread(&self, spread: &mut Option<f64>, ttfb_ms: f64, average_ms: f64) {
+        if self.sigmas <= 0.0 || self.factor <= 0.0 || !(ttfb_ms > 0.0 && average_ms > 0.0) {
+            return;
+        }
+        let r = (ttfb_ms / average_ms).ln();
+        if !r.is_finite() {
+            return;
+        }
+        let start = || {
+            let s = self.factor.max(1.0).ln() / self.sigmas;
+            s * s
+        };
+        let old = spread
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .unwrap_or_else(start);
+        *spread = Some(old + SPREAD_ALPHA * (r * r - old));
+    }
+}
+
 impl super::ScoreModel {
     /// The deadline advised for an attempt on a candidate whose first-byte average is
-    /// `ttfb_ms` (`None`: no answer yet), if the attempt may be advised at all (`advise`: the
-    /// request's first attempt and not its last) and the advice is on. Finite and positive
-    /// when given.
+    /// `ttfb_ms` (`None`: neither it nor the fleet has answered yet), in a fleet whose spread
+    /// is `spread` and whose queueing evidence is `queueing`, if the attempt may be advised at all (`advise`: see the module docs) and
+    /// the advice is on. Finite and positive when given.
     #[inline]
-    pub(crate) fn attempt_deadline_ms(&self, ttfb_ms: Option<f64>, advise: bool) -> Option<f64> {
+    pub(crate) fn attempt_deadline_ms(
+        &self,
+        ttfb_ms: Option<f64>,
+        spread: Option<f64>,
+        queueing: f32,
+        advise: bool,
+    ) -> Option<f64> {
         let d = &self.config.deadline;
         if !advise || d.factor <= 0.0 {
             return None;
         }
         let t = ttfb_ms.filter(|t| t.is_finite() && *t >= 0.0)?;
-        let ms = (d.factor * t).max(d.min_ms);
+        let ms = (d.multiple(spread, queueing) * t).max(d.min_ms);
         (ms.is_finite() && ms > 0.0).then_some(ms)
     }
 }

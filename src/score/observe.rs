@@ -203,6 +203,9 @@ impl ScoreModel {
                     overall.connect_ms = Some(ema(overall.connect_ms, c, oa));
                 }
                 if let Some(t) = s.ttfb_ms {
+                    if let Some(avg) = ttfb_ms {
+                        cfg.deadline.learn_spread(&mut overall.ttfb_spread, t, avg);
+                    }
                     ttfb_ms = Some(ema(ttfb_ms, t, a_ok));
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));
                 }

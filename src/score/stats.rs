@@ -505,6 +505,13 @@ pub struct Overall {
     /// All-candidate EMA of attempt time to a result, ms.
     #[serde(default)]
     pub attempt_ms: Option<f64>,
+    /// How far answers stray from their candidate's first-byte average: the mean square of
+    /// the natural log of each first byte over its candidate's average before it (the newest
+    /// weighing 1 %); what the deadline advice's multiple follows
+    /// ([`DeadlineConfig::sigmas`](super::DeadlineConfig::sigmas)). `None` until a candidate
+    /// with an average answers again, or with the spread rule off.
+    #[serde(default)]
+    pub ttfb_spread: Option<f64>,
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ fn relative_components_follow_their_curves() {
         connect_ms: Some(100.0),
         ttfb_ms: Some(200.0),
         bandwidth_bps: Some(1e6),
-        attempt_ms: None,
+        ..Overall::default()
     };
     let stats = Stats {
         connect_ms: Some(50.0),

@@ -219,6 +219,7 @@ proptest! {
                 ttfb_ms: overall.1,
                 bandwidth_bps: overall.2,
                 attempt_ms: overall.1,
+                ttfb_spread: overall.2,
             },
             candidates: cands
                 .iter()

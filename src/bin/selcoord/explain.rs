@@ -158,6 +158,7 @@ struct OverallIn {
     ttfb_ms: Option<f64>,
     bandwidth_bps: Option<f64>,
     attempt_ms: Option<f64>,
+    ttfb_spread: Option<f64>,
 }
 
 impl CandidatesFile {
@@ -194,6 +195,7 @@ impl CandidatesFile {
                     ttfb_ms: o.ttfb_ms,
                     bandwidth_bps: o.bandwidth_bps,
                     attempt_ms: o.attempt_ms,
+                    ttfb_spread: o.ttfb_spread,
                 }),
                 Err(e) => {
                     problems.push(format!("overall: {e}"));
@@ -278,6 +280,7 @@ impl CandidatesFile {
             ttfb_ms: given.ttfb_ms.or_else(|| mean(|s| s.ttfb_ms)),
             bandwidth_bps: given.bandwidth_bps.or_else(|| mean(|s| s.bandwidth_bps)),
             attempt_ms: given.attempt_ms.or_else(|| mean(|s| s.attempt_ms)),
+            ttfb_spread: given.ttfb_spread,
         }
     }
 }
