@@ -38,6 +38,10 @@ pub(crate) struct Pool {
     /// When a failing candidate last answered (virtual seconds; -inf: never, or heal probes
     /// off): every other failing candidate last sampled before is due a probe.
     pub(crate) heal_at_s: f64,
+    /// The deadline advice's multiple of a first-byte average as of the last refresh
+    /// ([`crate::score::DeadlineConfig`]: from the fleet's spread and its queueing); NaN
+    /// before the first, when the advice goes by `factor`.
+    pub(crate) deadline_multiple: f64,
     /// The last heal not yet applied: it takes effect at the next refresh (`heal_at_s`).
     heal_next_s: f64,
     decisions: u64,
@@ -59,6 +63,7 @@ impl Default for Pool {
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
             heal_at_s: f64::NEG_INFINITY,
+            deadline_multiple: f64::NAN,
             heal_next_s: f64::NEG_INFINITY,
             decisions: 0,
             at_s: 0.0,
@@ -163,6 +168,11 @@ impl Core {
         } else {
             0.0
         };
+        self.pool.deadline_multiple = self
+            .model
+            .config()
+            .deadline
+            .multiple(self.fleet.overall.ttfb_spread, self.pool.queueing);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }

@@ -98,7 +98,7 @@ impl Scoring<'_> {
         let overall = &self.fleet.overall;
         let ttfb = self.fleet.slots[idx].stats.ttfb_ms().or(overall.ttfb_ms);
         self.model
-            .attempt_deadline_ms(ttfb, overall.ttfb_spread, self.pool.queueing, advise)
+            .attempt_deadline_ms(ttfb, self.pool.deadline_multiple, advise)
     }
 
     /// Whether slot `idx`'s overload failures follow its load

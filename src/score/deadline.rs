@@ -165,15 +165,15 @@ impl DeadlineConfig {
 
 impl super::ScoreModel {
     /// The deadline advised for an attempt on a candidate whose first-byte average is
-    /// `ttfb_ms` (`None`: neither it nor the fleet has answered yet), in a fleet whose spread
-    /// is `spread` and whose queueing evidence is `queueing`, if the attempt may be advised at all (`advise`: see the module docs) and
-    /// the advice is on. Finite and positive when given.
+    /// `ttfb_ms` (`None`: neither it nor the fleet has answered yet), where the advice's
+    /// multiple is `multiple` ([`DeadlineConfig::multiple`], worked out at each refresh; not
+    /// finite: `factor`), if the attempt may be advised at all (`advise`: see the module docs)
+    /// and the advice is on. Finite and positive when given.
     #[inline]
     pub(crate) fn attempt_deadline_ms(
         &self,
         ttfb_ms: Option<f64>,
-        spread: Option<f64>,
-        queueing: f32,
+        multiple: f64,
         advise: bool,
     ) -> Option<f64> {
         let d = &self.config.deadline;
@@ -181,7 +181,12 @@ impl super::ScoreModel {
             return None;
         }
         let t = ttfb_ms.filter(|t| t.is_finite() && *t >= 0.0)?;
-        let ms = (d.multiple(spread, queueing) * t).max(d.min_ms);
+        let m = if multiple.is_finite() {
+            multiple
+        } else {
+            d.factor
+        };
+        let ms = (m * t).max(d.min_ms);
         (ms.is_finite() && ms > 0.0).then_some(ms)
     }
 }
