@@ -53,7 +53,7 @@ const MAX_VALUE: f64 = 1e9;
 
 /// The smallest multiple of the first-byte average the spread may advise: an average lags a
 /// candidate that slows down, and the spread is the fleet's, not each candidate's.
-pub(crate) const MIN_SPREAD_FACTOR: f64 = 2.0;
+const MIN_SPREAD_FACTOR: f64 = 2.0;
 
 /// The weight of the newest answer in the fleet's spread ([`Overall::ttfb_spread`](super::Overall::ttfb_spread)).
 const SPREAD_ALPHA: f64 = 0.01;
@@ -119,9 +119,7 @@ impl DeadlineConfig {
             }
         }
     }
-}
 
-impl DeadlineConfig {
     /// The multiple of the first-byte average advised in a fleet whose spread (the mean square
     /// of the log ratios) is `spread` (`None`: no answer yet) and whose queueing evidence is
     /// `queueing` (0 to 1): the spread's multiple where latencies are the servers' own,
