@@ -132,7 +132,8 @@ impl DeadlineConfig {
                 // `min` keeps `factor` when the product overflows or is NaN.
                 let m = self.factor.min(m);
                 let q = f64::from(queueing).clamp(0.0, 1.0);
-                m * (self.factor / m).powf(q)
+                // Within `m` and `factor` despite the rounding of the power.
+                (m * (self.factor / m).powf(q)).min(self.factor).max(m)
             }
             _ => self.factor,
         }
@@ -186,5 +187,69 @@ impl super::ScoreModel {
         };
         let ms = (m * t).max(d.min_ms);
         (ms.is_finite() && ms > 0.0).then_some(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any number, NaN and the infinities included.
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<f64>(),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(0.0),
+            0.0..1e4f64,
+        ]
+    }
+
+    fn config() -> impl Strategy<Value = DeadlineConfig> {
+        (0.0..1e3f64, 0.0..20.0f64, 0.0..1e4f64).prop_map(|(factor, sigmas, min_ms)| {
+            DeadlineConfig {
+                factor,
+                sigmas,
+                min_ms,
+            }
+        })
+    }
+
+    proptest! {
+        /// Whatever the answers (hostile ones included), the spread stays a finite square or
+        /// unknown, and the multiple stays between the floor (or `factor` below it) and
+        /// `factor`, whatever the queueing evidence.
+        #[test]
+        fn the_multiple_stays_within_its_bounds(
+            d in config(),
+            answers in prop::collection::vec((any_f64(), any_f64()), 0..40),
+            queueing in any::<f32>(),
+        ) {
+            let mut spread = None;
+            for (t, avg) in answers {
+                d.learn_spread(&mut spread, t, avg);
+                if let Some(v) = spread {
+                    prop_assert!(v.is_finite() && v >= 0.0, "spread {v}");
+                }
+                let m = d.multiple(spread, queueing);
+                prop_assert!(m <= d.factor, "{m} above {}", d.factor);
+                prop_assert!(m >= d.factor.min(MIN_SPREAD_FACTOR), "{m} below the floor");
+            }
+        }
+    }
+
+    #[test]
+    fn a_queueing_fleet_keeps_the_factor() {
+        let d = DeadlineConfig::DEFAULT;
+        // A spread of 0.1 (first bytes within about 10 % of their mean): the floor of 2.
+        assert_eq!(d.multiple(Some(0.01), 0.0), MIN_SPREAD_FACTOR);
+        assert!((d.multiple(Some(0.01), 1.0) - d.factor).abs() < 1e-9);
+        let half = d.multiple(Some(0.01), 0.5);
+        assert!((half - (2.0f64 * 10.0).sqrt()).abs() < 1e-9, "{half}");
+        // No answer yet, or the spread rule off: the factor.
+        assert_eq!(d.multiple(None, 0.0), d.factor);
+        let off = DeadlineConfig { sigmas: 0.0, ..d };
+        assert_eq!(off.multiple(Some(0.01), 0.0), d.factor);
     }
 }
