@@ -134,6 +134,10 @@ pub fn describe() {
         "Open requests, waiting or running."
     );
     describe_gauge!(
+        DEADLINE_MULTIPLE,
+        "Deadline advice: the multiple of a candidate's first-byte average a grant advises."
+    );
+    describe_gauge!(
         IN_FLIGHT,
         Unit::Count,
         "Attempts in flight, all candidates."
@@ -450,6 +454,9 @@ impl CoordinatorMetrics {
             gauge!(names::IN_FLIGHT_LIMIT).set(f64::from(limits.global));
         }
         gauge!(names::CANDIDATES).set(core.candidate_count() as f64);
+        if let Some(m) = core.deadline_multiple() {
+            gauge!(names::DEADLINE_MULTIPLE).set(m);
+        }
 
         let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
         let mut ejected = 0usize;

@@ -122,6 +122,22 @@ fn the_multiple_follows_the_fleets_spread() {
     assert!((fresh - 10.0).abs() < 1e-9, "no spread yet: {fresh} x");
 }
 
+/// The multiple in force is readable (metrics export it): the factor before the spread is
+/// learned, none with the advice off.
+#[test]
+fn the_core_tells_the_multiple_in_force() {
+    let (core, _, _) = core_with(Config::default(), 400, 20.0);
+    assert_eq!(core.deadline_multiple(), Some(2.0), "steady answers");
+    let (core, _, _) = core_with(Config::default(), 0, 20.0);
+    assert_eq!(core.deadline_multiple(), Some(10.0), "nothing learned yet");
+    let off = Config {
+        deadline: DeadlineConfig::OFF,
+        ..Config::default()
+    };
+    let (core, _, _) = core_with(off, 5, 20.0);
+    assert_eq!(core.deadline_multiple(), None);
+}
+
 #[test]
 fn a_new_candidate_is_advised_from_the_fleets_average() {
     let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);

@@ -246,6 +246,11 @@ fn a_known_sequence_produces_the_expected_counters() {
         assert_eq!(gauge(&v, names::WAITING, &[]), core.waiting() as f64);
         assert_eq!(gauge(&v, names::WAITING_LIMIT, &[]), 1.0);
         assert_eq!(
+            gauge(&v, names::DEADLINE_MULTIPLE, &[]),
+            core.deadline_multiple()
+                .expect("the default config advises deadlines")
+        );
+        assert_eq!(
             gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &[("candidate", "b")]),
             1.0
         );

@@ -192,6 +192,20 @@ impl Core {
         self.fleet.overall
     }
 
+    /// The deadline advice's multiple of a candidate's first-byte average, as of the last
+    /// refresh (`[deadline]`: from the fleet's first-byte spread and its queueing; `factor`
+    /// before the fleet has answered); `None` while the advice is off.
+    pub fn deadline_multiple(&self) -> Option<f64> {
+        let d = &self.model.config().deadline;
+        (d.factor > 0.0).then(|| {
+            if self.pool.deadline_multiple.is_finite() {
+                self.pool.deadline_multiple
+            } else {
+                d.factor
+            }
+        })
+    }
+
     /// Counters of decisions, rejections, ejections and reclaimed attempts.
     pub fn counters(&self) -> Counters {
         self.out.counters

@@ -33,6 +33,9 @@ pub const OPEN_REQUESTS: &str = "selcoord_open_requests";
 pub const IN_FLIGHT: &str = "selcoord_in_flight";
 /// Gauge: the global in-flight limit (absent while unlimited).
 pub const IN_FLIGHT_LIMIT: &str = "selcoord_in_flight_limit";
+/// Gauge: the deadline advice's multiple of a candidate's first-byte average in force (from
+/// the fleet's first-byte spread; absent while the advice is off).
+pub const DEADLINE_MULTIPLE: &str = "selcoord_deadline_multiple";
 /// Gauge: attempts in flight per candidate, label `candidate`.
 pub const CANDIDATE_IN_FLIGHT: &str = "selcoord_candidate_in_flight";
 /// Gauge: per-candidate in-flight limit, label `candidate` (absent while unlimited).
@@ -107,7 +110,7 @@ pub const FLEET: [&str; 6] = [
 ];
 
 /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 26] = [
     DECISIONS,
     WINNER_PROBABILITY,
     WAIT_SECONDS,
@@ -124,6 +127,7 @@ pub const ALL: [&str; 25] = [
     OPEN_REQUESTS,
     IN_FLIGHT,
     IN_FLIGHT_LIMIT,
+    DEADLINE_MULTIPLE,
     CANDIDATE_IN_FLIGHT,
     CANDIDATE_IN_FLIGHT_LIMIT,
     CANDIDATE_NO_LOAD,
