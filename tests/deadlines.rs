@@ -308,8 +308,8 @@ candidate = "{id}"
 }
 
 /// Measured on seeds 1-4: a mean first byte of 26.0 ms with the advice (27.2 ms with ten first
-/// bytes whatever the spread), 35.3 ms without, no errors either way. With the simulator's workers ignoring the advice both read 35.3 ms and
-/// the test fails.
+/// bytes whatever the spread), 35.3 ms without, no errors either way. With the simulator's
+/// workers ignoring the advice both read 35.3 ms and the test fails.
 #[test]
 fn workers_that_follow_the_advice_pay_less_for_a_hang() {
     let sc = Scenario::parse(&half_hang(), "half-hang").unwrap();
