@@ -196,14 +196,7 @@ impl Core {
     /// refresh (`[deadline]`: from the fleet's first-byte spread and its queueing; `factor`
     /// before the fleet has answered); `None` while the advice is off.
     pub fn deadline_multiple(&self) -> Option<f64> {
-        let d = &self.model.config().deadline;
-        (d.factor > 0.0).then(|| {
-            if self.pool.deadline_multiple.is_finite() {
-                self.pool.deadline_multiple
-            } else {
-                d.factor
-            }
-        })
+        (self.model.config().deadline.factor > 0.0).then(|| self.scoring().deadline_multiple())
     }
 
     /// Counters of decisions, rejections, ejections and reclaimed attempts.

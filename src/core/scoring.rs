@@ -95,10 +95,24 @@ impl Scoring<'_> {
     /// has none.
     #[inline]
     pub(crate) fn deadline_ms(&self, idx: usize, advise: bool) -> Option<f64> {
-        let overall = &self.fleet.overall;
-        let ttfb = self.fleet.slots[idx].stats.ttfb_ms().or(overall.ttfb_ms);
+        let ttfb = self.fleet.slots[idx]
+            .stats
+            .ttfb_ms()
+            .or(self.fleet.overall.ttfb_ms);
         self.model
-            .attempt_deadline_ms(ttfb, self.pool.deadline_multiple, advise)
+            .attempt_deadline_ms(ttfb, self.deadline_multiple(), advise)
+    }
+
+    /// The deadline advice's multiple in force: as the last refresh worked it out, `factor`
+    /// before the first.
+    #[inline]
+    pub(crate) fn deadline_multiple(&self) -> f64 {
+        let m = self.pool.deadline_multiple;
+        if m.is_finite() {
+            m
+        } else {
+            self.model.config().deadline.factor
+        }
     }
 
     /// Whether slot `idx`'s overload failures follow its load

@@ -165,9 +165,9 @@ impl DeadlineConfig {
 impl super::ScoreModel {
     /// The deadline advised for an attempt on a candidate whose first-byte average is
     /// `ttfb_ms` (`None`: neither it nor the fleet has answered yet), where the advice's
-    /// multiple is `multiple` ([`DeadlineConfig::multiple`], worked out at each refresh; not
-    /// finite: `factor`), if the attempt may be advised at all (`advise`: see the module docs)
-    /// and the advice is on. Finite and positive when given.
+    /// multiple is `multiple` ([`DeadlineConfig::multiple`], as the core keeps it), if the
+    /// attempt may be advised at all (`advise`: see the module docs) and the advice is on.
+    /// Finite and positive when given.
     #[inline]
     pub(crate) fn attempt_deadline_ms(
         &self,
@@ -180,12 +180,7 @@ impl super::ScoreModel {
             return None;
         }
         let t = ttfb_ms.filter(|t| t.is_finite() && *t >= 0.0)?;
-        let m = if multiple.is_finite() {
-            multiple
-        } else {
-            d.factor
-        };
-        let ms = (m * t).max(d.min_ms);
+        let ms = (multiple * t).max(d.min_ms);
         (ms.is_finite() && ms > 0.0).then_some(ms)
     }
 }
