@@ -1,9 +1,11 @@
 //! Whether a candidate slows down under concurrency, learned from its own attempts.
 //!
 //! Each timed attempt carries how many attempts the candidate had in flight when it was granted
-//! (`k`, itself included) and how its time compared with the candidate's estimate then
-//! (`x = ln(time / estimate)`). A queueing server answers slower the more it holds: `x` grows
-//! with `k`. A provider whose latency is its own (a retrieval from a remote peer) shows no such
+//! (`k`, itself included) and how long it took (`x = ln(time)`). A queueing server answers
+//! slower the more it holds: `x` grows with `k`. The time is taken as it is, not as a ratio to
+//! the candidate's time estimate: the estimate follows the times, which follow the queue, so
+//! a ratio would hide most of the slope (`docs/tuning.md`, "The load fit reads times as they
+//! are"). A provider whose latency is its own (a retrieval from a remote peer) shows no such
 //! slope. The fit is a least-squares slope of `x` on `k` over moving averages; the evidence is
 //! how far that slope stands above its own noise, so a candidate that merely varies is not
 //! mistaken for one that queues.
@@ -49,7 +51,7 @@ const SHED_SIGNIFICANCE: f32 = 2.0;
 pub struct LoadFit {
     /// Mean concurrency at grant.
     k: f32,
-    /// Mean relative time (log ratio to the estimate).
+    /// Mean log time (natural log of milliseconds).
     x: f32,
     /// Covariance of the two.
     kx: f32,
@@ -92,8 +94,7 @@ fn ln_k(k: u32) -> f32 {
 }
 
 impl LoadFit {
-    /// Adds an attempt granted at concurrency `k` that took `time_ms`, against the candidate's
-    /// estimate `estimate_ms` before it.
+    /// Adds an attempt granted at concurrency `k` that took `time_ms`.
     #[inline]
     pub(crate) fn observe(&mut self, k: u32, time_ms: f64) {
         let x = time_ms.max(1e-3).ln() as f32;
