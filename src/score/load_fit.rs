@@ -6,9 +6,9 @@
 //! the candidate's time estimate: the estimate follows the times, which follow the queue, so
 //! a ratio would hide most of the slope (`docs/tuning.md`, "The load fit reads times as they
 //! are"). A provider whose latency is its own (a retrieval from a remote peer) shows no such
-//! slope. The fit is a least-squares slope of `x` on `k` over moving averages; the evidence is
-//! how far that slope stands above its own noise, so a candidate that merely varies is not
-//! mistaken for one that queues.
+//! slope. The fit is a least-squares slope of `x` on `ln(k)` over moving averages (an
+//! elasticity); the evidence is how far that slope stands above its own noise, so a candidate
+//! that merely varies is not mistaken for one that queues.
 //!
 //! The evidence gates the load component ([`crate::score::Config`]'s `load`), alongside the
 //! evidence of overload errors: work piled on a candidate that copes with it costs nothing,
@@ -49,15 +49,15 @@ const SHED_SIGNIFICANCE: f32 = 2.0;
 /// The moving averages of the fit, per candidate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadFit {
-    /// Mean concurrency at grant.
+    /// Mean log concurrency at grant (`ln k`, 0 for one attempt in flight).
     k: f32,
     /// Mean log time (natural log of milliseconds).
     x: f32,
     /// Covariance of the two.
     kx: f32,
-    /// Variance of the concurrency.
+    /// Variance of the log concurrency.
     kk: f32,
-    /// Variance of the relative time.
+    /// Variance of the log time.
     xx: f32,
     /// Attempts seen (saturating), for the warm-up.
     n: u32,
