@@ -1,6 +1,7 @@
 //! A server that slows down and fails, then heals, gets its traffic back within seconds of the
 //! oracle: the coordinator's evidence ages (docs/tuning.md). The fast server (10 ms first byte)
-//! among five at 30–50 ms slows to 300 ms with half its attempts failing from 30 s to 50 s.
+//! among five at 30–50 ms slows to 300 ms with half its attempts failing from 30 s to 50 s,
+//! with each class of failure; and six of ten servers that hang for 20 s all come back.
 
 use selection_coordinator::sim::{simulate, PolicySpec, Scenario};
 
@@ -45,30 +46,22 @@ action = "heal"
 candidate = "fast"
 "#;
 
-/// Every seed of 1–6, and their mean, as the simulator reports them. Measured: 1.2, 1.0, 1.3,
-/// 1.4, 1.7 and 1.5 s against the oracle's 1.0 s each (mean 1.35 s; without the deadline advice
+/// Every seed of 1–6, and their mean, as the simulator reports them. Measured: 1.2, 1.1, 1.1,
+/// 1.4, 1.8 and 1.5 s against the oracle's 1.0 s each (mean 1.35 s; without the deadline advice
 /// 1.3, 1.2, 1.3, 1.7, 2.1 and 1.6 s; at an earlier default 1.2, 1.7, 5.6, 1.4, 4.1 and 1.8 s,
 /// and 3.2, 1.7, 13.5, 4.3, 5.5 and 2.2 s while a healed server's first fast answer was not yet
 /// taken as a change).
 #[test]
 fn a_healed_server_returns_within_five_seconds_of_the_oracle() {
     let sc = Scenario::parse(SCENARIO, "slow-then-heal").unwrap();
-    let policies: Vec<PolicySpec> = ["coordinator", "oracle"]
-        .iter()
-        .map(|n| PolicySpec::parse(n).unwrap())
-        .collect();
     let (mut ours, mut oracle) = (0.0, 0.0);
     let seeds = 1..=6u64;
     let n = seeds.clone().count() as f64;
     for seed in seeds {
-        let r = simulate(&sc, &policies, &[seed], 1, None).unwrap();
-        let recovery = |policy: &str| {
-            let p = r.policies.iter().find(|p| p.policy == policy).unwrap();
-            let d = p.degraded.iter().find(|d| d.candidate == "fast").unwrap();
-            d.recovery_s
-                .unwrap_or_else(|| panic!("seed {seed}: {policy} never returned"))
-        };
-        let (c, o) = (recovery("coordinator"), recovery("oracle"));
+        let (c, o) = (
+            only_return(&sc, "coordinator", seed),
+            only_return(&sc, "oracle", seed),
+        );
         eprintln!("seed {seed}: coordinator {c:.1} s, oracle {o:.1} s");
         assert!(
             c <= o + 5.0,
@@ -103,25 +96,133 @@ fn a_server_drifting_back_mostly_returns_within_seconds_of_the_oracle() {
     use selection_coordinator::sim::suite::{generate, Family};
     let names = ["coordinator".to_string(), "oracle".to_string()];
     let g = generate(Family::Drift, 17, 87, &names).unwrap();
-    let policies: Vec<PolicySpec> = names
-        .iter()
-        .map(|n| PolicySpec::parse(n).unwrap())
+    let mut excess: Vec<f64> = (1..=40u64)
+        .map(|seed| {
+            only_return(&g.scenario, "coordinator", seed) - only_return(&g.scenario, "oracle", seed)
+        })
         .collect();
-    let mut excess = Vec::new();
-    for seed in 1..=40u64 {
-        let r = simulate(&g.scenario, &policies, &[seed], 1, None).unwrap();
-        let recovery = |policy: &str| {
-            let p = r.policies.iter().find(|p| p.policy == policy).unwrap();
-            assert_eq!(p.degraded.len(), 1);
-            p.degraded[0]
-                .recovery_s
-                .unwrap_or_else(|| panic!("seed {seed}: {policy} never returned"))
-        };
-        excess.push(recovery("coordinator") - recovery("oracle"));
-    }
     excess.sort_by(f64::total_cmp);
     let median = (excess[19] + excess[20]) / 2.0;
     let mean = excess.iter().sum::<f64>() / excess.len() as f64;
     assert!(median <= 3.5, "median excess {median:.2} s: {excess:?}");
     assert!(mean <= 5.0, "mean excess {mean:.2} s: {excess:?}");
+}
+
+/// Each degraded candidate's return (`recovery_s`) under `policy`, run alone with `seed`.
+fn returns(sc: &Scenario, policy: &str, seed: u64) -> Vec<(String, f64)> {
+    let policies = [PolicySpec::parse(policy).unwrap()];
+    let r = simulate(sc, &policies, &[seed], 1, None).unwrap();
+    r.policies[0]
+        .degraded
+        .iter()
+        .map(|d| {
+            let back = d.recovery_s.unwrap_or_else(|| {
+                panic!("seed {seed}: {policy} never returned to {}", d.candidate)
+            });
+            (d.candidate.clone(), back)
+        })
+        .collect()
+}
+
+/// The return of the one degraded candidate under `policy`, run alone with `seed`.
+fn only_return(sc: &Scenario, policy: &str, seed: u64) -> f64 {
+    let back = returns(sc, policy, seed);
+    assert_eq!(back.len(), 1, "seed {seed}: {policy}: {back:?}");
+    back[0].1
+}
+
+/// The slow-then-heal server of the first test, its failures while degraded of one class.
+fn slow_then_heal_failing_by(class: &str, failure_ms: &str) -> Scenario {
+    let degrade = "success = 0.5\n";
+    let with_class = format!("success = 0.5\nfailure = \"{class}\"\nfailure_ms = {failure_ms}\n");
+    assert!(SCENARIO.contains(degrade));
+    Scenario::parse(
+        &SCENARIO.replacen(degrade, &with_class, 1),
+        "slow-then-heal",
+    )
+    .unwrap()
+}
+
+/// The same return whatever the degraded server's failures are: fast refusals, fast overload
+/// errors, or timeouts at the attempt's 2 s limit. Measured on seeds 1–6, coordinator against
+/// the oracle's 1.0 s each:
+/// - refused: 1.2, 1.1, 1.1, 1.4, 1.8 and 1.5 s, as with the first test's transport failures;
+/// - overload: 3.2, 3.9, 3.1, 3.2, 4.2 and 3.8 s. The load gate holds a server that answered
+///   "overloaded" to fewer attempts in flight for a while (docs/tuning.md, "Returns held back
+///   by the load gate and by the success average");
+/// - timeout: 1.0, 1.1, 1.1, 1.2, 1.6 and 1.3 s.
+///
+/// Seeds 201–220, run once when this test was written: a mean excess of 0.6, 2.1 and 0.5 s
+/// over the oracle, at most 1.9, 4.9 and 0.9 s.
+#[test]
+fn a_healed_server_returns_whatever_its_failures_were() {
+    for (class, failure_ms) in [
+        ("refused", "{ kind = \"uniform\", min = 0.5, max = 3.0 }"),
+        ("overload", "{ kind = \"uniform\", min = 0.5, max = 3.0 }"),
+        ("timeout", "2000.0"),
+    ] {
+        let sc = slow_then_heal_failing_by(class, failure_ms);
+        for seed in 1..=6u64 {
+            let (c, o) = (
+                only_return(&sc, "coordinator", seed),
+                only_return(&sc, "oracle", seed),
+            );
+            eprintln!("{class}, seed {seed}: coordinator {c:.1} s, oracle {o:.1} s");
+            assert!(
+                c <= o + 5.0,
+                "{class}, seed {seed}: {c:.2} s vs the oracle's {o:.2} s"
+            );
+        }
+    }
+}
+
+/// Ten equal servers (20 ms first byte), 300 requests a second, two retries; six of them hang
+/// (every attempt times out at 1 s) from 30 s to 50 s. Every one of the six gets its share back
+/// within 5 s of the oracle. Measured on seeds 1–6, the slowest of the six: 3.1, 1.4, 3.9, 2.1,
+/// 1.7 and 1.4 s against the oracle's 1.5, 1.9, 1.0, 1.6, 1.2 and 1.8 s; on seeds 201–210, run
+/// once when this test was written, 1.4 to 1.9 s against 1.0 to 1.5 s, with no errors.
+#[test]
+fn six_of_ten_servers_that_hung_all_come_back() {
+    let mut text = String::from(
+        r#"
+name = "hang-then-heal"
+description = "6 of 10 servers hang for 20 s, then heal"
+
+[workload]
+loop = "open"
+rate_per_s = 300.0
+duration_s = 90.0
+retries = 2
+attempt_timeout_ms = 1000.0
+
+[[candidates]]
+id = "s"
+count = 10
+success = 0.999
+failure = "transport"
+failure_ms = { kind = "uniform", min = 1.0, max = 5.0 }
+ttfb_ms = { kind = "lognormal", mean = 20.0, sd = 6.0 }
+"#,
+    );
+    for i in 0..6 {
+        text += &format!(
+            "\n[[timeline]]\nat_s = 30.0\naction = \"degrade\"\ncandidate = \"s-{i}\"\n\
+             success = 0.0\nfailure = \"timeout\"\nfailure_ms = 1000.0\n\
+             \n[[timeline]]\nat_s = 50.0\naction = \"heal\"\ncandidate = \"s-{i}\"\n"
+        );
+    }
+    let sc = Scenario::parse(&text, "hang-then-heal").unwrap();
+    for seed in 1..=6u64 {
+        let slowest = |policy: &str| {
+            let back = returns(&sc, policy, seed);
+            assert_eq!(back.len(), 6, "seed {seed}: {policy}: {back:?}");
+            back.iter().map(|(_, s)| *s).fold(0.0, f64::max)
+        };
+        let (c, o) = (slowest("coordinator"), slowest("oracle"));
+        eprintln!("seed {seed}: the slowest return {c:.1} s, oracle {o:.1} s");
+        assert!(
+            c <= o + 5.0,
+            "seed {seed}: {c:.2} s vs the oracle's {o:.2} s"
+        );
+    }
 }
