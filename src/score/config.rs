@@ -1,5 +1,5 @@
-//! The scoring config: fields, defaults, presets, and validation that reports every problem
-//! with its field path. Parsing and overlaying presets live in `load.rs`.
+//! The scoring config: fields, defaults, and validation that reports every problem
+//! with its field path. The presets are in `presets.rs`; parsing and overlaying them, `load.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -377,120 +377,6 @@ const MAX_LOG_WEIGHT: f64 = 690.0;
 pub const PRESETS: [&str; 3] = ["default", "lassie", "livepeer"];
 
 impl Config {
-    /// lassie's scoring, exactly: connect 1, ttfb 1, bandwidth 0.5, success 1, tags verified 3 and
-    /// fast-retrieval 2; alpha 0.5, overall alpha 0.2 (their 0.8 old-value weight); weights drawn
-    /// proportionally (exponent 1, no floor, no decay, no window, no ejection).
-    pub fn lassie() -> Self {
-        let mut tags = BTreeMap::new();
-        tags.insert("verified".to_string(), 3.0);
-        tags.insert("fast-retrieval".to_string(), 2.0);
-        Config {
-            preset: Some("lassie".into()),
-            mode: Mode::Sum,
-            weights: Weights {
-                success: 1.0,
-                connect: 1.0,
-                ttfb: 1.0,
-                bandwidth: 0.5,
-                ..Weights::ZERO
-            },
-            tag_weights: tags,
-            exponent: 1.0,
-            time_exponent: 0.0,
-            load: LoadConfig::ALWAYS,
-            feedback: FeedbackConfig::OFF,
-            floor: 0.0,
-            deterministic: false,
-            ema: EmaConfig {
-                alpha: 0.5,
-                overall_alpha: 0.2,
-                success_prior: 1.0,
-                first_sample_replaces_prior: true,
-                half_life_s: None,
-                warm_up: false,
-                drift: 0.0,
-                pooling: false,
-                probe_s: 0.0,
-                heal_probes: false,
-                record_probes: false,
-                max_gain: 1.0,
-            },
-            window: WindowConfig::default(),
-            price: PriceConfig::default(),
-            perf: PerfConfig::default(),
-            ejection: EjectionConfig {
-                enabled: false,
-                ..EjectionConfig::default()
-            },
-            refresh_ms: 1000,
-            refresh_per_candidate_us: 0.0,
-            arms: Vec::new(),
-            shadows: Vec::new(),
-            share: ShareConfig::default(),
-            adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::AVERAGE,
-            last_attempt: LastAttemptConfig::OFF,
-            deadline: DeadlineConfig::OFF,
-        }
-    }
-
-    /// Livepeer's probability selection with its defaults: stake 0.7, randomness 0.3, price 0
-    /// (exp factor 100), a perf filter that falls back to all, a strict max price
-    /// (`ignoreMaxPriceIfNeeded` false) when one is set.
-    pub fn livepeer() -> Self {
-        Config {
-            preset: Some("livepeer".into()),
-            mode: Mode::Mixture,
-            weights: Weights {
-                stake: 0.7,
-                price: 0.0,
-                uniform: 0.3,
-                ..Weights::ZERO
-            },
-            tag_weights: BTreeMap::new(),
-            exponent: 1.0,
-            time_exponent: 0.0,
-            load: LoadConfig::ALWAYS,
-            feedback: FeedbackConfig::OFF,
-            floor: 0.0,
-            deterministic: false,
-            ema: EmaConfig {
-                alpha: 0.5,
-                overall_alpha: 0.2,
-                success_prior: 1.0,
-                first_sample_replaces_prior: true,
-                half_life_s: None,
-                warm_up: false,
-                drift: 0.0,
-                pooling: false,
-                probe_s: 0.0,
-                heal_probes: false,
-                record_probes: false,
-                max_gain: 1.0,
-            },
-            window: WindowConfig::default(),
-            price: PriceConfig {
-                exp_factor: 100.0,
-                max: None,
-                ignore_max_if_none_pass: false,
-            },
-            perf: PerfConfig::default(),
-            ejection: EjectionConfig {
-                enabled: false,
-                ..EjectionConfig::default()
-            },
-            refresh_ms: 1000,
-            refresh_per_candidate_us: 0.0,
-            arms: Vec::new(),
-            shadows: Vec::new(),
-            share: ShareConfig::default(),
-            adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::AVERAGE,
-            last_attempt: LastAttemptConfig::OFF,
-            deadline: DeadlineConfig::OFF,
-        }
-    }
-
     /// The same config with argmax instead of a draw.
     pub fn deterministic(mut self) -> Self {
         self.deterministic = true;

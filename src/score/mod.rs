@@ -39,6 +39,7 @@ mod load_gate;
 mod observe;
 mod pooling;
 mod power;
+mod presets;
 mod prior;
 mod probes;
 mod share;
