@@ -138,6 +138,10 @@ pub fn describe() {
         "Deadline advice: the multiple of a candidate's first-byte average a grant advises."
     );
     describe_gauge!(
+        FLOOR_IN_FORCE,
+        "Share of each draw spread uniformly over the drawn set, as in force."
+    );
+    describe_gauge!(
         IN_FLIGHT,
         Unit::Count,
         "Attempts in flight, all candidates."
@@ -457,6 +461,7 @@ impl CoordinatorMetrics {
         if let Some(m) = core.deadline_multiple() {
             gauge!(names::DEADLINE_MULTIPLE).set(m);
         }
+        gauge!(names::FLOOR_IN_FORCE).set(core.floor_in_force());
 
         let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
         let mut ejected = 0usize;

@@ -250,6 +250,9 @@ fn a_known_sequence_produces_the_expected_counters() {
             core.deadline_multiple()
                 .expect("the default config advises deadlines")
         );
+        let floor = gauge(&v, names::FLOOR_IN_FORCE, &[]);
+        assert_eq!(floor, core.floor_in_force());
+        assert!(floor > 0.0 && floor <= Config::default().floor, "{floor}");
         assert_eq!(
             gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &[("candidate", "b")]),
             1.0

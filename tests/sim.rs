@@ -247,18 +247,19 @@ fn coordinator_beats_lassie_on_retrieval() {
     assert!(ours <= 0.85 * lassie, "{ours} vs {lassie}");
 }
 
-/// Measured 1.14 x the oracle over 20 seeds (420 against 370 ms). The coordinator learns each
-/// provider's odds while the oracle reads them. The default's estimates follow changes within
-/// seconds (evidence that ages, docs/tuning.md), which this static world does not reward: with
-/// fixed-weight averages it measured 1.09 x, at the price of a healed server winning its
-/// traffic back only after a minute. The bound guards the current level, not the 1.10 target.
-/// Eight seeds, not four, so the check does not hang on one seed's luck.
+/// The Step 3 target: within 1.10 x the oracle on seeds 1-10. Measured 403.5 against 368.2 ms
+/// (1.096 x). The coordinator learns each provider's odds while the oracle reads them; most of
+/// what is left is the learning and the scheduled probes. The floor is spent only as far as it
+/// tries each provider once per `floor_period_s` (10 s): here, 30 decisions a second over 40
+/// providers, the full 1 % floor would try each once per 133 s, bringing none back in time,
+/// and cost 1.5 % of the first bytes (1.111 x with it, docs/tuning.md, "The floor where it can
+/// bring a candidate back").
 #[test]
 fn coordinator_is_near_the_oracle_on_retrieval() {
-    let r = run("lassie-retrieval", &["coordinator", "oracle"], 8);
+    let r = run("lassie-retrieval", &["coordinator", "oracle"], 10);
     let ours = get(&r, "coordinator").ttfb_ms.mean;
     let oracle = get(&r, "oracle").ttfb_ms.mean;
-    assert!(ours <= 1.16 * oracle, "{ours} vs {oracle}");
+    assert!(ours <= 1.10 * oracle, "{ours} vs {oracle}");
 }
 
 #[test]

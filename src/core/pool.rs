@@ -173,6 +173,16 @@ impl Core {
             .config()
             .deadline
             .multiple(self.fleet.overall.ttfb_spread, self.pool.queueing);
+        // The floor in force: the config's, less where it would reach each candidate too
+        // rarely to bring one back (`floor_period_s`) at this decision rate.
+        let config = self.model.config();
+        let floor = crate::score::floor_in_force(
+            config.floor,
+            config.floor_period_s,
+            self.pool.rate,
+            self.fleet.live_count,
+        );
+        self.model.set_floor(floor);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }

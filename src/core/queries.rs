@@ -187,6 +187,13 @@ impl Core {
         self.model.config()
     }
 
+    /// The share of each draw spread uniformly over the drawn set, as of the last refresh:
+    /// the config's `floor`, less where at the current decision rate it would reach each
+    /// candidate less than once per `floor_period_s` (docs/config.toml).
+    pub fn floor_in_force(&self) -> f64 {
+        self.model.floor()
+    }
+
     /// The all-candidate averages.
     pub fn overall(&self) -> Overall {
         self.fleet.overall

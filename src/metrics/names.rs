@@ -36,6 +36,9 @@ pub const IN_FLIGHT_LIMIT: &str = "selcoord_in_flight_limit";
 /// Gauge: the deadline advice's multiple of a candidate's first-byte average in force (from
 /// the fleet's first-byte spread; absent while the advice is off).
 pub const DEADLINE_MULTIPLE: &str = "selcoord_deadline_multiple";
+/// Gauge: the share of each draw spread uniformly over the drawn set, as in force (the
+/// config's `floor`, less where `floor_period_s` scales it down).
+pub const FLOOR_IN_FORCE: &str = "selcoord_floor_in_force";
 /// Gauge: attempts in flight per candidate, label `candidate`.
 pub const CANDIDATE_IN_FLIGHT: &str = "selcoord_candidate_in_flight";
 /// Gauge: per-candidate in-flight limit, label `candidate` (absent while unlimited).
@@ -110,7 +113,7 @@ pub const FLEET: [&str; 6] = [
 ];
 
 /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     DECISIONS,
     WINNER_PROBABILITY,
     WAIT_SECONDS,
@@ -128,6 +131,7 @@ pub const ALL: [&str; 26] = [
     IN_FLIGHT,
     IN_FLIGHT_LIMIT,
     DEADLINE_MULTIPLE,
+    FLOOR_IN_FORCE,
     CANDIDATE_IN_FLIGHT,
     CANDIDATE_IN_FLIGHT_LIMIT,
     CANDIDATE_NO_LOAD,

@@ -233,6 +233,10 @@ pub struct Config {
     /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
     /// candidate is still probed and can recover.
     pub floor: f64,
+    /// The floor is spent in full only where it tries each candidate at least once per this
+    /// many seconds (`floor` x decisions per second / live candidates); below that it shrinks
+    /// in proportion (seconds, at least 0; 0 = the floor as set, always).
+    pub floor_period_s: f64,
     /// Pick the most probable candidate instead of drawing (ties: the earliest added).
     pub deterministic: bool,
     /// Moving averages.
@@ -337,6 +341,7 @@ impl Default for Config {
             },
             feedback: FeedbackConfig::default(),
             floor: 0.01,
+            floor_period_s: 10.0,
             deterministic: false,
             ema: EmaConfig {
                 alpha: 0.1,
@@ -447,6 +452,7 @@ impl Config {
         num("refresh_per_candidate_us", self.refresh_per_candidate_us);
         num("load.gate", self.load.gate);
         num("floor", self.floor);
+        num("floor_period_s", self.floor_period_s);
         num("ema.success_prior", self.ema.success_prior);
         if let Some(h) = self.ema.half_life_s {
             num("ema.half_life_s", h);

@@ -27,6 +27,7 @@
 //! uniform floor); a draw picks a channel by its mass, then a candidate inside it. That makes
 //! both modes exact O(log n) draws.
 
+mod channels;
 mod components;
 mod config;
 mod deadline;
@@ -71,25 +72,8 @@ pub(crate) use stats::{PackedStats, StatsView};
 pub use unseen::{UnseenConfig, UnseenPrior};
 
 use crate::vocab::CandidateInfo;
-use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS, UNIFORM};
-
-/// What a channel's leaf value is made of.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum ChannelKind {
-    /// Sum mode: `score ^ exponent`.
-    SumScore,
-    /// Mixture mode: one component (index into [`Components::entries`]) raised to the exponent.
-    Component(usize),
-    /// Uniform: 1 for every drawable candidate.
-    Uniform,
-}
-
-/// A channel of the draw: a kind and the share of each draw it carries.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Channel {
-    pub(crate) kind: ChannelKind,
-    pub(crate) mass: f64,
-}
+pub(crate) use channels::{floor_in_force, Channel, ChannelKind};
+use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS};
 
 /// The parts of a candidate's score that move only with its info or the config, computed
 /// once so scoring never reads the (cold) info.
@@ -194,6 +178,8 @@ pub struct ScoreModel {
     /// `feedback.exponent`, when above 0.
     feedback_exponent: Option<f64>,
     channels: Vec<Channel>,
+    /// The floor in force ([`ScoreModel::floor`]).
+    floor: f64,
     tag_total: f64,
     /// Per component index: no channel reads it (weight 0), so an outcome's refresh may keep
     /// its last value and the coarse refresh alone recomputes it.
@@ -208,48 +194,9 @@ impl ScoreModel {
         config.validate()?;
         let tag_total: f64 = config.tag_weights.values().sum();
         let comp_weights = config.component_weights();
-        let weight_sum: f64 = comp_weights.iter().sum();
         let floor = config.floor.clamp(0.0, 1.0);
         let mut channels = Vec::new();
-        let mut uniform_mass = floor;
-        match config.mode {
-            Mode::Sum => {
-                if weight_sum > 0.0 && floor < 1.0 {
-                    channels.push(Channel {
-                        kind: ChannelKind::SumScore,
-                        mass: 1.0 - floor,
-                    });
-                } else {
-                    uniform_mass = 1.0;
-                }
-            }
-            Mode::Mixture => {
-                if weight_sum > 0.0 {
-                    for (k, &wk) in comp_weights.iter().enumerate() {
-                        if wk <= 0.0 {
-                            continue;
-                        }
-                        let mass = (1.0 - floor) * wk / weight_sum;
-                        if k == UNIFORM {
-                            uniform_mass += mass;
-                        } else {
-                            channels.push(Channel {
-                                kind: ChannelKind::Component(k),
-                                mass,
-                            });
-                        }
-                    }
-                } else {
-                    uniform_mass = 1.0;
-                }
-            }
-        }
-        // The uniform channel always exists (mass possibly 0): it counts the drawable set and
-        // receives the mass of channels that are empty over it.
-        channels.push(Channel {
-            kind: ChannelKind::Uniform,
-            mass: uniform_mass,
-        });
+        channels::lay_out(config.mode, &comp_weights, floor, &mut channels);
         let mut unused = comp_weights.map(|w| w <= 0.0);
         if config.mode == Mode::Sum && config.time_exponent > 0.0 {
             unused[TIME_TO_SUCCESS] = false;
@@ -261,6 +208,7 @@ impl ScoreModel {
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
             feedback_exponent: (config.feedback.exponent > 0.0).then_some(config.feedback.exponent),
             config,
+            floor,
             channels,
             tag_total,
         })
@@ -273,6 +221,21 @@ impl ScoreModel {
 
     pub(crate) fn channels(&self) -> &[Channel] {
         &self.channels
+    }
+
+    /// The floor in force: the config's, or less where [`Config::floor_period_s`] says it
+    /// cannot reach each candidate often enough ([`channels::floor_in_force`]).
+    pub(crate) fn floor(&self) -> f64 {
+        self.floor
+    }
+
+    /// Sets the floor in force (at most the config's; the channels keep their layout).
+    pub(crate) fn set_floor(&mut self, floor: f64) {
+        let floor = floor.clamp(0.0, self.config.floor.clamp(0.0, 1.0));
+        if floor != self.floor && self.config.floor < 1.0 {
+            self.floor = floor;
+            channels::lay_out(self.config.mode, &self.weights, floor, &mut self.channels);
+        }
     }
 
     /// Index of the uniform channel (always the last).

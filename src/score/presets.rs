@@ -38,6 +38,7 @@ impl Config {
             load: LoadConfig::ALWAYS,
             feedback: FeedbackConfig::OFF,
             floor: 0.0,
+            floor_period_s: 0.0,
             deterministic: false,
             ema: EmaConfig {
                 alpha: 0.5,
@@ -91,6 +92,7 @@ impl Config {
             load: LoadConfig::ALWAYS,
             feedback: FeedbackConfig::OFF,
             floor: 0.0,
+            floor_period_s: 0.0,
             deterministic: false,
             ema: EmaConfig {
                 alpha: 0.5,

@@ -252,6 +252,7 @@ proptest! {
     fn a_candidate_with_only_failures_keeps_the_floor(
         config in config_strategy(),
         floor in 0.001..0.5f64,
+        floor_period_s in prop_oneof![Just(0.0), Just(10.0), 0.1..100.0f64],
         n in 2usize..8,
         failures in prop::collection::vec(
             prop_oneof![
@@ -265,6 +266,7 @@ proptest! {
     ) {
         let mut config = config;
         config.floor = floor;
+        config.floor_period_s = floor_period_s;
         let (mut core, mut rng, now) = new_core(config);
         for i in 0..n {
             let info = CandidateInfo::new(format!("c{i}")).with_stake(i as f64).with_price(10.0 * i as f64);
@@ -279,7 +281,15 @@ proptest! {
         let later = now + Duration::from_secs(1);
         core.tick(later, &mut rng);
         let p = probs(&mut core, &Request::any(), later);
-        let bound = floor / n as f64;
+        // The floor in force: the configured one with `floor_period_s` off; at most it, and
+        // above 0, with it on (a few decisions a second cannot reach each candidate once per
+        // period, so it shrinks).
+        let in_force = core.floor_in_force();
+        if floor_period_s == 0.0 {
+            prop_assert_eq!(in_force, floor);
+        }
+        prop_assert!(in_force > 0.0 && in_force <= floor, "{in_force} against {floor}");
+        let bound = in_force / n as f64;
         prop_assert!(p["c0"] >= bound - 1e-12, "p = {} < floor / n = {bound}", p["c0"]);
         prop_assert!(core.tree_probability(&"c0".into()) >= bound - 1e-12);
     }
