@@ -343,3 +343,66 @@ fn the_refresh_period_stretches_with_the_fleet() {
         "{next:?}"
     );
 }
+
+/// Runs `per_s` decisions a second for `secs` seconds of the core's clock, each answered at once.
+fn run_at(core: &mut Core, rng: &mut SmallRng, start: Instant, per_s: u32, secs: u32) -> Instant {
+    let step = Duration::from_secs(1) / per_s;
+    let mut now = start;
+    for _ in 0..per_s * secs {
+        now += step;
+        core.ready(Request::any(), now, rng).unwrap();
+        for ev in events(core) {
+            if let Event::Granted(g) = ev {
+                core.outcome(g.attempt, Outcome::success_with(5.0, 10.0, 1000, 5.0), now)
+                    .unwrap();
+                core.done(g.attempt, Next::Finish, now, rng).unwrap();
+            }
+        }
+    }
+    core.tick(now, rng);
+    now
+}
+
+/// The floor is in force in full where it tries each candidate at least once per
+/// `floor_period_s` (10 s), and scaled by the tries where it cannot: 8 candidates at 200
+/// decisions a second get 0.25 tries a second each from a 1 % floor; 40 at 30 a second one per
+/// 133 s, so the floor in force is 0.075 of it. It follows the rate back up.
+#[test]
+fn the_floor_in_force_follows_the_tries_it_gives_each_candidate() {
+    let (mut busy, mut rng, now) = core_with(8, Limits::default());
+    assert_eq!(
+        busy.floor_in_force(),
+        0.01,
+        "the full floor before any rate"
+    );
+    run_at(&mut busy, &mut rng, now, 200, 5);
+    assert_eq!(busy.floor_in_force(), 0.01);
+
+    let (mut quiet, mut rng, now) = core_with(40, Limits::default());
+    let later = run_at(&mut quiet, &mut rng, now, 30, 10);
+    let f = quiet.floor_in_force();
+    assert!((f - 0.01 * 0.075).abs() < 0.01 * 0.01, "{f}");
+    run_at(&mut quiet, &mut rng, later, 500, 5);
+    assert_eq!(
+        quiet.floor_in_force(),
+        0.01,
+        "500 a second over 40: 1.25 tries per 10 s"
+    );
+
+    let as_set = Config {
+        floor_period_s: 0.0,
+        ..Config::default()
+    };
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut off = Core::new(as_set, now).unwrap();
+    for i in 0..40 {
+        off.add_candidate(CandidateInfo::new(format!("c{i}")), now, &mut rng)
+            .unwrap();
+    }
+    run_at(&mut off, &mut rng, now, 30, 10);
+    assert_eq!(
+        off.floor_in_force(),
+        0.01,
+        "floor_period_s = 0: the floor as set"
+    );
+}

@@ -38,6 +38,26 @@ pub(crate) struct ShadowState {
     stats: ShadowStats,
 }
 
+/// Sets the floor in force of every arm and shadow that draws with a config of its own: its
+/// own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
+/// candidates (see [`crate::score::floor_in_force`]).
+pub(crate) fn set_floors(
+    arms: &mut [ArmState],
+    shadows: &mut [ShadowState],
+    decisions_per_s: f64,
+    live: usize,
+) {
+    let models = arms
+        .iter_mut()
+        .filter_map(|a| a.model.as_mut())
+        .chain(shadows.iter_mut().filter_map(|s| s.model.as_mut()));
+    for model in models {
+        let c = model.config();
+        let floor = crate::score::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live);
+        model.set_floor(floor);
+    }
+}
+
 /// How a shadow policy did against the live choices it was asked about.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShadowStats {
@@ -264,7 +284,46 @@ fn strip(c: &Config) -> Config {
 
 #[cfg(test)]
 mod tests {
-    use super::key_point;
+    use super::{key_point, set_floors, ArmState, ShadowState, ShadowStats};
+    use crate::score::{Config, ScoreModel};
+
+    #[test]
+    fn arms_and_shadows_with_their_own_config_scale_their_own_floor() {
+        let own = |floor: f64, period: f64| {
+            let c = Config {
+                exponent: 2.0,
+                floor,
+                floor_period_s: period,
+                ..Config::default()
+            };
+            Some(ScoreModel::new(c).unwrap())
+        };
+        let mut arms = vec![
+            ArmState {
+                name: "scaled".into(),
+                cum: 0.5,
+                model: own(0.01, 10.0),
+            },
+            ArmState {
+                name: "as-set".into(),
+                cum: 1.0,
+                model: own(0.01, 0.0),
+            },
+        ];
+        let mut shadows = vec![ShadowState {
+            sample: 1.0,
+            acc: 0.0,
+            model: own(0.2, 10.0),
+            stats: ShadowStats::default(),
+        }];
+        // 30 decisions a second over 40 candidates.
+        set_floors(&mut arms, &mut shadows, 30.0, 40);
+        let floor = |m: &Option<ScoreModel>| m.as_ref().unwrap().floor();
+        assert!((floor(&arms[0].model) - 0.01 * 0.075).abs() < 1e-12);
+        assert_eq!(floor(&arms[1].model), 0.01);
+        // 0.2 x 30 / 40 x 10 s = 1.5 tries per period: in force in full.
+        assert_eq!(floor(&shadows[0].model), 0.2);
+    }
 
     #[test]
     fn key_points_are_stable_and_spread() {

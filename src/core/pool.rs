@@ -183,6 +183,12 @@ impl Core {
             self.fleet.live_count,
         );
         self.model.set_floor(floor);
+        super::arms::set_floors(
+            &mut self.arms,
+            &mut self.shadows,
+            self.pool.rate,
+            self.fleet.live_count,
+        );
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }
