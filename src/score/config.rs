@@ -231,7 +231,8 @@ pub struct Config {
     /// How what servers report with their responses (queue, service time) weighs.
     pub feedback: FeedbackConfig,
     /// Every candidate in the drawn set gets at least `floor / n` probability (0 to 1): a shunned
-    /// candidate is still probed and can recover.
+    /// candidate is still probed and can recover. How much of it is in force follows
+    /// [`Config::floor_period_s`] ([`crate::Core::floor_in_force`]).
     pub floor: f64,
     /// The floor is spent in full only where it tries each candidate at least once per this
     /// many seconds (`floor` x decisions per second / live candidates); below that it shrinks
