@@ -38,10 +38,10 @@ pub(crate) struct ShadowState {
     stats: ShadowStats,
 }
 
-/// Sets the floor in force of every arm and shadow that draws with a config of its own: its
-/// own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
-/// candidates (see [`crate::score::floor_in_force`]).
-pub(crate) fn set_floors(
+/// Sets the floor in force of every arm and shadow that draws with a config of its own, from
+/// its own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
+/// candidates ([`ScoreModel::scale_floor`]).
+pub(crate) fn scale_floors(
     arms: &mut [ArmState],
     shadows: &mut [ShadowState],
     decisions_per_s: f64,
@@ -52,9 +52,7 @@ pub(crate) fn set_floors(
         .filter_map(|a| a.model.as_mut())
         .chain(shadows.iter_mut().filter_map(|s| s.model.as_mut()));
     for model in models {
-        let c = model.config();
-        let floor = crate::score::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live);
-        model.set_floor(floor);
+        model.scale_floor(decisions_per_s, live);
     }
 }
 
@@ -284,7 +282,7 @@ fn strip(c: &Config) -> Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{key_point, set_floors, ArmState, ShadowState, ShadowStats};
+    use super::{key_point, scale_floors, ArmState, ShadowState, ShadowStats};
     use crate::score::{Config, ScoreModel};
 
     #[test]
@@ -317,7 +315,7 @@ mod tests {
             stats: ShadowStats::default(),
         }];
         // 30 decisions a second over 40 candidates.
-        set_floors(&mut arms, &mut shadows, 30.0, 40);
+        scale_floors(&mut arms, &mut shadows, 30.0, 40);
         let floor = |m: &Option<ScoreModel>| m.as_ref().unwrap().floor();
         assert!((floor(&arms[0].model) - 0.01 * 0.075).abs() < 1e-12);
         assert_eq!(floor(&arms[1].model), 0.01);

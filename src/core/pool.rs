@@ -174,21 +174,11 @@ impl Core {
             .deadline
             .multiple(self.fleet.overall.ttfb_spread, self.pool.queueing);
         // The floor in force: the config's, less where it would reach each candidate too
-        // rarely to bring one back (`floor_period_s`) at this decision rate.
-        let config = self.model.config();
-        let floor = crate::score::floor_in_force(
-            config.floor,
-            config.floor_period_s,
-            self.pool.rate,
-            self.fleet.live_count,
-        );
-        self.model.set_floor(floor);
-        super::arms::set_floors(
-            &mut self.arms,
-            &mut self.shadows,
-            self.pool.rate,
-            self.fleet.live_count,
-        );
+        // rarely to bring one back (`floor_period_s`) at this decision rate; the same for the
+        // arms and shadows that draw with a config of their own.
+        let (rate, live) = (self.pool.rate, self.fleet.live_count);
+        self.model.scale_floor(rate, live);
+        super::arms::scale_floors(&mut self.arms, &mut self.shadows, rate, live);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }

@@ -72,7 +72,7 @@ pub(crate) use stats::{PackedStats, StatsView};
 pub use unseen::{UnseenConfig, UnseenPrior};
 
 use crate::vocab::CandidateInfo;
-pub(crate) use channels::{floor_in_force, Channel, ChannelKind};
+pub(crate) use channels::{Channel, ChannelKind};
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS};
 
 /// The parts of a candidate's score that move only with its info or the config, computed
@@ -229,9 +229,13 @@ impl ScoreModel {
         self.floor
     }
 
-    /// Sets the floor in force (at most the config's; the channels keep their layout).
-    pub(crate) fn set_floor(&mut self, floor: f64) {
-        let floor = floor.clamp(0.0, self.config.floor.clamp(0.0, 1.0));
+    /// Sets the floor in force for `decisions_per_s` draws a second over `live` candidates,
+    /// from this config's `floor` and `floor_period_s` ([`channels::floor_in_force`]); the
+    /// channels keep their layout.
+    pub(crate) fn scale_floor(&mut self, decisions_per_s: f64, live: usize) {
+        let c = &self.config;
+        let floor = channels::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live)
+            .clamp(0.0, c.floor.clamp(0.0, 1.0));
         if floor != self.floor && self.config.floor < 1.0 {
             self.floor = floor;
             channels::lay_out(self.config.mode, &self.weights, floor, &mut self.channels);
