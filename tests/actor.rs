@@ -680,3 +680,52 @@ async fn a_permit_carries_the_deadline_advice() {
         .unwrap();
     assert_eq!(last.deadline(), None, "none on a last attempt");
 }
+
+/// What a fleet transport reads to publish at once: `WatchUrgentDigests` is notified after an
+/// outcome that makes the core's digest urgent (a failure on a candidate that never failed),
+/// and `TakeUrgentDigest` answers the digest once, `None` before and after.
+#[actix::test]
+async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
+    use selection_coordinator::actor::{SetShareIdentity, TakeUrgentDigest, WatchUrgentDigests};
+    use selection_coordinator::FailureClass;
+    tokio::time::pause();
+    let addr = coordinator(&["a", "b"], Limits::default());
+    addr.send(SetShareIdentity {
+        name: "me".into(),
+        seq_base: 0,
+    })
+    .await
+    .unwrap();
+    let notify = addr.send(WatchUrgentDigests).await.unwrap();
+    let handle = CoordinatorHandle::new(addr.clone());
+    for _ in 0..20 {
+        let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
+        p.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
+        p.done(Next::Finish);
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), notify.notified())
+            .await
+            .is_err(),
+        "successes are no news"
+    );
+    assert!(addr.send(TakeUrgentDigest).await.unwrap().is_none());
+
+    let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
+    p.report(Outcome::failure(FailureClass::Timeout));
+    p.done(Next::Finish);
+    tokio::time::timeout(Duration::from_secs(1), notify.notified())
+        .await
+        .expect("a failure on a candidate that never failed is urgent");
+    let digest = addr
+        .send(TakeUrgentDigest)
+        .await
+        .unwrap()
+        .expect("the urgent digest");
+    assert_eq!(digest.sender, "me");
+    assert!(digest.entries.iter().any(|e| e.id.as_str() == "a"));
+    assert!(
+        addr.send(TakeUrgentDigest).await.unwrap().is_none(),
+        "taken: no longer urgent"
+    );
+}

@@ -5,6 +5,8 @@
 //!   candidate degraded at the first, and stops drawing it (below 20 % of its probability
 //!   before, as the simulator's fleet mode measures), within 2 digest periods, counted in the
 //!   first's published digests (not in wall-clock time).
+//! - A sharp change at one coordinator is published at once (an urgent digest), not at the
+//!   next period: the other learns of it with the period set to an hour.
 //! - Killing the server mid-run: both coordinators keep granting (no errors, no stalls), and
 //!   sharing resumes after a restart on the same port.
 //! - Authentication: user/password and a credentials file (operator mode), accepted when
@@ -164,6 +166,8 @@ async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool
 fn config(url: &str, sender: &str) -> FleetConfig {
     let mut c = FleetConfig::new(url, "test", sender);
     c.period = PERIOD;
+    // Above the receivers' `min_interval_s` (0.1 s, [`scoring`]) and under the period.
+    c.urgent_gap = Some(Duration::from_millis(150));
     c.max_reconnect_delay = Duration::from_millis(200);
     c.ping_interval = Duration::from_secs(1);
     c.connect_timeout = Duration::from_secs(2);
@@ -185,7 +189,11 @@ fn scoring() -> Config {
 }
 
 fn coordinator(seed: u64) -> CoordinatorHandle {
-    let mut c = Coordinator::with_seed(scoring(), Limits::default(), seed).unwrap();
+    coordinator_with(scoring(), seed)
+}
+
+fn coordinator_with(scoring: Config, seed: u64) -> CoordinatorHandle {
+    let mut c = Coordinator::with_seed(scoring, Limits::default(), seed).unwrap();
     for id in candidates() {
         c = c.with_candidate(CandidateInfo::new(id)).unwrap();
     }
@@ -412,6 +420,74 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
         "{ca:?} {cb:?}"
     );
     assert!(cb.applied > 0 && ca.sent > 0);
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+}
+
+/// With a digest period far longer than the test, `a` publishes only urgent digests: none
+/// while its outcomes are healthy, and one at once when a candidate it used starts failing,
+/// from which `b`, which never sends to that candidate, learns of it.
+#[actix::test]
+async fn a_sharp_change_is_published_at_once_not_at_the_next_period() {
+    if !nats_present("a_sharp_change_is_published_at_once_not_at_the_next_period") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    // No blackout: b takes a's very first digest.
+    let mut shared = scoring();
+    shared.share.blackout_s = 0.0;
+    let a = coordinator_with(shared.clone(), 21);
+    let b = coordinator_with(shared, 22);
+    a.addr().send(GetState).await.unwrap();
+    b.addr().send(GetState).await.unwrap();
+    let mut slow = config(&server.url(), "a");
+    slow.period = Duration::from_secs(3600);
+    let fa = Fleet::start(slow, a.addr().clone()).await.unwrap();
+    let fb = Fleet::start(config(&server.url(), "b"), b.addr().clone())
+        .await
+        .unwrap();
+    eventually("both connections", Duration::from_secs(10), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    warm_up(&a).await;
+    warm_up(&b).await;
+    tokio::time::sleep(PERIOD * 2).await;
+    assert_eq!(
+        fa.counts().sent,
+        0,
+        "healthy outcomes are not urgent: {:?}",
+        fa.counts()
+    );
+    let before = success(&b, "c1").await;
+
+    // c1 starts failing at a.
+    stream(&a, "c1", 10, failed()).await;
+    let at_a = success(&a, "c1").await;
+    assert!(
+        at_a < before - 0.3,
+        "a itself sees c1 failing: {before} -> {at_a}"
+    );
+    let halfway = (before + at_a) / 2.0;
+    let start = Instant::now();
+    // A bound against a hang only: a's next periodic digest is an hour away.
+    while success(&b, "c1").await >= halfway {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "b never learned of c1 (success {}); a's fleet: {:?}",
+            success(&b, "c1").await,
+            fa.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let counts = fa.counts();
+    println!(
+        "b learned of c1 from {} urgent digest(s): {before:.3} -> {:.3} (a: {at_a:.3})",
+        counts.sent,
+        success(&b, "c1").await
+    );
+    assert!(counts.sent >= 1 && counts.dropped == 0, "{counts:?}");
+    assert_eq!(fb.counts().rejected, 0, "{:?}", fb.counts());
     assert_eq!(errors(&a).await + errors(&b).await, 0);
 }
 

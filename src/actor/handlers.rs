@@ -50,7 +50,10 @@ impl Handler<Report> for Coordinator {
         }
         let result = self.call(|core, _, now| core.outcome(msg.attempt, msg.outcome, now));
         match result {
-            Ok(reported) => self.metrics.on_outcome(&reported, &msg.outcome),
+            Ok(reported) => {
+                self.metrics.on_outcome(&reported, &msg.outcome);
+                self.wake_urgent();
+            }
             Err(e) => self.ignore(Err(e)),
         }
     }

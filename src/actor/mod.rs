@@ -116,7 +116,7 @@ pub use messages::{
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};
-pub use share::{ApplyDigest, SetShareIdentity, TakeDigest};
+pub use share::{ApplyDigest, SetShareIdentity, TakeDigest, TakeUrgentDigest, WatchUrgentDigests};
 pub use state::{CandidateState, ShellCounters, State};
 
 use crate::core::{CandidateInfo, Core, Event, Limits, Next};
@@ -147,6 +147,9 @@ pub struct Coordinator {
     /// Set by a simulated crash: stop without the farewell save.
     crashing: bool,
     mailbox_capacity: Option<usize>,
+    /// Notified when the core has an urgent digest ([`WatchUrgentDigests`]); `None` until a
+    /// transport asks.
+    urgent: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Coordinator {
@@ -177,6 +180,7 @@ impl Coordinator {
             snapshots: SnapshotStatus::default(),
             crashing: false,
             mailbox_capacity: None,
+            urgent: None,
         })
     }
 

@@ -1,7 +1,10 @@
 //! Sharing with a fleet: the messages a transport (e.g. `crate::fleet`, feature `fleet`)
 //! sends. Each answers from the core's state at once; none touches the network.
 
+use std::sync::Arc;
+
 use actix::{Context, Handler, Message, MessageResult};
+use tokio::sync::Notify;
 
 use super::timer::now;
 use super::Coordinator;
@@ -26,6 +29,22 @@ pub struct SetShareIdentity {
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "Digest")]
 pub struct TakeDigest;
+
+/// Asks for this coordinator's digest only if its own outcomes changed sharply since the last
+/// one was taken ([`Core::digest_urgent`](crate::core::Core::digest_urgent)): `None`
+/// otherwise. A transport publishes it at once instead of at the next period.
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Option<Digest>")]
+pub struct TakeUrgentDigest;
+
+/// Asks to be woken when this coordinator has an urgent digest: the answer is notified
+/// ([`Notify::notify_one`], so a wake-up between two waits is kept) after each outcome that
+/// leaves [`Core::digest_urgent`](crate::core::Core::digest_urgent) true; take the digest
+/// with [`TakeUrgentDigest`]. Every caller gets the same [`Notify`]: one transport per
+/// coordinator.
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Arc<Notify>")]
+pub struct WatchUrgentDigests;
 
 /// Applies another coordinator's digest as remote evidence
 /// ([`Core::apply_digest_from`](crate::core::Core::apply_digest_from)). `from` is the sender
@@ -53,6 +72,40 @@ impl Handler<TakeDigest> for Coordinator {
 
     fn handle(&mut self, _: TakeDigest, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.core.take_digest(now(), false))
+    }
+}
+
+impl Handler<TakeUrgentDigest> for Coordinator {
+    type Result = MessageResult<TakeUrgentDigest>;
+
+    fn handle(&mut self, _: TakeUrgentDigest, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.core
+                .digest_urgent()
+                .then(|| self.core.take_digest(now(), false)),
+        )
+    }
+}
+
+impl Handler<WatchUrgentDigests> for Coordinator {
+    type Result = MessageResult<WatchUrgentDigests>;
+
+    fn handle(&mut self, _: WatchUrgentDigests, _: &mut Context<Self>) -> Self::Result {
+        let notify = self.urgent.get_or_insert_with(Arc::default).clone();
+        // A change seen before anyone watched is still news.
+        self.wake_urgent();
+        MessageResult(notify)
+    }
+}
+
+impl Coordinator {
+    /// Wakes the watcher of urgent digests, if there is one and the core has one.
+    pub(super) fn wake_urgent(&self) {
+        if let Some(notify) = &self.urgent {
+            if self.core.digest_urgent() {
+                notify.notify_one();
+            }
+        }
     }
 }
 

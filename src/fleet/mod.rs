@@ -3,7 +3,8 @@
 //!
 //! [`Fleet::start`] runs two tasks next to a [`Coordinator`] actor:
 //!
-//! - **publish**: every digest period it asks the actor for its digest
+//! - **publish**: every digest period, and at once when the coordinator's own outcomes change
+//!   sharply ([`FleetConfig::urgent_gap`]), it asks the actor for its digest
 //!   ([`TakeDigest`](crate::actor::TakeDigest), i.e. [`Core::take_digest`](crate::core::Core::take_digest)),
 //!   encodes it ([`wire`]: JSON in a versioned envelope) and publishes it on
 //!   `selcoord.digest.<fleet>.<sender>`. While the connection is down the digest is dropped and
@@ -76,6 +77,13 @@ pub struct FleetConfig {
     pub sender: String,
     /// How often the digest is published.
     pub period: Duration,
+    /// Publish at once when this coordinator's own outcomes change sharply (a failure on a
+    /// candidate that rarely fails: [`TakeUrgentDigest`](crate::actor::TakeUrgentDigest)),
+    /// but no sooner than this after the previous digest, so the others' flood control
+    /// (`share.min_interval_s`) takes it; a periodic digest due sooner after an urgent one
+    /// waits as long. `None`: on the period only. Default 0.6 s, 1.2 x the default
+    /// `share.min_interval_s`: set it above the receivers' own.
+    pub urgent_gap: Option<Duration>,
     /// Credentials.
     pub auth: Auth,
     /// Received digests that may wait for the actor; more are dropped and counted.
@@ -91,7 +99,7 @@ pub struct FleetConfig {
 }
 
 impl FleetConfig {
-    /// A config with the defaults: a 1 s period, no credentials, a queue of 64 digests, a 2 s
+    /// A config with the defaults: a 1 s period, urgent digests 0.6 s apart, no credentials, a queue of 64 digests, a 2 s
     /// first connection attempt, reconnection at most every 2 s, a ping every 5 s.
     pub fn new(
         url: impl Into<String>,
@@ -103,6 +111,7 @@ impl FleetConfig {
             fleet: fleet.into(),
             sender: sender.into(),
             period: Duration::from_secs(1),
+            urgent_gap: Some(Duration::from_millis(600)),
             auth: Auth::None,
             queue: 64,
             connect_timeout: Duration::from_secs(2),
@@ -126,6 +135,12 @@ impl FleetConfig {
             }
         };
         positive("the digest period", self.period)?;
+        if let Some(gap) = self.urgent_gap {
+            positive(
+                "the urgent digests' gap (None publishes on the period only)",
+                gap,
+            )?;
+        }
         positive("the connect timeout", self.connect_timeout)?;
         positive("the maximum reconnect delay", self.max_reconnect_delay)?;
         positive("the ping interval", self.ping_interval)?;

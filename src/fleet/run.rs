@@ -9,9 +9,12 @@ use async_nats::{ConnectErrorKind, ConnectOptions, Event};
 use futures_util::StreamExt;
 use metrics::{counter, gauge};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::{wire, Auth, Counters, Fleet, FleetConfig, FleetError};
-use crate::actor::{ApplyDigest, Coordinator, SetShareIdentity, TakeDigest};
+use crate::actor::{
+    ApplyDigest, Coordinator, SetShareIdentity, TakeDigest, TakeUrgentDigest, WatchUrgentDigests,
+};
 use crate::digest::{Digest, DigestError};
 use crate::metrics::names;
 
@@ -189,7 +192,17 @@ fn rejected(counters: &Counters, reason: &'static str) {
     counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
 }
 
-/// Every period: take the digest from the actor and publish it (or drop it while down).
+/// Why a digest is published now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Due {
+    /// The period came round.
+    Period,
+    /// The coordinator's own outcomes changed sharply ([`TakeUrgentDigest`]).
+    Urgent,
+}
+
+/// Every period, and at once on a sharp local change (`urgent_gap`): take the digest from the
+/// actor and publish it (or drop it while down).
 async fn publish(
     client: async_nats::Client,
     config: FleetConfig,
@@ -197,56 +210,128 @@ async fn publish(
     counters: Arc<Counters>,
 ) {
     let subject = wire::subject(&config.fleet, &config.sender);
-    let mut every = tokio::time::interval(config.period);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    every.tick().await; // immediate: nothing learned yet
+    let urgent = match config.urgent_gap {
+        Some(_) => match coordinator.send(WatchUrgentDigests).await {
+            Ok(notify) => Some(notify),
+            Err(_) => return, // the coordinator is gone
+        },
+        None => None,
+    };
+    let gap = config.urgent_gap.unwrap_or(Duration::ZERO);
+    let mut next = Instant::now() + config.period;
+    let mut last_sent: Option<Instant> = None;
+    let mut last_urgent: Option<Instant> = None;
     loop {
-        every.tick().await;
-        let Ok(mut digest) = coordinator.send(TakeDigest).await else {
+        let woken = async {
+            match &urgent {
+                Some(notify) => notify.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        let due = tokio::select! {
+            () = tokio::time::sleep_until(next) => Due::Period,
+            () = woken => Due::Urgent,
+        };
+        if due == Due::Urgent {
+            // The others' flood control refuses a digest that follows the previous one too
+            // closely: wait out the gap (the change stays urgent until a digest is taken).
+            if let Some(last) = last_sent {
+                tokio::time::sleep_until(last + gap).await;
+            }
+        }
+        let digest = match due {
+            Due::Period => coordinator.send(TakeDigest).await.map(Some),
+            Due::Urgent => coordinator.send(TakeUrgentDigest).await,
+        };
+        let Ok(digest) = digest else {
             return; // the coordinator is gone
         };
-        if digest.sender != config.sender {
-            // A supervised coordinator restarted from a snapshot without its name.
-            identify(&coordinator, &config.sender).await;
-            let Ok(again) = coordinator.send(TakeDigest).await else {
+        // `None`: a periodic digest took the change while this one waited.
+        if let Some(digest) = digest {
+            let Some(digest) = named(&coordinator, &config.sender, digest).await else {
                 return;
             };
-            digest = again;
-        }
-        if digest.entries.is_empty() {
-            continue;
-        }
-        if !matches!(
-            client.connection_state(),
-            async_nats::connection::State::Connected
-        ) {
-            dropped(&counters, DROP_DISCONNECTED);
-            continue;
-        }
-        let payload = match wire::encode(&digest) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "fleet: cannot encode the digest");
-                dropped(&counters, DROP_PUBLISH_ERROR);
-                continue;
+            if send(&client, &subject, &config, &counters, digest).await {
+                let at = Instant::now();
+                last_sent = Some(at);
+                if due == Due::Urgent {
+                    last_urgent = Some(at);
+                }
             }
-        };
-        // Bounded: a stuck connection costs this task one period, never the coordinator.
-        match tokio::time::timeout(
-            config.period,
-            client.publish(subject.clone(), payload.into()),
-        )
-        .await
-        {
-            Ok(Ok(())) => {
-                counters.sent.fetch_add(1, Ordering::Relaxed);
-                counter!(names::FLEET_DIGESTS_SENT).increment(1);
+        }
+        let now = Instant::now();
+        if due == Due::Period {
+            // As an interval that delays missed ticks.
+            next += config.period;
+            if next < now {
+                next = now + config.period;
             }
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "fleet: publish failed");
-                dropped(&counters, DROP_PUBLISH_ERROR);
-            }
-            Err(_) => dropped(&counters, DROP_PUBLISH_ERROR),
+        }
+        // A periodic digest due sooner than the gap after an urgent one waits as long.
+        if let Some(last) = last_urgent {
+            next = next.max(last + gap);
+        }
+    }
+}
+
+/// `digest`, taken again after naming the coordinator if it came without this sender's name
+/// (a supervised coordinator restarted from a snapshot without it); `None` when the
+/// coordinator is gone.
+async fn named(coordinator: &Addr<Coordinator>, sender: &str, digest: Digest) -> Option<Digest> {
+    if digest.sender == sender {
+        return Some(digest);
+    }
+    identify(coordinator, sender).await;
+    coordinator.send(TakeDigest).await.ok()
+}
+
+/// Publishes one digest; whether it went out (one without entries is not sent; while the
+/// connection is down, or on an error, it is dropped and counted).
+async fn send(
+    client: &async_nats::Client,
+    subject: &str,
+    config: &FleetConfig,
+    counters: &Counters,
+    digest: Digest,
+) -> bool {
+    if digest.entries.is_empty() {
+        return false;
+    }
+    if !matches!(
+        client.connection_state(),
+        async_nats::connection::State::Connected
+    ) {
+        dropped(counters, DROP_DISCONNECTED);
+        return false;
+    }
+    let payload = match wire::encode(&digest) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "fleet: cannot encode the digest");
+            dropped(counters, DROP_PUBLISH_ERROR);
+            return false;
+        }
+    };
+    // Bounded: a stuck connection costs this task one period, never the coordinator.
+    match tokio::time::timeout(
+        config.period,
+        client.publish(subject.to_string(), payload.into()),
+    )
+    .await
+    {
+        Ok(Ok(())) => {
+            counters.sent.fetch_add(1, Ordering::Relaxed);
+            counter!(names::FLEET_DIGESTS_SENT).increment(1);
+            true
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "fleet: publish failed");
+            dropped(counters, DROP_PUBLISH_ERROR);
+            false
+        }
+        Err(_) => {
+            dropped(counters, DROP_PUBLISH_ERROR);
+            false
         }
     }
 }

@@ -26,6 +26,12 @@ pub(crate) struct FleetArgs {
     /// Seconds between two digests.
     #[arg(long, default_value_t = 1.0, requires = "fleet")]
     digest_period: f64,
+    /// Publish at once when the demo's own outcomes on a candidate change sharply, but no
+    /// sooner than this many seconds after the previous digest (above the others'
+    /// `share.min_interval_s`, which refuses digests that come sooner); 0 publishes on the
+    /// period only.
+    #[arg(long, default_value_t = 0.6, requires = "fleet")]
+    digest_urgent_gap: f64,
     /// NATS user (with `--nats-password`, or the `SELCOORD_NATS_PASSWORD` environment
     /// variable, which keeps the password out of the process list).
     #[arg(long, requires = "fleet", conflicts_with = "nats_creds")]
@@ -52,6 +58,14 @@ impl FleetArgs {
             return Err(format!(
                 "--digest-period must be a positive number of seconds, got {}",
                 self.digest_period
+            ));
+        }
+        if self.fleet.is_some()
+            && !(self.digest_urgent_gap.is_finite() && self.digest_urgent_gap >= 0.0)
+        {
+            return Err(format!(
+                "--digest-urgent-gap must be 0 (off) or a positive number of seconds, got {}",
+                self.digest_urgent_gap
             ));
         }
         #[cfg(not(feature = "fleet"))]
@@ -81,6 +95,8 @@ impl FleetArgs {
             .unwrap_or_else(|| format!("demo-{}", std::process::id()));
         let mut config = FleetConfig::new(url.clone(), self.fleet_name.clone(), sender);
         config.period = std::time::Duration::from_secs_f64(self.digest_period);
+        config.urgent_gap = (self.digest_urgent_gap > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(self.digest_urgent_gap));
         config.auth = match (&self.nats_user, &self.nats_creds) {
             (Some(user), _) => {
                 let password = match &self.nats_password {
