@@ -201,9 +201,15 @@ fn describe_fleet() {
     use names::{
         FLEET_CONNECTED as METRIC_CONNECTED, FLEET_DIGESTS_APPLIED as METRIC_APPLIED,
         FLEET_DIGESTS_DROPPED as METRIC_DROPPED, FLEET_DIGESTS_REJECTED as METRIC_REJECTED,
-        FLEET_DIGESTS_SENT as METRIC_SENT, FLEET_DIGEST_ENTRIES_REJECTED as METRIC_ENTRIES,
+        FLEET_DIGESTS_SENT as METRIC_SENT, FLEET_DIGESTS_URGENT as METRIC_URGENT,
+        FLEET_DIGEST_ENTRIES_REJECTED as METRIC_ENTRIES,
     };
     describe_counter!(METRIC_SENT, Unit::Count, "Digests published to the fleet.");
+    describe_counter!(
+        METRIC_URGENT,
+        Unit::Count,
+        "Digests published at once on a sharp change in this coordinator's own outcomes (counted in sent too)."
+    );
     describe_counter!(
         METRIC_APPLIED,
         Unit::Count,

@@ -487,6 +487,10 @@ async fn a_sharp_change_is_published_at_once_not_at_the_next_period() {
         success(&b, "c1").await
     );
     assert!(counts.sent >= 1 && counts.dropped == 0, "{counts:?}");
+    assert_eq!(
+        counts.urgent, counts.sent,
+        "every digest a sent was urgent: {counts:?}"
+    );
     assert_eq!(fb.counts().rejected, 0, "{:?}", fb.counts());
     assert_eq!(errors(&a).await + errors(&b).await, 0);
 }

@@ -194,6 +194,9 @@ pub enum FleetError {
 pub struct FleetCounts {
     /// Digests published.
     pub sent: u64,
+    /// Of those, digests published at once on a sharp local change
+    /// ([`FleetConfig::urgent_gap`]).
+    pub urgent: u64,
     /// Received digests the coordinator applied.
     pub applied: u64,
     /// Received digests rejected (malformed, wrong sender, refused by the coordinator).
@@ -208,6 +211,7 @@ pub struct FleetCounts {
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
+    urgent: AtomicU64,
     applied: AtomicU64,
     rejected: AtomicU64,
     dropped: AtomicU64,
@@ -218,6 +222,7 @@ impl Counters {
     fn read(&self) -> FleetCounts {
         FleetCounts {
             sent: self.sent.load(Ordering::Relaxed),
+            urgent: self.urgent.load(Ordering::Relaxed),
             applied: self.applied.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),

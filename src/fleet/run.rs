@@ -167,6 +167,7 @@ async fn background(
 /// event.
 fn register_metrics() {
     counter!(names::FLEET_DIGESTS_SENT).increment(0);
+    counter!(names::FLEET_DIGESTS_URGENT).increment(0);
     counter!(names::FLEET_DIGESTS_APPLIED).increment(0);
     for reason in wire::WireError::REASONS
         .iter()
@@ -256,6 +257,8 @@ async fn publish(
                 last_sent = Some(at);
                 if due == Due::Urgent {
                     last_urgent = Some(at);
+                    counters.urgent.fetch_add(1, Ordering::Relaxed);
+                    counter!(names::FLEET_DIGESTS_URGENT).increment(1);
                 }
             }
         }

@@ -86,6 +86,9 @@ pub const PERF_SCORE_UPDATES: &str = "selcoord_perf_scores_updates_total";
 
 /// Counter: digests published to the fleet.
 pub const FLEET_DIGESTS_SENT: &str = "selcoord_fleet_digests_sent_total";
+/// Counter: of the digests sent, those published at once on a sharp change in this
+/// coordinator's own outcomes (`FleetConfig::urgent_gap`).
+pub const FLEET_DIGESTS_URGENT: &str = "selcoord_fleet_digests_urgent_total";
 /// Counter: received digests the coordinator applied.
 pub const FLEET_DIGESTS_APPLIED: &str = "selcoord_fleet_digests_applied_total";
 /// Counter: received digests rejected, label `reason`: `too_large`, `malformed`, `version`,
@@ -103,8 +106,9 @@ pub const FLEET_DIGEST_ENTRIES_REJECTED: &str = "selcoord_fleet_digest_entries_r
 pub const FLEET_CONNECTED: &str = "selcoord_fleet_connected";
 
 /// Every fleet metric name above.
-pub const FLEET: [&str; 6] = [
+pub const FLEET: [&str; 7] = [
     FLEET_DIGESTS_SENT,
+    FLEET_DIGESTS_URGENT,
     FLEET_DIGESTS_APPLIED,
     FLEET_DIGESTS_REJECTED,
     FLEET_DIGESTS_DROPPED,
