@@ -99,8 +99,9 @@ pub struct FleetConfig {
 }
 
 impl FleetConfig {
-    /// A config with the defaults: a 1 s period, urgent digests 0.6 s apart, no credentials, a queue of 64 digests, a 2 s
-    /// first connection attempt, reconnection at most every 2 s, a ping every 5 s.
+    /// A config with the defaults: a 1 s period, urgent digests at least 0.6 s after the
+    /// previous digest, no credentials, a queue of 64 digests, a 2 s first connection
+    /// attempt, reconnection at most every 2 s, a ping every 5 s.
     pub fn new(
         url: impl Into<String>,
         fleet: impl Into<String>,
