@@ -207,3 +207,82 @@ fn several_seeds_say_means_over_seeds() {
         "{header}"
     );
 }
+
+/// Fleet mode takes the one config every client runs from `--policies coordinator:<file>`
+/// (with `oracle`, which it always reports), and says why anything else does not apply.
+#[test]
+fn fleet_mode_runs_the_coordinator_config_named_by_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("fleet.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "fleet-two"
+[fleet]
+clients = 4
+[workload]
+loop = "open"
+rate_per_s = 40.0
+duration_s = 20.0
+[[candidates]]
+id = "fast"
+success = 1.0
+ttfb_ms = 10.0
+[[candidates]]
+id = "slow"
+count = 3
+success = 1.0
+ttfb_ms = 100.0
+"#,
+    )
+    .unwrap();
+    // Every draw uniform: the fleet sends three quarters of its requests to the slow ones.
+    let uniform = dir.path().join("uniform.toml");
+    std::fs::write(&uniform, "floor = 1.0\n").unwrap();
+    let ratio = |policies: Option<String>| -> f64 {
+        let mut args = vec![
+            "simulate".to_string(),
+            "--scenario".into(),
+            scenario.to_str().unwrap().into(),
+        ];
+        if let Some(p) = policies {
+            args.extend(["--policies".into(), p]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = selcoord(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = text.lines().find(|l| l.starts_with("ttfb mean")).unwrap();
+        let x = line.split(": ").nth(1).unwrap().split(' ').next().unwrap();
+        x.parse().unwrap()
+    };
+    let default = ratio(None);
+    let same = ratio(Some("coordinator,oracle".into()));
+    let flat = ratio(Some(format!("coordinator:{}", uniform.display())));
+    assert_eq!(default, same, "`coordinator` is the scenario's own config");
+    assert!(
+        flat > 2.0 * default,
+        "the uniform config must show: {flat} against {default}"
+    );
+    for (policies, want) in [
+        ("random", "not `random`"),
+        ("coordinator,coordinator:lassie", "more than one"),
+    ] {
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--policies",
+            policies,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{policies}: {err}"
+        );
+    }
+}

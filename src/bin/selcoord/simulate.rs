@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use selection_coordinator::discovery::sim::{self as discovery_sim, DiscoveryScenario};
 use selection_coordinator::sim::{
-    plot_svg, simulate_fleet, simulate_seeds, FleetShare, FleetSpec, PolicySpec, Scenario, Seeds,
-    BUILTIN,
+    plot_svg, simulate_fleet, simulate_seeds, CoordinatorSpec, FleetShare, FleetSpec, PolicySpec,
+    Scenario, Seeds, BUILTIN,
 };
 
 /// How often a line of progress goes to stderr when it is not a terminal.
@@ -27,7 +27,8 @@ pub(crate) struct Args {
     /// p2c-peak-ewma, least-loaded, least-pending, dynamic-snitch, c3, c3-rate, clairvoyant,
     /// oracle, thompson, and the concurrency limiters gradient2, vegas, aimd, vector-arc,
     /// oracle-limits (docs/baselines.md). Default: the scenario's own list. A config file with `[[arms]]`
-    /// also reports each arm (docs/arms.md).
+    /// also reports each arm (docs/arms.md). In fleet mode, `coordinator:<config>` alone: the
+    /// config every client runs.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// How many seeds to run (BASE..BASE+N-1); figures are means over them.
@@ -283,14 +284,19 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Fleet mode: the fleet's figures against the oracle (docs/fleet.md).
+/// Fleet mode: the fleet's figures against the oracle (docs/fleet.md). `--policies` may name
+/// the one coordinator config every client runs (`coordinator:<preset or file>`), in place of
+/// the scenario's own.
 fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), String> {
-    if !args.policies.is_empty() || args.plot.is_some() {
-        return Err("fleet mode runs the coordinator fleet against the oracle: --policies and --plot do not apply".into());
+    if args.plot.is_some() {
+        return Err(
+            "fleet mode reports the fleet against the oracle: --plot does not apply".into(),
+        );
     }
     if args.seeds == 0 {
         return Err("--seeds must be at least 1".into());
     }
+    let scenario = &fleet_config(scenario, &args.policies)?;
     let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -304,6 +310,40 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The scenario with the clients' config `policies` names: at most one coordinator spec, and
+/// the oracle, which fleet mode always reports.
+fn fleet_config(scenario: &Scenario, policies: &[String]) -> Result<Scenario, String> {
+    let mut scenario = scenario.clone();
+    let mut coordinators = 0;
+    for name in policies {
+        match PolicySpec::parse(name.trim())? {
+            PolicySpec::Coordinator { config, .. } => {
+                coordinators += 1;
+                if let Some(config) = config {
+                    scenario.coordinator = Some(CoordinatorSpec(*config));
+                }
+            }
+            PolicySpec::Oracle => {}
+            _ => {
+                return Err(format!(
+                    "fleet mode runs one coordinator config on every client against the \
+                     oracle: --policies takes `coordinator` or `coordinator:<preset or config \
+                     file>`, not `{}`",
+                    name.trim()
+                ))
+            }
+        }
+    }
+    if coordinators > 1 {
+        return Err(
+            "fleet mode runs one coordinator config on every client: --policies names \
+             more than one; run them one after another"
+                .into(),
+        );
+    }
+    Ok(scenario)
 }
 
 /// A `kind = "discovery"` scenario (`livepeer-discovery`) compares discovery modes
