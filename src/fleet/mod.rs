@@ -82,7 +82,8 @@ pub struct FleetConfig {
     /// but no sooner than this after the previous digest, so the others' flood control
     /// (`share.min_interval_s`) takes it; a periodic digest due sooner after an urgent one
     /// waits as long. `None`: on the period only. Default 0.6 s, 1.2 x the default
-    /// `share.min_interval_s`: set it above the receivers' own.
+    /// `share.min_interval_s`: set it above the receivers' own ([`Fleet::start`] logs a
+    /// warning when it is not above the coordinator's own).
     pub urgent_gap: Option<Duration>,
     /// Credentials.
     pub auth: Auth,

@@ -13,7 +13,8 @@ use tokio::time::Instant;
 
 use super::{wire, Auth, Counters, Fleet, FleetConfig, FleetError};
 use crate::actor::{
-    ApplyDigest, Coordinator, SetShareIdentity, TakeDigest, TakeUrgentDigest, WatchUrgentDigests,
+    ApplyDigest, Coordinator, GetState, SetShareIdentity, TakeDigest, TakeUrgentDigest,
+    WatchUrgentDigests,
 };
 use crate::digest::{Digest, DigestError};
 use crate::metrics::names;
@@ -109,6 +110,7 @@ pub(super) async fn start(
         .await
         .map_err(|e| FleetError::Subscribe(e.to_string()))?;
     identify(&coordinator, &config.sender).await;
+    check_urgent_gap(&coordinator, &config).await;
     let (tx, rx) = mpsc::channel(config.queue);
     let tasks = vec![
         tokio::spawn(publish(
@@ -125,6 +127,27 @@ pub(super) async fn start(
         counters,
         tasks,
     })
+}
+
+/// Warns when urgent digests would follow the previous digest sooner than this coordinator's
+/// own `share.min_interval_s`: members that share its config would refuse them as too soon.
+async fn check_urgent_gap(coordinator: &Addr<Coordinator>, config: &FleetConfig) {
+    let Some(gap) = config.urgent_gap else {
+        return;
+    };
+    let Ok(state) = coordinator.send(GetState).await else {
+        return;
+    };
+    let min_interval_s = state.config.share.min_interval_s;
+    if gap.as_secs_f64() <= min_interval_s {
+        tracing::warn!(
+            sender = %config.sender,
+            urgent_gap_s = gap.as_secs_f64(),
+            min_interval_s,
+            "fleet: the urgent digests' gap is not above share.min_interval_s; members with \
+             this config refuse an urgent digest that follows another digest that closely"
+        );
+    }
 }
 
 /// Names the coordinator in its digests; the sequence numbers start from the wall clock so
