@@ -66,6 +66,9 @@ fn on_event(sender: &str, event: Event) {
             tracing::warn!(sender, "fleet: disconnected from NATS; running alone");
             gauge!(names::FLEET_CONNECTED).set(0.0);
         }
+        // Each failed reconnection attempt, every couple of seconds while the server is
+        // down: the disconnection itself was said once.
+        Event::ClientError(e) => tracing::debug!(sender, error = %e, "fleet: NATS client error"),
         other => tracing::warn!(sender, event = %other, "fleet: NATS event"),
     }
 }

@@ -28,7 +28,22 @@ enum Command {
     Demo(demo::Args),
 }
 
+/// Library warnings (NATS unreachable, a snapshot that could not be saved, the metrics
+/// exporter stopped) go to stderr. `SELCOORD_LOG` sets the level with `EnvFilter` directives
+/// (`info`, `selection_coordinator=debug`, ...); `warn` by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SELCOORD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Already set (never, in this binary): keep the one there.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
+    init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
