@@ -234,9 +234,9 @@ impl ScoreModel {
     /// channels keep their layout.
     pub(crate) fn scale_floor(&mut self, decisions_per_s: f64, live: usize) {
         let c = &self.config;
-        let floor = channels::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live)
-            .clamp(0.0, c.floor.clamp(0.0, 1.0));
-        if floor != self.floor && self.config.floor < 1.0 {
+        // At most the config's floor (validated into [0, 1]), which a floor of 1 keeps.
+        let floor = channels::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live);
+        if floor != self.floor {
             self.floor = floor;
             channels::lay_out(self.config.mode, &self.weights, floor, &mut self.channels);
         }
