@@ -281,6 +281,79 @@ fn policy_names_are_checked() {
 }
 
 #[test]
+fn a_policy_name_in_a_scenario_file_is_checked_when_it_is_read() {
+    let text = GOOD.replacen(
+        "[workload]",
+        "policies = [\"coordinator\", \"nope\"]\n[workload]",
+        1,
+    );
+    let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "policies[1]", "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("bad.toml") && shown.contains("unknown policy `nope`"),
+        "{shown}"
+    );
+    let fine = GOOD.replacen(
+        "[workload]",
+        "policies = [\"coordinator\", \"random\"]\n[workload]",
+        1,
+    );
+    assert!(Scenario::parse(&fine, "good.toml").is_ok());
+}
+
+/// The time series keep a row per bucket from the start: a bucket far too narrow is refused
+/// before anything is allocated.
+#[test]
+fn time_series_buckets_too_narrow_are_refused() {
+    let open = |bucket: &str| {
+        format!(
+            "name = \"b\"\nseries_bucket_s = {bucket}\n[workload]\nloop = \"open\"\n\
+             rate_per_s = 10.0\nduration_s = 60.0\n[[candidates]]\nid = \"a\"\nsuccess = 1.0\n"
+        )
+    };
+    for bucket in ["1e-7", "0.0005", "0.00005"] {
+        let e = Scenario::parse(&open(bucket), "b.toml").unwrap_err();
+        assert_eq!(e.field, "series_bucket_s", "{e}");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("too narrow"), "{e}");
+    }
+    assert!(Scenario::parse(&open("0.001"), "b.toml").is_ok());
+    // An open loop of a million seconds at 1 ms buckets would hold 10^9 rows.
+    let long = open("0.001").replace("duration_s = 60.0", "duration_s = 1000000.0");
+    let long = long.replace("rate_per_s = 10.0", "rate_per_s = 0.01");
+    assert_eq!(
+        Scenario::parse(&long, "b.toml").unwrap_err().field,
+        "series_bucket_s"
+    );
+}
+
+/// A config file named by a scenario file is read beside the scenario, wherever the command
+/// runs from.
+#[test]
+fn a_config_path_in_a_scenario_file_is_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sc");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("mine.toml"), "[weights]\nload = 3.0\n").unwrap();
+    let text = GOOD.replacen("[workload]", "coordinator = \"mine.toml\"\n[workload]", 1);
+    let path = sub.join("s.toml");
+    std::fs::write(&path, &text).unwrap();
+    let sc = Scenario::load(path.to_str().unwrap()).unwrap();
+    let config = &sc.coordinator.as_ref().unwrap().0;
+    assert_eq!(config.weights.load, 3.0);
+    // Parsed as text, there is no file to be beside: the working directory's `mine.toml`
+    // does not exist.
+    let e = Scenario::parse(&text, "s.toml").unwrap_err();
+    assert!(e.to_string().contains("mine.toml"), "{e}");
+    // A preset name stays a preset even with a file of that name beside the scenario.
+    std::fs::write(sub.join("lassie"), "not a config").unwrap();
+    let preset = GOOD.replacen("[workload]", "coordinator = \"lassie\"\n[workload]", 1);
+    std::fs::write(&path, preset).unwrap();
+    assert!(Scenario::load(path.to_str().unwrap()).is_ok());
+}
+
+#[test]
 fn a_scenario_cannot_ask_for_more_than_a_million_candidates() {
     let text = r#"
 name = "huge"

@@ -428,11 +428,41 @@ fn stall_default() -> f64 {
 #[derive(Clone, Debug)]
 pub struct CoordinatorSpec(pub Config);
 
+thread_local! {
+    /// The directory of the scenario file being loaded ([`Scenario::load`]): a relative config
+    /// path in it is read from there.
+    static SCENARIO_DIR: std::cell::RefCell<Option<std::path::PathBuf>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with relative config paths resolved against `dir` (the scenario file's directory).
+pub(crate) fn with_scenario_dir<T>(dir: Option<&std::path::Path>, f: impl FnOnce() -> T) -> T {
+    let previous = SCENARIO_DIR.with(|d| d.replace(dir.map(std::path::Path::to_path_buf)));
+    let out = f();
+    SCENARIO_DIR.with(|d| *d.borrow_mut() = previous);
+    out
+}
+
+/// A preset name, or a config file's path: relative to the scenario file's directory when the
+/// scenario was loaded from a file and the config is there, else to the working directory.
+fn coordinator_config(spec: &str) -> Result<Config, crate::score::ConfigError> {
+    let beside = SCENARIO_DIR.with(|d| {
+        d.borrow()
+            .as_ref()
+            .map(|dir| dir.join(spec))
+            .filter(|p| std::path::Path::new(spec).is_relative() && p.is_file())
+    });
+    match beside {
+        Some(path) if !crate::score::PRESETS.contains(&spec) => Config::load(&path),
+        _ => Config::from_name_or_path(spec),
+    }
+}
+
 impl<'de> Deserialize<'de> for CoordinatorSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = toml::Value::deserialize(d)?;
         let config = match value {
-            toml::Value::String(s) => Config::from_name_or_path(&s),
+            toml::Value::String(s) => coordinator_config(&s),
             other => {
                 let json = serde_json::to_value(other).map_err(de::Error::custom)?;
                 Config::from_json_value(json)
@@ -480,6 +510,11 @@ pub(crate) const MAX_CANDIDATES: u64 = 1_000_000;
 /// The most requests a scenario may ask for (its workload's `workers x operations`, or
 /// `rate_per_s x duration_s`): about 200 times the largest built-in.
 pub(crate) const MAX_REQUESTS: f64 = 1e8;
+/// The narrowest time-series bucket, seconds: the series hold a row per bucket from the start
+/// of the run, so a bucket of a microsecond would ask for gigabytes.
+pub(crate) const MIN_BUCKET_S: f64 = 0.001;
+/// The most time-series buckets an open loop's duration may span.
+pub(crate) const MAX_BUCKETS: f64 = 1e6;
 
 fn bucket_default() -> f64 {
     0.1

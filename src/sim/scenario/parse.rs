@@ -146,7 +146,7 @@ impl Scenario {
                 whole(format!("cannot read it ({e}); built-in scenarios: {list}"))
             }
         })?;
-        Self::parse(&text, name_or_path)
+        with_scenario_dir(path.parent(), || Self::parse(&text, name_or_path))
     }
 
     /// Every candidate id in order (replicas expanded) with its spec index.
@@ -225,6 +225,22 @@ impl Scenario {
                 ),
             ));
         }
+        let buckets = match w.kind {
+            LoopKind::Open => w.duration_s / self.series_bucket_s,
+            LoopKind::Closed => 0.0,
+        };
+        if self.series_bucket_s < MIN_BUCKET_S || buckets > MAX_BUCKETS {
+            return Err(err(
+                "series_bucket_s",
+                whole_key("series_bucket_s"),
+                format!(
+                    "{} s buckets are too narrow: the time series keep a row per bucket; use \
+                     at least {MIN_BUCKET_S} s and at most {MAX_BUCKETS:.0e} buckets over the \
+                     run (duration_s / series_bucket_s)",
+                    self.series_bucket_s
+                ),
+            ));
+        }
         let total: u64 = self.candidates.iter().map(|c| c.count as u64).sum();
         if total > MAX_CANDIDATES {
             let i = self
@@ -281,6 +297,11 @@ impl Scenario {
                     Some(line_of(text, ev.candidate.span().start)),
                     format!("unknown candidate `{}`", ev.candidate.get_ref()),
                 ));
+            }
+        }
+        for (i, name) in self.policies.iter().enumerate() {
+            if let Err(e) = crate::sim::policy::PolicySpec::parse(name) {
+                return Err(err(&format!("policies[{i}]"), whole_key("policies"), e));
             }
         }
         if let Err(e) = check_limits(self.limits) {
