@@ -43,6 +43,10 @@ impl Default for DiscoveryConfig {
     }
 }
 
+/// The longest time any discovery setting may give, seconds (about 31 years): times are added
+/// to the clock, and a longer one would overflow it.
+pub const MAX_SECONDS: f64 = 1e9;
+
 /// A discovery setting is unusable.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -61,7 +65,7 @@ impl DiscoveryConfig {
     /// Checks every field; the error names the field and what would work.
     pub fn validate(&self) -> Result<(), DiscoveryError> {
         let bad = |field, problem: String| Err(DiscoveryError::InvalidConfig { field, problem });
-        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let positive = |x: f64| x.is_finite() && x > 0.0 && x <= MAX_SECONDS;
         if self.batch_size == 0 {
             return bad("batch_size", "must be at least 1".into());
         }
@@ -74,7 +78,9 @@ impl DiscoveryConfig {
             if !positive(value) {
                 return bad(
                     field,
-                    format!("must be a positive number of seconds, got {value}"),
+                    format!(
+                        "must be a positive number of seconds, at most {MAX_SECONDS:e}, got {value}"
+                    ),
                 );
             }
         }
@@ -91,15 +97,20 @@ impl DiscoveryConfig {
             if !positive(idle) {
                 return bad(
                     "idle_pause_s",
-                    format!("must be a positive number of seconds or absent, got {idle}"),
+                    format!(
+                        "must be a positive number of seconds, at most {MAX_SECONDS:e}, or \
+                         absent, got {idle}"
+                    ),
                 );
             }
         }
-        if !(self.threshold_backoff_s.is_finite() && self.threshold_backoff_s >= 0.0) {
+        if !(self.threshold_backoff_s.is_finite()
+            && (0.0..=MAX_SECONDS).contains(&self.threshold_backoff_s))
+        {
             return bad(
                 "threshold_backoff_s",
                 format!(
-                    "must be a non-negative number of seconds, got {}",
+                    "must be a non-negative number of seconds, at most {MAX_SECONDS:e}, got {}",
                     self.threshold_backoff_s
                 ),
             );

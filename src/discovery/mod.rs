@@ -91,7 +91,7 @@ pub use actor::{
     SetCandidates, SetPerfScores, Snapshot,
 };
 pub use catalogue::Catalogue;
-pub use config::{DiscoveryConfig, DiscoveryError};
+pub use config::{DiscoveryConfig, DiscoveryError, MAX_SECONDS};
 pub use events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport};
 
 use crate::vocab::{CandidateId, CandidateInfo};

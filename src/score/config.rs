@@ -379,6 +379,9 @@ impl Default for Config {
 /// `ln(f64::MAX)` (709.8) with room for summing a million of them.
 const MAX_LOG_WEIGHT: f64 = 690.0;
 
+/// The narrowest overload-window bucket, seconds (`window.bucket_s`).
+const MIN_WINDOW_BUCKET_S: f64 = 0.001;
+
 /// The names [`Config::preset`] accepts.
 pub const PRESETS: [&str; 3] = ["default", "lassie", "livepeer"];
 
@@ -504,8 +507,13 @@ impl Config {
                 format!("must be between 1 and {WINDOW_RING}"),
             ));
         }
-        if self.window.bucket_s == 0.0 {
-            problems.push(Problem::new("window.bucket_s", "must be greater than 0"));
+        if (0.0..MIN_WINDOW_BUCKET_S).contains(&self.window.bucket_s) {
+            // The window counts buckets from the epoch in whole numbers: a bucket of a
+            // nanosecond would run past the count within days.
+            problems.push(Problem::new(
+                "window.bucket_s",
+                format!("must be at least {MIN_WINDOW_BUCKET_S} (a millisecond)"),
+            ));
         }
         if self.price.exp_factor == 0.0 {
             problems.push(Problem::new("price.exp_factor", "must be greater than 0"));
@@ -552,6 +560,15 @@ impl Config {
                 "weights",
                 "all weights (and tag_weights) are zero: nothing to draw by; \
                  set weights.uniform = 1 for a plain uniform draw",
+            ));
+        } else if total.is_infinite()
+            && self.weights.entries().iter().all(|(_, w)| w.is_finite())
+            && self.tag_weights.values().all(|w| w.is_finite())
+        {
+            problems.push(Problem::new(
+                "weights",
+                "the weights (and tag_weights) sum past what a float holds: scale them down \
+                 (only their ratios matter)",
             ));
         }
         if self.mode == Mode::Sum

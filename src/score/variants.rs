@@ -3,6 +3,11 @@
 use super::config::Config;
 use crate::error::Problem;
 
+/// The most A/B arms a config may have.
+pub const MAX_ARMS: usize = 256;
+/// The most shadow policies a config may have.
+pub const MAX_SHADOWS: usize = 64;
+
 impl Config {
     /// Arms and shadows: unique names, usable shares and samples, valid configs, no nesting.
     pub(super) fn validate_variants(&self, problems: &mut Vec<Problem>) {
@@ -43,10 +48,35 @@ impl Config {
             }
             check(path, &arm.name, &arm.config, problems);
         }
-        if !self.arms.is_empty() && self.arms.iter().map(|a| a.share).sum::<f64>() <= 0.0 {
+        let shares: f64 = self.arms.iter().map(|a| a.share).sum();
+        if !self.arms.is_empty() && shares <= 0.0 {
             problems.push(Problem::new(
                 "arms",
                 "the shares sum to 0: no arm would get traffic",
+            ));
+        } else if shares.is_infinite() && self.arms.iter().all(|a| a.share.is_finite()) {
+            problems.push(Problem::new(
+                "arms",
+                "the shares sum past what a float holds: scale them down (only their ratios \
+                 matter)",
+            ));
+        }
+        if self.arms.len() > MAX_ARMS {
+            problems.push(Problem::new(
+                "arms",
+                format!(
+                    "{} arms; at most {MAX_ARMS} (a request records its arm in a byte)",
+                    self.arms.len()
+                ),
+            ));
+        }
+        if self.shadows.len() > MAX_SHADOWS {
+            problems.push(Problem::new(
+                "shadows",
+                format!(
+                    "{} shadows; at most {MAX_SHADOWS} (a decision records them in a 64-bit mask)",
+                    self.shadows.len()
+                ),
             ));
         }
         for (i, shadow) in self.shadows.iter().enumerate() {

@@ -97,7 +97,9 @@ impl Network {
         let base = self.base_ms[i]?;
         let ms = base * (self.jitter * standard_normal(rng)).exp();
         let ok = rng.random::<f64>() >= self.error_rate;
-        Some((Duration::from_secs_f64(ms / 1000.0), ok))
+        // A log-normal's tail can reach past any clock: a fetch that slow never ends in the run.
+        let s = (ms / 1000.0).min(super::MAX_SECONDS);
+        Some((Duration::from_secs_f64(s), ok))
     }
 }
 

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{DiscoveryConfig, DiscoveryError};
+use super::config::{DiscoveryConfig, DiscoveryError, MAX_SECONDS};
 use engine::{aggregate, run_mode, RunFigures};
 
 /// The scenario kind that selects this model in a scenario file.
@@ -42,6 +42,9 @@ pub fn scenario_text(name_or_path: &str) -> Option<String> {
     let text = std::fs::read_to_string(name_or_path).ok()?;
     DiscoveryScenario::is_discovery(&text).then_some(text)
 }
+
+/// The largest `latency.median_ms`: 1,000 s.
+const MAX_MEDIAN_MS: f64 = 1e6;
 
 /// The network the candidates answer over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -174,12 +177,18 @@ impl DiscoveryScenario {
         if self.seeds.is_empty() {
             return bad("seeds", "must list at least one seed");
         }
-        if !(self.warm_up_s.is_finite() && self.warm_up_s >= 0.0) {
-            return bad("warm_up_s", "must be a non-negative number of seconds");
+        if !(self.warm_up_s.is_finite() && (0.0..=MAX_SECONDS).contains(&self.warm_up_s)) {
+            return bad(
+                "warm_up_s",
+                "must be a non-negative number of seconds, at most 1e9",
+            );
         }
         let l = &self.latency;
-        if !(l.median_ms.is_finite() && l.median_ms > 0.0) {
-            return bad("latency.median_ms", "must be a positive number");
+        if !(l.median_ms.is_finite() && l.median_ms > 0.0 && l.median_ms <= MAX_MEDIAN_MS) {
+            return bad(
+                "latency.median_ms",
+                "must be a positive number of milliseconds, at most 1e6",
+            );
         }
         for (field, v) in [("latency.sigma", l.sigma), ("latency.jitter", l.jitter)] {
             if !(v.is_finite() && (0.0..=3.0).contains(&v)) {
