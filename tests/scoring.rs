@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::decision::DecisionRecord;
-use selection_coordinator::score::{Overall, Stats, Weights};
+use selection_coordinator::score::{Overall, Stats, Weights, MAX_ARMS, MAX_SHADOWS};
 use selection_coordinator::snapshot::{
     CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
 };

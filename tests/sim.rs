@@ -312,7 +312,7 @@ fn time_series_buckets_too_narrow_are_refused() {
              rate_per_s = 10.0\nduration_s = 60.0\n[[candidates]]\nid = \"a\"\nsuccess = 1.0\n"
         )
     };
-    for bucket in ["1e-7", "0.0005", "0.00005"] {
+    for bucket in ["1e-300", "1e-7", "0.0005", "0.00005"] {
         let e = Scenario::parse(&open(bucket), "b.toml").unwrap_err();
         assert_eq!(e.field, "series_bucket_s", "{e}");
         assert_eq!(e.line, Some(2), "{e}");
@@ -408,4 +408,66 @@ ttfb_ms = { kind = "lognormal", mean = 50.0, sd = 10.0 }
         "share to the server answering in time: {in_time}"
     );
     assert!(oracle.error_rate < 0.03, "error rate {}", oracle.error_rate);
+}
+
+/// Times past what a run can reach are refused by name (a run reaches every time it is given,
+/// and a timeout of 1e300 ms used to overflow the clock); the largest accepted ones run.
+#[test]
+fn times_past_what_a_run_can_reach_are_refused() {
+    let cases = [
+        (
+            "workers = 2",
+            "workers = 2\ntimeout_ms = 1e300",
+            "workload.timeout_ms",
+        ),
+        (
+            "workers = 2",
+            "workers = 2\nattempt_timeout_ms = 1e22",
+            "workload.attempt_timeout_ms",
+        ),
+        (
+            "workers = 2",
+            "workers = 2\nthink_ms = 1e12",
+            "workload.think_ms",
+        ),
+        (
+            "workers = 2",
+            "workers = 2\nstall_ms = 1e10",
+            "workload.stall_ms",
+        ),
+        (
+            "success = 0.9",
+            "success = 0.9\nttfb_ms = 1e300",
+            "candidates[1].ttfb_ms",
+        ),
+        (
+            "success = 0.9",
+            "success = 0.9\nduration_ms = { kind = \"exp\", mean = 1e10 }",
+            "candidates[1].duration_ms",
+        ),
+    ];
+    for (from, to, field) in cases {
+        let e = Scenario::parse(&GOOD.replace(from, to), "bad.toml").unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.message.contains("at most"), "{e}");
+    }
+    let timeline = format!(
+        "{GOOD}\n[[timeline]]\nat_s = 1e15\naction = \"degrade\"\ncandidate = \"a\"\nsuccess = 0.1\n"
+    );
+    assert_eq!(
+        Scenario::parse(&timeline, "bad.toml").unwrap_err().field,
+        "timeline[0].at_s"
+    );
+    let fleet = format!("{GOOD}\n[fleet]\nclients = 2\nperiod_s = 1e-300\n");
+    let e = Scenario::parse(&fleet, "bad.toml").unwrap_err();
+    assert!(e.to_string().contains("period_s"), "{e}");
+
+    // The longest timeout accepted runs: the core's deadlines saturate instead of overflowing.
+    let long = GOOD.replace(
+        "workers = 2",
+        "workers = 2\ntimeout_ms = 1e9\nattempt_timeout_ms = 1e9",
+    );
+    let sc = Scenario::parse(&long, "long.toml").unwrap();
+    let r = simulate(&sc, &policies(&["coordinator", "oracle"]), &[1], 1, None).unwrap();
+    assert_eq!(r.policies[0].requests, 20.0);
 }

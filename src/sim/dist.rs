@@ -162,11 +162,26 @@ pub(crate) fn non_negative<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {
     }
 }
 
+/// The largest time a scenario may give, milliseconds (about 11.6 days): a run reaches every
+/// time it is given, so a typo of a few orders of magnitude would otherwise run for hours.
+pub(crate) const MAX_MS: f64 = 1e9;
+
+/// A distribution's parameter: a number of milliseconds from 0 to [`MAX_MS`].
+pub(crate) fn time_ms<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {
+    let v = non_negative(what, v)?;
+    if v > MAX_MS {
+        return Err(E::custom(format!(
+            "{what} must be at most {MAX_MS:e} ms (about 11.6 days), got {v}"
+        )));
+    }
+    Ok(v)
+}
+
 impl DistTable {
     fn into_dist<E: de::Error>(self) -> Result<Dist, E> {
         let need = |name: &str, v: Option<f64>| -> Result<f64, E> {
             match v {
-                Some(v) => non_negative(name, v),
+                Some(v) => time_ms(name, v),
                 None => Err(E::custom(format!("this distribution needs `{name}`"))),
             }
         };
@@ -209,7 +224,7 @@ impl<'de> Deserialize<'de> for Dist {
                 f.write_str("a number (constant) or a table { kind = \"const\" | \"uniform\" | \"normal\" | \"lognormal\" | \"exp\", ... }")
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dist, E> {
-                Ok(Dist::Const(non_negative("the value", v)?))
+                Ok(Dist::Const(time_ms("the value", v)?))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dist, E> {
                 self.visit_f64(v as f64)

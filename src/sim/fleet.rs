@@ -20,6 +20,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::dist::MAX_MS;
 use super::policy::{Cand, CoordinatorPolicy, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome};
 use crate::digest::Digest;
@@ -101,16 +102,16 @@ impl FleetSpec {
                 self.clients
             ));
         }
-        if !(self.period_s.is_finite() && self.period_s > 0.0) {
+        if !(self.period_s.is_finite() && (0.001..=1e6).contains(&self.period_s)) {
             return Err(format!(
-                "fleet.period_s must be a positive number of seconds, got {}",
+                "fleet.period_s must be a number of seconds from 0.001 to 1e6, got {}",
                 self.period_s
             ));
         }
         for (name, v) in [("delay_ms", self.delay_ms), ("jitter_ms", self.jitter_ms)] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(v.is_finite() && (0.0..=MAX_MS).contains(&v)) {
                 return Err(format!(
-                    "fleet.{name} must be a finite number >= 0, got {v}"
+                    "fleet.{name} must be a number of milliseconds from 0 to {MAX_MS:e}, got {v}"
                 ));
             }
         }

@@ -353,8 +353,12 @@ impl PolicySpec {
 pub(crate) struct Clock(pub(crate) Instant);
 
 impl Clock {
+    /// The instant `now` virtual seconds after the base. Times past any clock (a timeout of
+    /// 1e300 ms) saturate at a distant instant, a century out, which the run never reaches.
     pub(crate) fn at(self, now: f64) -> Instant {
-        self.0 + Duration::from_secs_f64(now.max(0.0))
+        const FAR_S: f64 = 100.0 * 365.25 * 86_400.0;
+        let offset = Duration::from_secs_f64(now.clamp(0.0, FAR_S));
+        self.0.checked_add(offset).unwrap_or(self.0)
     }
 }
 

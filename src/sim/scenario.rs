@@ -10,8 +10,8 @@ use std::path::Path;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-use super::dist::non_negative;
 use super::dist::Dist;
+use super::dist::{non_negative, MAX_MS};
 use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
@@ -71,7 +71,11 @@ pub const BUILTIN: [(&str, &str); 15] = [
 
 /// A scenario file that cannot be used.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{source_name}{}: {field}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+#[error(
+    "{source_name}{}{}: {message}",
+    line.map(|l| format!(" line {l}")).unwrap_or_default(),
+    shown_field(field)
+)]
 pub struct ScenarioError {
     /// Where the text came from (a path or `builtin:<name>`).
     pub source_name: String,
@@ -81,6 +85,15 @@ pub struct ScenarioError {
     pub line: Option<usize>,
     /// What is wrong and what is expected.
     pub message: String,
+}
+
+/// `: field` for a message about one field; nothing for one about the whole file.
+fn shown_field(field: &str) -> String {
+    if field == "(document)" {
+        String::new()
+    } else {
+        format!(": {field}")
+    }
 }
 
 fn probability<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
@@ -113,6 +126,42 @@ fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 
 fn opt_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     positive(d).map(Some)
+}
+
+/// A time in milliseconds: at most [`MAX_MS`] (a run reaches every time it is given).
+fn at_most_ms<E: de::Error>(v: f64) -> Result<f64, E> {
+    if v <= MAX_MS {
+        Ok(v)
+    } else {
+        Err(E::custom(format!(
+            "must be at most {MAX_MS:e} ms (about 11.6 days), got {v}"
+        )))
+    }
+}
+
+fn ms_positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    at_most_ms(positive(d)?)
+}
+
+fn opt_ms_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    ms_positive(d).map(Some)
+}
+
+fn ms_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    at_most_ms(non_neg(d)?)
+}
+
+/// A time in seconds: at most [`MAX_MS`] / 1000.
+fn s_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = non_neg(d)?;
+    if v <= MAX_MS / 1000.0 {
+        Ok(v)
+    } else {
+        Err(de::Error::custom(format!(
+            "must be at most {:e} s (about 11.6 days), got {v}",
+            MAX_MS / 1000.0
+        )))
+    }
 }
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -226,7 +275,7 @@ pub struct CandidateSpec {
 #[serde(deny_unknown_fields)]
 pub struct Slowdown {
     /// How long one level lasts, ms.
-    #[serde(deserialize_with = "positive")]
+    #[serde(deserialize_with = "ms_positive")]
     pub period_ms: f64,
     /// Service times are multiplied by this in a slow period (C3's `k`).
     #[serde(deserialize_with = "positive")]
@@ -312,7 +361,7 @@ pub enum Action {
 #[serde(deny_unknown_fields)]
 pub struct TimelineEvent {
     /// When, seconds of virtual time.
-    #[serde(deserialize_with = "non_neg")]
+    #[serde(deserialize_with = "s_non_neg")]
     pub at_s: f64,
     /// What happens.
     pub action: Action,
@@ -386,13 +435,13 @@ pub struct Workload {
     #[serde(default)]
     pub operations: u32,
     /// Closed loop: pause between a worker's requests, ms.
-    #[serde(default, deserialize_with = "non_neg")]
+    #[serde(default, deserialize_with = "ms_non_neg")]
     pub think_ms: f64,
     /// Open loop: requests per second.
     #[serde(default, deserialize_with = "non_neg")]
     pub rate_per_s: f64,
     /// Open loop: arrivals stop after this many seconds.
-    #[serde(default, deserialize_with = "non_neg")]
+    #[serde(default, deserialize_with = "s_non_neg")]
     pub duration_s: f64,
     /// Candidates each request may use: a random subset of this size (0: all).
     #[serde(default)]
@@ -401,17 +450,17 @@ pub struct Workload {
     #[serde(default)]
     pub retries: u32,
     /// An attempt longer than this fails as a timeout at this time, ms.
-    #[serde(default, deserialize_with = "opt_positive")]
+    #[serde(default, deserialize_with = "opt_ms_positive")]
     pub attempt_timeout_ms: Option<f64>,
     /// The caller's timeout, ms: a request without a first byte this long after its arrival
     /// fails as a timeout then (its running attempt is cancelled as a `timeout`).
-    #[serde(default, deserialize_with = "opt_positive")]
+    #[serde(default, deserialize_with = "opt_ms_positive")]
     pub timeout_ms: Option<f64>,
     /// Bytes per successful attempt (sent at the candidate's bandwidth).
     #[serde(default)]
     pub bytes: u64,
     /// How long a request stuck by a stalled policy waits before it is looked at again, ms.
-    #[serde(default = "stall_default", deserialize_with = "positive")]
+    #[serde(default = "stall_default", deserialize_with = "ms_positive")]
     pub stall_ms: f64,
     /// Queueing candidates' servers piggyback their queue and service time on each success
     /// (as C3's servers do), so the coordinator's outcomes carry a

@@ -85,3 +85,72 @@ fn selcoord_simulate_writes_the_discovery_report() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--policies"));
 }
+
+/// Times too long for the clock are refused by name, before anything adds them to an
+/// `Instant` (which would panic).
+#[test]
+fn times_past_the_clock_are_refused() {
+    for (field, config) in [
+        (
+            "expiry_s",
+            DiscoveryConfig {
+                expiry_s: 1e19,
+                ..DiscoveryConfig::default()
+            },
+        ),
+        (
+            "interval_s",
+            DiscoveryConfig {
+                interval_s: 1e19,
+                ..DiscoveryConfig::default()
+            },
+        ),
+        (
+            "idle_pause_s",
+            DiscoveryConfig {
+                idle_pause_s: Some(1e20),
+                ..DiscoveryConfig::default()
+            },
+        ),
+        (
+            "cutoff_max_s",
+            DiscoveryConfig {
+                cutoff_max_s: 1e20,
+                ..DiscoveryConfig::default()
+            },
+        ),
+        (
+            "threshold_backoff_s",
+            DiscoveryConfig {
+                threshold_backoff_s: 1e20,
+                ..DiscoveryConfig::default()
+            },
+        ),
+    ] {
+        let err = config.validate().unwrap_err().to_string();
+        assert!(
+            err.contains(field) && err.contains("at most"),
+            "{field}: {err}"
+        );
+        let catalogue = Catalogue::new(config, Instant::now(), SmallRng::seed_from_u64(1));
+        assert!(catalogue.is_err(), "{field}");
+    }
+    let long = DiscoveryConfig {
+        expiry_s: selection_coordinator::discovery::MAX_SECONDS,
+        ..DiscoveryConfig::default()
+    };
+    assert!(long.validate().is_ok());
+
+    for (field, text) in [
+        ("warm_up_s", "kind = \"discovery\"\nwarm_up_s = 1e20\n"),
+        (
+            "latency.median_ms",
+            "kind = \"discovery\"\n[latency]\nmedian_ms = 1e30\n",
+        ),
+    ] {
+        let err = DiscoveryScenario::from_toml_str(text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}

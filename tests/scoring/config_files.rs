@@ -179,3 +179,40 @@ fn example_configs_load() {
         Config::load(&repo_file(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
     }
 }
+
+/// Values that pass as numbers but that the core could not work with are refused by name: an
+/// overload-window bucket of a femtosecond (its bucket count runs past a u64 within days),
+/// weights or arm shares that sum to infinity, and more arms or shadows than a decision can
+/// record.
+#[test]
+fn values_past_what_the_core_can_hold_are_refused() {
+    let err = Config::from_toml_str("[window]\nbucket_s = 1e-300\n").unwrap_err();
+    assert_eq!(err.paths(), ["window.bucket_s"], "{err}");
+    assert!(Config::from_toml_str("[window]\nbucket_s = 0.001\n").is_ok());
+
+    let err = Config::from_toml_str("[weights]\nsuccess = 1e308\nttfb = 1e308\n").unwrap_err();
+    assert_eq!(err.paths(), ["weights"], "{err}");
+    assert!(err.to_string().contains("scale them down"), "{err}");
+
+    let arm = |share: &str, i: usize| {
+        format!("[[arms]]\nname = \"a{i}\"\nshare = {share}\nconfig = {{ preset = \"default\" }}\n")
+    };
+    let err = Config::from_toml_str(&(arm("1e308", 0) + &arm("1e308", 1))).unwrap_err();
+    assert_eq!(err.paths(), ["arms"], "{err}");
+
+    let many: String = (0..=MAX_ARMS).map(|i| arm("1", i)).collect();
+    let err = Config::from_toml_str(&many).unwrap_err();
+    assert_eq!(err.paths(), ["arms"], "{err}");
+    let most: String = (0..MAX_ARMS).map(|i| arm("1", i)).collect();
+    assert!(Config::from_toml_str(&most).is_ok());
+
+    let shadows: String = (0..=MAX_SHADOWS)
+        .map(|i| {
+            format!(
+                "[[shadows]]\nname = \"s{i}\"\nsample = 0.5\nconfig = {{ preset = \"default\" }}\n"
+            )
+        })
+        .collect();
+    let err = Config::from_toml_str(&shadows).unwrap_err();
+    assert_eq!(err.paths(), ["shadows"], "{err}");
+}

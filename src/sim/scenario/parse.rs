@@ -304,6 +304,10 @@ impl Scenario {
                 return Err(err(&format!("policies[{i}]"), whole_key("policies"), e));
             }
         }
+        if let Some(Err(e)) = self.fleet.as_ref().map(|f| f.check()) {
+            let field = e.split_whitespace().next().unwrap_or("fleet").to_string();
+            return Err(err(&field, whole_key("[fleet]"), e));
+        }
         if let Err(e) = check_limits(self.limits) {
             return Err(err("limits", whole_key("[limits]"), e));
         }
