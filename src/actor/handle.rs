@@ -122,7 +122,8 @@ impl CoordinatorHandle {
 
     /// Subscribes to decision records: `rate` is the share of decisions to receive (0 to 1),
     /// `capacity` bounds the channel (records a full channel cannot take are dropped and
-    /// counted). Drop the receiver to unsubscribe.
+    /// counted). The capacity is clamped to 1 ..= [`SubscribeChannel::MAX_CAPACITY`]
+    /// (2^20 records): `usize::MAX` gets the maximum. Drop the receiver to unsubscribe.
     pub async fn subscribe_channel(
         &self,
         rate: f64,

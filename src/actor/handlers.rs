@@ -286,7 +286,7 @@ impl Handler<SubscribeChannel> for Coordinator {
     type Result = MessageResult<SubscribeChannel>;
 
     fn handle(&mut self, msg: SubscribeChannel, _: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = mpsc::channel::<DecisionRecord>(msg.capacity.max(1));
+        let (tx, rx) = mpsc::channel::<DecisionRecord>(msg.bounded_capacity());
         self.subscribers.add_channel(tx, msg.rate);
         self.core.set_record_rate(self.subscribers.core_rate());
         MessageResult(rx)

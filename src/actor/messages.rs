@@ -230,15 +230,28 @@ pub struct Subscribe {
 
 /// Subscribes a tokio channel to decision records and returns its receiver.
 ///
-/// `capacity` bounds the channel (at least 1); records a full channel cannot take are dropped
-/// and counted. Dropping the receiver ends the subscription.
+/// `capacity` bounds the channel, clamped to 1 ..= [`SubscribeChannel::MAX_CAPACITY`]; records
+/// a full channel cannot take are dropped and counted. Dropping the receiver ends the
+/// subscription.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "mpsc::Receiver<DecisionRecord>")]
 pub struct SubscribeChannel {
     /// The share of decisions to receive (0 to 1).
     pub rate: f64,
-    /// The channel's capacity.
+    /// The channel's capacity (clamped to 1 ..= [`SubscribeChannel::MAX_CAPACITY`]).
     pub capacity: usize,
+}
+
+impl SubscribeChannel {
+    /// The largest channel capacity, 2^20 records: a larger `capacity` gets this one (tokio
+    /// refuses a channel beyond `usize::MAX >> 3`, and a subscriber that far behind reads
+    /// stale records anyway).
+    pub const MAX_CAPACITY: usize = 1 << 20;
+
+    /// `capacity` within 1 ..= [`SubscribeChannel::MAX_CAPACITY`].
+    pub(crate) fn bounded_capacity(&self) -> usize {
+        self.capacity.clamp(1, Self::MAX_CAPACITY)
+    }
 }
 
 /// Stops the coordinator, saving a snapshot first when a store is configured. Waiting workers

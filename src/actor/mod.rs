@@ -196,10 +196,15 @@ impl Coordinator {
         self
     }
 
+    /// The largest mailbox capacity, 2^20 messages: actix counts every address against the
+    /// capacity and cannot hold one near `usize::MAX`.
+    pub const MAX_MAILBOX_CAPACITY: usize = 1 << 20;
+
     /// Sets how many messages sent with `send` may queue before senders wait (actix's default
-    /// is 16). `do_send`, which permits and grants use, is never held back.
+    /// is 16), clamped to 1 ..= [`Coordinator::MAX_MAILBOX_CAPACITY`]. `do_send`, which
+    /// permits and grants use, is never held back.
     pub fn with_mailbox_capacity(mut self, capacity: usize) -> Self {
-        self.mailbox_capacity = Some(capacity.max(1));
+        self.mailbox_capacity = Some(capacity.clamp(1, Self::MAX_MAILBOX_CAPACITY));
         self
     }
 
