@@ -76,6 +76,9 @@ impl Coordinator {
     /// loads the store's snapshot now: candidates it names that are not known yet are added
     /// with their statistics, known ones get the saved statistics.
     ///
+    /// `every` is at least 1 ms; a period too long to add to the clock (`Duration::MAX`)
+    /// saves on stop only, as `None` does.
+    ///
     /// A corrupt or incompatible file is moved aside with a warning and the coordinator starts
     /// fresh ([`LoadOutcome::Quarantined`] in [`State::snapshots`](super::State::snapshots));
     /// only an I/O error that prevents even that is returned.

@@ -12,6 +12,9 @@
 //!   went away, drop subscribers that left, emit the gauges;
 //! - **periodic snapshots**, when [`Coordinator::with_snapshots`] asked for them.
 //!
+//! A chore whose next due time does not fit the clock (a period such as `Duration::MAX`) is
+//! never due again: due times are added with `checked_add`, never `+`.
+//!
 //! [`Core::next_wakeup`]: crate::core::Core::next_wakeup
 
 use std::time::{Duration, Instant};
@@ -57,11 +60,23 @@ impl Coordinator {
         Some(every.max(Duration::from_millis(1)))
     }
 
+    /// When housekeeping is next due after `now`; `None` (never) past the clock's range.
+    fn next_housekeeping(&self, now: Instant) -> Option<Instant> {
+        now.checked_add(self.housekeeping_every())
+    }
+
+    /// When the next periodic snapshot is due after `now`: `None` when they are off, or when
+    /// the period reaches past the clock's range (`Duration::MAX`: never).
+    fn next_snapshot(&self, now: Instant) -> Option<Instant> {
+        self.snapshot_every()
+            .and_then(|every| now.checked_add(every))
+    }
+
     /// Schedules the chores from `now` (when the actor starts) and arms the timer.
     pub(crate) fn start_timer(&mut self, ctx: &mut Context<Self>) {
         let now = now();
-        self.timer.housekeeping_due = Some(now + self.housekeeping_every());
-        self.timer.snapshot_due = self.snapshot_every().map(|every| now + every);
+        self.timer.housekeeping_due = self.next_housekeeping(now);
+        self.timer.snapshot_due = self.next_snapshot(now);
         self.arm_timer(ctx);
     }
 
@@ -90,7 +105,7 @@ impl Coordinator {
         let now = now();
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
         if housekeeping {
-            self.timer.housekeeping_due = Some(now + self.housekeeping_every());
+            self.timer.housekeeping_due = self.next_housekeeping(now);
             // Waiting requests whose worker is gone.
             let core = &self.core;
             let abandoned: Vec<_> = self
@@ -112,7 +127,7 @@ impl Coordinator {
         }
         let snapshot = self.timer.snapshot_due.is_some_and(|due| due <= now);
         if snapshot {
-            self.timer.snapshot_due = self.snapshot_every().map(|every| now + every);
+            self.timer.snapshot_due = self.next_snapshot(now);
         }
         if self.core.next_wakeup() <= now {
             self.timed(|core, rng, now| core.tick(now, rng));
