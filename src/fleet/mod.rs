@@ -75,7 +75,7 @@ pub struct FleetConfig {
     pub fleet: String,
     /// This coordinator's name in the fleet (one subject token; unique in the fleet).
     pub sender: String,
-    /// How often the digest is published.
+    /// How often the digest is published (at most [`FleetConfig::MAX_DURATION`]).
     pub period: Duration,
     /// Publish at once when this coordinator's own outcomes change sharply (a failure on a
     /// candidate that rarely fails: [`TakeUrgentDigest`](crate::actor::TakeUrgentDigest)),
@@ -83,23 +83,35 @@ pub struct FleetConfig {
     /// (`share.min_interval_s`) takes it; a periodic digest due sooner after an urgent one
     /// waits as long. `None`: on the period only. Default 0.6 s, 1.2 x the default
     /// `share.min_interval_s`: set it above the receivers' own ([`Fleet::start`] logs a
-    /// warning when it is not above the coordinator's own).
+    /// warning when it is not above the coordinator's own). At most
+    /// [`FleetConfig::MAX_DURATION`].
     pub urgent_gap: Option<Duration>,
     /// Credentials.
     pub auth: Auth,
-    /// Received digests that may wait for the actor; more are dropped and counted.
+    /// Received digests that may wait for the actor; more are dropped and counted. 1 to
+    /// [`FleetConfig::MAX_QUEUE`].
     pub queue: usize,
     /// How long the first connection attempt may take before the coordinator goes on alone
-    /// (the client keeps trying in the background).
+    /// (the client keeps trying in the background). At most [`FleetConfig::MAX_DURATION`].
     pub connect_timeout: Duration,
-    /// Longest pause between reconnection attempts.
+    /// Longest pause between reconnection attempts (at most [`FleetConfig::MAX_DURATION`]).
     pub max_reconnect_delay: Duration,
     /// How often the client pings the server; two unanswered pings mark the connection dead,
-    /// so this bounds how long a silent partition goes unnoticed.
+    /// so this bounds how long a silent partition goes unnoticed. At most
+    /// [`FleetConfig::MAX_DURATION`].
     pub ping_interval: Duration,
 }
 
 impl FleetConfig {
+    /// The longest period, urgent gap, connect timeout, reconnect delay and ping interval:
+    /// one day (86,400 s). [`FleetConfig::validate`] refuses a longer one; the tasks and the
+    /// NATS client add these to the clock, which a duration such as `Duration::MAX` overflows.
+    pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+    /// The largest receive queue, 2^20 digests ([`FleetConfig::validate`] refuses a larger
+    /// one; tokio's channels cannot be near `usize::MAX`).
+    pub const MAX_QUEUE: usize = 1 << 20;
+
     /// A config with the defaults: a 1 s period, urgent digests at least 0.6 s after the
     /// previous digest, no credentials, a queue of 64 digests, a 2 s first connection
     /// attempt, reconnection at most every 2 s, a ping every 5 s.
@@ -122,7 +134,8 @@ impl FleetConfig {
         }
     }
 
-    /// Checks every field; the error says which one to fix.
+    /// Checks every field; the error says which one to fix. Durations must be above 0 and at
+    /// most [`FleetConfig::MAX_DURATION`], the queue 1 to [`FleetConfig::MAX_QUEUE`].
     pub fn validate(&self) -> Result<(), FleetError> {
         wire::check_name("fleet name", &self.fleet).map_err(FleetError::Config)?;
         wire::check_name("sender name", &self.sender).map_err(FleetError::Config)?;
@@ -132,6 +145,12 @@ impl FleetConfig {
         let positive = |what: &str, d: Duration| {
             if d.is_zero() {
                 Err(FleetError::Config(format!("{what} must be longer than 0")))
+            } else if d > Self::MAX_DURATION {
+                Err(FleetError::Config(format!(
+                    "{what} must be at most {} s (one day), not {:?}",
+                    Self::MAX_DURATION.as_secs(),
+                    d
+                )))
             } else {
                 Ok(())
             }
@@ -150,6 +169,13 @@ impl FleetConfig {
             return Err(FleetError::Config(
                 "the receive queue must hold at least 1 digest".into(),
             ));
+        }
+        if self.queue > Self::MAX_QUEUE {
+            return Err(FleetError::Config(format!(
+                "the receive queue must hold at most {} digests, not {}",
+                Self::MAX_QUEUE,
+                self.queue
+            )));
         }
         Ok(())
     }

@@ -219,6 +219,16 @@ fn rejected(counters: &Counters, reason: &'static str) {
     counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
 }
 
+/// `at + by`, or a deadline too far to ever come when that does not fit the clock (the
+/// config is validated, but a deadline computed here must never panic).
+fn later(at: Instant, by: Duration) -> Instant {
+    /// About thirty years: still far beyond any run, and within the clock's range.
+    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+    at.checked_add(by)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
 /// Why a digest is published now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Due {
@@ -245,7 +255,7 @@ async fn publish(
         None => None,
     };
     let gap = config.urgent_gap.unwrap_or(Duration::ZERO);
-    let mut next = Instant::now() + config.period;
+    let mut next = later(Instant::now(), config.period);
     let mut last_sent: Option<Instant> = None;
     let mut last_urgent: Option<Instant> = None;
     loop {
@@ -263,7 +273,7 @@ async fn publish(
             // The others' flood control refuses a digest that follows the previous one too
             // closely: wait out the gap (the change stays urgent until a digest is taken).
             if let Some(last) = last_sent {
-                tokio::time::sleep_until(last + gap).await;
+                tokio::time::sleep_until(later(last, gap)).await;
             }
         }
         let digest = match due {
@@ -291,14 +301,14 @@ async fn publish(
         let now = Instant::now();
         if due == Due::Period {
             // As an interval that delays missed ticks.
-            next += config.period;
+            next = later(next, config.period);
             if next < now {
-                next = now + config.period;
+                next = later(now, config.period);
             }
         }
         // A periodic digest due sooner than the gap after an urgent one waits as long.
         if let Some(last) = last_urgent {
-            next = next.max(last + gap);
+            next = next.max(later(last, gap));
         }
     }
 }
@@ -420,5 +430,22 @@ async fn apply(
             }
             Err(_) => return, // the coordinator is gone
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_never_overflows() {
+        let now = Instant::now();
+        assert_eq!(
+            later(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+        let far = later(now, Duration::MAX);
+        assert!(far > now + Duration::from_secs(86_400 * 365));
+        assert!(later(far, Duration::MAX) >= far);
     }
 }
