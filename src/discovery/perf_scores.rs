@@ -88,6 +88,10 @@ pub struct PerfScoreSource {
 }
 
 impl PerfScoreSource {
+    /// The shortest polling interval, 1 ms: [`PerfScoreSource::with_interval`] raises a
+    /// shorter one (`Duration::ZERO` included) to it.
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
     /// A source for `region` at `url` (`http://host[:port]/path`), with a 5 s timeout, a
     /// 1 MiB body cap and a 10 minute interval.
     pub fn new(url: &str, region: impl Into<String>) -> Result<Self, PerfScoreError> {
@@ -125,10 +129,17 @@ impl PerfScoreSource {
         self
     }
 
-    /// Sets the polling interval (builder style).
+    /// Sets the polling interval (builder style), at least
+    /// [`MIN_INTERVAL`](PerfScoreSource::MIN_INTERVAL). `Duration::MAX` polls at the start and
+    /// then, in effect, never (tokio caps a period that long at about 30 years).
     pub fn with_interval(mut self, interval: Duration) -> Self {
-        self.interval = interval;
+        self.interval = interval.max(Self::MIN_INTERVAL);
         self
+    }
+
+    /// The polling interval.
+    pub fn interval(&self) -> Duration {
+        self.interval
     }
 
     /// The region whose scores are read.
