@@ -357,8 +357,13 @@ impl Clock {
     /// 1e300 ms) saturate at a distant instant, a century out, which the run never reaches.
     pub(crate) fn at(self, now: f64) -> Instant {
         const FAR_S: f64 = 100.0 * 365.25 * 86_400.0;
+        let now = if now.is_nan() { 0.0 } else { now };
         let offset = Duration::from_secs_f64(now.clamp(0.0, FAR_S));
-        self.0.checked_add(offset).unwrap_or(self.0)
+        // A platform whose clock cannot reach a century out gets a year.
+        self.0
+            .checked_add(offset)
+            .or_else(|| self.0.checked_add(Duration::from_secs(365 * 86_400)))
+            .unwrap_or(self.0)
     }
 }
 
