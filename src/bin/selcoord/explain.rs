@@ -45,8 +45,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     } else {
         explained.table()
     };
-    println!("{out}");
-    Ok(())
+    crate::out::println(&out)
 }
 
 /// The candidates file: `[[candidates]]` entries and optional `[overall]` averages.

@@ -185,14 +185,18 @@ fn writable(path: &Path) -> std::io::Result<()> {
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> Result<(), String> {
     if args.list {
+        let mut list = String::new();
         for (name, text) in BUILTIN {
             let sc = Scenario::parse(text, name).map_err(|e| e.to_string())?;
-            println!("{name:<20} {}", sc.description);
+            list.push_str(&format!("{name:<20} {}\n", sc.description));
         }
         let discovery = DiscoveryScenario::from_toml_str(discovery_sim::LIVEPEER_DISCOVERY)
             .map_err(|e| e.to_string())?;
-        println!("{:<20} {}", discovery.name, discovery.description);
-        return Ok(());
+        list.push_str(&format!(
+            "{:<20} {}\n",
+            discovery.name, discovery.description
+        ));
+        return crate::out::print(&list);
     }
     check_options(&args)?;
     if !args.suite.suite.is_empty() {
@@ -268,7 +272,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    print!("{}", report.table());
+    crate::out::print(&report.table())?;
     if let Some(path) = &args.json {
         let write = || -> std::io::Result<()> {
             let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -304,7 +308,7 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
             .unwrap_or(1)
     });
     let report = simulate_fleet(scenario, spec, &seeds, threads)?;
-    print!("{}", report.table());
+    crate::out::print(&report.table())?;
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -361,7 +365,7 @@ fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
     let mut scenario = DiscoveryScenario::from_toml_str(text).map_err(|e| e.to_string())?;
     scenario.seeds = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
     let report = discovery_sim::run(&scenario).map_err(|e| e.to_string())?;
-    print!("{}", discovery_sim::render_table(&report));
+    crate::out::print(&discovery_sim::render_table(&report))?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, json + "\n")

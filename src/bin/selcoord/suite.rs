@@ -99,7 +99,7 @@ pub(crate) fn run(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    print!("{}", report.table());
+    crate::out::print(&report.table())?;
     if let Some(path) = json {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
