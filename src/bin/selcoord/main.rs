@@ -43,6 +43,34 @@ fn init_logging() {
         .try_init();
 }
 
+/// Parses a whole number for clap, saying what is expected: a negative one (clap lets it through
+/// with `allow_negative_numbers`) would otherwise read "invalid digit found in string".
+pub(crate) fn whole<T: Whole>(s: &str) -> Result<T, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("must be a whole number >= 0".into());
+    }
+    s.parse()
+        .map_err(|_| format!("must be a whole number from 0 to {}", T::MAX))
+}
+
+/// An unsigned integer type a flag takes.
+pub(crate) trait Whole: std::str::FromStr + std::fmt::Display {
+    /// Its largest value.
+    const MAX: Self;
+}
+
+impl Whole for u32 {
+    const MAX: Self = u32::MAX;
+}
+
+impl Whole for u64 {
+    const MAX: Self = u64::MAX;
+}
+
+impl Whole for usize {
+    const MAX: Self = usize::MAX;
+}
+
 fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();

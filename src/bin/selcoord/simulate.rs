@@ -20,7 +20,7 @@ pub(crate) struct Args {
     /// A built-in scenario name (`--list` shows them all: mongo-overload, recovery,
     /// lassie-retrieval, herd, linkerd-spike, c3-clop, knee, fleet-lassie, ...) or a scenario
     /// TOML file.
-    #[arg(long, required_unless_present_any = ["list", "suite"])]
+    #[arg(long)]
     scenario: Option<String>,
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
@@ -32,13 +32,27 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// How many seeds to run (BASE..BASE+N-1); figures are means over them.
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<u64>,
+    )]
     seeds: u64,
-    /// The first seed.
-    #[arg(long, default_value_t = 1)]
+    /// The first seed (with --suite, the suite's seed).
+    #[arg(
+        long,
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<u64>,
+    )]
     seed: u64,
     /// Runs at a time, at least 1 (default: the number of cores).
-    #[arg(long)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<usize>,
+    )]
     threads: Option<usize>,
     /// Write the report as JSON (see docs/simulate-json.md).
     #[arg(long)]
@@ -64,19 +78,24 @@ pub(crate) struct FleetArgs {
     #[arg(long, value_name = "none|digest")]
     fleet_share: Option<String>,
     /// Coordinators in the fleet, 1 to 100.
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<u32>,
+    )]
     fleet_clients: Option<u32>,
     /// Seconds between a coordinator's digests.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     digest_period_s: Option<f64>,
     /// Delay of a digest copy, ms.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     digest_delay_ms: Option<f64>,
     /// Extra delay per copy, uniform in [0, MS].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     digest_jitter_ms: Option<f64>,
     /// Probability that a digest copy is lost.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
     digest_loss: Option<f64>,
     /// Whether a coordinator publishes at once on a sharp change in its own outcomes: on or off.
     #[arg(long, value_name = "on|off")]
@@ -84,29 +103,61 @@ pub(crate) struct FleetArgs {
 }
 
 impl FleetArgs {
+    /// The fleet flags given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("--fleet-share", self.fleet_share.is_some()),
+            ("--fleet-clients", self.fleet_clients.is_some()),
+            ("--digest-period-s", self.digest_period_s.is_some()),
+            ("--digest-delay-ms", self.digest_delay_ms.is_some()),
+            ("--digest-jitter-ms", self.digest_jitter_ms.is_some()),
+            ("--digest-loss", self.digest_loss.is_some()),
+            ("--digest-urgent", self.digest_urgent.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
+
     fn any(&self) -> bool {
-        self.fleet_share.is_some()
-            || self.fleet_clients.is_some()
-            || self.digest_period_s.is_some()
-            || self.digest_delay_ms.is_some()
-            || self.digest_jitter_ms.is_some()
-            || self.digest_loss.is_some()
-            || self.digest_urgent.is_some()
+        !self.given().is_empty()
+    }
+
+    /// Checks each override on its own, with the library's bounds, so a bad value is reported
+    /// under its flag rather than under the `[fleet]` field it replaces.
+    fn check(&self) -> Result<(), String> {
+        let one = |flag: &str, field: &str, set: &dyn Fn(&mut FleetSpec)| {
+            let mut spec = lone_spec();
+            set(&mut spec);
+            spec.check()
+                .map_err(|e| e.replacen(&format!("fleet.{field}"), flag, 1))
+        };
+        if let Some(n) = self.fleet_clients {
+            one("--fleet-clients", "clients", &|s| s.clients = n)?;
+        }
+        if let Some(p) = self.digest_period_s {
+            one("--digest-period-s", "period_s", &|s| s.period_s = p)?;
+        }
+        if let Some(d) = self.digest_delay_ms {
+            one("--digest-delay-ms", "delay_ms", &|s| s.delay_ms = d)?;
+        }
+        if let Some(j) = self.digest_jitter_ms {
+            one("--digest-jitter-ms", "jitter_ms", &|s| s.jitter_ms = j)?;
+        }
+        if let Some(l) = self.digest_loss {
+            one("--digest-loss", "loss", &|s| s.loss = l)?;
+        }
+        Ok(())
     }
 
     /// The scenario's `[fleet]` table with these overrides (`None`: not fleet mode).
     fn spec(&self, scenario: &Scenario) -> Result<Option<FleetSpec>, String> {
-        let Some(mut spec) = scenario.fleet.clone().or_else(|| {
-            self.any().then_some(FleetSpec {
-                clients: 1,
-                share: FleetShare::Digest,
-                period_s: 1.0,
-                delay_ms: 0.0,
-                jitter_ms: 0.0,
-                loss: 0.0,
-                urgent: false,
-            })
-        }) else {
+        self.check()?;
+        let Some(mut spec) = scenario
+            .fleet
+            .clone()
+            .or_else(|| self.any().then(lone_spec))
+        else {
             return Ok(None);
         };
         if let Some(s) = &self.fleet_share {
@@ -140,6 +191,76 @@ impl FleetArgs {
         spec.check()?;
         Ok(Some(spec))
     }
+}
+
+/// The fleet a scenario without a `[fleet]` table gets from the flags: one coordinator sharing
+/// a digest every second, without delay or loss.
+fn lone_spec() -> FleetSpec {
+    FleetSpec {
+        clients: 1,
+        share: FleetShare::Digest,
+        period_s: 1.0,
+        delay_ms: 0.0,
+        jitter_ms: 0.0,
+        loss: 0.0,
+        urgent: false,
+    }
+}
+
+/// Which of the three modes was asked for, refusing a flag that means nothing in it (clap's
+/// `requires` lets `--scenario x --count 5` through, as `--suite` conflicts with `--scenario`).
+fn check_mode(args: &Args) -> Result<(), String> {
+    let suite_flags: Vec<&str> = [
+        ("--count", args.suite.count.is_some()),
+        ("--dump", args.suite.dump.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect();
+    let fleet_flags = args.fleet.given();
+    let suite = !args.suite.suite.is_empty();
+    if args.list {
+        let mut extra = suite_flags;
+        extra.extend(&fleet_flags);
+        if args.scenario.is_some() {
+            extra.insert(0, "--scenario");
+        }
+        if !extra.is_empty() {
+            return Err(format!(
+                "--list only lists the built-in scenarios: drop {}",
+                extra.join(", ")
+            ));
+        }
+    } else if suite {
+        if !fleet_flags.is_empty() {
+            return Err(format!(
+                "{} {} fleet mode, which runs one scenario: they go with --scenario, not with \
+                 --suite (generated scenarios, one coordinator each)",
+                fleet_flags.join(", "),
+                if fleet_flags.len() == 1 {
+                    "sets"
+                } else {
+                    "set"
+                }
+            ));
+        }
+    } else if args.scenario.is_some() {
+        if !suite_flags.is_empty() {
+            return Err(format!(
+                "{} {} with --suite (generated scenarios); --scenario runs one scenario",
+                suite_flags.join(" and "),
+                if suite_flags.len() == 1 { "goes" } else { "go" }
+            ));
+        }
+    } else {
+        return Err(
+            "nothing to run: give --scenario <name|file> to run one scenario, \
+             --suite <families|all> to run generated ones, or --list to see the built-in \
+             scenarios"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// Checks made before any work, so a bad option fails at once rather than after the run:
@@ -184,6 +305,7 @@ fn writable(path: &Path) -> std::io::Result<()> {
 
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> Result<(), String> {
+    check_mode(&args)?;
     if args.list {
         let mut list = String::new();
         for (name, text) in BUILTIN {
@@ -307,7 +429,27 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let report = simulate_fleet(scenario, spec, &seeds, threads)?;
+    // `simulate_fleet` reports no progress: a spinner with the elapsed time shows it runs.
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            s.set_style(style);
+        }
+        s.set_message(format!(
+            "{}: a fleet of {} coordinators, {} seed{}",
+            scenario.name,
+            spec.clients,
+            seeds.len(),
+            if seeds.len() == 1 { "" } else { "s" }
+        ));
+        s.enable_steady_tick(Duration::from_millis(100));
+        s
+    });
+    let report = simulate_fleet(scenario, spec, &seeds, threads);
+    if let Some(s) = &spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
     crate::out::print(&report.table())?;
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json() + "\n")
@@ -358,6 +500,15 @@ fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
             "a discovery scenario compares discovery modes: --policies and --plot do not apply"
                 .into(),
         );
+    }
+    let fleet_flags = args.fleet.given();
+    if !fleet_flags.is_empty() {
+        return Err(format!(
+            "a discovery scenario compares discovery modes, not a fleet of coordinators: {} \
+             {} not apply",
+            fleet_flags.join(", "),
+            if fleet_flags.len() == 1 { "does" } else { "do" }
+        ));
     }
     if args.seeds == 0 {
         return Err("--seeds must be at least 1".into());

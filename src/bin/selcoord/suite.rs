@@ -15,13 +15,21 @@ pub(crate) struct SuiteArgs {
     /// p2c-peak-ewma, least-loaded, mongo-error-bias, round-robin, random, p2c-opcount.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["scenario", "plot", "list"])]
     pub(crate) suite: Vec<String>,
-    /// Scenarios per family (with --suite).
-    #[arg(long, default_value_t = 20, requires = "suite")]
-    pub(crate) count: usize,
+    /// Scenarios per family (with --suite; default 20).
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<usize>,
+    )]
+    pub(crate) count: Option<usize>,
     /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
-    #[arg(long, value_name = "DIR", requires = "suite")]
+    #[arg(long, value_name = "DIR")]
     pub(crate) dump: Option<PathBuf>,
 }
+
+/// Scenarios per family when `--count` is not given.
+const DEFAULT_COUNT: usize = 20;
 
 /// Runs a suite: `seed` is the suite seed, `policies` as given (empty: the defaults).
 pub(crate) fn run(
@@ -41,16 +49,16 @@ pub(crate) fn run(
             .unwrap_or(1)
     });
     let families = Family::parse_list(&args.suite)?;
-    if args.count == 0 {
+    let count = args.count.unwrap_or(DEFAULT_COUNT);
+    if count == 0 {
         return Err("--count must be at least 1".into());
     }
     // Every scenario is generated before the runs start; 100 per family and policy take
     // about a minute on two cores.
     const MAX_COUNT: usize = 100_000;
-    if args.count > MAX_COUNT {
+    if count > MAX_COUNT {
         return Err(format!(
-            "--count must be at most {MAX_COUNT} scenarios per family (got {})",
-            args.count
+            "--count must be at most {MAX_COUNT} scenarios per family (got {count})"
         ));
     }
     let names: Vec<String> = if policies.is_empty() {
@@ -62,8 +70,7 @@ pub(crate) fn run(
         .iter()
         .map(|n| PolicySpec::parse(n))
         .collect::<Result<Vec<_>, _>>()?;
-    let scenarios =
-        generate_suite(&families, args.count, seed, &names).map_err(|e| e.to_string())?;
+    let scenarios = generate_suite(&families, count, seed, &names).map_err(|e| e.to_string())?;
     if let Some(dir) = &args.dump {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
