@@ -39,13 +39,63 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let config = Config::from_name_or_path(&args.config).map_err(|e| e.to_string())?;
     let file = CandidatesFile::load(&args.candidates)?;
+    let arms = arms_note(&config);
     let explained = explain(config, &file)?;
     let out = if args.json {
+        // The JSON stays the documented object; the note goes to stderr.
+        if let Some(note) = &arms {
+            eprintln!("selcoord explain: {note}");
+        }
         serde_json::to_string_pretty(&explained.to_json()).map_err(|e| e.to_string())?
     } else {
-        explained.table()
+        match &arms {
+            Some(note) => format!("{}\nnote: {note}", explained.table()),
+            None => explained.table(),
+        }
     };
     crate::out::println(&out)
+}
+
+/// What the answer leaves out when the config has `[[arms]]` or `[[shadows]]`: only the
+/// top-level config's draw is explained.
+fn arms_note(config: &Config) -> Option<String> {
+    let total: f64 = config.arms.iter().map(|a| a.share).sum();
+    let arms: Vec<String> = config
+        .arms
+        .iter()
+        .map(|a| {
+            let pct = if total > 0.0 {
+                a.share / total * 100.0
+            } else {
+                0.0
+            };
+            format!("{} {pct:.0}%", a.name)
+        })
+        .collect();
+    let shadows: Vec<&str> = config.shadows.iter().map(|s| s.name.as_str()).collect();
+    let mut parts = Vec::new();
+    if !arms.is_empty() {
+        parts.push(format!(
+            "the config splits requests between {} arms ({}), each drawn with its own config; \
+             the arms are not explained, only the top-level config",
+            arms.len(),
+            arms.join(", ")
+        ));
+    }
+    if !shadows.is_empty() {
+        parts.push(format!(
+            "its shadows ({}) are not explained either",
+            shadows.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}. To see how one would draw, put its `config` table in a file of its own and pass \
+         that file as --config (the candidates' statistics are the same for all).",
+        parts.join("; ")
+    ))
 }
 
 /// The candidates file: `[[candidates]]` entries and optional `[overall]` averages.
@@ -164,20 +214,31 @@ impl CandidatesFile {
     fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let doc: Value = if path.extension().is_some_and(|e| e == "json") {
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
-        } else {
-            let t: toml::Value =
-                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            serde_json::to_value(t).map_err(|e| format!("{}: {e}", path.display()))?
-        };
-        Self::from_value(doc).map_err(|problems| {
+        let invalid = |problems: Vec<String>| {
             format!(
                 "invalid candidates file {}:\n  - {}",
                 path.display(),
                 problems.join("\n  - ")
             )
-        })
+        };
+        let json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let doc: Value = if json {
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        } else {
+            let t: toml::Value =
+                toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            // JSON has no NaN or infinity: converted, they would become null and read as a
+            // missing value or a type error. Refused here, by field.
+            let mut problems = Vec::new();
+            non_finite(&t, "", &mut problems);
+            if !problems.is_empty() {
+                return Err(invalid(problems));
+            }
+            serde_json::to_value(t).map_err(|e| format!("{}: {e}", path.display()))?
+        };
+        Self::from_value(doc).map_err(invalid)
     }
 
     /// Reads the document, collecting every problem with its path.
@@ -281,6 +342,32 @@ impl CandidatesFile {
             attempt_ms: given.attempt_ms.or_else(|| mean(|s| s.attempt_ms)),
             ttfb_spread: given.ttfb_spread,
         }
+    }
+}
+
+/// Every float of `v` that is NaN or infinite, by its path (`candidates[0].price`).
+fn non_finite(v: &toml::Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => out.push(format!(
+            "{path}: must be a finite number, got {}",
+            toml::Value::Float(*x)
+        )),
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                non_finite(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        toml::Value::Table(table) => {
+            for (key, item) in table {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                non_finite(item, &path, out);
+            }
+        }
+        _ => {}
     }
 }
 
