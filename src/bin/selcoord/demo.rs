@@ -28,6 +28,9 @@ const DEFAULT_SCENARIO: &str = "demo";
 
 const DEMO_SCENARIO: &str = include_str!("demo/scenario.toml");
 
+/// How long stopping waits, at most, for the attempts in flight and the requests waiting.
+const DRAIN_S: u64 = 5;
+
 /// Arguments of `selcoord demo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -45,23 +48,35 @@ pub(crate) struct Args {
     /// Where to serve Prometheus metrics (`/metrics`).
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long)]
+    /// Stop after this many seconds (default: run until Ctrl-C). Stopping then drains: no new
+    /// requests, and the attempts in flight and the requests waiting get up to 5 more seconds
+    /// to finish, so the summary and the decision log agree with the metrics.
+    #[arg(long, allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Time scale: 2 runs attempts, pauses and the timeline twice as fast as the scenario says.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     speed: f64,
     /// Write decision records to this file as JSON lines.
     #[arg(long)]
     decision_log: Option<PathBuf>,
     /// Share of decisions written to the decision log (0 to 1).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     sample_rate: f64,
     /// Candidates labelled by name in the metrics; the rest are counted as `other`.
-    #[arg(long, default_value_t = selection_coordinator::metrics::DEFAULT_LABEL_CAP)]
+    #[arg(
+        long,
+        default_value_t = selection_coordinator::metrics::DEFAULT_LABEL_CAP,
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<usize>
+    )]
     label_cap: usize,
     /// Seed of the coordinator's draws and of the simulated candidates.
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = crate::whole::<u64>,
+    )]
     seed: u64,
     #[command(flatten)]
     fleet: fleet::FleetArgs,
@@ -201,7 +216,8 @@ async fn live(
     // Drain: no new requests; the attempts running and the requests waiting finish (for at
     // most five seconds), so the summary and the decision log agree with the metrics.
     world.borrow_mut().stopping = true;
-    let drain_until = Instant::now() + Duration::from_secs(5);
+    let drain_until = Instant::now() + Duration::from_secs(DRAIN_S);
+    let mut said = false;
     let state = loop {
         let state = coordinator.send(GetState).await.ok();
         let idle = match &state {
@@ -210,6 +226,15 @@ async fn live(
         };
         if idle || Instant::now() > drain_until {
             break state;
+        }
+        if let (Some(s), false) = (&state, said) {
+            // Ends the status line; the summary below ends this one.
+            eprint!(
+                "\nselcoord demo: draining: waiting up to {DRAIN_S} s for the attempts in flight \
+                 ({}) and the requests waiting ({})",
+                s.in_flight, s.waiting
+            );
+            said = true;
         }
         actix::clock::sleep(Duration::from_millis(20)).await;
     };

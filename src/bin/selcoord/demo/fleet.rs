@@ -13,33 +13,47 @@ pub(crate) struct FleetArgs {
     /// Share with a fleet over NATS: the server's URL, e.g. `nats://127.0.0.1:4222`. The
     /// coordinator publishes a digest of what it learned every `--digest-period` and applies
     /// the other members' digests. An unreachable server is not an error: the demo runs alone
-    /// and reconnects.
+    /// and reconnects. Needs a build with `--features fleet`, as every fleet flag.
     #[arg(long, value_name = "URL")]
     fleet: Option<String>,
-    /// The fleet's name (one subject token: letters, digits, `-`, `_`).
+    /// The fleet's name (one subject token: letters, digits, `-`, `_`). Needs a build with
+    /// `--features fleet`.
     #[arg(long, default_value = "demo", requires = "fleet")]
     fleet_name: String,
     /// This coordinator's name in the fleet (default `demo-<process id>`). With NATS publish
-    /// permissions a user can publish only under its own name; see `docs/fleet.md`.
+    /// permissions a user can publish only under its own name; see `docs/fleet.md`. Needs a build
+    /// with `--features fleet`.
     #[arg(long, requires = "fleet")]
     sender: Option<String>,
-    /// Seconds between two digests.
-    #[arg(long, default_value_t = 1.0, requires = "fleet")]
+    /// Seconds between two digests. Needs a build with `--features fleet`.
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        requires = "fleet",
+        allow_negative_numbers = true
+    )]
     digest_period: f64,
     /// Publish at once when the demo's own outcomes on a candidate change sharply, but no
     /// sooner than this many seconds after the previous digest (above the others'
     /// `share.min_interval_s`, which refuses digests that come sooner); 0 publishes on the
-    /// period only.
-    #[arg(long, default_value_t = 0.6, requires = "fleet")]
+    /// period only. Needs a build with `--features fleet`.
+    #[arg(
+        long,
+        default_value_t = 0.6,
+        requires = "fleet",
+        allow_negative_numbers = true
+    )]
     digest_urgent_gap: f64,
     /// NATS user (with `--nats-password`, or the `SELCOORD_NATS_PASSWORD` environment
-    /// variable, which keeps the password out of the process list).
+    /// variable, which keeps the password out of the process list). Needs a build with
+    /// `--features fleet`.
     #[arg(long, requires = "fleet", conflicts_with = "nats_creds")]
     nats_user: Option<String>,
-    /// NATS password of `--nats-user`.
+    /// NATS password of `--nats-user`. Needs a build with `--features fleet`.
     #[arg(long, requires = "nats_user")]
     nats_password: Option<String>,
-    /// NATS credentials file (a user JWT and nkey seed, as `nsc` writes it).
+    /// NATS credentials file (a user JWT and nkey seed, as `nsc` writes it). Needs a build with
+    /// `--features fleet`.
     #[arg(long, value_name = "FILE", requires = "fleet")]
     nats_creds: Option<PathBuf>,
 }
