@@ -31,10 +31,40 @@ enum Command {
 
 /// Library warnings (NATS unreachable, a snapshot that could not be saved, the metrics
 /// exporter stopped) go to stderr. `SELCOORD_LOG` sets the level with `EnvFilter` directives
-/// (`info`, `selection_coordinator=debug`, ...); `warn` by default.
+/// (`info`, `selection_coordinator=debug`, ...); `warn` by default, and when the value does not
+/// parse (a warning says so).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SELCOORD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = match std::env::var("SELCOORD_LOG") {
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            eprintln!(
+                "selcoord: warning: SELCOORD_LOG={}: not valid UTF-8; logging at `warn`",
+                v.to_string_lossy()
+            );
+            None
+        }
+        Ok(v) => {
+            for word in unknown_bare_words(&v) {
+                eprintln!(
+                    "selcoord: warning: SELCOORD_LOG: `{word}` is not a level ({}): it is read \
+                     as a target name; for a target at a level write e.g. \
+                     `selection_coordinator=debug`",
+                    LEVELS.join(", ")
+                );
+            }
+            match tracing_subscriber::EnvFilter::try_new(&v) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!(
+                        "selcoord: warning: SELCOORD_LOG={v}: not a valid filter ({e}); \
+                         logging at `warn`"
+                    );
+                    None
+                }
+            }
+        }
+    };
+    let filter = filter.unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
     // Already set (never, in this binary): keep the one there.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -69,6 +99,26 @@ impl Whole for u64 {
 
 impl Whole for usize {
     const MAX: Self = usize::MAX;
+}
+
+/// The level names a bare directive may be.
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// The directives of `value` that are a bare word but neither a level nor its number 0 to 5
+/// (`degub`): `EnvFilter` takes them as target names, so a mistyped level silently shows
+/// nothing more.
+fn unknown_bare_words(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|d| {
+            !d.is_empty()
+                && !d.contains(['=', '[', ':'])
+                && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(d))
+                && !d.parse::<u8>().is_ok_and(|n| n <= 5)
+                && !d.starts_with("selection_coordinator")
+        })
+        .collect()
 }
 
 fn main() -> ExitCode {
