@@ -1,0 +1,452 @@
+//! The `selcoord` binary at its edges: a reader that closes the pipe early, numbers a TOML file
+//! can hold but JSON cannot, flags that belong to another mode, negative numbers, the demo's
+//! drain, and the notes and warnings a user would otherwise miss.
+//!
+//! The binary is needed (`cli` feature); without it this file is empty.
+#![cfg(feature = "cli")]
+
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn repo(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn selcoord(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(args)
+        .env_remove("SELCOORD_LOG")
+        .output()
+        .expect("run selcoord")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `args` with stdout on a pipe whose reader reads `lines` lines (0: none) and then
+/// closes it; the process's output and status once it has finished.
+fn with_closed_pipe(args: &[&str], lines: usize) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(args)
+        .env_remove("SELCOORD_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run selcoord");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut reader = std::io::BufReader::new(stdout);
+    for _ in 0..lines {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a line");
+        assert!(!line.is_empty(), "{args:?}: no output");
+    }
+    drop(reader);
+    child.wait_with_output().expect("wait for selcoord")
+}
+
+fn assert_quiet_exit(args: &[&str], out: &Output) {
+    let err = stderr(out);
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+    assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+}
+
+/// Thousands of candidates: `explain --json` writes far more than a pipe holds, so the writer is
+/// still writing when the reader goes away after one line.
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.toml");
+    let mut text = String::new();
+    for i in 0..3000 {
+        let _ = writeln!(text, "[[candidates]]\nid = \"c{i:04}\"");
+    }
+    std::fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap();
+    for args in [
+        &["explain", "--candidates", path, "--json"][..],
+        &["explain", "--candidates", path],
+    ] {
+        let out = with_closed_pipe(args, 1);
+        assert_quiet_exit(args, &out);
+    }
+    // Closed before anything is written: the table comes after the run.
+    for args in [
+        &["simulate", "--list"][..],
+        &[
+            "simulate",
+            "--scenario",
+            "mongo-overload",
+            "--policies",
+            "random",
+        ],
+    ] {
+        let out = with_closed_pipe(args, 0);
+        assert_quiet_exit(args, &out);
+    }
+}
+
+/// A `--json` file is still written when the table's reader has gone.
+#[test]
+fn a_closed_pipe_still_writes_the_json_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let args = [
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = with_closed_pipe(&args, 0);
+    assert_quiet_exit(&args, &out);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("the report");
+    assert!(v["policies"].is_array(), "{v}");
+}
+
+#[test]
+fn explain_refuses_nan_and_infinity_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[overall]\nttfb_ms = nan\n\n[[candidates]]\nid = \"a\"\nprice = nan\n\n\
+         [[candidates]]\nid = \"b\"\nstats = { ttfb_ms = inf, success = 1.0 }\n",
+    )
+    .unwrap();
+    let out = selcoord(&["explain", "--candidates", path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    for want in [
+        "candidates[0].price: must be a finite number, got nan",
+        "candidates[1].stats.ttfb_ms: must be a finite number, got inf",
+        "overall.ttfb_ms: must be a finite number, got nan",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in {err}");
+    }
+    assert!(!err.contains("null"), "{err}");
+    // The overall average alone is refused too, not read as absent.
+    std::fs::write(
+        &path,
+        "[overall]\nttfb_ms = -inf\n[[candidates]]\nid = \"a\"\n",
+    )
+    .unwrap();
+    let out = selcoord(&["explain", "--candidates", path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "accepted: {err}");
+    assert!(
+        err.contains("overall.ttfb_ms: must be a finite number, got -inf"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_upper_case_json_extension_is_read_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.JSON");
+    std::fs::write(
+        &path,
+        r#"{"candidates": [{"id": "a"}, {"id": "b", "stats": {"success": 0.5}}]}"#,
+    )
+    .unwrap();
+    let out = selcoord(&["explain", "--candidates", path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let ids: Vec<&str> = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+}
+
+#[test]
+fn explain_says_the_arms_are_not_explained() {
+    let config = repo("examples/configs/arms-mongo.toml");
+    let candidates = repo("examples/candidates/livepeer-case.toml");
+    let out = selcoord(&["explain", "--config", &config, "--candidates", &candidates]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let note = table
+        .lines()
+        .find(|l| l.starts_with("note:"))
+        .unwrap_or_else(|| panic!("no note in\n{table}"));
+    for want in ["2 arms", "tuned 50%", "lassie 50%", "not explained"] {
+        assert!(note.contains(want), "missing {want:?} in {note}");
+    }
+    // With --json the output stays the JSON object; the note goes to stderr.
+    let out = selcoord(&[
+        "explain",
+        "--config",
+        &config,
+        "--candidates",
+        &candidates,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert!(v["candidates"].is_array(), "{v}");
+    assert!(stderr(&out).contains("2 arms"), "{}", stderr(&out));
+    // Without arms, no note.
+    let out = selcoord(&["explain", "--candidates", &candidates]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("note:"));
+}
+
+/// Each flag that means nothing in the mode asked for is refused before anything runs, with
+/// the flags named and the mode they go with.
+#[test]
+fn flags_of_another_mode_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("d3");
+    let dump = dump.to_str().unwrap();
+    let cases: [(Vec<&str>, &[&str]); 6] = [
+        (
+            vec![
+                "--scenario",
+                "pairwise-deadlock",
+                "--dump",
+                dump,
+                "--count",
+                "5",
+            ],
+            &["--count and --dump go with --suite"],
+        ),
+        (
+            vec!["--scenario", "recovery", "--count", "5"],
+            &["--count goes with --suite"],
+        ),
+        (
+            vec![
+                "--suite",
+                "outage",
+                "--count",
+                "1",
+                "--fleet-clients",
+                "5",
+                "--digest-loss",
+                "0.5",
+            ],
+            &["--fleet-clients, --digest-loss", "go with --scenario"],
+        ),
+        (
+            vec!["--scenario", "livepeer-discovery", "--fleet-clients", "3"],
+            &["discovery scenario", "--fleet-clients does not apply"],
+        ),
+        (
+            vec!["--list", "--scenario", "recovery"],
+            &["--list only lists", "drop --scenario"],
+        ),
+        (
+            vec![],
+            &["nothing to run", "--scenario", "--suite", "--list"],
+        ),
+    ];
+    for (extra, wants) in cases {
+        let mut args = vec!["simulate"];
+        args.extend(&extra);
+        let out = selcoord(&args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{extra:?} accepted");
+        assert!(out.stdout.is_empty(), "{extra:?} ran");
+        for want in wants {
+            assert!(err.contains(want), "{extra:?}: missing {want:?} in {err}");
+        }
+    }
+    assert!(!Path::new(dump).exists(), "--dump wrote files");
+}
+
+#[test]
+fn a_fleet_override_is_reported_under_its_flag() {
+    for (flag, value) in [
+        ("--digest-loss", "7"),
+        ("--fleet-clients", "0"),
+        ("--digest-period-s", "0"),
+        ("--digest-delay-ms", "-1"),
+        ("--digest-jitter-ms", "inf"),
+    ] {
+        let out = selcoord(&["simulate", "--scenario", "fleet-degrade", flag, value]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        assert!(err.contains(&format!("selcoord: {flag} must")), "{err}");
+        assert!(!err.contains("fleet."), "{err}");
+    }
+}
+
+/// A negative number reaches the program's own check instead of clap's "unexpected argument".
+#[test]
+fn negative_numbers_get_the_programs_own_message() {
+    for (args, want) in [
+        (
+            &["demo", "--duration", "-1"][..],
+            "--duration must be a positive number of seconds, got -1",
+        ),
+        (
+            &["demo", "--speed", "-2"],
+            "--speed must be a positive number, got -2",
+        ),
+        (
+            &["demo", "--sample-rate", "-0.5"],
+            "--sample-rate must be between 0 and 1",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--seed", "-5"],
+            "must be a whole number >= 0",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--seeds", "-1"],
+            "must be a whole number >= 0",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--digest-loss", "-1"],
+            "--digest-loss must be a probability",
+        ),
+    ] {
+        let out = selcoord(args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: missing {want:?} in {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_unknown_scenario_has_no_placeholder_field() {
+    for sub in ["simulate", "demo"] {
+        let out = selcoord(&[sub, "--scenario", "nosuch"]);
+        let err = stderr(&out);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("selcoord: nosuch: unknown scenario `nosuch`"),
+            "{sub}: {err}"
+        );
+        assert!(!err.contains("(document)"), "{sub}: {err}");
+    }
+}
+
+/// The help text of the demo's fleet flags says they need the `fleet` feature, and
+/// `--duration`'s says that stopping drains.
+#[test]
+fn the_demo_help_says_what_the_fleet_flags_need_and_that_stopping_drains() {
+    let out = selcoord(&["demo", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    // Each option's block: its `--name` line and the description under it, on one line.
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let t = line.trim_start();
+        if t.starts_with("--") && line.starts_with("      --") {
+            let name = t.split([' ', '<']).next().unwrap_or_default().to_string();
+            blocks.push((name, String::new()));
+        } else if let Some((_, text)) = blocks.last_mut() {
+            text.push(' ');
+            text.push_str(t);
+        }
+    }
+    let block = |name: &str| -> String {
+        let text = blocks
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} is not in\n{help}"))
+            .1
+            .clone();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for flag in [
+        "--fleet",
+        "--fleet-name",
+        "--sender",
+        "--digest-period",
+        "--digest-urgent-gap",
+        "--nats-user",
+        "--nats-password",
+        "--nats-creds",
+    ] {
+        let text = block(flag);
+        assert!(
+            text.contains("build with `--features fleet`"),
+            "{flag}: {text}"
+        );
+    }
+    let duration = block("--duration");
+    assert!(
+        duration.contains("drains") && duration.contains("up to 5 more seconds"),
+        "{duration}"
+    );
+}
+
+/// An attempt of two seconds is in flight when a half-second demo stops: the drain is
+/// announced, then waited for.
+#[test]
+fn the_demo_announces_its_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("slow.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "slow"
+description = "one candidate answering after two seconds"
+[workload]
+loop = "closed"
+workers = 1
+operations = 1
+[[candidates]]
+id = "slow"
+success = 1.0
+ttfb_ms = 2000.0
+"#,
+    )
+    .unwrap();
+    let out = selcoord(&[
+        "demo",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--duration",
+        "0.5",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let drain = err
+        .find("draining: waiting up to 5 s for the attempts in flight (1)")
+        .unwrap_or_else(|| panic!("no drain line in {err}"));
+    let stopped = err.find("stopped after").expect("the summary");
+    assert!(drain < stopped, "{err}");
+}
+
+#[test]
+fn a_bad_selcoord_log_is_reported() {
+    let run = |value: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_selcoord"))
+            .args(["simulate", "--list"])
+            .env("SELCOORD_LOG", value)
+            .output()
+            .expect("run selcoord");
+        assert!(out.status.success(), "{value}: {}", stderr(&out));
+        stderr(&out)
+    };
+    let err = run("selection_coordinator=loud");
+    assert!(
+        err.contains("warning: SELCOORD_LOG=selection_coordinator=loud: not a valid filter"),
+        "{err}"
+    );
+    let err = run("degub");
+    assert!(
+        err.contains("warning: SELCOORD_LOG: `degub` is not a level"),
+        "{err}"
+    );
+    for fine in ["info", "selection_coordinator=debug,warn", "3"] {
+        assert_eq!(run(fine), "", "{fine}");
+    }
+}
