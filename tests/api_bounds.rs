@@ -4,7 +4,6 @@
 //!
 //! Actor tests pause tokio's clock, which the coordinator reads, so they run in virtual time;
 //! the fleet config tests need no NATS server (the config is checked before connecting).
-#![cfg(feature = "actor")]
 
 use std::time::Duration;
 

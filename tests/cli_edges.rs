@@ -1,9 +1,6 @@
 //! The `selcoord` binary at its edges: a reader that closes the pipe early, numbers a TOML file
 //! can hold but JSON cannot, flags that belong to another mode, negative numbers, the demo's
 //! drain, and the notes and warnings a user would otherwise miss.
-//!
-//! The binary is needed (`cli` feature); without it this file is empty.
-#![cfg(feature = "cli")]
 
 use std::fmt::Write as _;
 use std::io::BufRead;

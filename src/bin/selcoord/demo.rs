@@ -238,6 +238,8 @@ async fn live(
         }
         actix::clock::sleep(Duration::from_millis(20)).await;
     };
+    // Built without the fleet feature, `Sharing` holds nothing to drop.
+    #[cfg_attr(not(feature = "fleet"), allow(clippy::drop_non_drop))]
     drop(sharing);
     let _ = coordinator.send(Stop).await;
     let written = match writer {
