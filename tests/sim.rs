@@ -451,6 +451,11 @@ fn times_past_what_a_run_can_reach_are_refused() {
         assert_eq!(e.field, field, "{e}");
         assert!(e.message.contains("at most"), "{e}");
     }
+    let slow = GOOD
+        .replace("workers = 2", "workers = 2\nbytes = 1000000")
+        .replace("success = 0.9", "success = 0.9\nbandwidth_mbps = 1e-300");
+    let e = Scenario::parse(&slow, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "candidates[1].bandwidth_mbps", "{e}");
     let timeline = format!(
         "{GOOD}\n[[timeline]]\nat_s = 1e15\naction = \"degrade\"\ncandidate = \"a\"\nsuccess = 0.1\n"
     );

@@ -255,6 +255,21 @@ impl Scenario {
             ));
         }
         for (i, c) in self.candidates.iter().enumerate() {
+            let transfer_ms = c
+                .bandwidth_mbps
+                .map_or(0.0, |mbps| w.bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0);
+            if transfer_ms > MAX_MS {
+                return Err(err(
+                    &format!("candidates[{i}].bandwidth_mbps"),
+                    whole_key("bandwidth_mbps"),
+                    format!(
+                        "{} bytes at {} Mbit/s take {transfer_ms:.3e} ms, past the {MAX_MS:e} ms \
+                         a run can reach: raise the bandwidth or lower workload.bytes",
+                        w.bytes,
+                        c.bandwidth_mbps.unwrap_or_default()
+                    ),
+                ));
+            }
             let queue_field = [
                 ("servers", c.servers.is_some()),
                 ("queue_limit", c.queue_limit.is_some()),
