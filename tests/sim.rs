@@ -476,3 +476,18 @@ fn times_past_what_a_run_can_reach_are_refused() {
     let r = simulate(&sc, &policies(&["coordinator", "oracle"]), &[1], 1, None).unwrap();
     assert_eq!(r.policies[0].requests, 20.0);
 }
+
+/// A file that is not text says so, without the list of built-in scenarios a missing name
+/// gets.
+#[test]
+fn a_scenario_file_that_is_not_text_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("binary.toml");
+    std::fs::write(&path, [0xff, 0xfe, 0x00, 0x41]).unwrap();
+    let e = Scenario::load(path.to_str().unwrap()).unwrap_err();
+    assert!(e.message.contains("UTF-8"), "{e}");
+    assert!(!e.message.contains("built-in"), "{e}");
+    let missing = dir.path().join("missing.toml");
+    let e = Scenario::load(missing.to_str().unwrap()).unwrap_err();
+    assert!(e.message.contains("built-in scenarios"), "{e}");
+}

@@ -142,8 +142,15 @@ impl Scenario {
                     "unknown scenario `{name_or_path}`: {hint}built-in scenarios: {list}; or give \
                      the path of a scenario TOML file"
                 ))
-            } else {
+            } else if e.kind() == std::io::ErrorKind::NotFound {
                 whole(format!("cannot read it ({e}); built-in scenarios: {list}"))
+            } else if e.kind() == std::io::ErrorKind::InvalidData {
+                whole(format!(
+                    "cannot read it: a scenario file is UTF-8 text (TOML), and this file is not \
+                     ({e})"
+                ))
+            } else {
+                whole(format!("cannot read it ({e})"))
             }
         })?;
         with_scenario_dir(path.parent(), || Self::parse(&text, name_or_path))
