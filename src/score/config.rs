@@ -155,8 +155,8 @@ impl Default for PriceConfig {
 pub struct PerfConfig {
     /// The region whose score is checked.
     pub region: Option<String>,
-    /// Candidates scoring below this in the region are filtered out. `None` or a value of 0 or
-    /// less switches the filter off (as Livepeer's `-minPerfScore 0`).
+    /// Candidates scoring below this in the region are filtered out. `None` or 0 switches the
+    /// filter off (as Livepeer's `-minPerfScore 0`); a negative value is refused.
     pub min_score: Option<f64>,
 }
 
