@@ -51,6 +51,15 @@
 //! itself depends on the crate with `default-features = false`; one embedding the actor adds
 //! `features = ["actor"]`.
 //!
+//! ## Randomness
+//!
+//! Every core call that draws takes the caller's RNG as `&mut R` with `R:`
+//! [`rand::Rng`] of rand **0.10** (`SmallRng`, `StdRng`, `rand::rng()`, or `&mut dyn Rng`), so
+//! a seeded RNG makes every decision reproducible. An RNG of another rand major does not
+//! implement that trait; the crate re-exports the rand it uses as
+//! [`selection_coordinator::rand`](crate::rand) for callers that do not depend on rand
+//! themselves.
+//!
 //! ## A decision through the pure core
 //!
 //! ```
@@ -101,6 +110,9 @@ pub use crate::core::{
 pub use crate::decision::{DecisionReason, DecisionRecord};
 pub use crate::error::{Error, Rejection};
 pub use crate::score::{Config, ConfigError, Mode};
+/// The rand release the core's RNG parameters take (0.10), re-exported so that a caller's RNG
+/// is of the same release.
+pub use rand;
 
 /// The README's example is compiled and run as a doc test.
 #[cfg(all(doctest, feature = "actor"))]

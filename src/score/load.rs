@@ -40,6 +40,16 @@ const U32_FIELDS: [&str; 8] = [
 /// Fields that are maps from a free-form key to a number.
 const NUMBER_MAPS: [&str; 1] = ["tag_weights"];
 
+/// Parses a config written in TOML, the format of `docs/config.toml`, as
+/// [`Config::from_toml_str`] does: `"exponent = 8".parse::<Config>()`.
+impl std::str::FromStr for Config {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        Self::from_toml_str(text)
+    }
+}
+
 impl Config {
     /// Parses TOML; `preset = "..."` starts from that preset and the file overrides fields.
     /// Reports every problem (unknown field, wrong type, bad value) with its field path.
@@ -62,11 +72,14 @@ impl Config {
         Self::from_document(json, Vec::new())
     }
 
-    /// Loads a `.json` file, or a TOML file (any other extension).
+    /// Loads a `.json` file (any case), or a TOML file (any other extension).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
-        let parsed = if path.extension().is_some_and(|e| e == "json") {
+        let parsed = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
             Self::from_json_str(&text)
         } else {
             Self::from_toml_str(&text)

@@ -61,11 +61,17 @@ impl std::borrow::Borrow<str> for CandidateId {
 }
 
 /// Identifies a request inside one core. Stale ids (of finished requests) are detected.
+///
+/// Shown as `r<slot>.<generation>` (`r1.1`); serialized (in a decision record's JSON) as the
+/// raw number [`as_u64`](Self::as_u64), `generation * 2^32 + slot` (`4294967297` for `r1.1`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RequestId(pub(crate) u64);
 
 /// Identifies one granted attempt (the permit). Stale ids are detected.
+///
+/// Shown as `a<slot>.<generation>`; serialized as the raw number
+/// [`as_u64`](Self::as_u64), `generation * 2^32 + slot`, as [`RequestId`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct AttemptId(pub(crate) u64);

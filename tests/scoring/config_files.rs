@@ -216,3 +216,13 @@ fn values_past_what_the_core_can_hold_are_refused() {
     let err = Config::from_toml_str(&shadows).unwrap_err();
     assert_eq!(err.paths(), ["shadows"], "{err}");
 }
+
+/// A config parses from TOML text with `str::parse`, as `from_toml_str` does, errors and all.
+#[test]
+fn a_config_parses_from_toml_text() {
+    let c: Config = "exponent = 8.0\n[weights]\nload = 3.0\n".parse().unwrap();
+    assert_eq!(c.exponent, 8.0);
+    assert_eq!(c.weights.load, 3.0);
+    let err = "[weights]\nsucess = 1\n".parse::<Config>().unwrap_err();
+    assert_eq!(err.paths(), ["weights.sucess"], "{err}");
+}

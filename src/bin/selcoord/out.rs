@@ -19,7 +19,7 @@ pub(crate) fn print(text: &str) -> Result<(), String> {
     }
 }
 
-/// [`print`] followed by a newline.
+/// [`print()`] followed by a newline.
 pub(crate) fn println(text: &str) -> Result<(), String> {
     print(&format!("{text}\n"))
 }
