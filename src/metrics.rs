@@ -11,7 +11,7 @@
 //! | [`CoordinatorMetrics::on_event`] | decisions by arm, candidate and reason, winner probability and wait time by arm, filter fallbacks, rejections by reason, reclaimed attempts |
 //! | [`CoordinatorMetrics::on_outcome`] | attempt outcomes by arm, candidate and class |
 //! | [`CoordinatorMetrics::on_decision_cost`] | decision cost |
-//! | [`CoordinatorMetrics::on_gauges`] (periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections, shadow agreement, winner probability and decisions |
+//! | [`CoordinatorMetrics::on_gauges`] (when the coordinator starts, then periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections, shadow agreement, winner probability and decisions |
 //!
 //! **Arms**: decisions, winner probability, wait time and outcomes carry an `arm` label, the
 //! name of the live A/B arm that drew the grant, or [`names::DEFAULT_ARM`] when the config has

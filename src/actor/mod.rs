@@ -324,7 +324,8 @@ impl Actor for Coordinator {
         if let Some(capacity) = self.mailbox_capacity {
             ctx.set_mailbox_capacity(capacity);
         }
-        self.metrics.sync_arms(&self.core);
+        // The gauges (and the counters at zero) from the start, not from the first tick.
+        self.metrics.on_gauges(&self.core);
         self.start_timer(ctx);
     }
 
