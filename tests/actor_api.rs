@@ -1,11 +1,55 @@
-//! The coordinator's embedding API: metrics present from the start.
+//! The coordinator's embedding API: a coordinator on a thread of its own for plain tokio, and
+//! metrics present from the start.
+//!
+//! The actix tests pause tokio's clock; the tests on plain tokio talk to a coordinator on
+//! another thread, whose clock a pause here could not reach, and wait on answers only.
 
 use std::time::Duration;
 
 use actix::prelude::*;
-use selection_coordinator::actor::{Coordinator, CoordinatorHandle, State};
+use selection_coordinator::actor::{
+    Coordinator, CoordinatorGone, CoordinatorHandle, GetState, State,
+};
 use selection_coordinator::metrics::names;
-use selection_coordinator::{CandidateInfo, Config, Limits, Rejection};
+use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
+use selection_coordinator::{CandidateInfo, Config, Limits, Outcome, Rejection, Request};
+
+fn build(candidates: usize, global: u32) -> Coordinator {
+    let limits = Limits {
+        global,
+        ..Limits::default()
+    };
+    let mut c = Coordinator::with_seed(Config::default(), limits, 9).unwrap();
+    for i in 0..candidates {
+        c = c
+            .with_candidate(CandidateInfo::new(format!("c{i}")))
+            .unwrap();
+    }
+    c
+}
+
+fn load(store: &SnapshotStore) -> Snapshot {
+    match store.load().unwrap() {
+        Loaded::Snapshot(s) => s,
+        other => panic!("expected a snapshot, got {other:?}"),
+    }
+}
+
+/// The statistics without the ages that grow as time passes.
+fn without_ages(mut s: Snapshot) -> Snapshot {
+    for c in &mut s.candidates {
+        c.stats.last_sample_age_s = None;
+    }
+    s
+}
+
+/// Runs `n` attempts through the handle, each reporting a success with the given timing.
+async fn learn(handle: &CoordinatorHandle, n: usize, ms: f64) {
+    for _ in 0..n {
+        let mut p = handle.acquire(Request::any()).await.unwrap();
+        p.report(Outcome::success_with(ms, ms, 1000, ms));
+    }
+}
 
 async fn state(handle: &CoordinatorHandle) -> State {
     handle.state().await.unwrap()
@@ -78,4 +122,71 @@ fn metrics_are_there_right_after_the_start() {
     for name in [names::FILTER_FALLBACKS, names::RECLAIMED, names::EJECTIONS] {
         assert_eq!(counter(name, None), 0, "{name}");
     }
+}
+
+fn is_send_sync<T: Send + Sync>(_: &T) {}
+
+/// A service on plain tokio: the coordinator runs on its own thread, the handle works here.
+#[tokio::test]
+async fn start_in_thread_serves_a_plain_tokio_runtime_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let handle = build(2, 2)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_in_thread()
+        .unwrap();
+    is_send_sync(&handle);
+    let mut permit = tokio::time::timeout(Duration::from_secs(5), handle.acquire(Request::any()))
+        .await
+        .unwrap()
+        .unwrap();
+    is_send_sync(&permit);
+    permit.report(Outcome::success_with(10.0, 12.0, 4096, 30.0));
+    drop(permit);
+    // From another task, on a runtime the coordinator knows nothing of.
+    let h2 = handle.clone();
+    let other = tokio::spawn(async move {
+        let mut p = h2.acquire(Request::any()).await.unwrap();
+        p.report(Outcome::success());
+    });
+    other.await.unwrap();
+    let s = state(&handle).await;
+    assert_eq!((s.counters.decisions, s.in_flight), (2, 0));
+    let attempts: u64 = s.candidates.iter().map(|c| c.stats.attempts).sum();
+    assert_eq!(attempts, 2);
+    let learned = handle.take_snapshot().await.unwrap();
+
+    tokio::time::timeout(Duration::from_secs(5), handle.stop())
+        .await
+        .expect("the thread ends when asked");
+    assert_eq!(without_ages(load(&store)), without_ages(learned));
+    assert_eq!(handle.state().await.unwrap_err(), CoordinatorGone);
+    // Stopping again returns at once.
+    handle.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_stops_a_coordinator_on_its_own_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let handle = build(2, 2)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_in_thread()
+        .unwrap();
+    let addr = handle.addr().clone();
+    let clone = handle.clone();
+    learn(&clone, 4, 25.0).await;
+    drop(handle);
+    // A clone remains: still serving.
+    let learned = clone.take_snapshot().await.unwrap();
+    drop(clone);
+    // The stop went ahead of this message, which is never answered: it fails once the
+    // coordinator is gone, its stop save written.
+    let answer = tokio::time::timeout(Duration::from_secs(5), addr.send(GetState))
+        .await
+        .expect("the coordinator stops when its last handle is dropped");
+    assert!(answer.is_err());
+    assert_eq!(without_ages(load(&store)), without_ages(learned));
 }

@@ -1,15 +1,21 @@
 //! An async handle for code without actors: `acquire(request).await` returns a [`Permit`].
 
+use std::sync::Arc;
+
 use actix::{Addr, MailboxError};
 use tokio::sync::{mpsc, oneshot};
 
-use super::messages::{GetState, Ready, Reply, SetLimits, SubscribeChannel};
+use super::messages::{
+    GetState, Ready, Reply, SetLimits, StopAndWatch, SubscribeChannel, TakeSnapshot,
+};
 use super::permit::{Answer, Permit};
 use super::state::State;
+use super::thread::OwnThread;
 use super::Coordinator;
 use crate::core::{Limits, Request};
 use crate::decision::DecisionRecord;
 use crate::error::{Error, Rejection};
+use crate::snapshot::Snapshot;
 
 /// The coordinator has stopped; nothing more can be asked of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,8 +43,10 @@ pub enum AcquireError {
     CoordinatorGone(#[from] CoordinatorGone),
 }
 
-/// A cloneable handle on a running [`Coordinator`], usable from any task inside its actix
-/// `System`.
+/// A cloneable handle on a running [`Coordinator`]. Its futures work on any async runtime and
+/// from any thread (the handle is `Send + Sync`); the coordinator itself runs inside an actix
+/// `System`: the caller's ([`Coordinator::start_handle`]) or a thread of its own
+/// ([`Coordinator::start_in_thread`]).
 ///
 /// ```
 /// use selection_coordinator::actor::Coordinator;
@@ -59,12 +67,22 @@ pub enum AcquireError {
 #[derive(Debug, Clone)]
 pub struct CoordinatorHandle {
     addr: Addr<Coordinator>,
+    /// The coordinator's own thread, when [`Coordinator::start_in_thread`] started it.
+    thread: Option<Arc<OwnThread>>,
 }
 
 impl CoordinatorHandle {
     /// A handle on a started coordinator.
     pub fn new(addr: Addr<Coordinator>) -> Self {
-        CoordinatorHandle { addr }
+        CoordinatorHandle { addr, thread: None }
+    }
+
+    /// A handle on a coordinator running on its own thread.
+    pub(crate) fn in_thread(thread: OwnThread, addr: Addr<Coordinator>) -> Self {
+        CoordinatorHandle {
+            addr,
+            thread: Some(Arc::new(thread)),
+        }
     }
 
     /// The actor's address, for every other message.
@@ -133,5 +151,30 @@ impl CoordinatorHandle {
             .send(SubscribeChannel { rate, capacity })
             .await
             .map_err(gone)
+    }
+
+    /// What the coordinator has learned now ([`TakeSnapshot`]; nothing is written).
+    pub async fn take_snapshot(&self) -> Result<Snapshot, CoordinatorGone> {
+        self.addr.send(TakeSnapshot).await.map_err(gone)
+    }
+
+    /// Stops the coordinator (as [`Stop`](super::Stop): waiting requests are answered with
+    /// [`Rejection::CoordinatorRestarted`], permits still out become inert) and returns once
+    /// it is gone: its snapshot saved when a store is configured, and for a coordinator
+    /// started with [`Coordinator::start_in_thread`], its thread ended. Returns at once if it
+    /// is gone already.
+    ///
+    /// A supervised coordinator ([`Coordinator::start_supervised_handle`]) restarts instead
+    /// (see [`Stop`](super::Stop)): for it this returns once the stop is delivered.
+    pub async fn stop(&self) {
+        let watch = self.addr.send(StopAndWatch).await.ok().flatten();
+        let watch = match &self.thread {
+            Some(thread) => Some(thread.ended()),
+            None => watch,
+        };
+        if let Some(mut gone) = watch {
+            // Nothing is ever sent: this returns when the sender is dropped.
+            let _ = gone.changed().await;
+        }
     }
 }

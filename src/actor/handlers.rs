@@ -7,8 +7,8 @@ use tokio::sync::mpsc;
 
 use super::messages::{
     AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState, Ready, Reask,
-    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe,
-    SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, StopAndWatch,
+    Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;
@@ -298,6 +298,15 @@ impl Handler<Stop> for Coordinator {
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+impl Handler<StopAndWatch> for Coordinator {
+    type Result = MessageResult<StopAndWatch>;
+
+    fn handle(&mut self, _: StopAndWatch, ctx: &mut Context<Self>) -> Self::Result {
+        ctx.stop();
+        MessageResult((!self.supervised).then(|| self.gone.subscribe()))
     }
 }
 

@@ -265,6 +265,13 @@ impl SubscribeChannel {
 #[rtype(result = "()")]
 pub struct Stop;
 
+/// Stops the coordinator as [`Stop`] does and answers how to learn that it is gone: a receiver
+/// whose sender is dropped with the coordinator, or `None` under a supervisor (a stop is a
+/// restart there).
+#[derive(Message, Debug, Clone, Copy, Default)]
+#[rtype(result = "Option<tokio::sync::watch::Receiver<()>>")]
+pub(crate) struct StopAndWatch;
+
 /// Simulates a crash: the coordinator stops at once without saving, as if it had failed. Under
 /// supervision it restarts from the last saved snapshot. For fault-injection tests.
 #[doc(hidden)]

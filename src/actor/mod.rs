@@ -42,6 +42,10 @@
 //!   the earlier incarnation are stale. See `docs/reliability.md`.
 //! - **Code without actors** uses [`CoordinatorHandle::acquire`], which returns the same
 //!   [`Permit`].
+//! - **An actix `System` must be running** where the coordinator starts
+//!   ([`Coordinator::start`] and the other `start` methods panic outside one). A service on
+//!   plain tokio starts it with [`Coordinator::start_in_thread`], on a thread with a `System`
+//!   of its own, and uses the handle from any runtime.
 //!
 //! # Embedding the coordinator in an actix application
 //!
@@ -98,6 +102,7 @@ mod persist;
 mod records;
 mod share;
 mod state;
+mod thread;
 mod timer;
 
 use std::time::Instant;
@@ -150,6 +155,10 @@ pub struct Coordinator {
     /// Notified when the core has an urgent digest ([`WatchUrgentDigests`]); `None` until a
     /// transport asks.
     urgent: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Dropped with the coordinator: its receivers learn it is gone (its stop save written).
+    gone: tokio::sync::watch::Sender<()>,
+    /// Started under a supervisor: a stop is a restart.
+    supervised: bool,
 }
 
 impl Coordinator {
@@ -181,6 +190,8 @@ impl Coordinator {
             crashing: false,
             mailbox_capacity: None,
             urgent: None,
+            gone: tokio::sync::watch::channel(()).0,
+            supervised: false,
         })
     }
 
@@ -208,7 +219,25 @@ impl Coordinator {
         self
     }
 
+    /// Starts the actor on the current actix `System` and returns its address (the same as
+    /// [`Actor::start`], documented here).
+    ///
+    /// # Panics
+    ///
+    /// Outside a running actix `System` (tokio's `spawn_local called from outside of a
+    /// task::LocalSet`): call it inside `#[actix::main]`, `#[actix::test]`,
+    /// `actix::System::new().block_on(..)` or an `actix_rt` runtime. A service on plain tokio
+    /// uses [`Coordinator::start_in_thread`] instead.
+    pub fn start(self) -> Addr<Coordinator> {
+        Actor::start(self)
+    }
+
     /// Starts the actor and returns a handle for code without actors.
+    ///
+    /// # Panics
+    ///
+    /// Outside a running actix `System`, as [`Coordinator::start`]; see
+    /// [`Coordinator::start_in_thread`] for plain tokio.
     pub fn start_handle(self) -> CoordinatorHandle {
         CoordinatorHandle::new(self.start())
     }
@@ -219,11 +248,20 @@ impl Coordinator {
     /// are answered with [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted);
     /// permits granted before the restart are stale (their reports and releases are counted
     /// in [`ShellCounters::stale`] and ignored).
-    pub fn start_supervised(self) -> Addr<Coordinator> {
+    ///
+    /// # Panics
+    ///
+    /// Outside a running actix `System`, as [`Coordinator::start`].
+    pub fn start_supervised(mut self) -> Addr<Coordinator> {
+        self.supervised = true;
         Supervisor::start(move |_| self)
     }
 
     /// [`Coordinator::start_supervised`], returning a handle for code without actors.
+    ///
+    /// # Panics
+    ///
+    /// Outside a running actix `System`, as [`Coordinator::start`].
     pub fn start_supervised_handle(self) -> CoordinatorHandle {
         CoordinatorHandle::new(self.start_supervised())
     }
