@@ -1,5 +1,5 @@
-//! The coordinator's embedding API: a coordinator on a thread of its own for plain tokio, and
-//! metrics present from the start.
+//! The coordinator's embedding API: a coordinator on a thread of its own for plain tokio, the
+//! handle's operator methods with one error type, and metrics present from the start.
 //!
 //! The actix tests pause tokio's clock; the tests on plain tokio talk to a coordinator on
 //! another thread, whose clock a pause here could not reach, and wait on answers only.
@@ -8,11 +8,16 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
-    Coordinator, CoordinatorGone, CoordinatorHandle, GetState, State,
+    Answer, Coordinator, CoordinatorGone, CoordinatorHandle, GetState, HandleError, Ready, State,
 };
 use selection_coordinator::metrics::names;
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
-use selection_coordinator::{CandidateInfo, Config, Limits, Outcome, Rejection, Request};
+use selection_coordinator::{
+    CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
+};
+
+mod support;
+use support::{next_answer, next_permit, probe};
 
 fn build(candidates: usize, global: u32) -> Coordinator {
     let limits = Limits {
@@ -189,4 +194,122 @@ async fn dropping_the_last_handle_stops_a_coordinator_on_its_own_thread() {
         .expect("the coordinator stops when its last handle is dropped");
     assert!(answer.is_err());
     assert_eq!(without_ages(load(&store)), without_ages(learned));
+}
+
+#[actix::test]
+async fn the_handle_answers_every_operator_message_with_one_error_type() {
+    tokio::time::pause();
+    // Two candidates: a request asked again excludes the one it tried.
+    let handle = build(2, 1).start_handle();
+    let refused = |r: Result<(), HandleError>| match r {
+        Err(HandleError::Refused(e)) => e,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+
+    // Candidates.
+    handle.add_candidate(CandidateInfo::new("b")).await.unwrap();
+    assert_eq!(
+        refused(handle.add_candidate(CandidateInfo::new("b")).await),
+        Error::DuplicateCandidate("b".into())
+    );
+    handle
+        .update_candidate(CandidateInfo::new("b").with_tag("verified"))
+        .await
+        .unwrap();
+    let b = state(&handle).await.candidate("b").unwrap().info.clone();
+    assert!(b.tags.iter().any(|t| t.as_str() == "verified"), "{b:?}");
+    assert_eq!(
+        refused(handle.update_candidate(CandidateInfo::new("ghost")).await),
+        Error::UnknownCandidate("ghost".into())
+    );
+    handle.remove_candidate("b").await.unwrap();
+    assert!(matches!(
+        refused(handle.remove_candidate("ghost").await),
+        Error::UnknownCandidate(_)
+    ));
+
+    // Config.
+    let bad = Config {
+        refresh_ms: 0,
+        ..Config::default()
+    };
+    assert!(matches!(
+        refused(handle.set_config(bad).await),
+        Error::Config(_)
+    ));
+    let deterministic = Config::default().deterministic();
+    handle.set_config(deterministic.clone()).await.unwrap();
+    assert_eq!(state(&handle).await.config, deterministic);
+    assert!(matches!(
+        refused(handle.set_arm_share("nope", 1.0).await),
+        Error::Config(_)
+    ));
+
+    // A dry run.
+    let record = handle.explain(Request::any()).await.unwrap();
+    assert!(record.winner.is_some(), "{record:?}");
+    assert_eq!(record.candidates.len(), 2);
+    assert!(matches!(
+        handle.explain(Request::only(["ghost"])).await,
+        Err(HandleError::Refused(Error::UnknownCandidate(_)))
+    ));
+    assert_eq!(state(&handle).await.counters.decisions, 0);
+
+    // Requests: one waits behind the only slot and is cancelled; one kept open is asked
+    // again and finished.
+    let (w, mut rx) = probe();
+    let ready = |r: Request| handle.addr().send(Ready::new(r, w.clone().recipient()));
+    let kept = ready(Request::any()).await.unwrap().unwrap();
+    let p = next_permit(&mut rx).await;
+    let first = p.candidate().clone();
+    let waiting = ready(Request::any()).await.unwrap().unwrap();
+    handle.cancel(waiting).await.unwrap();
+    match next_answer(&mut rx).await {
+        Answer::Rejected { request, reason } => {
+            assert_eq!((request, reason), (waiting, Rejection::Cancelled))
+        }
+        other => panic!("expected a cancellation, got {other:?}"),
+    }
+    assert!(matches!(
+        refused(handle.cancel(waiting).await),
+        Error::UnknownRequest(_)
+    ));
+    p.done(Next::Keep);
+    handle.reask(kept).await.unwrap();
+    let again = next_permit(&mut rx).await;
+    assert_eq!(again.request(), kept);
+    assert_ne!(again.candidate(), &first);
+    let p = again;
+    p.done(Next::Keep);
+    handle.finish(kept).await.unwrap();
+    assert!(matches!(
+        refused(handle.finish(kept).await),
+        Error::UnknownRequest(_)
+    ));
+    assert!(matches!(
+        refused(handle.reask(kept).await),
+        Error::UnknownRequest(_)
+    ));
+    let s = state(&handle).await;
+    assert_eq!((s.open_requests, s.in_flight), (0, 0));
+    assert_eq!(handle.take_snapshot().await.unwrap().candidates.len(), 2);
+
+    // Gone: every method says so, with the same error.
+    handle.stop().await;
+    let gone = HandleError::CoordinatorGone(CoordinatorGone);
+    assert_eq!(
+        handle.add_candidate(CandidateInfo::new("x")).await,
+        Err(gone.clone())
+    );
+    assert_eq!(handle.remove_candidate("c0").await, Err(gone.clone()));
+    assert_eq!(
+        handle.set_config(Config::default()).await,
+        Err(gone.clone())
+    );
+    assert_eq!(
+        handle.explain(Request::any()).await.unwrap_err(),
+        gone.clone()
+    );
+    assert_eq!(handle.cancel(kept).await, Err(gone));
+    assert_eq!(handle.take_snapshot().await.unwrap_err(), CoordinatorGone);
 }

@@ -1,4 +1,5 @@
-//! An async handle for code without actors: `acquire(request).await` returns a [`Permit`].
+//! An async handle for code without actors: `acquire(request).await` returns a [`Permit`],
+//! and every operator message has a method with one flat error ([`HandleError`]).
 
 use std::sync::Arc;
 
@@ -6,15 +7,18 @@ use actix::{Addr, MailboxError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::messages::{
-    GetState, Ready, Reply, SetLimits, StopAndWatch, SubscribeChannel, TakeSnapshot,
+    AddCandidate, Cancel, Explain, Finish, GetState, Ready, Reask, RemoveCandidate, Reply,
+    SetArmShare, SetConfig, SetLimits, StopAndWatch, SubscribeChannel, TakeSnapshot,
+    UpdateCandidate,
 };
 use super::permit::{Answer, Permit};
 use super::state::State;
 use super::thread::OwnThread;
 use super::Coordinator;
-use crate::core::{Limits, Request};
+use crate::core::{CandidateId, CandidateInfo, Limits, Request, RequestId};
 use crate::decision::DecisionRecord;
 use crate::error::{Error, Rejection};
+use crate::score::Config;
 use crate::snapshot::Snapshot;
 
 /// The coordinator has stopped; nothing more can be asked of it.
@@ -41,6 +45,30 @@ pub enum AcquireError {
     /// The coordinator stopped before answering.
     #[error(transparent)]
     CoordinatorGone(#[from] CoordinatorGone),
+}
+
+/// Why a [`CoordinatorHandle`] method other than `acquire` failed: one flat error instead of
+/// actix's `MailboxError` around the message's own `Result`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// The coordinator answered with an error: nothing changed; the error says why (an
+    /// unknown candidate or request, an invalid config, ...).
+    #[error(transparent)]
+    Refused(#[from] Error),
+    /// The coordinator stopped before answering.
+    #[error(transparent)]
+    CoordinatorGone(#[from] CoordinatorGone),
+}
+
+/// Sends a message whose answer is a `Result<T, Error>` and flattens the two failures.
+async fn ask<M, T>(addr: &Addr<Coordinator>, msg: M) -> Result<T, HandleError>
+where
+    M: actix::Message<Result = Result<T, Error>> + Send + 'static,
+    T: Send + 'static,
+    Coordinator: actix::Handler<M>,
+{
+    Ok(addr.send(msg).await.map_err(gone)??)
 }
 
 /// A cloneable handle on a running [`Coordinator`]. Its futures work on any async runtime and
@@ -134,6 +162,8 @@ impl CoordinatorHandle {
     }
 
     /// Changes the limits; raising one grants at once.
+    ///
+    /// (Its nested result predates [`HandleError`]; the other operator methods return that.)
     pub async fn set_limits(&self, limits: Limits) -> Result<Result<(), Error>, CoordinatorGone> {
         self.addr.send(SetLimits(limits)).await.map_err(gone)
     }
@@ -151,6 +181,69 @@ impl CoordinatorHandle {
             .send(SubscribeChannel { rate, capacity })
             .await
             .map_err(gone)
+    }
+
+    /// Adds a candidate ([`AddCandidate`]); waiting requests may be granted at once. An
+    /// invalid or already known candidate is [`HandleError::Refused`].
+    pub async fn add_candidate(&self, info: CandidateInfo) -> Result<(), HandleError> {
+        ask(&self.addr, AddCandidate(info)).await
+    }
+
+    /// Replaces a candidate's static info, keeping its statistics ([`UpdateCandidate`]). An
+    /// unknown candidate or invalid info is [`HandleError::Refused`].
+    pub async fn update_candidate(&self, info: CandidateInfo) -> Result<(), HandleError> {
+        ask(&self.addr, UpdateCandidate(info)).await
+    }
+
+    /// Removes a candidate ([`RemoveCandidate`]): its running attempts finish, it is never
+    /// granted again. An unknown candidate is [`HandleError::Refused`].
+    pub async fn remove_candidate(&self, id: impl Into<CandidateId>) -> Result<(), HandleError> {
+        ask(&self.addr, RemoveCandidate(id.into())).await
+    }
+
+    /// Replaces the scoring config (hot reload, [`SetConfig`]); statistics, waiting requests
+    /// and attempts are kept. An invalid config is [`HandleError::Refused`] and the old one
+    /// stays.
+    pub async fn set_config(&self, config: Config) -> Result<(), HandleError> {
+        ask(&self.addr, SetConfig(config)).await
+    }
+
+    /// Changes one live A/B arm's share ([`SetArmShare`]). An unknown arm or a share the
+    /// config refuses is [`HandleError::Refused`] and the old config stays.
+    pub async fn set_arm_share(
+        &self,
+        arm: impl Into<String>,
+        share: f64,
+    ) -> Result<(), HandleError> {
+        let arm = arm.into();
+        ask(&self.addr, SetArmShare { arm, share }).await
+    }
+
+    /// A dry run ([`Explain`]): what a draw for `request` would do now, without granting
+    /// anything. A malformed request is [`HandleError::Refused`].
+    pub async fn explain(&self, request: Request) -> Result<DecisionRecord, HandleError> {
+        ask(&self.addr, Explain(request)).await
+    }
+
+    /// Cancels a request ([`Cancel`], the id is [`Permit::request`]): its waiting asks are
+    /// answered with [`Rejection::Cancelled`]; running attempts run to their end. A request
+    /// that has ended is [`HandleError::Refused`] with [`Error::UnknownRequest`].
+    pub async fn cancel(&self, request: RequestId) -> Result<(), HandleError> {
+        ask(&self.addr, Cancel { request }).await
+    }
+
+    /// Asks for one more attempt for a request kept open with
+    /// [`Next::Keep`](crate::Next::Keep) ([`Reask`]). Its grant goes where the request's
+    /// answers go: a worker actor (a permit from [`CoordinatorHandle::acquire`] ends its
+    /// request when released).
+    pub async fn reask(&self, request: RequestId) -> Result<(), HandleError> {
+        ask(&self.addr, Reask { request }).await
+    }
+
+    /// Closes a request kept open with [`Next::Keep`](crate::Next::Keep) ([`Finish`]),
+    /// dropping its waiting asks silently.
+    pub async fn finish(&self, request: RequestId) -> Result<(), HandleError> {
+        ask(&self.addr, Finish { request }).await
     }
 
     /// What the coordinator has learned now ([`TakeSnapshot`]; nothing is written).

@@ -40,8 +40,9 @@
 //!   System shutdown); waiting requests are answered with
 //!   [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted) and permits of
 //!   the earlier incarnation are stale. See `docs/reliability.md`.
-//! - **Code without actors** uses [`CoordinatorHandle::acquire`], which returns the same
-//!   [`Permit`].
+//! - **Code without actors** uses [`CoordinatorHandle`]: [`CoordinatorHandle::acquire`]
+//!   returns the same [`Permit`], and the operator messages have methods with one error type
+//!   ([`HandleError`]).
 //! - **An actix `System` must be running** where the coordinator starts
 //!   ([`Coordinator::start`] and the other `start` methods panic outside one). A service on
 //!   plain tokio starts it with [`Coordinator::start_in_thread`], on a thread with a `System`
@@ -111,7 +112,7 @@ use actix::{Actor, Addr, AsyncContext, Context, Supervised, Supervisor};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle};
+pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle, HandleError};
 #[doc(hidden)]
 pub use messages::Crash;
 pub use messages::{
