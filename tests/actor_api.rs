@@ -1,20 +1,26 @@
-//! The coordinator's embedding API: a coordinator on a thread of its own for plain tokio, the
-//! handle's operator methods with one error type, and metrics present from the start.
+//! The coordinator's embedding API: snapshot saves that leave the actor free, a coordinator on
+//! a thread of its own for plain tokio, the handle's operator methods with one error type, and
+//! metrics present from the start.
 //!
 //! The actix tests pause tokio's clock; the tests on plain tokio talk to a coordinator on
 //! another thread, whose clock a pause here could not reach, and wait on answers only.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
-    Answer, Coordinator, CoordinatorGone, CoordinatorHandle, GetState, HandleError, Ready, State,
+    Answer, Coordinator, CoordinatorGone, CoordinatorHandle, GetState, HandleError, Ready,
+    SaveSnapshot, State, TakeSnapshot,
 };
 use selection_coordinator::metrics::names;
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use selection_coordinator::{
     CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
 };
+use tokio::sync::mpsc;
 
 mod support;
 use support::{next_answer, next_permit, probe};
@@ -312,4 +318,183 @@ async fn the_handle_answers_every_operator_message_with_one_error_type() {
     );
     assert_eq!(handle.cancel(kept).await, Err(gone));
     assert_eq!(handle.take_snapshot().await.unwrap_err(), CoordinatorGone);
+}
+
+/// A snapshot write hook that holds the first write at its start until opened; later writes
+/// pass at once.
+struct Gate {
+    /// The thread the first write runs on, once it has started.
+    entered: mpsc::UnboundedReceiver<ThreadId>,
+    /// Dropping it lets the held write go on.
+    release: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Gate {
+    fn new() -> (Arc<dyn Fn() + Send + Sync>, Gate) {
+        let (entered_tx, entered) = mpsc::unbounded_channel();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let first = AtomicBool::new(true);
+        let hook = move || {
+            if first.swap(false, Ordering::SeqCst) {
+                let _ = entered_tx.send(thread::current().id());
+                // Returns when the sender is dropped.
+                let _ = held.lock().unwrap().recv();
+            }
+        };
+        let gate = Gate {
+            entered,
+            release: Some(release),
+        };
+        (Arc::new(hook), gate)
+    }
+
+    /// Waits until the first write has started; answers its thread.
+    async fn entered(&mut self) -> ThreadId {
+        tokio::time::timeout(Duration::from_secs(5), self.entered.recv())
+            .await
+            .expect("no snapshot write started")
+            .unwrap()
+    }
+
+    fn open(&mut self) {
+        self.release = None;
+    }
+}
+
+/// Polls the state until `done` holds (the clock is paused: sleeps are virtual, and while a
+/// snapshot write runs on the blocking pool tokio does not move the clock on).
+async fn wait_until(handle: &CoordinatorHandle, what: &str, done: impl Fn(&State) -> bool) {
+    for _ in 0..1000 {
+        if done(&state(handle).await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("{what}: not within 1000 polls");
+}
+
+#[actix::test]
+async fn periodic_saves_are_written_off_the_actor_thread_while_grants_go_on() {
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let (hook, mut gate) = Gate::new();
+    let handle = build(2_000, 8)
+        .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
+        .unwrap()
+        .with_snapshot_write_hook(hook)
+        .start_handle();
+    learn(&handle, 5, 20.0).await;
+    let first = handle.take_snapshot().await.unwrap();
+
+    // The first periodic save is due at 10 ms: it is taken on the actor and written elsewhere.
+    let writer = gate.entered().await;
+    assert_ne!(
+        writer,
+        thread::current().id(),
+        "the write runs on the blocking pool, not on the actor's thread"
+    );
+    // While it is held: grants go on, and the periodic saves falling due are skipped.
+    learn(&handle, 200, 900.0).await;
+    tokio::time::advance(Duration::from_millis(35)).await;
+    // (The actor reads its mailbox before its timer: ask until the timer has had its turn.)
+    let mut s = state(&handle).await;
+    for _ in 0..100 {
+        if s.snapshots.skipped > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        s = state(&handle).await;
+    }
+    assert_eq!(s.counters.decisions, 205);
+    assert_eq!((s.snapshots.saves, s.snapshots.save_errors), (0, 0));
+    assert!(s.snapshots.skipped >= 1, "{:?}", s.snapshots);
+    assert!(!store.path().exists());
+
+    // Let go, it lands with what was known when it was taken.
+    gate.open();
+    wait_until(&handle, "the held save", |s| s.snapshots.saves >= 1).await;
+    assert_eq!(without_ages(load(&store)), without_ages(first));
+
+    // The next periods catch up with what was learned since.
+    let now = without_ages(handle.take_snapshot().await.unwrap());
+    for _ in 0..100 {
+        if without_ages(load(&store)) == now {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(without_ages(load(&store)), now);
+
+    // And the save at stop still lands.
+    learn(&handle, 3, 50.0).await;
+    let last = handle.take_snapshot().await.unwrap();
+    handle.stop().await;
+    assert_eq!(without_ages(load(&store)), without_ages(last));
+    assert_eq!(handle.state().await.unwrap_err(), CoordinatorGone);
+}
+
+#[actix::test]
+async fn an_explicit_save_answers_after_its_write_and_an_older_one_never_overwrites_it() {
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let (hook, mut gate) = Gate::new();
+    let c = build(50, 4)
+        .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
+        .unwrap()
+        .with_snapshot_write_hook(hook)
+        .start();
+    let handle = CoordinatorHandle::new(c.clone());
+    learn(&handle, 5, 20.0).await;
+    // A periodic save taken now, held before it writes.
+    gate.entered().await;
+    learn(&handle, 5, 700.0).await;
+    let newer = c.send(TakeSnapshot).await.unwrap();
+    // The explicit save is taken after it, written at once, and answered when on disk.
+    let saved = c.send(SaveSnapshot).await.unwrap().unwrap();
+    assert_eq!(saved, Some(store.path()));
+    assert_eq!(without_ages(load(&store)), without_ages(newer.clone()));
+    assert_eq!(state(&handle).await.snapshots.saves, 1);
+
+    // The older periodic save, let go, finds a newer file and leaves it.
+    gate.open();
+    wait_until(&handle, "the older save", |s| s.snapshots.skipped >= 1).await;
+    let s = state(&handle).await;
+    assert_eq!((s.snapshots.saves, s.snapshots.save_errors), (1, 0));
+    assert_eq!(without_ages(load(&store)), without_ages(newer));
+
+    // Without a store an explicit save answers `None`.
+    let plain = build(1, 1).start();
+    assert_eq!(plain.send(SaveSnapshot).await.unwrap().unwrap(), None);
+}
+
+/// The save at stop runs on the actor's thread and must be the last word: a periodic save
+/// taken before it, still held when the actor is gone, finds a newer file and leaves it.
+#[test]
+fn the_stop_save_is_never_overwritten_by_an_earlier_periodic_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let system = System::new();
+    let last = system.block_on(async {
+        tokio::time::pause();
+        let (hook, mut gate) = Gate::new();
+        let handle = build(50, 4)
+            .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
+            .unwrap()
+            .with_snapshot_write_hook(hook)
+            .start_handle();
+        learn(&handle, 5, 20.0).await;
+        gate.entered().await;
+        learn(&handle, 5, 700.0).await;
+        let last = handle.take_snapshot().await.unwrap();
+        handle.stop().await;
+        assert_eq!(without_ages(load(&store)), without_ages(last.clone()));
+        gate.open();
+        last
+    });
+    // Dropping the System waits for the blocking pool: the held save has run by now.
+    drop(system);
+    assert_eq!(without_ages(load(&store)), without_ages(last));
 }

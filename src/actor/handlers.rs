@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use actix::{ActorContext, Context, Handler, MessageResult};
+use actix::{ActorContext, Context, Handler, MessageResult, ResponseFuture};
 use tokio::sync::mpsc;
 
 use super::messages::{
@@ -259,7 +259,7 @@ impl Handler<GetState> for Coordinator {
             self.shell,
             self.subscribers.len(),
             self.incarnation,
-            self.snapshots.clone(),
+            self.snapshot_status(),
         ))
     }
 }
@@ -329,9 +329,11 @@ impl Handler<TakeSnapshot> for Coordinator {
 }
 
 impl Handler<SaveSnapshot> for Coordinator {
-    type Result = Result<Option<PathBuf>, SnapshotError>;
+    type Result = ResponseFuture<Result<Option<PathBuf>, SnapshotError>>;
 
+    /// The snapshot is taken now; the write runs on tokio's blocking pool while the actor
+    /// goes on, and the answer comes when it is on disk.
     fn handle(&mut self, _: SaveSnapshot, _: &mut Context<Self>) -> Self::Result {
-        self.save_snapshot()
+        Box::pin(self.save_snapshot_later())
     }
 }

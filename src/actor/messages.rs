@@ -284,7 +284,10 @@ pub struct Crash;
 #[rtype(result = "Snapshot")]
 pub struct TakeSnapshot;
 
-/// Writes a snapshot now. Answers the path written, or `None` when no store is configured.
+/// Writes a snapshot. It is taken when the message is handled and written on tokio's blocking
+/// pool while the coordinator goes on with other messages; the answer comes once it is on
+/// disk: the path written, `None` when no store is configured, or the write's error. A write
+/// never replaces a newer snapshot with this one (see `docs/reliability.md`).
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "Result<Option<PathBuf>, SnapshotError>")]
 pub struct SaveSnapshot;

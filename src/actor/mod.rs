@@ -40,6 +40,10 @@
 //!   System shutdown); waiting requests are answered with
 //!   [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted) and permits of
 //!   the earlier incarnation are stale. See `docs/reliability.md`.
+//! - **Snapshot writes leave the actor free.** A periodic or requested ([`SaveSnapshot`])
+//!   save takes the snapshot on the actor and writes it on tokio's blocking pool, one write at
+//!   a time and never an older snapshot over a newer one; only the save at stop writes on the
+//!   actor's thread, so it is on disk before the actor is gone.
 //! - **Code without actors** uses [`CoordinatorHandle`]: [`CoordinatorHandle::acquire`]
 //!   returns the same [`Permit`], and the operator messages have methods with one error type
 //!   ([`HandleError`]).
@@ -101,6 +105,7 @@ mod messages;
 mod permit;
 mod persist;
 mod records;
+mod saver;
 mod share;
 mod state;
 mod thread;
@@ -372,7 +377,8 @@ impl Actor for Coordinator {
         // Waiting workers would otherwise wait forever.
         self.answer_waiting();
         if !std::mem::take(&mut self.crashing) {
-            let _ = self.save_snapshot();
+            // On this thread: the actor must not be gone before its last snapshot is written.
+            let _ = self.save_snapshot_now();
         }
     }
 }

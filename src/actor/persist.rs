@@ -1,6 +1,8 @@
 //! Persistence and restarts: snapshots saved periodically and on stop, loaded at start, and the
 //! rebuild a supervised coordinator goes through when it restarts.
 //!
+//! The writes themselves, off the actor thread and in order, are the [`Saver`]'s.
+//!
 //! A restart is treated as a crash of everything the actor held in memory about requests: the
 //! core is rebuilt from the configuration in force and the last saved snapshot, every request
 //! that was waiting is answered with [`Rejection::CoordinatorRestarted`], and the incarnation
@@ -14,6 +16,7 @@ use serde::Serialize;
 
 use super::ledger::Ledger;
 use super::permit::Answer;
+use super::saver::Saver;
 use super::timer::now;
 use super::Coordinator;
 use crate::core::{CandidateInfo, Core};
@@ -62,12 +65,16 @@ pub struct SnapshotStatus {
     pub save_errors: u64,
     /// The last write error.
     pub last_error: Option<String>,
+    /// Saves not written: a periodic save that came due while the previous one was still
+    /// being written (the next period tries again), or a save whose snapshot was older than
+    /// one already written (the file is never set back to an older snapshot).
+    pub skipped: u64,
 }
 
 /// The snapshot store and how often to save.
 #[derive(Debug)]
 pub(crate) struct Persistence {
-    pub(crate) store: SnapshotStore,
+    pub(crate) saver: Saver,
     pub(crate) every: Option<Duration>,
 }
 
@@ -89,7 +96,8 @@ impl Coordinator {
     ) -> Result<Self, SnapshotError> {
         self.snapshots.path = Some(store.path());
         let loaded = store.load()?;
-        self.persistence = Some(Persistence { store, every });
+        let saver = Saver::new(store);
+        self.persistence = Some(Persistence { saver, every });
         let outcome = self.apply_loaded(loaded);
         self.snapshots.loaded = outcome;
         Ok(self)
@@ -118,25 +126,68 @@ impl Coordinator {
         }
     }
 
-    /// Writes the current snapshot if a store is configured. Errors are counted and logged:
-    /// a failed write must not take the coordinator down.
-    pub(crate) fn save_snapshot(&mut self) -> Result<Option<PathBuf>, SnapshotError> {
+    /// Writes the current snapshot now, on the calling thread, if a store is configured: the
+    /// save at stop, which must land before the actor is gone. It waits for a write in
+    /// progress and is never overwritten by an older queued one. Errors are counted and
+    /// logged: a failed write must not take the coordinator down.
+    pub(crate) fn save_snapshot_now(&mut self) -> Result<Option<PathBuf>, SnapshotError> {
         let Some(p) = &self.persistence else {
             return Ok(None);
         };
-        let result = p.store.save(&self.core.snapshot());
-        match result {
-            Ok(()) => {
-                self.snapshots.saves += 1;
-                Ok(Some(p.store.path()))
-            }
-            Err(e) => {
-                tracing::warn!("snapshot save failed: {e}");
-                self.snapshots.save_errors += 1;
-                self.snapshots.last_error = Some(e.to_string());
-                Err(e)
+        p.saver.job(self.core.snapshot()).run().map(Some)
+    }
+
+    /// A periodic save: the snapshot is taken here, the write runs on tokio's blocking pool.
+    /// Skipped (and counted) while the previous periodic save is still being written.
+    pub(crate) fn save_snapshot_periodic(&mut self) {
+        let Some(p) = &self.persistence else {
+            return;
+        };
+        if let Some(job) = p.saver.periodic_job(|| self.core.snapshot()) {
+            job.spawn();
+        }
+    }
+
+    /// An explicit save ([`SaveSnapshot`](super::SaveSnapshot)): the snapshot is taken now,
+    /// and the returned future writes it on tokio's blocking pool and answers the path.
+    pub(crate) fn save_snapshot_later(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<PathBuf>, SnapshotError>> + 'static {
+        let job = self
+            .persistence
+            .as_ref()
+            .map(|p| p.saver.job(self.core.snapshot()));
+        async move {
+            match job {
+                Some(job) => job.run_blocking().await.map(Some),
+                None => Ok(None),
             }
         }
+    }
+
+    /// What [`State::snapshots`](super::State::snapshots) reports: the load, and the saves'
+    /// counts.
+    pub(crate) fn snapshot_status(&self) -> SnapshotStatus {
+        let mut status = self.snapshots.clone();
+        if let Some(p) = &self.persistence {
+            p.saver.fill(&mut status);
+        }
+        status
+    }
+
+    /// For fault-injection tests: runs `hook` on the writing thread at the start of each
+    /// snapshot write (before it waits for the writes ahead of it), so a test can hold a save
+    /// in flight. Call it after [`Coordinator::with_snapshots`]; without a store it does
+    /// nothing.
+    #[doc(hidden)]
+    pub fn with_snapshot_write_hook(
+        mut self,
+        hook: std::sync::Arc<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        if let Some(p) = &mut self.persistence {
+            p.saver.set_hook(hook);
+        }
+        self
     }
 
     /// Answers every waiting request: the coordinator is going away (or restarting).
@@ -188,7 +239,11 @@ impl Coordinator {
         self.ledger = Ledger::default();
         self.incarnation += 1;
         self.timer.reset();
-        let outcome = match self.persistence.as_ref().map(|p| p.store.load()) {
+        // The last saved snapshot: a write in progress ends first.
+        let outcome = match self.persistence.as_ref().map(|p| {
+            p.saver.wait_for_write();
+            p.saver.store().load()
+        }) {
             None => LoadOutcome::NotConfigured,
             // A candidate removed since the snapshot stays removed: the candidate set is the
             // operator's, only the statistics come from the file.

@@ -10,7 +10,8 @@
 //!
 //! - **housekeeping**, every `refresh_ms` of the config: cancel waiting requests whose worker
 //!   went away, drop subscribers that left, emit the gauges;
-//! - **periodic snapshots**, when [`Coordinator::with_snapshots`] asked for them.
+//! - **periodic snapshots**, when [`Coordinator::with_snapshots`] asked for them: the snapshot
+//!   is taken on the actor, the write runs on tokio's blocking pool (see `saver.rs`).
 //!
 //! A chore whose next due time does not fit the clock (a period such as `Duration::MAX`) is
 //! never due again: due times are added with `checked_add`, never `+`.
@@ -138,8 +139,9 @@ impl Coordinator {
             self.metrics.on_gauges(&self.core);
         }
         if snapshot {
-            // Counted and logged inside; the next period tries again.
-            let _ = self.save_snapshot();
+            // Written on tokio's blocking pool; counted and logged there, and a failed or
+            // skipped save is tried again the next period.
+            self.save_snapshot_periodic();
         }
     }
 }
