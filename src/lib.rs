@@ -102,7 +102,7 @@ pub mod snapshot;
 mod vocab;
 
 #[cfg(feature = "actor")]
-pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, Permit};
+pub use crate::actor::{AcquireError, Answer, Coordinator, CoordinatorHandle, HandleError, Permit};
 pub use crate::core::{
     AttemptId, CandidateId, CandidateInfo, CloseReason, Core, Eligible, Event, FailureClass, Grant,
     Limits, Next, Outcome, Reported, Request, RequestId, ServerFeedback, Success,
