@@ -74,5 +74,8 @@ mod actor;
 mod catalogue;
 #[path = "discovery/comparison.rs"]
 mod comparison;
+#[cfg(feature = "http")]
+#[path = "discovery/ipv6.rs"]
+mod ipv6;
 #[path = "discovery/props.rs"]
 mod props;

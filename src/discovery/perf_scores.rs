@@ -158,7 +158,7 @@ impl PerfScoreSource {
     async fn get(&self) -> Result<Vec<u8>, PerfScoreError> {
         let host = self.uri.host().unwrap_or_default();
         let port = self.uri.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((host, port))
+        let stream = tokio::net::TcpStream::connect((connect_host(host), port))
             .await
             .map_err(|e| PerfScoreError::Connect(e.to_string()))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -314,9 +314,25 @@ impl PerfScores {
     }
 }
 
+/// The host to resolve or connect to: `uri.host()` keeps the brackets of an IPv6 literal
+/// (`[::1]`), which the resolver does not accept, so they are removed.
+fn connect_host(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_literals_lose_their_brackets() {
+        let uri: Uri = "http://[::1]:8080/scores".parse().unwrap();
+        assert_eq!(connect_host(uri.host().unwrap()), "::1");
+        assert_eq!(connect_host("127.0.0.1"), "127.0.0.1");
+        assert_eq!(connect_host("scores.example.org"), "scores.example.org");
+    }
 
     #[test]
     fn parses_one_region_and_skips_the_rest() {
