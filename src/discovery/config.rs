@@ -17,6 +17,8 @@ pub struct DiscoveryConfig {
     /// Last cutoff checkpoint; checkpoints double from `cutoff_start_s` up to it (Livepeer: 6).
     pub cutoff_max_s: f64,
     /// Seconds fetched info stays valid; expired info is refetched before it is used again.
+    /// At least `interval_s` (validation refuses less), so info is refreshed before it
+    /// expires; the default, two intervals, survives one failed refresh.
     pub expiry_s: f64,
     /// Pause refreshing after this many seconds without a request; `None`: never pause.
     pub idle_pause_s: Option<f64>,
@@ -90,6 +92,18 @@ impl DiscoveryConfig {
                 format!(
                     "must be at least cutoff_start_s ({}), got {}",
                     self.cutoff_start_s, self.cutoff_max_s
+                ),
+            );
+        }
+        if self.expiry_s < self.interval_s {
+            return bad(
+                "expiry_s",
+                format!(
+                    "must be at least interval_s ({}), got {}: info would expire before its \
+                     refresh each interval, and every candidate would be removed (losing its \
+                     learned statistics) and fetched anew; twice interval_s lets one failed \
+                     refresh pass",
+                    self.interval_s, self.expiry_s
                 ),
             );
         }
@@ -191,5 +205,27 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("expiry_s"), "{err}");
         assert!(DiscoveryConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn expiry_shorter_than_the_interval_is_refused() {
+        let err = DiscoveryConfig {
+            interval_s: 900.0,
+            expiry_s: 899.0,
+            ..DiscoveryConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("expiry_s") && text.contains("interval_s"),
+            "{text}"
+        );
+        let equal = DiscoveryConfig {
+            interval_s: 900.0,
+            expiry_s: 900.0,
+            ..DiscoveryConfig::default()
+        };
+        assert!(equal.validate().is_ok());
     }
 }

@@ -181,20 +181,25 @@ fn the_actor_refetches_expired_info() {
         let all = ids(5);
         let fetcher = FakeFetcher::with_latencies(&all, 3, 50);
         let config = DiscoveryConfig {
-            interval_s: 10_000.0,
-            expiry_s: 60.0,
+            interval_s: 100.0,
+            expiry_s: 150.0,
             idle_pause_s: None,
             ..DiscoveryConfig::default()
         };
         let (addr, log) = start(config, all.clone(), fetcher.clone());
         tokio::time::sleep(secs(1)).await;
         assert_eq!(count(&log, is_add), 5);
-        fetcher.failing.lock().unwrap().insert(all[0].clone());
-        tokio::time::sleep(secs(61)).await;
+        // The refresh at 100 s fails for everyone; the info stays until it expires at 150 s.
+        fetcher.failing.lock().unwrap().extend(all.iter().cloned());
+        tokio::time::sleep(secs(119)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 10);
+        assert_eq!(count(&log, |c| matches!(c, CandidateChange::Remove(_))), 0);
+        fetcher.failing.lock().unwrap().retain(|id| *id == all[0]);
+        tokio::time::sleep(secs(31)).await;
         let removed = count(&log, |c| matches!(c, CandidateChange::Remove(_)));
         assert_eq!(removed, 5);
         assert_eq!(count(&log, is_add), 9, "4 came back after the refetch");
-        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 10);
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 15);
         let status = addr.send(Snapshot).await.unwrap();
         assert_eq!(status.cache_size, 4);
     });

@@ -156,8 +156,8 @@ fn answers_are_added_fastest_first_within_a_batch() {
 fn expired_info_is_removed_then_refetched_and_added_back() {
     let t0 = Instant::now();
     let config = DiscoveryConfig {
-        interval_s: 10_000.0,
-        expiry_s: 60.0,
+        interval_s: 100.0,
+        expiry_s: 150.0,
         idle_pause_s: None,
         ..DiscoveryConfig::default()
     };
@@ -165,10 +165,20 @@ fn expired_info_is_removed_then_refetched_and_added_back() {
     cat.set_candidates(ids(3), t0);
     let batch = fetches(&drain(&mut cat));
     answer_all(&mut cat, &batch, t0 + ms(10));
-    assert_eq!(cat.eligible_count(&[], t0 + secs(59)), 3);
-    assert_eq!(cat.next_deadline(), Some(t0 + ms(60_010)));
+    // The refresh at 100 s fails for everyone: the info stays valid until it expires.
+    cat.tick(t0 + secs(100));
+    for id in fetches(&drain(&mut cat)) {
+        cat.fetched(
+            &id,
+            Err(FetchError::Failed("down".into())),
+            t0 + ms(100_001),
+        );
+    }
+    drain(&mut cat);
+    assert_eq!(cat.eligible_count(&[], t0 + secs(149)), 3);
+    assert_eq!(cat.next_deadline(), Some(t0 + ms(150_010)));
     // At expiry: out of the coordinator and the pool, and refetched at once.
-    let at = t0 + ms(60_010);
+    let at = t0 + ms(150_010);
     assert_eq!(
         cat.eligible_count(&[], at),
         0,
@@ -201,7 +211,7 @@ fn expired_info_is_removed_then_refetched_and_added_back() {
     let back = added(&drain(&mut cat));
     assert_eq!(back, vec![refetch[0].clone()]);
     assert_eq!(cat.eligible_count(&[], at + secs(1)), 1);
-    assert_eq!(cat.stats().errors, 1);
+    assert_eq!(cat.stats().errors, 3 + 1);
 }
 
 #[test]
