@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -13,8 +17,8 @@ use super::catalogue::Catalogue;
 use super::config::{DiscoveryConfig, DiscoveryError};
 use super::events::{Action, CatalogueStats};
 use super::{
-    Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT, METRIC_REFRESH_DURATION,
-    METRIC_REQUESTS,
+    FetchError, Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT,
+    METRIC_REFRESH_DURATION, METRIC_REQUESTS,
 };
 use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, UpdateCandidate};
 use crate::vocab::{CandidateId, CandidateInfo};
@@ -146,6 +150,30 @@ impl<F: Fetcher> fmt::Debug for Discovery<F> {
     }
 }
 
+/// Polls a future, catching a panic in it as `Err(message)`, so one panicking fetch does not
+/// take the actor (and every later refresh) down with it.
+struct CatchUnwind<Fut>(Pin<Box<Fut>>);
+
+impl<Fut: Future> Future for CatchUnwind<Fut> {
+    type Output = Result<Fut::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".to_string());
+                Poll::Ready(Err(message))
+            }
+        }
+    }
+}
+
 /// How often the cache gauges are refreshed when nothing changes.
 const GAUGE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -193,9 +221,17 @@ impl<F: Fetcher> Discovery<F> {
                     let fetcher = Arc::clone(&self.fetcher);
                     let key = id.clone();
                     let slot = id.clone();
-                    let fut = async move { fetcher.fetch(&key).await };
+                    let fut = CatchUnwind(Box::pin(async move { fetcher.fetch(&key).await }));
                     let handle = ctx.spawn(fut.into_actor(self).map(
                         move |result, act: &mut Self, ctx| {
+                            let result = result.unwrap_or_else(|panic| {
+                                tracing::warn!(
+                                    candidate = %id,
+                                    panic = %panic,
+                                    "discovery fetcher panicked; counted as a failed fetch"
+                                );
+                                Err(FetchError::Failed(format!("fetcher panicked: {panic}")))
+                            });
                             act.running.remove(&id);
                             act.catalogue.fetched(&id, result, now());
                             act.drive(ctx);

@@ -121,6 +121,8 @@ pub enum FetchError {
 /// Implement it with `async fn fetch(&self, id: &CandidateId) -> Result<CandidateInfo,
 /// FetchError>`; the future must be `Send` because the actor runs many at once. Discovery
 /// bounds how many run at once and cuts slow ones, so the fetcher need not time out itself.
+/// A fetch that panics is caught and counted as a failed fetch (logged at `warn`); the actor
+/// keeps running.
 pub trait Fetcher: Send + Sync + 'static {
     /// Fetches `id`'s info. The returned info's id must be `id`.
     fn fetch(

@@ -30,6 +30,7 @@ impl Drop for Running {
 struct FakeFetcher {
     latency: Arc<Mutex<HashMap<CandidateId, Duration>>>,
     failing: Arc<Mutex<HashSet<CandidateId>>>,
+    panicking: Arc<Mutex<HashSet<CandidateId>>>,
     calls: Arc<AtomicUsize>,
     gauge: Gauge,
 }
@@ -60,6 +61,9 @@ impl Fetcher for FakeFetcher {
             .copied()
             .unwrap_or(ms(10));
         tokio::time::sleep(latency).await;
+        if self.panicking.lock().unwrap().contains(id) {
+            panic!("fake fetcher panics for {id}");
+        }
         if self.failing.lock().unwrap().contains(id) {
             return Err(FetchError::Failed("refused".into()));
         }
@@ -171,6 +175,36 @@ fn the_actor_waits_longer_when_nobody_answers() {
         let status = addr.send(Snapshot).await.unwrap();
         assert_eq!((status.stats.ok, status.stats.timeouts), (1, 3));
         assert_eq!(count(&log, is_add), 1);
+    });
+}
+
+#[test]
+fn a_panicking_fetch_counts_as_an_error_and_the_actor_carries_on() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::with_latencies(&all, 3, 50);
+        fetcher.panicking.lock().unwrap().insert(all[2].clone());
+        let config = DiscoveryConfig {
+            interval_s: 100.0,
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(count(&log, is_add), 4, "the others reach the sink");
+        assert!(!log.borrow().contains(&CandidateChange::Add(
+            CandidateInfo::new(all[2].clone()).with_capability("h264")
+        )));
+        let status = addr.send(Snapshot).await.expect("the actor still answers");
+        assert_eq!(status.stats.errors, 1);
+        assert_eq!(status.cache_size, 4);
+        // It keeps refreshing: the next pass fetches everyone again.
+        fetcher.panicking.lock().unwrap().clear();
+        tokio::time::sleep(secs(100)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 10);
+        assert_eq!(count(&log, is_add), 5);
+        assert_eq!(addr.send(Snapshot).await.unwrap().cache_size, 5);
     });
 }
 
