@@ -20,7 +20,7 @@ use super::{
     FetchError, Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT,
     METRIC_REFRESH_DURATION, METRIC_REQUESTS,
 };
-use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, UpdateCandidate};
+use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, Stop, UpdateCandidate};
 use crate::vocab::{CandidateId, CandidateInfo};
 
 /// A change to the coordinator's candidate set.
@@ -233,6 +233,9 @@ impl<F: Fetcher> Discovery<F> {
                                 Err(FetchError::Failed(format!("fetcher panicked: {panic}")))
                             });
                             act.running.remove(&id);
+                            if act.stop_if_unreachable(ctx) {
+                                return;
+                            }
                             act.catalogue.fetched(&id, result, now());
                             act.drive(ctx);
                         },
@@ -288,6 +291,17 @@ impl<F: Fetcher> Discovery<F> {
         }
     }
 
+    /// Stops the actor once no address of it is left (its timers would otherwise keep it
+    /// fetching for ever); answers whether it did.
+    fn stop_if_unreachable(&mut self, ctx: &mut Context<Self>) -> bool {
+        if ctx.connected() {
+            return false;
+        }
+        tracing::debug!("discovery stops: no address of it is left");
+        ctx.stop();
+        true
+    }
+
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
         let next = self.catalogue.next_deadline();
         if self.timer.as_ref().map(|(t, _)| *t) == next {
@@ -300,6 +314,9 @@ impl<F: Fetcher> Discovery<F> {
             let delay = at.saturating_duration_since(now());
             let handle = ctx.run_later(delay, |act, ctx| {
                 act.timer = None;
+                if act.stop_if_unreachable(ctx) {
+                    return;
+                }
                 act.catalogue.tick(now());
                 act.drive(ctx);
             });
@@ -313,7 +330,12 @@ impl<F: Fetcher> Actor for Discovery<F> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         // The cache age grows between changes; keep the gauge current.
-        ctx.run_interval(GAUGE_INTERVAL, |act, _| act.record_metrics(true));
+        // It also notices, at the latest, when every address is gone.
+        ctx.run_interval(GAUGE_INTERVAL, |act, ctx| {
+            if !act.stop_if_unreachable(ctx) {
+                act.record_metrics(true);
+            }
+        });
         let initial = std::mem::take(&mut self.initial);
         self.catalogue.set_candidates(initial, now());
         self.drive(ctx);
@@ -397,5 +419,17 @@ impl<F: Fetcher> Handler<Snapshot> for Discovery<F> {
             refreshing: self.catalogue.refreshing(),
             paused: self.catalogue.paused(t),
         })
+    }
+}
+
+/// [`Stop`] (the coordinator's message) stops discovery too: running fetches are dropped, no
+/// pass or timer runs again and the sink gets no more changes (the coordinator keeps the
+/// candidates it has). Dropping every address (`Addr`, `Recipient`) also stops it, at its
+/// next timer or fetch answer and at most 15 s later.
+impl<F: Fetcher> Handler<Stop> for Discovery<F> {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }

@@ -40,7 +40,8 @@
 //! tells its driver what to do through [`Action`]s. The [`Discovery`] actor drives it with
 //! tokio (fetches, cutoffs, timers) and pushes candidate changes to a [`CandidateSink`] such as
 //! the coordinator. [`sim`] drives the same catalogue in virtual time to compare it with the
-//! per-request fan-out. With the `http` feature, `perf_scores` polls a regional
+//! per-request fan-out. [`Stop`](crate::actor::Stop) stops the actor, as does dropping its
+//! last address (noticed within 15 s). With the `http` feature, `perf_scores` polls a regional
 //! performance-score document over HTTP. `docs/discovery.md` has the figures.
 //!
 //! ```

@@ -209,6 +209,65 @@ fn a_panicking_fetch_counts_as_an_error_and_the_actor_carries_on() {
 }
 
 #[test]
+fn stop_ends_the_fetching() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::with_latencies(&all, 3, 50);
+        let config = DiscoveryConfig {
+            interval_s: 100.0,
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 5);
+        addr.send(selection_coordinator::actor::Stop).await.unwrap();
+        tokio::time::sleep(secs(1_000)).await;
+        assert_eq!(
+            fetcher.calls.load(Ordering::SeqCst),
+            5,
+            "no pass after Stop"
+        );
+        assert_eq!(log.borrow().len(), 5);
+        assert!(addr.send(Snapshot).await.is_err(), "the actor is gone");
+        assert_eq!(
+            Arc::strong_count(&fetcher.calls),
+            1,
+            "its fetcher was dropped"
+        );
+    });
+}
+
+#[test]
+fn dropping_every_address_stops_the_actor() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::with_latencies(&all, 3, 50);
+        let config = DiscoveryConfig {
+            interval_s: 100.0,
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, _log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        drop(addr);
+        tokio::time::sleep(secs(1_000)).await;
+        assert_eq!(
+            fetcher.calls.load(Ordering::SeqCst),
+            5,
+            "no pass once unreachable"
+        );
+        assert_eq!(
+            Arc::strong_count(&fetcher.calls),
+            1,
+            "the actor was dropped"
+        );
+    });
+}
+
+#[test]
 fn the_actor_refetches_expired_info() {
     System::new().block_on(async {
         tokio::time::pause();
