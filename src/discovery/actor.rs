@@ -131,6 +131,13 @@ pub struct DiscoveryStatus {
 }
 
 /// The discovery actor. See the [module docs](super).
+///
+/// # Panics
+///
+/// Starting it (`Actor::start` and the like) panics outside a running actix `System`;
+/// [`Discovery::new`] itself does not. With a coordinator run by
+/// [`Coordinator::start_in_thread`], discovery still needs a System on its own side, and its
+/// sink is `handle.addr().clone()`.
 pub struct Discovery<F: Fetcher> {
     catalogue: Catalogue,
     fetcher: Arc<F>,
