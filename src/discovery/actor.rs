@@ -20,7 +20,9 @@ use super::{
     FetchError, Fetcher, METRIC_CACHE_AGE, METRIC_CACHE_SIZE, METRIC_IN_FLIGHT,
     METRIC_REFRESH_DURATION, METRIC_REQUESTS,
 };
-use crate::actor::{AddCandidate, Coordinator, RemoveCandidate, Stop, UpdateCandidate};
+use crate::actor::{
+    AddCandidate, Coordinator, CoordinatorHandle, RemoveCandidate, Stop, UpdateCandidate,
+};
 use crate::vocab::{CandidateId, CandidateInfo};
 
 /// A change to the coordinator's candidate set.
@@ -58,11 +60,24 @@ impl CandidateSink for Recipient<CandidateChange> {
 /// [`RemoveCandidate`], sent in order with `do_send`; the coordinator counts any it refuses.
 impl CandidateSink for Addr<Coordinator> {
     fn apply(&mut self, change: CandidateChange) {
-        match change {
-            CandidateChange::Add(info) => self.do_send(AddCandidate(info)),
-            CandidateChange::Update(info) => self.do_send(UpdateCandidate(info)),
-            CandidateChange::Remove(id) => self.do_send(RemoveCandidate(id)),
-        }
+        send_change(self, change);
+    }
+}
+
+/// The coordinator behind a handle, as for [`Addr<Coordinator>`]: `Discovery::new(config,
+/// ids, fetcher, handle.clone())`. The clone is a handle like any other: a coordinator started
+/// with [`Coordinator::start_in_thread`] keeps running while discovery holds it.
+impl CandidateSink for CoordinatorHandle {
+    fn apply(&mut self, change: CandidateChange) {
+        send_change(self.addr(), change);
+    }
+}
+
+fn send_change(coordinator: &Addr<Coordinator>, change: CandidateChange) {
+    match change {
+        CandidateChange::Add(info) => coordinator.do_send(AddCandidate(info)),
+        CandidateChange::Update(info) => coordinator.do_send(UpdateCandidate(info)),
+        CandidateChange::Remove(id) => coordinator.do_send(RemoveCandidate(id)),
     }
 }
 
@@ -137,7 +152,7 @@ pub struct DiscoveryStatus {
 /// Starting it (`Actor::start` and the like) panics outside a running actix `System`;
 /// [`Discovery::new`] itself does not. With a coordinator run by
 /// [`Coordinator::start_in_thread`], discovery still needs a System on its own side, and its
-/// sink is `handle.addr().clone()`.
+/// sink is `handle.clone()` (or `handle.addr().clone()`).
 pub struct Discovery<F: Fetcher> {
     catalogue: Catalogue,
     fetcher: Arc<F>,

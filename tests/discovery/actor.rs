@@ -478,3 +478,41 @@ fn the_coordinator_breaks_ties_by_discovery_latency() {
             .all(|c| c.info.id.as_str() != "c0000"));
     });
 }
+
+#[test]
+fn a_coordinator_handle_is_a_sink_across_threads() {
+    use selection_coordinator::actor::{Coordinator, GetState};
+    use selection_coordinator::{Config, Limits};
+    let handle = Coordinator::new(Config::default(), Limits::default())
+        .unwrap()
+        .start_in_thread()
+        .unwrap();
+    let all = ids(5);
+    System::new().block_on(async {
+        let discovery = Discovery::new(
+            DiscoveryConfig::default(),
+            all.clone(),
+            FakeFetcher::with_latencies(&all, 3, 20),
+            handle.clone(),
+        )
+        .unwrap()
+        .start();
+        let deadline = Instant::now() + secs(10);
+        loop {
+            let state = handle.addr().send(GetState).await.unwrap();
+            if state.candidates.len() == 5 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "discovery never filled the coordinator"
+            );
+            tokio::time::sleep(ms(10)).await;
+        }
+        discovery
+            .send(selection_coordinator::actor::Stop)
+            .await
+            .unwrap();
+    });
+    // Dropping the last handle stops the coordinator and its thread.
+}
