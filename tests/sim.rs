@@ -491,3 +491,73 @@ fn a_scenario_file_that_is_not_text_says_so() {
     let e = Scenario::load(missing.to_str().unwrap()).unwrap_err();
     assert!(e.message.contains("built-in scenarios"), "{e}");
 }
+
+/// The top-level `recovery_s` follows the first degraded candidate's own heal: another
+/// candidate's heal in between is not its return.
+#[test]
+fn recovery_follows_the_heal_of_the_first_degraded_candidate() {
+    let text = r#"
+name = "two-heals"
+[workload]
+loop = "open"
+rate_per_s = 500.0
+duration_s = 40.0
+[[candidates]]
+id = "a"
+success = 1.0
+duration_ms = 10.0
+[[candidates]]
+id = "b"
+success = 1.0
+duration_ms = 30.0
+[[candidates]]
+id = "c"
+success = 1.0
+duration_ms = 20.0
+[[timeline]]
+at_s = 10.0
+action = "degrade"
+candidate = "a"
+success = 0.0
+[[timeline]]
+at_s = 15.0
+action = "degrade"
+candidate = "b"
+success = 0.0
+[[timeline]]
+at_s = 20.0
+action = "heal"
+candidate = "b"
+[[timeline]]
+at_s = 30.0
+action = "heal"
+candidate = "a"
+"#;
+    let sc = Scenario::parse(text, "two-heals.toml").unwrap();
+    let r = simulate(&sc, &policies(&["oracle"]), &[1], 1, None).unwrap();
+    let oracle = &r.policies[0];
+    let a = oracle.degraded.iter().find(|d| d.candidate == "a").unwrap();
+    let rec = oracle.recovery_s.expect("a returns after its own heal");
+    assert_eq!(Some(rec), a.recovery_s, "the top level is a's return");
+}
+
+/// A run far longer than its series can hold (a closed loop of attempts at the longest time
+/// a scenario may give) keeps its totals and stops its series instead of exhausting memory.
+#[test]
+fn a_run_longer_than_its_series_keeps_its_totals() {
+    let text = r#"
+name = "long"
+[workload]
+loop = "closed"
+workers = 1
+operations = 30
+[[candidates]]
+id = "a"
+success = 1.0
+duration_ms = 1e9
+"#;
+    let sc = Scenario::parse(text, "long.toml").unwrap();
+    let r = simulate(&sc, &policies(&["random"]), &[1], 1, None).unwrap();
+    assert_eq!(r.policies[0].requests, 30.0);
+    assert_eq!(r.policies[0].errors, 0.0);
+}

@@ -78,7 +78,10 @@ impl LimitTrack {
         let bs = self.bucket_s;
         // The saturating casts are `floor().max(0.0)` (see `Series::bucket`).
         let first = (from / bs) as usize;
-        let last = (now / bs) as usize;
+        let last = ((now / bs) as usize).min(super::report::MAX_SERIES_BUCKETS - 1);
+        if first > last {
+            return;
+        }
         if self.bins.len() < (last + 1) * self.tracked {
             self.bins.resize((last + 1) * self.tracked, 0.0);
             self.bin_w.resize((last + 1) * self.tracked, 0.0);

@@ -44,6 +44,11 @@ pub(crate) struct RunStats {
     pub(crate) rate: TrailingRate,
 }
 
+/// The most time-series buckets a run keeps (10^6: 28 hours of 0.1 s buckets). A closed loop
+/// can run for any time its scenario's times add up to; past this its series stop, its totals
+/// go on.
+pub(crate) const MAX_SERIES_BUCKETS: usize = 1_000_000;
+
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
 /// tracked candidate.
 #[derive(Clone, Debug, Default)]
@@ -57,15 +62,20 @@ pub(crate) struct Series {
 }
 
 impl Series {
-    fn bucket(&mut self, t: f64) -> usize {
+    /// The bucket of time `t`, grown to it; `None` past [`MAX_SERIES_BUCKETS`] (a run that
+    /// long keeps its totals, not its series).
+    fn bucket(&mut self, t: f64) -> Option<usize> {
         // `floor().max(0.0) as usize` without the library call: the saturating cast truncates
         // towards zero, which is the floor from 0 up, and sends negatives and NaN to 0.
         let b = (t / self.bucket_s) as usize;
+        if b >= MAX_SERIES_BUCKETS {
+            return None;
+        }
         if self.totals.len() <= b {
             self.totals.resize(b + 1, [0; 3]);
             self.by_cand.resize((b + 1) * self.tracked.len(), 0);
         }
-        b
+        Some(b)
     }
 
     /// Adds another run's counts (for means over seeds).
@@ -136,11 +146,12 @@ impl RunStats {
         self.attempts += 1;
         self.rate.start(now);
         self.per_cand[cand as usize] += 1;
-        let b = self.series.bucket(now);
-        self.series.totals[b][0] += 1;
-        if let Some(k) = self.series.tracked.iter().position(|&c| c == cand as usize) {
-            let n = self.series.tracked.len();
-            self.series.by_cand[b * n + k] += 1;
+        if let Some(b) = self.series.bucket(now) {
+            self.series.totals[b][0] += 1;
+            if let Some(k) = self.series.tracked.iter().position(|&c| c == cand as usize) {
+                let n = self.series.tracked.len();
+                self.series.by_cand[b * n + k] += 1;
+            }
         }
     }
 
@@ -159,7 +170,9 @@ impl RunStats {
         self.last_request_s = self.last_request_s.max(now);
         self.latency_ms.push(latency_s * 1000.0);
         let b = self.series.bucket(now);
-        self.series.totals[b][1] += 1;
+        if let Some(b) = b {
+            self.series.totals[b][1] += 1;
+        }
         match ttfb_s {
             Some(t) => {
                 self.ttfb_ms.push(t * 1000.0);
@@ -169,7 +182,9 @@ impl RunStats {
             }
             None => {
                 self.errors += 1;
-                self.series.totals[b][2] += 1;
+                if let Some(b) = b {
+                    self.series.totals[b][2] += 1;
+                }
             }
         }
     }
@@ -183,23 +198,27 @@ impl RunStats {
         self.marks.push((action, cand, live, now));
     }
 
-    /// Seconds from the first `action` on a tracked candidate until its 1 s traffic share first
-    /// passes the threshold (a fraction of the fair share): below it for a degrade, at or above
-    /// it for a heal. `None` if there is no such event or it never happens.
+    /// Seconds from the first `action` until its candidate's 1 s traffic share first passes the
+    /// threshold (a fraction of the fair share): below it for a degrade, at or above it for a
+    /// heal. The degrade is the first one; the heal is the first of that same candidate after
+    /// it (another candidate's heal is not its return). `None` if there is no such event or it
+    /// never happens.
     pub(crate) fn time_to_share(
         &self,
         action: Action,
         fraction: f64,
         below: bool,
     ) -> Option<Option<f64>> {
-        let &(_, cand, live, t0) = self.marks.iter().find(|m| {
-            m.0 == action
-                && (action != Action::Heal
-                    || self
-                        .marks
-                        .iter()
-                        .any(|d| d.0 == Action::Degrade && d.1 == m.1 && d.3 <= m.3))
-        })?;
+        let degrade = self.marks.iter().find(|m| m.0 == Action::Degrade);
+        let &(_, cand, live, t0) = match action {
+            Action::Heal => {
+                let d = degrade?;
+                self.marks
+                    .iter()
+                    .find(|m| m.0 == Action::Heal && m.1 == d.1 && m.3 >= d.3)?
+            }
+            _ => self.marks.iter().find(|m| m.0 == action)?,
+        };
         let Some(k) = self.series.tracked.iter().position(|&c| c == cand) else {
             return Some(None);
         };

@@ -5,7 +5,7 @@
 
 use rand::{Rng, RngExt};
 
-use super::dist::{sample, Dist};
+use super::dist::{sample, Dist, MAX_MS};
 use super::scenario::{CandidateSpec, Knee, Slowdown, TimelineEvent};
 use crate::core::{FailureClass, Outcome};
 
@@ -342,6 +342,14 @@ impl Truth {
                 r = r.scaled(k.factor(load));
             }
         }
+        // No attempt outlasts the longest time a scenario may give (far past a knee without a
+        // timeout, a transfer at a bandwidth a timeline set near 0): a run reaches every time.
+        let cap_s = MAX_MS / 1000.0;
+        r.end_s = r.end_s.min(cap_s);
+        if r.first_byte_s.is_finite() {
+            // A failure has none (infinite), and keeps it.
+            r.first_byte_s = r.first_byte_s.min(cap_s);
+        }
         if self.is_queue() {
             // Without an engine around it there is no queue to wait in: service alone.
             r = r.delayed(self.sample_service_ms(rng) / 1000.0);
@@ -368,7 +376,11 @@ impl Truth {
                 let connect = sample(&self.connect_ms, rng);
                 let ttfb = self.ttfb_ms.as_ref().map(|d| sample(d, rng));
                 let transfer = match self.bandwidth_mbps {
-                    Some(mbps) if bytes > 0 => bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0,
+                    // At most the longest time a scenario may give (a timeline can set a
+                    // bandwidth near 0).
+                    Some(mbps) if bytes > 0 => {
+                        (bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0).min(MAX_MS)
+                    }
                     _ => 0.0,
                 };
                 let duration = transfer + sample(&self.duration_ms, rng);
