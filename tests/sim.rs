@@ -561,3 +561,40 @@ duration_ms = 1e9
     assert_eq!(r.policies[0].requests, 30.0);
     assert_eq!(r.policies[0].errors, 0.0);
 }
+
+/// First bytes are means over the seeds that had a success: a seed without one has no first
+/// byte, not one of 0 ms.
+#[test]
+fn first_bytes_average_only_the_seeds_with_a_success() {
+    let text = r#"
+name = "rare"
+[workload]
+loop = "closed"
+workers = 1
+operations = 10
+[[candidates]]
+id = "a"
+success = 0.1
+failure_ms = 1.0
+duration_ms = 100.0
+"#;
+    let sc = Scenario::parse(text, "rare.toml").unwrap();
+    let seeds: Vec<u64> = (1..=8).collect();
+    let per_seed: Vec<f64> = seeds
+        .iter()
+        .map(|&s| {
+            simulate(&sc, &policies(&["random"]), &[s], 1, None)
+                .unwrap()
+                .policies[0]
+                .errors
+        })
+        .collect();
+    assert!(
+        per_seed.contains(&10.0) && per_seed.iter().any(|e| *e < 10.0),
+        "some seeds without a success, some with: {per_seed:?}"
+    );
+    let r = simulate(&sc, &policies(&["random"]), &seeds, 1, None).unwrap();
+    let ttfb = r.policies[0].ttfb_ms;
+    assert!((ttfb.mean - 100.0).abs() < 1e-9, "{ttfb:?}");
+    assert!((ttfb.p50 - 100.0).abs() < 1e-9, "{ttfb:?}");
+}

@@ -253,6 +253,9 @@ pub(crate) struct Acc {
     share: Vec<f64>,
     lat: [f64; 4],
     ttfb: [f64; 4],
+    /// Seeds with at least one success: the first-byte figures are means over those only (a
+    /// seed without a success has no first byte, not one of 0 ms).
+    ttfb_runs: f64,
     det: OptMean,
     rec: OptMean,
     /// Whether the scalar detection/recovery apply (the event exists in the runs).
@@ -302,7 +305,10 @@ impl Acc {
             *s += c as f64 / r.attempts.max(1) as f64;
         }
         add4(&mut self.lat, &r.lat);
-        add4(&mut self.ttfb, &r.ttfb);
+        if r.requests > r.errors {
+            add4(&mut self.ttfb, &r.ttfb);
+            self.ttfb_runs += 1.0;
+        }
         if let Some(d) = r.det {
             self.det.add(d);
         }
@@ -354,12 +360,13 @@ impl Acc {
         for (c, id) in ids.iter().enumerate() {
             share.insert(id.clone(), self.share.get(c).copied().unwrap_or(0.0) / n);
         }
-        let avg = |a: [f64; 4]| Summary {
+        let avg_over = |a: [f64; 4], n: f64| Summary {
             mean: a[0] / n,
             p50: a[1] / n,
             p99: a[2] / n,
             p999: a[3] / n,
         };
+        let avg = |a: [f64; 4]| avg_over(a, n);
         let series = self.series.unwrap_or_default();
         let mut series_report = series.report(ids);
         series_report.limit = self
@@ -376,7 +383,7 @@ impl Acc {
             decisions: self.decisions / n,
             share,
             latency_ms: avg(self.lat),
-            ttfb_ms: avg(self.ttfb),
+            ttfb_ms: avg_over(self.ttfb, self.ttfb_runs.max(1.0)),
             attempts_per_request: self.attempts_per_request / n,
             detection_s: if self.det_applies {
                 self.det.get()
