@@ -598,3 +598,24 @@ duration_ms = 100.0
     assert!((ttfb.mean - 100.0).abs() < 1e-9, "{ttfb:?}");
     assert!((ttfb.p50 - 100.0).abs() < 1e-9, "{ttfb:?}");
 }
+
+/// Fields of the other kind of loop are refused, not ignored; a timeline event naming a group
+/// of replicas says how its replicas are named.
+#[test]
+fn fields_of_the_other_loop_and_replica_groups_are_named() {
+    let closed = GOOD.replace("operations = 10", "operations = 10\nrate_per_s = 50.0");
+    let e = Scenario::parse(&closed, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.rate_per_s", "{e}");
+    assert!(e.message.contains("open loop"), "{e}");
+    let open = "name = \"o\"\n[workload]\nloop = \"open\"\nrate_per_s = 10.0\nduration_s = 5.0\n\
+                workers = 4\n[[candidates]]\nid = \"a\"\nsuccess = 1.0\n";
+    let e = Scenario::parse(open, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.workers", "{e}");
+    assert!(Scenario::parse(&open.replace("workers = 4\n", ""), "ok.toml").is_ok());
+
+    let replicas = GOOD.replace("id = \"b\"", "id = \"b\"\ncount = 3")
+        + "\n[[timeline]]\nat_s = 1.0\naction = \"degrade\"\ncandidate = \"b\"\nsuccess = 0.0\n";
+    let e = Scenario::parse(&replicas, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "timeline[0].candidate", "{e}");
+    assert!(e.message.contains("`b-0` to `b-2`"), "{e}");
+}

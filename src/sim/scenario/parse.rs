@@ -208,6 +208,33 @@ impl Scenario {
             }
             _ => {}
         }
+        // A field of the other kind of loop would be ignored: say so rather than run without it
+        // (a file whose `loop` was switched keeps the old loop's fields).
+        let other: &[(&str, bool)] = match w.kind {
+            LoopKind::Closed => &[
+                ("rate_per_s", w.rate_per_s != 0.0),
+                ("duration_s", w.duration_s != 0.0),
+            ],
+            LoopKind::Open => &[
+                ("workers", w.workers != 0),
+                ("operations", w.operations != 0),
+                ("think_ms", w.think_ms != 0.0),
+            ],
+        };
+        if let Some((field, _)) = other.iter().find(|f| f.1) {
+            let (this, that) = match w.kind {
+                LoopKind::Closed => ("a closed", "an open"),
+                LoopKind::Open => ("an open", "a closed"),
+            };
+            return Err(err(
+                &format!("workload.{field}"),
+                whole_key(field),
+                format!(
+                    "`{field}` is for {that} loop and this is {this} one (`loop`): drop it, or \
+                     change `loop`"
+                ),
+            ));
+        }
         // Every request's figures are kept for the percentiles: a typo in a rate or a
         // duration would otherwise run for hours and exhaust memory before saying anything.
         let (requests, key, product) = match w.kind {
@@ -313,11 +340,26 @@ impl Scenario {
             }
         }
         for (i, ev) in self.timeline.iter().enumerate() {
-            if !seen.contains(ev.candidate.get_ref().as_str()) {
+            let name = ev.candidate.get_ref().as_str();
+            if !seen.contains(name) {
+                // A group of replicas is addressed one replica at a time.
+                let replicas = self
+                    .candidates
+                    .iter()
+                    .find(|c| c.id == name && c.count > 1)
+                    .map(|c| {
+                        format!(
+                            ": `{name}` has {} replicas, named `{name}-0` to `{name}-{}`; an \
+                             event names one of them",
+                            c.count,
+                            c.count - 1
+                        )
+                    })
+                    .unwrap_or_default();
                 return Err(err(
                     &format!("timeline[{i}].candidate"),
                     Some(line_of(text, ev.candidate.span().start)),
-                    format!("unknown candidate `{}`", ev.candidate.get_ref()),
+                    format!("unknown candidate `{name}`{replicas}"),
                 ));
             }
         }
