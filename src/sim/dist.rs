@@ -166,15 +166,24 @@ pub(crate) fn non_negative<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {
 /// time it is given, so a typo of a few orders of magnitude would otherwise run for hours.
 pub(crate) const MAX_MS: f64 = 1e9;
 
+/// [`MAX_MS`] in seconds.
+pub(crate) const MAX_S: f64 = MAX_MS / 1000.0;
+
+/// `v` if it is at most `max` (`MAX_MS` or `MAX_S`, in `unit`), the longest time a scenario
+/// may give.
+pub(crate) fn at_most<E: de::Error>(what: &str, v: f64, max: f64, unit: &str) -> Result<f64, E> {
+    if v <= max {
+        Ok(v)
+    } else {
+        Err(E::custom(format!(
+            "{what} must be at most {max:e} {unit} (about 11.6 days), got {v}"
+        )))
+    }
+}
+
 /// A distribution's parameter: a number of milliseconds from 0 to [`MAX_MS`].
 pub(crate) fn time_ms<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {
-    let v = non_negative(what, v)?;
-    if v > MAX_MS {
-        return Err(E::custom(format!(
-            "{what} must be at most {MAX_MS:e} ms (about 11.6 days), got {v}"
-        )));
-    }
-    Ok(v)
+    at_most(what, non_negative(what, v)?, MAX_MS, "ms")
 }
 
 impl DistTable {

@@ -20,7 +20,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::dist::MAX_MS;
+use super::dist::{MAX_MS, MAX_S};
 use super::policy::{Cand, CoordinatorPolicy, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, Limits, Outcome};
 use crate::digest::Digest;
@@ -102,9 +102,9 @@ impl FleetSpec {
                 self.clients
             ));
         }
-        if !(self.period_s.is_finite() && (0.001..=1e6).contains(&self.period_s)) {
+        if !(self.period_s.is_finite() && (0.001..=MAX_S).contains(&self.period_s)) {
             return Err(format!(
-                "fleet.period_s must be a number of seconds from 0.001 to 1e6, got {}",
+                "fleet.period_s must be a number of seconds from 0.001 to {MAX_S:e}, got {}",
                 self.period_s
             ));
         }

@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
 use super::dist::Dist;
-use super::dist::{non_negative, MAX_MS};
+use super::dist::{at_most, non_negative, time_ms, MAX_MS, MAX_S};
 use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
@@ -128,19 +128,10 @@ fn opt_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error
     positive(d).map(Some)
 }
 
-/// A time in milliseconds: at most [`MAX_MS`] (a run reaches every time it is given).
-fn at_most_ms<E: de::Error>(v: f64) -> Result<f64, E> {
-    if v <= MAX_MS {
-        Ok(v)
-    } else {
-        Err(E::custom(format!(
-            "must be at most {MAX_MS:e} ms (about 11.6 days), got {v}"
-        )))
-    }
-}
-
+/// A time in milliseconds, above 0 and at most `MAX_MS` (a run reaches every time it is
+/// given).
 fn ms_positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    at_most_ms(positive(d)?)
+    at_most("the value", positive(d)?, MAX_MS, "ms")
 }
 
 fn opt_ms_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
@@ -148,20 +139,12 @@ fn opt_ms_positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Er
 }
 
 fn ms_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    at_most_ms(non_neg(d)?)
+    time_ms("the value", f64::deserialize(d)?)
 }
 
-/// A time in seconds: at most [`MAX_MS`] / 1000.
+/// A time in seconds: at most `MAX_S`.
 fn s_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    let v = non_neg(d)?;
-    if v <= MAX_MS / 1000.0 {
-        Ok(v)
-    } else {
-        Err(de::Error::custom(format!(
-            "must be at most {:e} s (about 11.6 days), got {v}",
-            MAX_MS / 1000.0
-        )))
-    }
+    at_most("the value", non_neg(d)?, MAX_S, "s")
 }
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -562,8 +545,6 @@ pub(crate) const MAX_REQUESTS: f64 = 1e8;
 /// The narrowest time-series bucket, seconds: the series hold a row per bucket from the start
 /// of the run, so a bucket of a microsecond would ask for gigabytes.
 pub(crate) const MIN_BUCKET_S: f64 = 0.001;
-/// The most time-series buckets an open loop's duration may span.
-pub(crate) const MAX_BUCKETS: f64 = 1e6;
 
 fn bucket_default() -> f64 {
     0.1

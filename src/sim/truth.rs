@@ -378,9 +378,7 @@ impl Truth {
                 let transfer = match self.bandwidth_mbps {
                     // At most the longest time a scenario may give (a timeline can set a
                     // bandwidth near 0).
-                    Some(mbps) if bytes > 0 => {
-                        (bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0).min(MAX_MS)
-                    }
+                    Some(mbps) if bytes > 0 => transfer_ms(bytes, mbps).min(MAX_MS),
                     _ => 0.0,
                 };
                 let duration = transfer + sample(&self.duration_ms, rng);
@@ -413,6 +411,11 @@ impl Truth {
             }
         }
     }
+}
+
+/// Milliseconds to send `bytes` at `mbps` megabits per second.
+pub(crate) fn transfer_ms(bytes: u64, mbps: f64) -> f64 {
+    bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0
 }
 
 /// The sooner of two optional timeouts (`None`: never).

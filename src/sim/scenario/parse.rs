@@ -3,6 +3,9 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::sim::dist::MAX_MS;
+use crate::sim::report::MAX_SERIES_BUCKETS;
+use crate::sim::truth::transfer_ms;
 
 /// The built-in discovery scenario (see `crate::discovery::sim`): listed with the others, run
 /// by the discovery simulator.
@@ -263,13 +266,15 @@ impl Scenario {
             LoopKind::Open => w.duration_s / self.series_bucket_s,
             LoopKind::Closed => 0.0,
         };
-        if self.series_bucket_s < MIN_BUCKET_S || buckets > MAX_BUCKETS {
+        // An open loop's duration may span at most as many buckets as a run's series keep.
+        let max_buckets = MAX_SERIES_BUCKETS as f64;
+        if self.series_bucket_s < MIN_BUCKET_S || buckets > max_buckets {
             return Err(err(
                 "series_bucket_s",
                 whole_key("series_bucket_s"),
                 format!(
                     "{} s buckets are too narrow: the time series keep a row per bucket; use \
-                     at least {MIN_BUCKET_S} s and at most {MAX_BUCKETS:.0e} buckets over the \
+                     at least {MIN_BUCKET_S} s and at most {max_buckets:.0e} buckets over the \
                      run (duration_s / series_bucket_s)",
                     self.series_bucket_s
                 ),
@@ -291,7 +296,7 @@ impl Scenario {
         for (i, c) in self.candidates.iter().enumerate() {
             let transfer_ms = c
                 .bandwidth_mbps
-                .map_or(0.0, |mbps| w.bytes as f64 * 8.0 / (mbps * 1e6) * 1000.0);
+                .map_or(0.0, |mbps| transfer_ms(w.bytes, mbps));
             if transfer_ms > MAX_MS {
                 return Err(err(
                     &format!("candidates[{i}].bandwidth_mbps"),
