@@ -122,6 +122,29 @@ fn the_multiple_follows_the_fleets_spread() {
     assert!((fresh - 10.0).abs() < 1e-9, "no spread yet: {fresh} x");
 }
 
+/// The spread's first answers are averaged evenly with its starting value, so a fleet is
+/// advised by its own answers after a handful of them: ten answers at their averages bring the
+/// multiple to about 2 (with the newest weighing 1 % from the start it would be about 9).
+#[test]
+fn the_spread_is_the_fleets_own_after_a_few_answers() {
+    // Six answers each: the first of each has no average to stray from, ten are learned.
+    let (core, _, _) = core_with(Config::default(), 6, 20.0);
+    assert_eq!(core.overall().ttfb_spread_answers, 10);
+    // The multiple is the one of the last refresh, a few answers back.
+    let m = core.deadline_multiple().unwrap();
+    assert!(m < 2.5, "ten steady answers: {m} x");
+    // Answers that stray keep the factor however few they are.
+    let (core, _, _) = core_answering(Config::default(), 6, |k| {
+        if (k / 2) % 2 == 0 {
+            5.0
+        } else {
+            80.0
+        }
+    });
+    let m = core.deadline_multiple().unwrap();
+    assert!((m - 10.0).abs() < 1e-9, "ten scattered answers: {m} x");
+}
+
 /// The multiple in force is readable (metrics export it): the factor before the spread is
 /// learned, none with the advice off.
 #[test]

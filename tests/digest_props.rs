@@ -119,6 +119,37 @@ fn a_digest_carries_what_one_learned_to_another() {
     assert!(expired > 0.5 * before, "before {before}, expired {expired}");
 }
 
+/// A coordinator that shares learns the fleet's first-byte spread (its deadline advice) from
+/// an answer on a candidate it never answered on before, against the others' average of it:
+/// among many candidates, each drawn a few times, it would otherwise seldom learn it at all.
+#[test]
+fn a_first_answer_is_read_against_the_others_average() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 60.0);
+    drive(&mut a, "c", 20, &ok, 50, &mut t);
+    // One digest starts the blackout, the next is pooled.
+    b.apply_digest(t, &a.digest(t)).unwrap();
+    t += Duration::from_secs(2);
+    b.apply_digest(t, &a.digest(t)).unwrap();
+    drive(&mut b, "c", 1, &ok, 50, &mut t);
+    let o = b.overall();
+    assert_eq!(o.ttfb_spread_answers, 1, "{o:?}");
+    // An answer at the average: the spread falls to half its starting value.
+    let start = (10f64.ln() / 5.0).powi(2);
+    let spread = o.ttfb_spread.unwrap();
+    assert!(
+        (spread - start / 2.0).abs() < 1e-9,
+        "{spread} against {start}"
+    );
+    // Without the others' evidence a first answer has nothing to be read against.
+    let mut alone = core("c", t0);
+    drive(&mut alone, "c", 1, &ok, 50, &mut t);
+    assert_eq!(alone.overall().ttfb_spread_answers, 0);
+    assert_eq!(alone.overall().ttfb_spread, None);
+}
+
 #[test]
 fn one_round_of_failures_after_a_run_of_successes_is_enough() {
     let t0 = Instant::now();

@@ -84,6 +84,7 @@ impl Core {
         if self.share.is_some() {
             // A core that shares watches its own outcomes for a sharp change (out of line).
             self.watch_local_outcome(idx, matches!(outcome, Outcome::Success(_)));
+            self.learn_spread_from_prior(idx, outcome);
         }
         let bucket = self.bucket();
         let now_s = self.clock.now_s;

@@ -307,6 +307,37 @@ impl Core {
         }
     }
 
+    /// Learns the fleet's first-byte spread (the deadline advice's multiple) from an answer
+    /// on slot `idx` that this core has no first byte of its own for yet, against the others'
+    /// pooled average of it (the outcome path calls it before the statistics take the
+    /// outcome, only when this core shares). A coordinator among many, each drawing a few of
+    /// many candidates, seldom answers twice on one; without this its spread, and so its
+    /// deadlines, would wait for that.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn learn_spread_from_prior(&mut self, idx: usize, outcome: &Outcome) {
+        let Outcome::Success(s) = outcome else {
+            return;
+        };
+        let (Some(ttfb_ms), Some(slot)) = (s.ttfb_ms, self.fleet.slots.get(idx)) else {
+            return;
+        };
+        let local = slot.stats.unpack();
+        if local.ttfb_ms.is_some() {
+            return;
+        }
+        let Some(average_ms) = self.blended(idx, &local).and_then(|b| b.ttfb_ms) else {
+            return;
+        };
+        let o = &mut self.fleet.overall;
+        self.model.config().deadline.learn_spread(
+            &mut o.ttfb_spread,
+            &mut o.ttfb_spread_answers,
+            ttfb_ms,
+            average_ms,
+        );
+    }
+
     fn build_digest(&self, now: Instant, since_s: Option<f64>) -> Digest {
         let now_s = self.clock.seconds_at(now);
         let cfg = self.model.config();

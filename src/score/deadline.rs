@@ -11,11 +11,12 @@
 //! statistics then read the hang as they would read the caller's timeout, only sooner.
 //!
 //! **The multiple** follows how far answers stray from their candidate's average in this
-//! fleet. Every answer's first byte is compared with its candidate's average before it, and
-//! the fleet keeps one spread: the root mean square of the natural log of that ratio
-//! ([`Overall::ttfb_spread`](super::Overall::ttfb_spread), an average over the fleet's answers
-//! in which the newest weighs 1 %). The multiple is `e^(sigmas x spread)`, at most `factor`
-//! and at least 2. Servers that answer close to their average (a spread of 0.3: first bytes
+//! fleet. Every answer's first byte is compared with its candidate's average before it (in a
+//! coordinator that shares evidence, a candidate's first answer here is compared with the
+//! others' pooled average of it), and the fleet keeps one spread: the root mean square of the
+//! natural log of that ratio ([`Overall::ttfb_spread`](super::Overall::ttfb_spread): the first
+//! answers averaged evenly with the starting value below, then an average in which the newest
+//! weighs 1 %). The multiple is `e^(sigmas x spread)`, at most `factor` and at least 2. Servers that answer close to their average (a spread of 0.3: first bytes
 //! within about 30 % of the mean) are cut at about 4.5 times it; heavy tails spread their
 //! answers and keep `factor`. Until the fleet has answered, the spread is the one that gives
 //! `factor`. Where the fleet queues (its queueing evidence `q`, see `load.queueing`), the
@@ -55,8 +56,13 @@ const MAX_VALUE: f64 = 1e9;
 /// candidate that slows down, and the spread is the fleet's, not each candidate's.
 const MIN_SPREAD_FACTOR: f64 = 2.0;
 
-/// The weight of the newest answer in the fleet's spread ([`Overall::ttfb_spread`](super::Overall::ttfb_spread)).
+/// The weight of the newest answer in the fleet's spread ([`Overall::ttfb_spread`](super::Overall::ttfb_spread))
+/// once warmed up.
 const SPREAD_ALPHA: f64 = 0.01;
+
+/// The answers after which the spread's warm-up is over (the newest weighs [`SPREAD_ALPHA`]);
+/// what a snapshot written before the count was kept is read as.
+pub(crate) const SPREAD_WARM: u32 = 100;
 
 /// The deadline advice of each grant; see the module docs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -141,9 +147,17 @@ impl DeadlineConfig {
 
     /// Adds one answer to the fleet's spread: its first byte `ttfb_ms` against its candidate's
     /// average before it. Answers without both, or with either at 0, say nothing. The spread
-    /// starts at the value whose multiple is `factor`.
+    /// starts at the value whose multiple is `factor`, which counts as one answer: the first
+    /// answers are averaged evenly with it (`answers` counts them) until the newest weighs
+    /// 1 %, so a fleet's spread is its own after a few answers, not after hundreds.
     #[inline]
-    pub(crate) fn learn_spread(&self, spread: &mut Option<f64>, ttfb_ms: f64, average_ms: f64) {
+    pub(crate) fn learn_spread(
+        &self,
+        spread: &mut Option<f64>,
+        answers: &mut u32,
+        ttfb_ms: f64,
+        average_ms: f64,
+    ) {
         if self.sigmas <= 0.0 || self.factor <= 0.0 || !(ttfb_ms > 0.0 && average_ms > 0.0) {
             return;
         }
@@ -158,7 +172,11 @@ impl DeadlineConfig {
         let old = spread
             .filter(|v| v.is_finite() && *v >= 0.0)
             .unwrap_or_else(start);
-        *spread = Some(old + SPREAD_ALPHA * (r * r - old));
+        // Warm-up: the starting value counts as one answer, and the answers are averaged
+        // evenly with it until the newest weighs SPREAD_ALPHA.
+        let w = (1.0 / (f64::from(*answers) + 2.0)).max(SPREAD_ALPHA);
+        *answers = answers.saturating_add(1);
+        *spread = Some(old + w * (r * r - old));
     }
 }
 
@@ -222,8 +240,9 @@ mod tests {
             queueing in any::<f32>(),
         ) {
             let mut spread = None;
+            let mut n = 0;
             for (t, avg) in answers {
-                d.learn_spread(&mut spread, t, avg);
+                d.learn_spread(&mut spread, &mut n, t, avg);
                 if let Some(v) = spread {
                     prop_assert!(v.is_finite() && v >= 0.0, "spread {v}");
                 }
@@ -232,6 +251,18 @@ mod tests {
                 prop_assert!(m >= d.factor.min(MIN_SPREAD_FACTOR), "{m} below the floor");
             }
         }
+    }
+
+    /// A snapshot written before the answers were counted reads as warmed up, so a restored
+    /// spread is not outweighed by the next answers.
+    #[test]
+    fn a_spread_without_its_count_reads_as_warmed_up() {
+        let o: crate::score::Overall = serde_json::from_str(r#"{"ttfb_spread": 0.1}"#).unwrap();
+        assert_eq!(o.ttfb_spread_answers, SPREAD_WARM);
+        let (mut spread, mut n) = (o.ttfb_spread, o.ttfb_spread_answers);
+        DeadlineConfig::DEFAULT.learn_spread(&mut spread, &mut n, 20.0, 20.0);
+        assert!((spread.unwrap() - 0.099).abs() < 1e-12, "{spread:?}");
+        assert_eq!(crate::score::Overall::default().ttfb_spread_answers, 0);
     }
 
     #[test]

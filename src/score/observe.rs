@@ -204,7 +204,12 @@ impl ScoreModel {
                 }
                 if let Some(t) = s.ttfb_ms {
                     if let Some(avg) = ttfb_ms {
-                        cfg.deadline.learn_spread(&mut overall.ttfb_spread, t, avg);
+                        cfg.deadline.learn_spread(
+                            &mut overall.ttfb_spread,
+                            &mut overall.ttfb_spread_answers,
+                            t,
+                            avg,
+                        );
                     }
                     ttfb_ms = Some(ema(ttfb_ms, t, a_ok));
                     overall.ttfb_ms = Some(ema(overall.ttfb_ms, t, oa));

@@ -493,6 +493,10 @@ impl StatsView for PackedStats {
     }
 }
 
+fn spread_warm() -> u32 {
+    super::deadline::SPREAD_WARM
+}
+
 /// Averages over all candidates, the reference for the relative components.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overall {
@@ -512,6 +516,11 @@ pub struct Overall {
     /// with an average answers again, or with the spread rule off.
     #[serde(default)]
     pub ttfb_spread: Option<f64>,
+    /// The answers [`ttfb_spread`](Self::ttfb_spread) was learned from (saturating): its
+    /// first answers are averaged evenly, then the newest weighs 1 %. A snapshot without it
+    /// reads as warmed up.
+    #[serde(default = "spread_warm")]
+    pub ttfb_spread_answers: u32,
 }
 
 #[cfg(test)]

@@ -220,6 +220,7 @@ proptest! {
                 bandwidth_bps: overall.2,
                 attempt_ms: overall.1,
                 ttfb_spread: overall.2,
+                ..Overall::default()
             },
             candidates: cands
                 .iter()

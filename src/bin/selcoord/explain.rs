@@ -256,6 +256,7 @@ impl CandidatesFile {
                     bandwidth_bps: o.bandwidth_bps,
                     attempt_ms: o.attempt_ms,
                     ttfb_spread: o.ttfb_spread,
+                    ..Overall::default()
                 }),
                 Err(e) => {
                     problems.push(format!("overall: {e}"));
@@ -341,6 +342,7 @@ impl CandidatesFile {
             bandwidth_bps: given.bandwidth_bps.or_else(|| mean(|s| s.bandwidth_bps)),
             attempt_ms: given.attempt_ms.or_else(|| mean(|s| s.attempt_ms)),
             ttfb_spread: given.ttfb_spread,
+            ..given
         }
     }
 }
