@@ -145,6 +145,12 @@ fn bad_scenarios_name_the_field_and_the_line() {
     let e = Scenario::parse(&closed, "bad.toml").unwrap_err();
     assert_eq!(e.field, "workload.workers");
     assert_eq!(e.line, Some(5));
+
+    // A duplicate id is shown where the second entry names it, not at the first.
+    let twice = GOOD.replace("id = \"b\"", "id = \"a\"");
+    let e = Scenario::parse(&twice, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "candidates[1].id");
+    assert_eq!(e.line, Some(13), "{e}");
 }
 
 #[test]

@@ -337,9 +337,23 @@ impl Scenario {
         let mut seen = std::collections::HashSet::new();
         for (id, spec) in &ids {
             if !seen.insert(id.as_str()) {
+                // The line of this entry's id: the n-th line that names it, n counting the
+                // entries up to this one that carry the same id.
+                let own = &self.candidates[*spec].id;
+                let nth = self.candidates[..*spec]
+                    .iter()
+                    .filter(|c| c.id == *own)
+                    .count();
+                let key = format!("id = \"{own}\"");
+                let line = text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| l.trim_start().starts_with(&key))
+                    .nth(nth)
+                    .map(|(i, _)| i + 1);
                 return Err(err(
                     &format!("candidates[{spec}].id"),
-                    whole_key(&format!("id = \"{}\"", self.candidates[*spec].id)),
+                    line.or_else(|| whole_key(&key)),
                     format!("duplicate candidate id `{id}`"),
                 ));
             }
