@@ -16,11 +16,12 @@
 //! others' pooled average of it), and the fleet keeps one spread: the root mean square of the
 //! natural log of that ratio ([`Overall::ttfb_spread`](super::Overall::ttfb_spread): the first
 //! answers averaged evenly with the starting value below, then an average in which the newest
-//! weighs 1 %). The multiple is `e^(sigmas x spread)`, at most `factor` and at least 2. Servers that answer close to their average (a spread of 0.3: first bytes
-//! within about 30 % of the mean) are cut at about 4.5 times it; heavy tails spread their
-//! answers and keep `factor`. Until the fleet has answered, the spread is the one that gives
-//! `factor`. Where the fleet queues (its queueing evidence `q`, see `load.queueing`), the
-//! multiple goes back to `factor`, as `m^(1 - q) x factor^q`: waits grow with the load beyond
+//! weighs 1 %). The multiple is `e^(sigmas x spread)`, at most `factor` and at least 2.
+//! Servers that answer close to their average (a spread of 0.3: first bytes within about 30 %
+//! of the mean) are cut at about 4.5 times it; heavy tails spread their answers and keep
+//! `factor`. Until the fleet has answered, the spread is the one that gives `factor`. Where
+//! the fleet queues (its queueing evidence `q`, see `load.queueing`), the multiple goes back
+//! to `factor`, as `m^(1 - q) x factor^q`: waits grow with the load beyond
 //! anything the spread at the usual load shows, and an attempt abandoned at its deadline still
 //! holds its place in the queue, so cutting waits adds work where there is too much already.
 //!
@@ -56,8 +57,8 @@ const MAX_VALUE: f64 = 1e9;
 /// candidate that slows down, and the spread is the fleet's, not each candidate's.
 const MIN_SPREAD_FACTOR: f64 = 2.0;
 
-/// The weight of the newest answer in the fleet's spread ([`Overall::ttfb_spread`](super::Overall::ttfb_spread))
-/// once warmed up.
+/// The weight of the newest answer in the fleet's spread
+/// ([`Overall::ttfb_spread`](super::Overall::ttfb_spread)) once warmed up.
 const SPREAD_ALPHA: f64 = 0.01;
 
 /// The answers after which the spread's warm-up is over (the newest weighs [`SPREAD_ALPHA`]);
