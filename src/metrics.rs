@@ -349,10 +349,37 @@ pub struct CoordinatorMetrics {
     shown: HashSet<SharedString>,
     /// Per labelled candidate, its adaptive `limited` count at the last tick.
     limited: HashMap<SharedString, u64>,
+    /// Gauges that are set only while what they show exists (a limit, a no-load estimate,
+    /// the deadline advice): which the last tick set, so the next one can mark them gone.
+    present: Present,
     /// The `arm` label of each arm index (empty: no arms).
     arms: Vec<SharedString>,
     /// Each shadow's `sampled` count at the last tick (a config change restarts them).
     shadow_sampled: HashMap<String, u64>,
+}
+
+/// The conditional gauges the last tick set.
+#[derive(Debug, Default)]
+struct Present {
+    global_limit: bool,
+    deadline_multiple: bool,
+    candidate_limit: HashSet<SharedString>,
+    no_load: HashSet<SharedString>,
+}
+
+/// What a conditional gauge reads once what it showed is gone (a limit removed, adaptive
+/// limits turned off, a candidate removed): no value, until the exporter forgets the series.
+const GONE: f64 = f64::NAN;
+
+/// Sets gauge `name` to `value` while there is one; the first tick without marks it
+/// [`GONE`]. `present` says whether the last tick set it.
+fn set_while(name: &'static str, value: Option<f64>, present: &mut bool) {
+    match value {
+        Some(v) => gauge!(name).set(v),
+        None if *present => gauge!(name).set(GONE),
+        None => {}
+    }
+    *present = value.is_some();
 }
 
 impl Default for CoordinatorMetrics {
@@ -370,6 +397,7 @@ impl CoordinatorMetrics {
             primed: false,
             shown: HashSet::new(),
             limited: HashMap::new(),
+            present: Present::default(),
             arms: Vec::new(),
             shadow_sampled: HashMap::new(),
         }
@@ -460,18 +488,25 @@ impl CoordinatorMetrics {
         gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
         gauge!(names::OPEN_REQUESTS).set(core.open_requests() as f64);
         gauge!(names::IN_FLIGHT).set(f64::from(core.in_flight()));
-        if limits.global != UNLIMITED {
-            gauge!(names::IN_FLIGHT_LIMIT).set(f64::from(limits.global));
-        }
+        let global = (limits.global != UNLIMITED).then(|| f64::from(limits.global));
+        set_while(
+            names::IN_FLIGHT_LIMIT,
+            global,
+            &mut self.present.global_limit,
+        );
         gauge!(names::CANDIDATES).set(core.candidate_count() as f64);
-        if let Some(m) = core.deadline_multiple() {
-            gauge!(names::DEADLINE_MULTIPLE).set(m);
-        }
+        set_while(
+            names::DEADLINE_MULTIPLE,
+            core.deadline_multiple(),
+            &mut self.present.deadline_multiple,
+        );
         gauge!(names::FLOOR_IN_FORCE).set(core.floor_in_force());
 
         let (mut other_in_flight, mut other_limit, mut other_count) = (0.0, 0.0, 0usize);
         let mut ejected = 0usize;
         let mut shown = HashSet::with_capacity(self.shown.len());
+        let mut limit_shown = HashSet::new();
+        let mut no_load_shown = HashSet::new();
         let preference: HashMap<CandidateId, f64> = core.preference().into_iter().collect();
         for view in core.candidates() {
             if view.ejected {
@@ -492,6 +527,7 @@ impl CoordinatorMetrics {
             if limited {
                 gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => label.clone())
                     .set(f64::from(view.limit));
+                limit_shown.insert(label.clone());
             }
             for (component, value) in view.components.entries() {
                 gauge!(names::SCORE_COMPONENT, "candidate" => label.clone(), "component" => component)
@@ -502,6 +538,7 @@ impl CoordinatorMetrics {
             if view.adaptive.is_some() {
                 if let Some(ms) = view.no_load_ms() {
                     gauge!(names::CANDIDATE_NO_LOAD, "candidate" => label.clone()).set(ms / 1000.0);
+                    no_load_shown.insert(label.clone());
                 }
                 // A restarted core (or a reused label) starts again from zero: take it as the base.
                 let last = self
@@ -526,8 +563,17 @@ impl CoordinatorMetrics {
             if other_limit > 0.0 {
                 gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => names::OTHER)
                     .set(other_limit);
+                limit_shown.insert(names::OTHER.into());
             }
         }
+        for gone in self.present.candidate_limit.difference(&limit_shown) {
+            gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => gone.clone()).set(GONE);
+        }
+        for gone in self.present.no_load.difference(&no_load_shown) {
+            gauge!(names::CANDIDATE_NO_LOAD, "candidate" => gone.clone()).set(GONE);
+        }
+        self.present.candidate_limit = limit_shown;
+        self.present.no_load = no_load_shown;
         gauge!(names::CANDIDATES_EJECTED).set(ejected as f64);
 
         let now = core.counters();

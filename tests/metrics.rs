@@ -615,6 +615,75 @@ fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
     });
 }
 
+/// The gauges shown only while what they show exists (the global and per-candidate limits, the
+/// no-load latency, the deadline multiple) read NaN, no value, once it is gone: a limit
+/// removed, adaptive limits turned off, the advice turned off, a candidate removed.
+#[test]
+fn a_limit_that_is_gone_is_no_longer_shown() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut config = Config::default();
+        config.adaptive.enabled = true;
+        let limits = Limits {
+            global: 10,
+            per_candidate: 5,
+            ..Limits::default()
+        };
+        let mut core = Core::new(config, t0).unwrap().with_limits(limits).unwrap();
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        // One answer from `a`: its no-load latency is known.
+        core.ready(Request::only(["a"]), t0, &mut rng).unwrap();
+        let g = granted(&drain(&mut core, &mut CoordinatorMetrics::new(10)))[0].clone();
+        let t = t0 + Duration::from_millis(20);
+        core.outcome(g.attempt, Outcome::success_with(1.0, 20.0, 100, 20.0), t)
+            .unwrap();
+        core.done(g.attempt, Next::Finish, t, &mut rng).unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let limit = |v: &Values, c| gauge(v, names::CANDIDATE_IN_FLIGHT_LIMIT, &[("candidate", c)]);
+        let no_load = |v: &Values, c| gauge(v, names::CANDIDATE_NO_LOAD, &[("candidate", c)]);
+        assert_eq!(limit(&v, "a"), 4.0, "the learned limit, under the static 5");
+        assert_eq!(limit(&v, "b"), 4.0);
+        assert!(no_load(&v, "a") > 0.0);
+        assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 10.0);
+        assert_eq!(gauge(&v, names::DEADLINE_MULTIPLE, &[]), 10.0);
+
+        // `b` goes: its limit is gone.
+        core.remove_candidate(&CandidateId::new("b"), t, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert!(limit(&v, "b").is_nan());
+        assert_eq!(limit(&v, "a"), 4.0);
+
+        // Adaptive limits, the static limits and the advice off: every one of them is gone.
+        let mut off = Config::default();
+        off.deadline.factor = 0.0;
+        core.set_config(off, t, &mut rng).unwrap();
+        core.set_limits(Limits::default(), t, &mut rng).unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert!(limit(&v, "a").is_nan());
+        assert!(no_load(&v, "a").is_nan());
+        assert!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]).is_nan());
+        assert!(gauge(&v, names::DEADLINE_MULTIPLE, &[]).is_nan());
+
+        // And back: shown again.
+        core.set_limits(limits, t, &mut rng).unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(limit(&v, "a"), 5.0);
+        assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 10.0);
+    });
+}
+
 /// Through the real actor: every decision it makes is counted once, every outcome its workers
 /// report is counted, and its tick sets the gauges.
 #[test]
