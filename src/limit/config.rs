@@ -28,7 +28,8 @@ pub struct AdaptiveConfig {
     /// The limit is multiplied by this on an overload failure or a timeout (at most once per
     /// no-load latency).
     pub backoff: f64,
-    /// Successes per update window (a window also lasts at least one no-load latency).
+    /// Grants per update window: a window holds the first `max(window_samples, limit)`
+    /// attempts granted after it opens and is judged once they have reported.
     pub window_samples: u32,
     /// The weight of one light-load success in the no-load latency estimate.
     pub no_load_alpha: f64,

@@ -9,12 +9,14 @@
 //!   attempts in flight, the new one included, at most half its limit, or 1). Samples taken
 //!   under load raise it only through a latency cut's check (below), which takes a latency
 //!   that did not come down with the concurrency: queueing does, so it cannot drift up under
-//!   sustained load. A window whose mean is clearly below it lowers it at once. When the true no-load latency rises, the windows
-//!   look queued, the limit falls until attempts run at light load, and those samples correct
-//!   it: nothing is ever probed by cutting the limit on a schedule.
-//! - **Windows.** Successes are gathered into windows of at least `window_samples` of them and
-//!   at least one no-load latency. At a window's end, with `m` its mean latency, `k` the mean
-//!   attempts in flight at their grants and `r = m / no_load`:
+//!   sustained load. A window whose mean is clearly below it lowers it at once. When the true
+//!   no-load latency rises, the windows look queued, the limit falls until attempts run at
+//!   light load, and those samples correct it: nothing is ever probed by cutting the limit on a
+//!   schedule.
+//! - **Windows.** A window holds the first `max(window_samples, limit)` attempts granted after
+//!   it opens and is judged on their successes once they have reported (or, if some never
+//!   report, after ten no-load latencies). At a window's end, with `m` its mean latency, `k`
+//!   the mean attempts in flight at their grants and `r = m / no_load`:
 //!   - `r` above `1 + tolerance` plus twice the standard error of the window's mean
 //!     (the latency's own noise, measured at light load): queueing. By Little's law the
 //!     candidate completes `k / m` per second, so it would run them without queueing at
@@ -52,73 +54,10 @@
 //! - The limit stays within `[min, max]`; the limit in force is its integer part.
 
 mod config;
+mod sample;
 
 pub use config::AdaptiveConfig;
-
-use serde::{Deserialize, Serialize};
-
-/// What one outcome tells the estimator.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Signal {
-    /// A success that took this long (milliseconds, grant to answer).
-    Success(f64),
-    /// The candidate said it is overloaded.
-    Overload,
-    /// The attempt timed out.
-    Timeout,
-    /// Any other failure: no evidence about load.
-    Other,
-}
-
-/// One outcome with the circumstances of its attempt's grant.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sample {
-    /// What the outcome says.
-    pub signal: Signal,
-    /// The candidate's attempts in flight when the attempt was granted, itself included.
-    pub concurrency: u32,
-    /// The candidate's limit in force when the attempt was granted.
-    pub limit: u32,
-    /// When the attempt was granted, seconds.
-    pub granted_s: f64,
-}
-
-/// The learned part of an estimator, saved in snapshots.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitSnapshot {
-    /// The limit (fractional; the integer part is in force).
-    pub limit: f64,
-    /// The no-load latency estimate, milliseconds.
-    pub no_load_ms: Option<f64>,
-    /// The light-load latency's relative variance.
-    pub noise: f64,
-    /// Still doubling (no queueing or overload seen yet).
-    pub slow_start: bool,
-}
-
-impl LimitSnapshot {
-    /// Checks that every number is usable; `what` names the candidate in the message.
-    pub fn check(&self, what: &str) -> Result<(), String> {
-        if !(self.limit.is_finite() && self.limit >= 1.0) {
-            return Err(format!("{what}.limit = {}: must be at least 1", self.limit));
-        }
-        if let Some(n) = self.no_load_ms {
-            if !(n.is_finite() && n >= 0.0) {
-                return Err(format!(
-                    "{what}.no_load_ms = {n}: must be finite and not negative"
-                ));
-            }
-        }
-        if !(self.noise.is_finite() && self.noise >= 0.0) {
-            return Err(format!(
-                "{what}.noise = {}: must be finite and not negative",
-                self.noise
-            ));
-        }
-        Ok(())
-    }
-}
+pub use sample::{LimitSnapshot, Sample, Signal};
 
 /// The current update window: the first `window_samples` attempts granted from `start_s` on,
 /// and what they reported.
@@ -195,6 +134,10 @@ pub struct Estimator {
     /// The lowest concurrency refused (or timed out) since the limit was last cut, and when:
     /// a probe up to it waits `probe_interval_s` from then.
     refused: Option<(u32, f64)>,
+    /// Resumed from a snapshot and not cut since: light samples may only lower the no-load
+    /// latency, as in a slow start (the saved limit may be far above what the candidate runs
+    /// now, and then every attempt is light however much it queues).
+    resumed: bool,
 }
 
 /// A cut on latency alone, to be checked by the next window: queueing at the candidate falls
@@ -273,6 +216,7 @@ impl Estimator {
             streak: 0,
             grown_from: 0.0,
             refused: None,
+            resumed: false,
         }
     }
 
@@ -284,6 +228,7 @@ impl Estimator {
         e.light_n = u32::from(saved.no_load_ms.is_some()) * 20;
         e.noise = saved.noise;
         e.slow_start = saved.slow_start;
+        e.resumed = !saved.slow_start;
         e.clamp(config);
         e
     }
@@ -433,6 +378,7 @@ impl Estimator {
         }
         self.last_cut_s = now_s;
         self.last_change_s = now_s;
+        self.resumed = false;
         let probe = self.grew && !self.slow_start;
         let overshot = self.slow_start;
         self.slow_start = false;
@@ -469,7 +415,14 @@ impl Estimator {
         let k = sample.concurrency.max(1);
         // Light: at most half the limit in force at its grant (or alone).
         let light = k <= (sample.limit / 2).max(1);
+        // Granted since the last cut, under the limit it set: at the cut's own instant only
+        // within that limit (attempts granted just before it, under the old one, share it).
+        let since_cut = sample.granted_s > self.last_cut_s
+            || (sample.granted_s == self.last_cut_s && k <= self.limit());
         match self.no_load_ms {
+            // A first byte of 0 ms (or less) says nothing of the latency: a base of 0 would
+            // never let a window be judged.
+            _ if ms <= 0.0 => {}
             None => {
                 self.no_load_ms = Some(ms);
                 self.light_n = u32::from(light);
@@ -477,11 +430,9 @@ impl Estimator {
             // A light sample may raise the estimate only once the limit was cut (it is then
             // near the capacity, and half of it runs unqueued) and if granted since: a slow
             // start can overshoot the capacity severalfold, and so can a limit that the
-            // candidate's capacity just fell under.
+            // candidate's capacity just fell under, or one resumed from a snapshot.
             Some(base)
-                if light
-                    && (ms <= base
-                        || (!self.slow_start && sample.granted_s >= self.last_cut_s)) =>
+                if light && (ms <= base || (!self.slow_start && !self.resumed && since_cut)) =>
             {
                 // A running mean at first, then an EMA of weight `no_load_alpha`.
                 self.light_n = self.light_n.saturating_add(1);
@@ -508,8 +459,13 @@ impl Estimator {
         let calm = self
             .no_load_ms
             .is_none_or(|base| ms <= base * (1.0 + config.tolerance + 2.0 * self.noise.sqrt()));
+        // Growth follows the limit in force: under a lower static cap, successes at the cap
+        // grow the learned limit to at most four times it, not to `max`, so raising the cap
+        // later does not release a flood.
         if self.slow_start && k >= sample.limit && calm {
-            self.limit += SLOW_START_STEP;
+            self.limit = (self.limit + SLOW_START_STEP)
+                .min(4.0 * f64::from(sample.limit) + SLOW_START_STEP)
+                .max(self.limit);
         }
     }
 
@@ -567,6 +523,7 @@ impl Estimator {
             // Back-pressure from attempts granted before this cut was sent under the old limit.
             self.last_cut_s = now_s;
             self.last_change_s = now_s;
+            self.resumed = false;
             self.after_cut(MAX_PROBE_WAIT);
             // By Little's law the candidate would have served the window's throughput without
             // waiting at `limit / r` in flight; at least one less, at most halving.

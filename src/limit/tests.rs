@@ -114,23 +114,24 @@ fn a_window_judges_all_its_grants_not_the_first_answers() {
     for _ in 0..10 {
         queued.granted(&c, 4, 1.0);
     }
-    // Nine answer fast (slow start adds three for each): the window waits for the tenth.
+    // Nine answer fast (slow start adds three for each, up to four times the limit they
+    // were granted at, plus three): the window waits for the tenth.
     for _ in 0..9 {
         queued.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(queued.limit(), 31);
+    assert_eq!(queued.limit(), 19);
     // The tenth was queued long: the window's mean is 1.9 x the no-load latency, queueing.
     queued.observe(&c, at(Signal::Success(500.0), 4, 4, 1.0), 1.5);
     assert!(queued.limit() < 4, "limit {}", queued.limit());
     // The same window answered fast throughout: in slow start every success granted at the
-    // full limit adds three.
+    // full limit adds three (to at most four times it, plus three).
     for _ in 0..10 {
         e.granted(&c, 4, 1.0);
     }
     for _ in 0..10 {
         e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(e.limit(), 34);
+    assert_eq!(e.limit(), 19);
 }
 
 #[test]
@@ -247,16 +248,17 @@ fn a_candidate_that_refuses_past_its_capacity_costs_few_refusals() {
 fn the_first_failure_of_a_slow_start_undoes_it_in_one_step() {
     let c = cfg();
     let mut e = alone_at_50_ms(&c);
-    // Ten grants at the full limit of 4, answered fast: the limit grows by three for each.
+    // Ten grants at the full limit of 4, answered fast: the limit grows by three for each,
+    // up to four times 4, plus three.
     for _ in 0..10 {
         e.granted(&c, 4, 1.0);
     }
     for _ in 0..10 {
         e.observe(&c, at(Signal::Success(50.0), 4, 4, 1.0), 1.05);
     }
-    assert_eq!(e.limit(), 34);
+    assert_eq!(e.limit(), 19);
     // The attempt granted at 9 in flight is refused: 8 is the most the candidate took.
-    e.observe(&c, at(Signal::Overload, 9, 34, 1.06), 1.061);
+    e.observe(&c, at(Signal::Overload, 9, 19, 1.06), 1.061);
     assert_eq!(e.limit(), 8);
 }
 
@@ -377,4 +379,74 @@ fn a_latency_cut_the_latency_did_not_follow_is_undone() {
     window(&mut e, &c, 10, 10, 75.0, 0.2);
     assert_eq!(e.limit(), 16);
     assert_eq!(e.no_load_ms(), Some(75.0));
+}
+
+/// A first byte of 0 ms says nothing of the no-load latency: a base of 0 would leave the
+/// estimator in slow start at its initial limit for good.
+#[test]
+fn a_zero_latency_sets_no_base() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    e.observe(&c, at(Signal::Success(0.0), 1, 4, 0.0), 0.0);
+    assert_eq!(e.no_load_ms(), None);
+    e.observe(&c, at(Signal::Success(20.0), 1, 4, 0.0), 0.02);
+    assert_eq!(e.no_load_ms(), Some(20.0));
+}
+
+/// Under a static cap below the learned limit, successes at the cap grow the learned limit to
+/// at most four times the cap (one slow-start round), not to `max`: raising the cap later
+/// would release the difference at once.
+#[test]
+fn a_lower_static_cap_bounds_the_slow_start() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    for i in 0..2000 {
+        let t = f64::from(i) * 0.001;
+        e.observe(&c, at(Signal::Success(20.0), 4, 4, t), t + 0.02);
+    }
+    assert!(e.limit() <= 19, "learned {}", e.limit());
+    // Where the learned limit is the one in force, slow start still grows it fourfold.
+    let mut free = Estimator::new(&c, 0.0);
+    for _ in 0..4 {
+        free.observe(&c, at(Signal::Success(20.0), 4, 4, 0.0), 0.02);
+    }
+    assert_eq!(free.limit(), 16);
+}
+
+/// Attempts granted at the instant of a cut but under the limit before it are not light load
+/// under the new one: they do not raise the no-load latency.
+#[test]
+fn attempts_granted_at_the_instant_of_a_cut_under_the_old_limit_stay_out() {
+    let c = cfg();
+    let mut e = alone_at_50_ms(&c);
+    // An overload at 1 s ends the slow start and cuts the limit to 3.
+    e.observe(&c, at(Signal::Overload, 4, 4, 1.0), 1.0);
+    assert_eq!(e.limit(), 3);
+    // Granted at 1 s with 6 in flight under a limit of 20 (light by that limit), 100 ms.
+    e.observe(&c, at(Signal::Success(100.0), 6, 20, 1.0), 1.1);
+    assert_eq!(e.no_load_ms(), Some(50.0));
+    // Granted at 1 s alone: within the new limit, light, and it counts.
+    e.observe(&c, at(Signal::Success(100.0), 1, 3, 1.0), 1.1);
+    assert!(e.no_load_ms().unwrap() > 50.0, "{:?}", e.no_load_ms());
+}
+
+/// A limit resumed from a snapshot may be far above what the candidate now runs, so that
+/// every attempt is light: until a cut, light samples only lower the no-load latency.
+#[test]
+fn a_resumed_limit_does_not_let_the_no_load_latency_drift_up() {
+    let c = cfg();
+    let saved = LimitSnapshot {
+        limit: 500.0,
+        no_load_ms: Some(20.0),
+        noise: 0.0,
+        slow_start: false,
+    };
+    let mut e = Estimator::restore(&c, &saved, 0.0);
+    for i in 1..=200 {
+        let t = f64::from(i) * 0.01;
+        e.observe(&c, at(Signal::Success(60.0), 200, 500, t), t + 0.06);
+    }
+    assert_eq!(e.no_load_ms(), Some(20.0));
+    e.observe(&c, at(Signal::Success(10.0), 200, 500, 3.0), 3.01);
+    assert!(e.no_load_ms().unwrap() < 20.0, "{:?}", e.no_load_ms());
 }
