@@ -18,7 +18,8 @@
 //!   report, after ten no-load latencies). At a window's end, with `m` its mean latency, `k`
 //!   the mean attempts in flight at their grants and `r = m / no_load`:
 //!   - `r` above `1 + tolerance` plus twice the standard error of the window's mean
-//!     (the latency's own noise, measured at light load): queueing. By Little's law the
+//!     (the latency's own noise, measured at light load, and kept within four times the
+//!     spread of each window's own answers): queueing. By Little's law the
 //!     candidate completes `k / m` per second, so it would run them without queueing at
 //!     `k / r` in flight: the limit drops to that (at most halving). Out of slow start, only
 //!     on the second such window in a row (one alone may be a loaded machine's or the
@@ -69,9 +70,10 @@ struct Window {
     granted: u32,
     /// Its attempts that reported.
     reported: u32,
-    /// Its successes, and the sum of their latencies.
+    /// Its successes, and the sum of their latencies and of their squares.
     n: u32,
     sum_ms: f64,
+    sum_sq_ms: f64,
     /// The sum and the maximum of its attempts' concurrency at grant.
     sum_k: f64,
     max_k: u32,
@@ -190,6 +192,10 @@ const MAX_REFUSED_PROBE_INTERVAL_S: f64 = 8.0;
 /// round trip. A caller that offers more than the limits take waits while they are learned, and
 /// under a high load that queue drains only slowly: each round trip of the start counts.
 const SLOW_START_STEP: f64 = 3.0;
+
+/// The least noise (relative variance) a window's spread brings the noise down to: a part in a
+/// million of the latency, squared.
+const NOISE_FLOOR: f64 = 1e-12;
 
 impl Estimator {
     /// A new estimator at `config.initial`, starting its first window at `now_s`.
@@ -449,6 +455,7 @@ impl Estimator {
         if member {
             self.window.n += 1;
             self.window.sum_ms += ms;
+            self.window.sum_sq_ms += ms * ms;
         }
         // Slow start: three more for every success granted at the full limit, so the limit
         // grows fourfold per round trip, and a step past the capacity is three attempts, not
@@ -480,6 +487,18 @@ impl Estimator {
         }
         let n = f64::from(w.n);
         let m = w.sum_ms / n;
+        // The noise is learned at light load, which a limit near a busy candidate's capacity
+        // seldom sees: one odd early sample (a cold start, a 0.5 ms answer) would set it for
+        // good, and with it every allowance. It is kept within four times the spread of the
+        // window's own answers (a window's spread under load is at least the latency's own,
+        // but for the chance of a small sample), though not below a part in a million, so
+        // answers that differ by a rounding still read as equal.
+        if w.n >= 2 {
+            let var = (w.sum_sq_ms / n - m * m).max(0.0) / (base * base);
+            if 4.0 * var < self.noise {
+                self.noise = (4.0 * var).max(NOISE_FLOOR).min(self.noise);
+            }
+        }
         let k = w.sum_k / f64::from(w.granted);
         let r = m / base;
         // By Little's law `1 - 1 / r` is the share of the attempts in flight that wait: at most

@@ -450,3 +450,27 @@ fn a_resumed_limit_does_not_let_the_no_load_latency_drift_up() {
     e.observe(&c, at(Signal::Success(10.0), 200, 500, 3.0), 3.01);
     assert!(e.no_load_ms().unwrap() < 20.0, "{:?}", e.no_load_ms());
 }
+
+/// One odd early sample (a 0.5 ms answer before 20 ms ones) sets a noise that light-load
+/// samples, rare near a busy candidate's capacity, would never bring down; a window whose
+/// own spread is far under it does.
+#[test]
+fn an_outliers_noise_comes_down_with_a_steady_window() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    e.observe(&c, at(Signal::Success(0.5), 1, 4, 0.0), 0.001);
+    // An overload ends the slow start; a light answer after it moves the estimate.
+    e.observe(&c, at(Signal::Overload, 4, 4, 0.01), 0.01);
+    e.observe(&c, at(Signal::Success(20.0), 1, 3, 0.02), 0.04);
+    let noisy = e.snapshot().noise;
+    assert!(noisy > 100.0, "noise {noisy}");
+    // A window of ten grants at 3 in flight, all answered in 20 ms.
+    let t = 1.0;
+    for _ in 0..10 {
+        e.granted(&c, 3, t);
+    }
+    for _ in 0..10 {
+        e.observe(&c, at(Signal::Success(20.0), 3, 3, t), t + 0.02);
+    }
+    assert!(e.snapshot().noise < 1e-9, "noise {}", e.snapshot().noise);
+}
