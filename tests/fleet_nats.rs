@@ -423,6 +423,39 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
     assert_eq!(errors(&a).await + errors(&b).await, 0);
 }
 
+/// Two members started under one sender name would each take the other's digests for the
+/// echo of its own: they are counted as rejected (`own_sender`) instead of vanishing.
+#[actix::test]
+async fn two_members_under_one_name_are_told_not_silently_ignored() {
+    if !nats_present("two_members_under_one_name_are_told_not_silently_ignored") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let (a, b) = (coordinator(21), coordinator(22));
+    a.addr().send(GetState).await.unwrap();
+    b.addr().send(GetState).await.unwrap();
+    let fa = Fleet::start(config(&server.url(), "same"), a.addr().clone())
+        .await
+        .unwrap();
+    let fb = Fleet::start(config(&server.url(), "same"), b.addr().clone())
+        .await
+        .unwrap();
+    eventually("both connections", Duration::from_secs(10), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    warm_up(&a).await;
+    warm_up(&b).await;
+    eventually("both to see the other's digests", PERIOD * 100, || {
+        fa.counts().rejected > 0 && fb.counts().rejected > 0
+    })
+    .await;
+    let (ca, cb) = (fa.counts(), fb.counts());
+    assert_eq!((ca.applied, cb.applied), (0, 0), "{ca:?} {cb:?}");
+    assert!(ca.sent > 0 && cb.sent > 0, "{ca:?} {cb:?}");
+}
+
 /// With a digest period far longer than the test, `a` publishes only urgent digests: none
 /// while its outcomes are healthy, and one at once when a candidate it used starts failing,
 /// from which `b`, which never sends to that candidate, learns of it.
@@ -745,6 +778,15 @@ async fn invalid_names_are_refused_before_connecting() {
     let mut queue = c;
     queue.queue = 0;
     assert!(matches!(queue.validate(), Err(FleetError::Config(_))));
+    // A URL the client could not parse is refused before anything starts.
+    let http = FleetConfig::new("http://127.0.0.1:1", "test", "a");
+    match http.validate() {
+        Err(FleetError::Config(m)) => assert!(m.contains("scheme"), "{m}"),
+        other => panic!("an http URL must be refused: {other:?}"),
+    }
+    assert!(FleetConfig::new("127.0.0.1:4222", "test", "a")
+        .validate()
+        .is_ok());
 }
 
 #[actix::test]

@@ -142,6 +142,10 @@ impl FleetConfig {
         if self.url.trim().is_empty() {
             return Err(FleetError::Config("the NATS URL is empty".into()));
         }
+        // What the client will parse when it connects, checked before anything starts.
+        if let Err(e) = self.url.parse::<async_nats::ServerAddr>() {
+            return Err(FleetError::Config(format!("NATS URL `{}`: {e}", self.url)));
+        }
         let positive = |what: &str, d: Duration| {
             if d.is_zero() {
                 Err(FleetError::Config(format!("{what} must be longer than 0")))
@@ -244,6 +248,12 @@ struct Counters {
     rejected: AtomicU64,
     dropped: AtomicU64,
     entries_rejected: AtomicU64,
+    /// The sequence numbers of this member's latest digests: a digest on its own subject that
+    /// is not one of them comes from another member under the same name.
+    published: std::sync::Mutex<std::collections::VecDeque<u64>>,
+    /// Said once: a digest too large for the server, another member under this name.
+    warned_payload: std::sync::atomic::AtomicBool,
+    warned_name: std::sync::atomic::AtomicBool,
 }
 
 impl Counters {

@@ -69,6 +69,8 @@ fn on_event(sender: &str, event: Event) {
         // Each failed reconnection attempt, every couple of seconds while the server is
         // down: the disconnection itself was said once.
         Event::ClientError(e) => tracing::debug!(sender, error = %e, "fleet: NATS client error"),
+        // Sharing stopped (the fleet handle was dropped): expected.
+        Event::Closed => tracing::info!(sender, "fleet: NATS connection closed"),
         other => tracing::warn!(sender, event = %other, "fleet: NATS event"),
     }
 }
@@ -214,6 +216,16 @@ fn dropped(counters: &Counters, reason: &'static str) {
     counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
 }
 
+/// How many of its latest sequence numbers a member remembers to recognise its own digests.
+const PUBLISHED_KEPT: usize = 16;
+
+fn connected(client: &async_nats::Client) -> bool {
+    matches!(
+        client.connection_state(),
+        async_nats::connection::State::Connected
+    )
+}
+
 fn rejected(counters: &Counters, reason: &'static str) {
     counters.rejected.fetch_add(1, Ordering::Relaxed);
     counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
@@ -270,6 +282,11 @@ async fn publish(
             () = woken => Due::Urgent,
         };
         if due == Due::Urgent {
+            if !connected(&client) {
+                // It would only be dropped: the periodic digest is, once a period.
+                tokio::time::sleep_until(next).await;
+                continue;
+            }
             // The others' flood control refuses a digest that follows the previous one too
             // closely: wait out the gap (the change stays urgent until a digest is taken).
             if let Some(last) = last_sent {
@@ -336,13 +353,17 @@ async fn send(
     if digest.entries.is_empty() {
         return false;
     }
-    if !matches!(
-        client.connection_state(),
-        async_nats::connection::State::Connected
-    ) {
+    if !connected(client) {
         dropped(counters, DROP_DISCONNECTED);
         return false;
     }
+    if let Ok(mut published) = counters.published.lock() {
+        if published.len() >= PUBLISHED_KEPT {
+            published.pop_front();
+        }
+        published.push_back(digest.seq);
+    }
+    let digest_entries = digest.entries.len();
     let payload = match wire::encode(&digest) {
         Ok(p) => p,
         Err(e) => {
@@ -364,7 +385,18 @@ async fn send(
             true
         }
         Ok(Err(e)) => {
-            tracing::debug!(error = %e, "fleet: publish failed");
+            if e.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
+                && !counters.warned_payload.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    entries = digest_entries,
+                    "fleet: the digest is larger than the NATS server's max_payload and is not \
+                     sent; raise max_payload on the server (up to 1 MiB is read by the \
+                     receivers) or share fewer candidates"
+                );
+            } else {
+                tracing::debug!(error = %e, "fleet: publish failed");
+            }
             dropped(counters, DROP_PUBLISH_ERROR);
             false
         }
@@ -385,8 +417,24 @@ async fn receive(
 ) {
     while let Some(message) = subscriber.next().await {
         let subject = message.subject.as_str();
-        // Our own digests come back through the wildcard: not evidence.
+        // Our own digests come back through the wildcard: not evidence. One on our subject
+        // that we did not publish is another member's under the same name.
         if wire::sender_of(subject, &config.fleet).is_ok_and(|s| s == config.sender) {
+            let ours = |seq: u64| counters.published.lock().map_or(true, |p| p.contains(&seq));
+            match wire::decode(subject, &config.fleet, &message.payload) {
+                Ok(d) if ours(d.seq) => {}
+                Ok(_) => {
+                    if !counters.warned_name.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            sender = %config.sender,
+                            "fleet: another member publishes under this sender name; \
+                             its digests are not applied (give each member its own name)"
+                        );
+                    }
+                    rejected(&counters, "own_sender");
+                }
+                Err(e) => rejected(&counters, e.reason()),
+            }
             continue;
         }
         match wire::decode(subject, &config.fleet, &message.payload) {

@@ -129,6 +129,7 @@ struct VersionOnly {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EnvelopeIn {
     #[allow(dead_code)]
     v: u32,

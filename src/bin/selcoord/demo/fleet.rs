@@ -90,27 +90,39 @@ impl FleetArgs {
                     .into(),
             );
         }
+        #[cfg(feature = "fleet")]
+        if let Some(config) = self.config()? {
+            config.validate().map_err(|e| format!("--fleet: {e}"))?;
+        }
         Ok(())
     }
 
-    /// Starts sharing when `--fleet` is given.
+    /// The sharing config the flags describe (`None` without `--fleet`).
     #[cfg(feature = "fleet")]
-    pub(crate) async fn start(
-        &self,
-        coordinator: Addr<Coordinator>,
-    ) -> Result<Option<Sharing>, String> {
-        use selection_coordinator::fleet::{Auth, Fleet, FleetConfig};
+    fn config(&self) -> Result<Option<selection_coordinator::fleet::FleetConfig>, String> {
+        use selection_coordinator::fleet::{Auth, FleetConfig};
         let Some(url) = &self.fleet else {
             return Ok(None);
+        };
+        let seconds = |flag: &str, s: f64| {
+            std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+                format!(
+                    "{flag} must be at most {} s (one day), got {s}",
+                    FleetConfig::MAX_DURATION.as_secs()
+                )
+            })
         };
         let sender = self
             .sender
             .clone()
             .unwrap_or_else(|| format!("demo-{}", std::process::id()));
         let mut config = FleetConfig::new(url.clone(), self.fleet_name.clone(), sender);
-        config.period = std::time::Duration::from_secs_f64(self.digest_period);
-        config.urgent_gap = (self.digest_urgent_gap > 0.0)
-            .then(|| std::time::Duration::from_secs_f64(self.digest_urgent_gap));
+        config.period = seconds("--digest-period", self.digest_period)?;
+        config.urgent_gap = if self.digest_urgent_gap > 0.0 {
+            Some(seconds("--digest-urgent-gap", self.digest_urgent_gap)?)
+        } else {
+            None
+        };
         config.auth = match (&self.nats_user, &self.nats_creds) {
             (Some(user), _) => {
                 let password = match &self.nats_password {
@@ -126,6 +138,19 @@ impl FleetArgs {
             }
             (None, Some(path)) => Auth::CredentialsFile(path.clone()),
             (None, None) => Auth::None,
+        };
+        Ok(Some(config))
+    }
+
+    /// Starts sharing when `--fleet` is given.
+    #[cfg(feature = "fleet")]
+    pub(crate) async fn start(
+        &self,
+        coordinator: Addr<Coordinator>,
+    ) -> Result<Option<Sharing>, String> {
+        use selection_coordinator::fleet::Fleet;
+        let Some(config) = self.config()? else {
+            return Ok(None);
         };
         let fleet = Fleet::start(config, coordinator)
             .await
