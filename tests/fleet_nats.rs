@@ -332,24 +332,31 @@ async fn periods_until(
     }
 }
 
+/// Sharing for `a` and `b` with configs `ca` and `cb`, once both are connected.
+async fn share_both(
+    a: &CoordinatorHandle,
+    ca: FleetConfig,
+    b: &CoordinatorHandle,
+    cb: FleetConfig,
+) -> (Fleet, Fleet) {
+    // Started before sharing, so a test never ends with an actor still starting.
+    a.addr().send(GetState).await.unwrap();
+    b.addr().send(GetState).await.unwrap();
+    let fa = Fleet::start(ca, a.addr().clone()).await.unwrap();
+    let fb = Fleet::start(cb, b.addr().clone()).await.unwrap();
+    eventually("both connections", Duration::from_secs(10), || {
+        fa.connected() && fb.connected()
+    })
+    .await;
+    (fa, fb)
+}
+
 /// Starts sharing at `a` and `b`, builds good evidence at `a` only, and waits until `b` has
 /// applied enough of `a`'s digests to be past the sender blackout.
 async fn pair(url: &str) -> (CoordinatorHandle, Fleet, CoordinatorHandle, Fleet) {
     let a = coordinator(11);
     let b = coordinator(12);
-    // Started before sharing, so a test never ends with an actor still starting.
-    a.addr().send(GetState).await.unwrap();
-    b.addr().send(GetState).await.unwrap();
-    let fa = Fleet::start(config(url, "a"), a.addr().clone())
-        .await
-        .unwrap();
-    let fb = Fleet::start(config(url, "b"), b.addr().clone())
-        .await
-        .unwrap();
-    eventually("both connections", Duration::from_secs(10), || {
-        fa.connected() && fb.connected()
-    })
-    .await;
+    let (fa, fb) = share_both(&a, config(url, "a"), &b, config(url, "b")).await;
     warm_up(&a).await;
     // The blackout of a new sender is 1 s: wait for digests covering twice that.
     let periods = (2.0 / PERIOD.as_secs_f64()).ceil() as u64 + 1;
@@ -433,18 +440,8 @@ async fn two_members_under_one_name_are_told_not_silently_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let server = NatsServer::start(dir.path(), None);
     let (a, b) = (coordinator(21), coordinator(22));
-    a.addr().send(GetState).await.unwrap();
-    b.addr().send(GetState).await.unwrap();
-    let fa = Fleet::start(config(&server.url(), "same"), a.addr().clone())
-        .await
-        .unwrap();
-    let fb = Fleet::start(config(&server.url(), "same"), b.addr().clone())
-        .await
-        .unwrap();
-    eventually("both connections", Duration::from_secs(10), || {
-        fa.connected() && fb.connected()
-    })
-    .await;
+    let same = config(&server.url(), "same");
+    let (fa, fb) = share_both(&a, same.clone(), &b, same).await;
     warm_up(&a).await;
     warm_up(&b).await;
     eventually("both to see the other's digests", PERIOD * 100, || {
@@ -471,18 +468,9 @@ async fn a_sharp_change_is_published_at_once_not_at_the_next_period() {
     shared.share.blackout_s = 0.0;
     let a = coordinator_with(shared.clone(), 21);
     let b = coordinator_with(shared, 22);
-    a.addr().send(GetState).await.unwrap();
-    b.addr().send(GetState).await.unwrap();
     let mut slow = config(&server.url(), "a");
     slow.period = Duration::from_secs(3600);
-    let fa = Fleet::start(slow, a.addr().clone()).await.unwrap();
-    let fb = Fleet::start(config(&server.url(), "b"), b.addr().clone())
-        .await
-        .unwrap();
-    eventually("both connections", Duration::from_secs(10), || {
-        fa.connected() && fb.connected()
-    })
-    .await;
+    let (fa, fb) = share_both(&a, slow, &b, config(&server.url(), "b")).await;
     warm_up(&a).await;
     warm_up(&b).await;
     tokio::time::sleep(PERIOD * 2).await;
