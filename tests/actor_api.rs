@@ -16,14 +16,14 @@ use selection_coordinator::actor::{
     SaveSnapshot, State, TakeSnapshot,
 };
 use selection_coordinator::metrics::names;
-use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
+use selection_coordinator::snapshot::SnapshotStore;
 use selection_coordinator::{
     CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
 };
 use tokio::sync::mpsc;
 
 mod support;
-use support::{next_answer, next_permit, probe};
+use support::{load, next_answer, next_permit, probe, without_ages};
 
 fn build(candidates: usize, global: u32) -> Coordinator {
     let limits = Limits {
@@ -37,21 +37,6 @@ fn build(candidates: usize, global: u32) -> Coordinator {
             .unwrap();
     }
     c
-}
-
-fn load(store: &SnapshotStore) -> Snapshot {
-    match store.load().unwrap() {
-        Loaded::Snapshot(s) => s,
-        other => panic!("expected a snapshot, got {other:?}"),
-    }
-}
-
-/// The statistics without the ages that grow as time passes.
-fn without_ages(mut s: Snapshot) -> Snapshot {
-    for c in &mut s.candidates {
-        c.stats.last_sample_age_s = None;
-    }
-    s
 }
 
 /// Runs `n` attempts through the handle, each reporting a success with the given timing.

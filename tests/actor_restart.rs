@@ -8,14 +8,14 @@ use selection_coordinator::actor::{
     AcquireError, Answer, Coordinator, Crash, Done, GetState, LoadOutcome, Ready, Report,
     SaveSnapshot, SetConfig, SetLimits, State, Stop, TakeSnapshot,
 };
-use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
+use selection_coordinator::snapshot::SnapshotStore;
 use selection_coordinator::{
     CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
 };
 use tokio::sync::mpsc;
 
 mod support;
-use support::{next_answer, next_permit, probe, Probe};
+use support::{load, next_answer, next_permit, probe, without_ages, Probe};
 
 fn build(candidates: &[&str], global: u32) -> Coordinator {
     let limits = Limits {
@@ -31,21 +31,6 @@ fn build(candidates: &[&str], global: u32) -> Coordinator {
 
 async fn state(c: &Addr<Coordinator>) -> State {
     c.send(GetState).await.unwrap()
-}
-
-fn load(store: &SnapshotStore) -> Snapshot {
-    match store.load().unwrap() {
-        Loaded::Snapshot(s) => s,
-        other => panic!("expected a snapshot, got {other:?}"),
-    }
-}
-
-/// The statistics without the ages that grow as time passes.
-fn without_ages(mut s: Snapshot) -> Snapshot {
-    for c in &mut s.candidates {
-        c.stats.last_sample_age_s = None;
-    }
-    s
 }
 
 /// Runs `n` attempts that each report a success with the given timing, one at a time.

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use selection_coordinator::actor::{Answer, Permit};
+use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use tokio::sync::mpsc;
 
 /// A worker that hands every answer to the test, which then plays the worker's part.
@@ -62,4 +63,22 @@ pub async fn next_permit(rx: &mut mpsc::UnboundedReceiver<Answer>) -> Permit {
         Answer::Granted(p) => p,
         other => panic!("expected a grant, got {other:?}"),
     }
+}
+
+/// The snapshot in `store` (panics on anything else).
+#[allow(dead_code)] // not every test binary saves snapshots
+pub fn load(store: &SnapshotStore) -> Snapshot {
+    match store.load().unwrap() {
+        Loaded::Snapshot(s) => s,
+        other => panic!("expected a snapshot, got {other:?}"),
+    }
+}
+
+/// The statistics without the ages that grow as time passes.
+#[allow(dead_code)] // not every test binary saves snapshots
+pub fn without_ages(mut s: Snapshot) -> Snapshot {
+    for c in &mut s.candidates {
+        c.stats.last_sample_age_s = None;
+    }
+    s
 }
