@@ -408,3 +408,56 @@ async fn a_restart_keeps_the_candidate_set_in_force() {
         LoadOutcome::Restored { candidates: 1 }
     );
 }
+
+#[cfg(feature = "decision-records")]
+#[actix::test]
+async fn decision_records_go_on_after_a_restart() {
+    tokio::time::pause();
+    let handle = build(&["a", "b"], 4).start_supervised_handle();
+    let mut records = handle.subscribe_channel(1.0, 64).await.unwrap();
+    let count = |rx: &mut mpsc::Receiver<_>| {
+        let mut n = 0;
+        while rx.try_recv().is_ok() {
+            n += 1;
+        }
+        n
+    };
+    for _ in 0..3 {
+        drop(handle.acquire(Request::any()).await.unwrap());
+    }
+    assert_eq!(count(&mut records), 3);
+    handle.addr().send(Stop).await.unwrap();
+    for _ in 0..3 {
+        drop(handle.acquire(Request::any()).await.unwrap());
+    }
+    assert_eq!(state(handle.addr()).await.subscribers, 1);
+    assert_eq!(count(&mut records), 3, "the restarted core records for its subscribers");
+}
+
+#[actix::test]
+async fn a_restart_keeps_the_name_in_digests_and_numbers_them_after_the_old_ones() {
+    use selection_coordinator::actor::{SetShareIdentity, TakeDigest};
+    tokio::time::pause();
+    let c = build(&["a", "b"], 4).start_supervised();
+    c.send(SetShareIdentity {
+        name: "client-1".into(),
+        seq_base: 1_000,
+    })
+    .await
+    .unwrap();
+    let (w, mut rx) = probe();
+    learn(&c, &mut rx, &w, 4, 25.0).await;
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let before = c.send(TakeDigest).await.unwrap();
+    assert_eq!(before.sender, "client-1");
+    c.do_send(Crash);
+    learn(&c, &mut rx, &w, 4, 25.0).await;
+    let after = c.send(TakeDigest).await.unwrap();
+    assert_eq!(after.sender, "client-1", "the restarted core keeps its name");
+    assert!(
+        after.seq > before.seq,
+        "digest {} after the restart is numbered after {} before it",
+        after.seq,
+        before.seq
+    );
+}

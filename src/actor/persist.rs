@@ -235,6 +235,12 @@ impl Coordinator {
             }
         }
         core.set_close_events(true);
+        // What the shell set on the old core goes on: its subscribers' records and its name
+        // in a fleet, with digests numbered after the old core's.
+        core.set_record_rate(self.subscribers.core_rate());
+        if let Some((name, seq_base)) = self.core.share_identity_after(now) {
+            core.set_share_identity(name, seq_base);
+        }
         self.core = core;
         self.ledger = Ledger::default();
         self.incarnation += 1;

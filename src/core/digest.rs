@@ -232,6 +232,16 @@ impl Core {
         share.seq_base = seq_base;
     }
 
+    /// The name and sequence base a core built at `now` to replace this one (a restart in the
+    /// same process) takes so its digests carry on under this one's name and are numbered
+    /// after every digest this one made: `None` if this core has no name.
+    pub(crate) fn share_identity_after(&self, now: Instant) -> Option<(String, u64)> {
+        let s = self.share.as_deref().filter(|s| !s.name.is_empty())?;
+        let made = s.seq_base.saturating_add((self.clock.seconds_at(now) * 1000.0) as u64);
+        let taken = s.last_taken.map_or(0, |(seq, _)| seq);
+        Some((s.name.clone(), made.max(taken).saturating_add(1)))
+    }
+
     /// The digest of what this core has learned: one entry per live candidate whose newest
     /// local sample is at most `share.expiry_s` old (remote evidence is never passed on). Its
     /// sender is the name set with [`Core::set_share_identity`] (empty until then, which
