@@ -360,3 +360,29 @@ fn a_reload_that_removes_arms_moves_waiting_requests_to_the_remaining_ones() {
     }
     assert_eq!(core.waiting(), 0);
 }
+
+#[test]
+fn an_outcome_after_a_reload_counts_under_the_arm_that_drew_its_attempt() {
+    let (mut core, mut rng, now) = core_with(two_arms(Config::default(), Config::lassie()));
+    let mut granted = Vec::new();
+    for i in 0..40 {
+        let key = format!("user-{i}");
+        core.ready(Request::any().with_key(key), now, &mut rng)
+            .unwrap();
+        let g = grant(&mut core);
+        granted.push((g.attempt, g.arm.expect("arms are configured")));
+    }
+    assert!(granted.iter().any(|g| g.1 == 0) && granted.iter().any(|g| g.1 == 1));
+    // "a" goes, "b" moves to index 0 behind a new "c".
+    let mut reloaded = two_arms(Config::lassie(), Config::default());
+    reloaded.arms[0].name = "b".into();
+    reloaded.arms[1].name = "c".into();
+    core.set_config(reloaded, now, &mut rng).unwrap();
+    for (attempt, arm) in granted {
+        let reported = core
+            .outcome(attempt, Outcome::Failure(FailureClass::Transport), now)
+            .unwrap();
+        let want = if arm == 1 { Some(0) } else { None };
+        assert_eq!(reported.arm, want, "drawn by arm {arm} before the reload");
+    }
+}

@@ -68,3 +68,51 @@ config = { preset = "nope" }
         assert!(paths.contains(&want), "{want} missing from {err}");
     }
 }
+
+#[test]
+fn an_arm_cannot_take_what_only_the_top_level_decides() {
+    let bad = r#"
+[[arms]]
+name = "default"
+share = 1
+config = { ejection = { enabled = true } }
+
+[[arms]]
+name = "strict"
+share = 1
+config = { price = { max = 10.0, ignore_max_if_none_pass = false } }
+"#;
+    let err = Config::from_toml_str(bad).unwrap_err();
+    let paths = err.paths();
+    for want in [
+        "arms[0].name",
+        "arms[0].config.ejection.enabled",
+        "arms[1].config.price.ignore_max_if_none_pass",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {err}");
+    }
+    // With ejection on at the top level, an arm may switch it on or off; a maximum price that
+    // falls back is the arm's own.
+    let good = r#"
+ejection = { enabled = true }
+
+[[arms]]
+name = "ejecting"
+share = 1
+config = { ejection = { enabled = true } }
+
+[[arms]]
+name = "priced"
+share = 1
+config = { ejection = { enabled = false }, price = { max = 10.0 } }
+"#;
+    Config::from_toml_str(good).unwrap();
+}
+
+#[test]
+fn a_negative_share_is_named_without_a_misleading_sum() {
+    let err = Config::from_toml_str("[[arms]]\nname = \"a\"\nshare = -1\n").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("arms[0].share"), "{text}");
+    assert!(!text.contains("sum to 0"), "{text}");
+}

@@ -178,7 +178,9 @@ impl Core {
     }
 
     /// After a reload: open requests keep their arm when an arm of that name still exists;
-    /// the others are assigned again by share.
+    /// the others are assigned again by share, at random (a request's key is not kept). An
+    /// attempt in flight keeps the arm that drew it, under its new index, or none if that arm
+    /// is gone.
     pub(crate) fn remap_arms<R: Rng + ?Sized>(&mut self, old: &[String], rng: &mut R) {
         let map: Vec<Option<u8>> = old
             .iter()
@@ -189,6 +191,9 @@ impl Core {
                     .map(|i| i as u8)
             })
             .collect();
+        for a in self.attempts.iter_mut().filter(|a| a.active) {
+            a.arm = a.arm.and_then(|i| map.get(i as usize).copied().flatten());
+        }
         for i in 0..self.requests.len() {
             if !self.requests[i].active {
                 continue;

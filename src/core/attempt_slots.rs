@@ -20,6 +20,9 @@ pub(super) struct AttemptSlot {
     /// The candidate's limit in force when this one was granted.
     pub(super) limit: u32,
     pub(super) granted_s: f64,
+    /// The arm that drew it (an index into the core's arms), if arms were configured and its
+    /// arm is still in force.
+    pub(super) arm: Option<u8>,
 }
 
 /// What a new attempt starts with; [`Attempts::start`] adds its slot and generation.
@@ -30,6 +33,7 @@ pub(super) struct NewAttempt {
     pub(super) concurrency: u32,
     pub(super) limit: u32,
     pub(super) granted_s: f64,
+    pub(super) arm: Option<u8>,
 }
 
 /// The attempts in flight: slots indexed by [`AttemptId`], a free list, and their count.
@@ -79,6 +83,7 @@ impl Attempts {
             concurrency: new.concurrency,
             limit: new.limit,
             granted_s: new.granted_s,
+            arm: new.arm,
         };
         self.in_flight += 1;
         AttemptId::new(a, gen)
@@ -111,6 +116,11 @@ impl Attempts {
     pub(super) fn iter(&self) -> std::slice::Iter<'_, AttemptSlot> {
         self.slots.iter()
     }
+
+    /// Every slot, active or free, by index, to change.
+    pub(super) fn iter_mut(&mut self) -> std::slice::IterMut<'_, AttemptSlot> {
+        self.slots.iter_mut()
+    }
 }
 
 impl Index<usize> for Attempts {
@@ -140,6 +150,7 @@ mod tests {
             concurrency: 1,
             limit: 8,
             granted_s: 2.5,
+            arm: None,
         }
     }
 

@@ -55,7 +55,7 @@ impl Core {
         Ok(Reported {
             request: RequestId::new(att.request, r.gen),
             candidate: self.fleet.infos[idx].id.clone(),
-            arm: (!self.arms.is_empty()).then_some(r.arm as usize),
+            arm: att.arm.map(usize::from),
         })
     }
 

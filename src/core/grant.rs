@@ -142,6 +142,7 @@ impl Core {
             concurrency: self.fleet.slots[cidx].in_flight,
             limit: self.limit_of(&self.fleet.slots[cidx]),
             granted_s: self.clock.now_s,
+            arm: (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm),
         });
         let r = &mut self.requests[idx as usize];
         r.pending -= 1;

@@ -160,7 +160,8 @@ pub struct Grant {
     pub reason: DecisionReason,
     /// Seconds the request waited for this grant.
     pub waited_s: f64,
-    /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured.
+    /// The arm that drew it (an index into [`Core::arm_names`]), when arms are configured;
+    /// `None` also for an attempt whose arm a config change removed since its grant.
     pub arm: Option<usize>,
     /// How long a first byte is worth waiting for, milliseconds from the grant: advice from the
     /// candidate's first-byte average, or the fleet's before it has answered (`[deadline]` in

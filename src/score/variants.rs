@@ -7,6 +7,9 @@ use crate::error::Problem;
 pub const MAX_ARMS: usize = 256;
 /// The most shadow policies a config may have.
 pub const MAX_SHADOWS: usize = 64;
+/// The arm name metrics and records give requests of a config without arms; no arm may take
+/// it.
+pub const NO_ARMS_NAME: &str = "default";
 
 impl Config {
     /// Arms and shadows: unique names, usable shares and samples, valid configs, no nesting.
@@ -25,6 +28,25 @@ impl Config {
                 problems.push(Problem::new(
                     &format!("{path}.config"),
                     "an arm's or shadow's config cannot have arms or shadows of its own",
+                ));
+            }
+            // Ejection and a strict price limit act on the candidates themselves (a slot out
+            // of every draw), which is the top level's to decide; an arm or shadow can only
+            // draw differently over them.
+            if config.ejection.enabled && !self.ejection.enabled {
+                problems.push(Problem::new(
+                    &format!("{path}.config.ejection.enabled"),
+                    "ejection is learned with the top-level [ejection] settings, which are off; \
+                     enable it at the top level (an arm or shadow may then switch it off for \
+                     its own draws)",
+                ));
+            }
+            if config.price.max.is_some() && !config.price.ignore_max_if_none_pass {
+                problems.push(Problem::new(
+                    &format!("{path}.config.price.ignore_max_if_none_pass"),
+                    "a strict maximum price is the top level's alone (it takes candidates out \
+                     of every draw); in an arm or shadow the maximum price is ignored when no \
+                     candidate passes: set true here, or set the strict maximum at the top level",
                 ));
             }
             if let Err(e) = config.validate() {
@@ -46,10 +68,19 @@ impl Config {
                     format!("must be a finite number >= 0, got {}", arm.share),
                 ));
             }
+            if arm.name == NO_ARMS_NAME {
+                problems.push(Problem::new(
+                    &format!("{path}.name"),
+                    format!(
+                        "`{NO_ARMS_NAME}` is the arm label of requests under a config without \
+                         arms; pick another name"
+                    ),
+                ));
+            }
             check(path, &arm.name, &arm.config, problems);
         }
         let shares: f64 = self.arms.iter().map(|a| a.share).sum();
-        if !self.arms.is_empty() && shares <= 0.0 {
+        if !self.arms.is_empty() && shares <= 0.0 && self.arms.iter().all(|a| a.share >= 0.0) {
             problems.push(Problem::new(
                 "arms",
                 "the shares sum to 0: no arm would get traffic",
