@@ -20,6 +20,9 @@ pub enum DecisionReason {
     Deterministic,
     /// A filter let nothing through and its fallback was taken before the draw.
     Fallback,
+    /// Only in an explanation ([`crate::core::Core::explain`]): no candidate could take an
+    /// attempt now; its filter notes say what kept each one out. A grant never has it.
+    NoCandidate,
 }
 
 impl DecisionReason {
@@ -30,10 +33,11 @@ impl DecisionReason {
             DecisionReason::OnlyChoice => "only_choice",
             DecisionReason::Deterministic => "deterministic",
             DecisionReason::Fallback => "fallback",
+            DecisionReason::NoCandidate => "no_candidate",
         }
     }
 
-    /// Every reason.
+    /// Every reason a grant can have.
     pub const ALL: [DecisionReason; 4] = [
         DecisionReason::Draw,
         DecisionReason::OnlyChoice,

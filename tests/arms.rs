@@ -386,3 +386,43 @@ fn an_outcome_after_a_reload_counts_under_the_arm_that_drew_its_attempt() {
         assert_eq!(reported.arm, want, "drawn by arm {arm} before the reload");
     }
 }
+
+#[test]
+fn explain_draws_a_keyed_request_under_its_arm() {
+    // Arm "a" draws uniformly, arm "b" deterministically by stake alone.
+    use selection_coordinator::score::Weights;
+    let uniform = Config {
+        weights: Weights {
+            uniform: 1.0,
+            ..Weights::ZERO
+        },
+        ..Config::default()
+    };
+    let mut by_stake = Config::default().deterministic();
+    by_stake.weights = Weights {
+        stake: 1.0,
+        ..Weights::ZERO
+    };
+    let (mut core, mut rng, now) = core_with(two_arms(uniform, by_stake));
+    core.add_candidate(CandidateInfo::new("big").with_stake(100.0), now, &mut rng)
+        .unwrap();
+    let names = core.arm_names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for i in 0..20 {
+        let request = Request::any().with_key(format!("user-{i}"));
+        let explained = core.explain(&request, now).unwrap();
+        core.ready(request, now, &mut rng).unwrap();
+        let g = grant(&mut core);
+        let arm = &names[g.arm.unwrap()];
+        assert_eq!(explained.arm.as_deref(), Some(arm.as_str()));
+        if arm == "b" {
+            assert_eq!(explained.winner.as_ref(), Some(&g.candidate));
+            assert_eq!(g.candidate.as_str(), "big");
+        } else {
+            let p = explained.candidates[0].probability;
+            assert!(explained.candidates.iter().all(|c| (c.probability - p).abs() < 1e-12));
+        }
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    }
+    // Without a key a request's arm is drawn at arrival: the top-level config is explained.
+    assert_eq!(core.explain(&Request::any(), now).unwrap().arm, None);
+}

@@ -406,3 +406,58 @@ fn the_floor_in_force_follows_the_tries_it_gives_each_candidate() {
         "floor_period_s = 0: the floor as set"
     );
 }
+
+#[test]
+fn explain_names_the_winner_a_deterministic_draw_takes_after_slot_reuse() {
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut core = Core::new(Config::default().deterministic(), now).unwrap();
+    for id in ["a", "b", "c"] {
+        core.add_candidate(CandidateInfo::new(id), now, &mut rng)
+            .unwrap();
+    }
+    core.remove_candidate(&"a".into(), now, &mut rng).unwrap();
+    // "d" takes "a"'s slot, ahead of "b" and "c" by position but added last.
+    core.add_candidate(CandidateInfo::new("d"), now, &mut rng)
+        .unwrap();
+    let explained = core.explain(&Request::any(), now).unwrap();
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let granted = events(&mut core)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Granted(g) => Some(g.candidate),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(granted.as_str(), "b", "ties go to the earliest added");
+    assert_eq!(explained.winner, Some(granted));
+}
+
+#[test]
+fn explain_says_why_nothing_could_be_drawn() {
+    use selection_coordinator::decision::DecisionReason;
+    let (mut core, mut rng, now) = core_with(
+        2,
+        Limits {
+            per_candidate: 1,
+            ..Limits::default()
+        },
+    );
+    let filters = |core: &mut Core, request: Request| {
+        let r = core.explain(&request, now).unwrap();
+        assert_eq!(r.reason, DecisionReason::NoCandidate);
+        assert_eq!(r.winner, None);
+        r.filters
+            .iter()
+            .map(|f| format!("{}: {}", f.filter, f.removed.len()))
+            .collect::<Vec<_>>()
+    };
+    let ids: Vec<_> = core.candidates().map(|c| c.info.id.clone()).collect();
+    let all = ids.iter().fold(Request::any(), |r, id| r.excluding(id.clone()));
+    assert_eq!(filters(&mut core, all), ["exclude: 2"]);
+    let caps = Request::any().requiring("gpu");
+    assert_eq!(filters(&mut core, caps), ["capabilities: 2"]);
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    assert_eq!(filters(&mut core, Request::any()), ["limit: 2"]);
+}

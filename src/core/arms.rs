@@ -151,13 +151,23 @@ impl Core {
 
     /// The arm of a new request: by its key when it has one, else by a draw.
     pub(crate) fn assign_arm<R: Rng + ?Sized>(&self, key: Option<&str>, rng: &mut R) -> u8 {
+        match key {
+            Some(k) => self.arm_of_key(k),
+            None if self.arms.len() <= 1 => 0,
+            None => self.arm_at(rng.random::<f64>()),
+        }
+    }
+
+    /// The arm a request with key `key` lands in.
+    pub(crate) fn arm_of_key(&self, key: &str) -> u8 {
         if self.arms.len() <= 1 {
             return 0;
         }
-        let u = match key {
-            Some(k) => key_point(k),
-            None => rng.random::<f64>(),
-        };
+        self.arm_at(key_point(key))
+    }
+
+    /// The arm at point `u` in [0, 1) of the cumulative shares.
+    fn arm_at(&self, u: f64) -> u8 {
         self.arms
             .iter()
             .position(|a| u < a.cum)

@@ -54,11 +54,6 @@ impl Core {
     pub(crate) fn evaluate(&self, set: DrawSet<'_>, ev: &mut Evaluation, detail: Detail) {
         self.scoring().evaluate_with(None, set, ev, detail);
     }
-
-    /// Builds the considered-candidate list of a filled evaluation.
-    pub(crate) fn considered(&self, ev: &Evaluation) -> Vec<ConsideredCandidate> {
-        self.scoring().considered_with(None, ev)
-    }
 }
 
 impl Scoring<'_> {

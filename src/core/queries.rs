@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::decision::FilterNote;
 
 impl Core {
     /// The next event, oldest first.
@@ -30,7 +31,14 @@ impl Core {
     }
 
     /// What a draw for `request` would do now, without granting anything: every candidate in
-    /// the drawn set with components and probability, filters and fallbacks.
+    /// the drawn set with components and probability, filters and fallbacks, and the winner a
+    /// deterministic draw would take (otherwise the most probable candidate).
+    ///
+    /// With A/B arms, a request with a key ([`Request::with_key`]) is explained under its
+    /// key's arm, as it would be drawn; one without a key is assigned an arm at random when
+    /// it arrives, so it is explained under the top-level config (`arm` is `None`). When no
+    /// candidate could take an attempt, the reason is [`DecisionReason::NoCandidate`] and the
+    /// filters say what kept each candidate out.
     pub fn explain(&mut self, request: &Request, now: Instant) -> Result<DecisionRecord, Error> {
         request.validate()?;
         self.advance(now);
@@ -58,24 +66,36 @@ impl Core {
             caps: &request.capabilities,
             last: request.attempts == Some(1),
         };
+        let arm = request
+            .key
+            .as_deref()
+            .filter(|_| !self.arms.is_empty())
+            .map(|k| self.arm_of_key(k) as usize);
+        let model = arm.and_then(|a| self.arms.get(a)?.model.as_ref());
         // A query, not a draw: its own scratch space, so the draws' stays untouched.
         let mut ev = Evaluation::default();
-        self.evaluate(set, &mut ev, Detail::FilterNotes);
-        let candidates = self.considered(&ev);
-        let best = candidates
+        self.scoring()
+            .evaluate_with(model, set, &mut ev, Detail::FilterNotes);
+        if ev.keys.is_empty() {
+            self.note_nothing_eligible(set, &mut ev);
+        }
+        let candidates = self.scoring().considered_with(model, &ev);
+        // Ties go to the earliest added, as in a deterministic draw.
+        let order: Vec<u64> = ev
+            .keys
             .iter()
-            .enumerate()
-            .max_by(|a, b| {
-                a.1.probability
-                    .total_cmp(&b.1.probability)
-                    .then(b.0.cmp(&a.0))
-            })
-            .map(|(_, c)| (c.id.clone(), c.probability));
+            .map(|&i| self.fleet.slots[i as usize].added_seq)
+            .collect();
+        let best = draw::argmax_by_order(&ev.probs, &order)
+            .map(|j| (candidates[j].id.clone(), candidates[j].probability));
+        let deterministic = model.map_or(self.model.config(), |m| m.config()).deterministic;
         let record = DecisionRecord {
             time_s: self.clock.now_s,
             request: RequestId::new(u32::MAX, 0),
             attempt: None,
-            reason: if self.model.config().deterministic {
+            reason: if candidates.is_empty() {
+                DecisionReason::NoCandidate
+            } else if deterministic {
                 DecisionReason::Deterministic
             } else if !ev.fallbacks.is_empty() {
                 DecisionReason::Fallback
@@ -90,10 +110,60 @@ impl Core {
             roll: None,
             winner: best.as_ref().map(|b| b.0.clone()),
             winner_probability: best.map(|b| b.1).unwrap_or(0.0),
-            arm: None,
+            arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
             shadows: Vec::new(),
         };
         Ok(record)
+    }
+
+    /// Filter notes for an explanation whose drawn set came out empty: which candidates in
+    /// the request's reach were excluded by it, lack a capability it requires, or are at
+    /// their in-flight limit (a strict price limit has its own note already).
+    fn note_nothing_eligible(&self, set: DrawSet<'_>, ev: &mut Evaluation) {
+        let mut excluded = Vec::new();
+        let mut lacking = Vec::new();
+        let mut busy = Vec::new();
+        let mut look = |i: u32, s: &Slot| {
+            let id = || self.fleet.infos[i as usize].id.clone();
+            if !s.usable {
+            } else if Fleet::excluded(set.exclude, i, s.gen) {
+                excluded.push(id());
+            } else if !self.fleet.caps_ok(i, set.caps) {
+                lacking.push(id());
+            } else if !s.available {
+                busy.push(id());
+            }
+        };
+        match set.eligible {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| self.fleet.slots[k.idx as usize].gen == k.gen)
+                .for_each(|k| look(k.idx, &self.fleet.slots[k.idx as usize])),
+            None => (0u32..)
+                .zip(&self.fleet.slots)
+                .for_each(|(i, s)| look(i, s)),
+        }
+        let caps = set.caps.join(", ");
+        for (filter, removed, why) in [
+            ("exclude", excluded, "excluded by the request".to_string()),
+            ("capabilities", lacking, format!("lacks a required capability ({caps})")),
+            ("limit", busy, "at its in-flight limit".to_string()),
+        ] {
+            if !removed.is_empty() {
+                ev.filters.push(FilterNote {
+                    filter: filter.to_string(),
+                    removed,
+                    why,
+                });
+            }
+        }
+        if ev.filters.is_empty() {
+            ev.filters.push(FilterNote {
+                filter: "candidates".to_string(),
+                removed: Vec::new(),
+                why: "no live candidate in the request's reach".to_string(),
+            });
+        }
     }
 
     /// Each candidate's probability of winning a draw for `request` now.
