@@ -115,9 +115,15 @@ impl Snapshot {
         check("overall.bandwidth_bps".into(), self.overall.bandwidth_bps)?;
         check("overall.attempt_ms".into(), self.overall.attempt_ms)?;
         check("overall.ttfb_spread".into(), self.overall.ttfb_spread)?;
+        let mut seen = std::collections::HashSet::new();
         for c in &self.candidates {
             c.info.validate()?;
             let id = &c.info.id;
+            if !seen.insert(id) {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id} appears twice; a snapshot has one entry per candidate"
+                )));
+            }
             if let Some(l) = &c.limit {
                 l.check(&format!("{id}.limit"))
                     .map_err(Error::InvalidSnapshot)?;
@@ -147,6 +153,18 @@ impl Snapshot {
                 return Err(Error::InvalidSnapshot(format!(
                     "{id}.attempt_lag = {}: must be a finite number",
                     s.attempt_lag
+                )));
+            }
+            if s.successes > s.attempts {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id}.successes = {} is more than its attempts ({})",
+                    s.successes, s.attempts
+                )));
+            }
+            if let Some(&(errors, total)) = s.window.iter().find(|(e, t)| e > t) {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id}.window has a bucket with {errors} overload errors of {total} outcomes; \
+                     each bucket is [errors, outcomes] with errors at most outcomes"
                 )));
             }
             if !(0.0..=1.0).contains(&s.overload_evidence) {

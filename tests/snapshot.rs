@@ -143,3 +143,32 @@ fn writes_stay_in_the_given_directory() {
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
     }
 }
+
+#[test]
+fn inconsistent_counts_and_repeated_candidates_are_refused() {
+    let (core, _) = trained_core(4);
+    let good = core.snapshot();
+    good.validate().unwrap();
+    let refused = |edit: &dyn Fn(&mut Snapshot), want: &str| {
+        let mut snap = good.clone();
+        edit(&mut snap);
+        let text = serde_json::to_string(&snap).unwrap();
+        let err = Snapshot::from_json(&text).unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    };
+    refused(
+        &|s| {
+            let twin = s.candidates[1].clone();
+            s.candidates.push(twin);
+        },
+        "c1 appears twice",
+    );
+    refused(
+        &|s| s.candidates[2].stats.successes = s.candidates[2].stats.attempts + 1,
+        "c2.successes",
+    );
+    refused(
+        &|s| s.candidates[0].stats.window = vec![(100, 1), (5, 0)],
+        "c0.window",
+    );
+}
