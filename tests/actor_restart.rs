@@ -431,7 +431,11 @@ async fn decision_records_go_on_after_a_restart() {
         drop(handle.acquire(Request::any()).await.unwrap());
     }
     assert_eq!(state(handle.addr()).await.subscribers, 1);
-    assert_eq!(count(&mut records), 3, "the restarted core records for its subscribers");
+    assert_eq!(
+        count(&mut records),
+        3,
+        "the restarted core records for its subscribers"
+    );
 }
 
 #[actix::test]
@@ -453,7 +457,10 @@ async fn a_restart_keeps_the_name_in_digests_and_numbers_them_after_the_old_ones
     c.do_send(Crash);
     learn(&c, &mut rx, &w, 4, 25.0).await;
     let after = c.send(TakeDigest).await.unwrap();
-    assert_eq!(after.sender, "client-1", "the restarted core keeps its name");
+    assert_eq!(
+        after.sender, "client-1",
+        "the restarted core keeps its name"
+    );
     assert!(
         after.seq > before.seq,
         "digest {} after the restart is numbered after {} before it",

@@ -406,7 +406,11 @@ fn explain_draws_a_keyed_request_under_its_arm() {
     let (mut core, mut rng, now) = core_with(two_arms(uniform, by_stake));
     core.add_candidate(CandidateInfo::new("big").with_stake(100.0), now, &mut rng)
         .unwrap();
-    let names = core.arm_names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names = core
+        .arm_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>();
     for i in 0..20 {
         let request = Request::any().with_key(format!("user-{i}"));
         let explained = core.explain(&request, now).unwrap();
@@ -419,7 +423,10 @@ fn explain_draws_a_keyed_request_under_its_arm() {
             assert_eq!(g.candidate.as_str(), "big");
         } else {
             let p = explained.candidates[0].probability;
-            assert!(explained.candidates.iter().all(|c| (c.probability - p).abs() < 1e-12));
+            assert!(explained
+                .candidates
+                .iter()
+                .all(|c| (c.probability - p).abs() < 1e-12));
         }
         core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
     }

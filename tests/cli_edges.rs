@@ -267,7 +267,7 @@ fn flags_of_another_mode_are_refused() {
 fn a_fleet_override_is_reported_under_its_flag() {
     for (flag, value) in [
         ("--digest-loss", "7"),
-        ("--fleet-clients", "0"),
+        ("--fleet-clients", "101"),
         ("--digest-period-s", "0"),
         ("--digest-delay-ms", "-1"),
         ("--digest-jitter-ms", "inf"),
@@ -286,11 +286,23 @@ fn negative_numbers_get_the_programs_own_message() {
     for (args, want) in [
         (
             &["demo", "--duration", "-1"][..],
-            "--duration must be a positive number of seconds, got -1",
+            "--duration must be a positive number of seconds up to 1e9 (leave it out to run until Ctrl-C), got -1.0",
         ),
         (
             &["demo", "--speed", "-2"],
-            "--speed must be a positive number, got -2",
+            "--speed must be between 1e-6 and 1e6, got -2.0",
+        ),
+        (
+            &["demo", "--speed", "1e-300"],
+            "--speed must be between 1e-6 and 1e6, got 1e-300",
+        ),
+        (
+            &["demo", "--duration", "1e20"],
+            "--duration must be a positive number of seconds up to 1e9",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--seed", "18446744073709551615", "--seeds", "2"],
+            "runs past the largest seed",
         ),
         (
             &["demo", "--sample-rate", "-0.5"],
@@ -302,7 +314,7 @@ fn negative_numbers_get_the_programs_own_message() {
         ),
         (
             &["simulate", "--scenario", "recovery", "--seeds", "-1"],
-            "must be a whole number >= 0",
+            "must be a whole number >= 1",
         ),
         (
             &["simulate", "--scenario", "recovery", "--digest-loss", "-1"],

@@ -453,7 +453,9 @@ fn explain_says_why_nothing_could_be_drawn() {
             .collect::<Vec<_>>()
     };
     let ids: Vec<_> = core.candidates().map(|c| c.info.id.clone()).collect();
-    let all = ids.iter().fold(Request::any(), |r, id| r.excluding(id.clone()));
+    let all = ids
+        .iter()
+        .fold(Request::any(), |r, id| r.excluding(id.clone()));
     assert_eq!(filters(&mut core, all), ["exclude: 2"]);
     let caps = Request::any().requiring("gpu");
     assert_eq!(filters(&mut core, caps), ["capabilities: 2"]);

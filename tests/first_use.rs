@@ -143,7 +143,7 @@ fn simulate_checks_its_options_before_running() {
             vec!["--plot", svg_in_missing_dir.to_str().unwrap()],
             "--plot",
         ),
-        (vec!["--threads", "0"], "--threads must be at least 1"),
+        (vec!["--threads", "0"], "must be a whole number >= 1"),
     ];
     for (extra, want) in cases {
         let mut args = vec!["simulate", "--scenario", "recovery"];

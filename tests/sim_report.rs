@@ -188,3 +188,25 @@ fn seeds_fold_the_same_for_any_seed_set_and_thread_count() {
         .unwrap_err()
         .contains("threads"));
 }
+
+/// Arrivals stop at `duration_s`, the first one too: a rate too low for one arrival within it
+/// makes an empty run of that length, not a run stretched to a far first arrival.
+#[test]
+fn an_open_loop_makes_no_arrival_after_its_duration() {
+    let sparse = TWO.replace("rate_per_s = 200.0", "rate_per_s = 1e-10");
+    let sc = Scenario::parse(&sparse, "sparse").unwrap();
+    let r = simulate(&sc, &policies(&["oracle"]), &[1], 1, None).unwrap();
+    let p = &r.policies[0];
+    assert_eq!(p.requests, 0.0);
+    assert!(p.virtual_s <= 40.0 + 1e-9, "{}", p.virtual_s);
+}
+
+#[test]
+fn a_candidate_limit_of_zero_is_refused_at_its_line() {
+    let zero = TWO.replacen("id = \"a\"", "id = \"a\"\nmax_in_flight = 0", 1);
+    let err = Scenario::parse(&zero, "zero").unwrap_err().to_string();
+    assert!(
+        err.contains("max_in_flight") && err.contains("at least 1"),
+        "{err}"
+    );
+}

@@ -237,7 +237,9 @@ impl Core {
     /// after every digest this one made: `None` if this core has no name.
     pub(crate) fn share_identity_after(&self, now: Instant) -> Option<(String, u64)> {
         let s = self.share.as_deref().filter(|s| !s.name.is_empty())?;
-        let made = s.seq_base.saturating_add((self.clock.seconds_at(now) * 1000.0) as u64);
+        let made = s
+            .seq_base
+            .saturating_add((self.clock.seconds_at(now) * 1000.0) as u64);
         let taken = s.last_taken.map_or(0, |(seq, _)| seq);
         Some((s.name.clone(), made.max(taken).saturating_add(1)))
     }

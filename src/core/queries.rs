@@ -88,7 +88,9 @@ impl Core {
             .collect();
         let best = draw::argmax_by_order(&ev.probs, &order)
             .map(|j| (candidates[j].id.clone(), candidates[j].probability));
-        let deterministic = model.map_or(self.model.config(), |m| m.config()).deterministic;
+        let deterministic = model
+            .map_or(self.model.config(), |m| m.config())
+            .deterministic;
         let record = DecisionRecord {
             time_s: self.clock.now_s,
             request: RequestId::new(u32::MAX, 0),
@@ -146,7 +148,11 @@ impl Core {
         let caps = set.caps.join(", ");
         for (filter, removed, why) in [
             ("exclude", excluded, "excluded by the request".to_string()),
-            ("capabilities", lacking, format!("lacks a required capability ({caps})")),
+            (
+                "capabilities",
+                lacking,
+                format!("lacks a required capability ({caps})"),
+            ),
             ("limit", busy, "at its in-flight limit".to_string()),
         ] {
             if !removed.is_empty() {

@@ -64,13 +64,23 @@ impl Series {
     }
 
     /// Seconds from `t0` until the first 1 s window (sliding by one bucket) after it whose
-    /// share of tracked candidate `k` satisfies `hit`.
-    fn first_window(&self, k: usize, t0: f64, hit: impl Fn(f64) -> bool) -> Option<f64> {
+    /// share of tracked candidate `k` satisfies `hit`, among the windows that end by `until`
+    /// (a detection counts only before the heal).
+    pub(crate) fn first_window(
+        &self,
+        k: usize,
+        t0: f64,
+        until: Option<f64>,
+        hit: impl Fn(f64) -> bool,
+    ) -> Option<f64> {
         let bs = self.bucket_s;
         let per_window = ((1.0 / bs).round() as usize).max(1);
         let start = (t0 / bs - 1e-9).ceil().max(0.0) as usize;
         let mut end = start + per_window;
-        while end <= self.totals.len() {
+        let last = until.map_or(self.totals.len(), |u| {
+            ((u / bs + 1e-9).floor().max(0.0) as usize).min(self.totals.len())
+        });
+        while end <= last {
             if let Some(share) = self.share_in(k, end - per_window, end) {
                 if hit(share) {
                     return Some(end as f64 * bs - t0);
@@ -159,8 +169,8 @@ impl RunStats {
                 let from = end.saturating_sub((BEFORE_S / s.bucket_s).round() as usize);
                 d.before = s.share_in(k, from, end);
                 if let Some(before) = d.before {
-                    d.det = s.first_window(k, at, |x| x < 0.2 * before);
-                    d.rec = healed.and_then(|h| s.first_window(k, h, |x| x >= 0.8 * before));
+                    d.det = s.first_window(k, at, healed, |x| x < 0.2 * before);
+                    d.rec = healed.and_then(|h| s.first_window(k, h, None, |x| x >= 0.8 * before));
                 }
             }
             out.push(d);
@@ -419,5 +429,36 @@ impl Acc {
             arms,
         };
         (report, series)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 20 s in 0.1 s buckets, 10 attempts each; the tracked candidate gets half of them but
+    /// none from 10.5 s to 13 s.
+    fn shunned_after_heal() -> Series {
+        let n = 200;
+        let by_cand = (0..n)
+            .map(|b| if (105..130).contains(&b) { 0 } else { 5 })
+            .collect();
+        Series {
+            bucket_s: 0.1,
+            tracked: vec![0],
+            totals: vec![[10, 10, 0]; n],
+            by_cand,
+        }
+    }
+
+    #[test]
+    fn a_share_that_falls_after_the_heal_is_no_detection() {
+        let s = shunned_after_heal();
+        let low = |x: f64| x < 0.1;
+        assert_eq!(s.first_window(0, 10.0, Some(10.5), low), None);
+        let unbounded = s.first_window(0, 10.0, None, low).unwrap();
+        assert!((unbounded - 1.4).abs() < 1e-9, "{unbounded}");
+        // A heal after the fall leaves the detection as it was.
+        assert_eq!(s.first_window(0, 10.0, Some(15.0), low), Some(unbounded));
     }
 }

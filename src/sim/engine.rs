@@ -228,8 +228,13 @@ impl<'a> Engine<'a> {
                 self.arrivals_done = true;
             }
             LoopKind::Open => {
+                // Arrivals stop at `duration_s`, the first one too.
                 let gap = self.gap();
-                self.at(gap, Ev::Arrive);
+                if gap < self.sc.workload.duration_s {
+                    self.at(gap, Ev::Arrive);
+                } else {
+                    self.arrivals_done = true;
+                }
             }
         }
         self.at(TICK_S, Ev::Tick);

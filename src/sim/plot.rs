@@ -5,7 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::report::{Report, Series};
+use super::report::{Report, Series, ALL_TRACKED_UP_TO};
 
 const MAX_LINES: usize = 12;
 
@@ -39,6 +39,15 @@ pub fn plot_svg(report: &Report, path: &Path) -> Result<(), String> {
             .y_desc("share")
             .draw()
             .map_err(|e| err(&e))?;
+        if series.tracked.is_empty() {
+            let why = format!(
+                "no share series: over {ALL_TRACKED_UP_TO} candidates, only those the timeline \
+                 names are followed"
+            );
+            areas[p]
+                .draw(&Text::new(why, (60, 40), ("sans-serif", 13)))
+                .map_err(|e| err(&e))?;
+        }
         for (k, &cand) in series.tracked.iter().enumerate().take(MAX_LINES) {
             let color = Palette99::pick(k).to_rgba();
             let points = bins[p]

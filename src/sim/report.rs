@@ -107,6 +107,10 @@ impl Series {
     }
 }
 
+/// Up to this many candidates, every one gets a share series; past it, only those the
+/// timeline names.
+pub(crate) const ALL_TRACKED_UP_TO: usize = 32;
+
 impl RunStats {
     pub(crate) fn new(policy: &str, ids: &[String], tracked: Vec<usize>, bucket_s: f64) -> Self {
         RunStats {
@@ -223,26 +227,22 @@ impl RunStats {
             return Some(None);
         };
         let fair = 1.0 / live.max(1) as f64;
-        let bs = self.series.bucket_s;
-        let per_window = ((1.0 / bs).round() as usize).max(1);
-        let start = (t0 / bs - 1e-9).ceil().max(0.0) as usize;
-        let mut end = start + per_window;
-        while end <= self.series.totals.len() {
-            let (all, mine) = self.series.window(k, end - per_window, end);
-            if all > 0 {
-                let share = mine as f64 / all as f64;
-                let hit = if below {
-                    share < fraction * fair
-                } else {
-                    share >= fraction * fair
-                };
-                if hit {
-                    return Some(Some(end as f64 * bs - t0));
-                }
+        // A detection counts only before the candidate's heal.
+        let until = (action == Action::Degrade)
+            .then(|| {
+                self.marks
+                    .iter()
+                    .find(|m| m.0 == Action::Heal && m.1 == cand && m.3 >= t0)
+                    .map(|m| m.3)
+            })
+            .flatten();
+        Some(self.series.first_window(k, t0, until, |share| {
+            if below {
+                share < fraction * fair
+            } else {
+                share >= fraction * fair
             }
-            end += 1;
-        }
-        Some(None)
+        }))
     }
 }
 
@@ -624,7 +624,7 @@ impl RunStats {
     /// Candidates whose traffic share is kept over time: all of them in small scenarios, else the
     /// ones the timeline names.
     pub(crate) fn tracked_candidates(sc: &Scenario, ids: &[String]) -> Vec<usize> {
-        if ids.len() <= 32 {
+        if ids.len() <= ALL_TRACKED_UP_TO {
             return (0..ids.len()).collect();
         }
         let mut out: Vec<usize> = sc

@@ -229,8 +229,8 @@ pub struct CandidateSpec {
     /// Tags such as `verified`.
     #[serde(default)]
     pub tags: Vec<String>,
-    /// This candidate's own in-flight limit (seen by every policy).
-    #[serde(default)]
+    /// This candidate's own in-flight limit (seen by every policy), at least 1.
+    #[serde(default, deserialize_with = "opt_at_least_one")]
     pub max_in_flight: Option<u32>,
     /// Queueing: attempts served in parallel (needs `service_ms`; default 1 when it is set).
     #[serde(default, deserialize_with = "opt_at_least_one")]

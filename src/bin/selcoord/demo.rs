@@ -82,11 +82,18 @@ pub(crate) struct Args {
     fleet: fleet::FleetArgs,
 }
 
+/// The slowest and fastest `--speed`.
+const MIN_SPEED: f64 = 1e-6;
+const MAX_SPEED: f64 = 1e6;
+/// The longest `--duration`, seconds (about 31 years).
+const MAX_DURATION_S: f64 = 1e9;
+
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    if !(args.speed.is_finite() && args.speed > 0.0) {
+    // Scenario times are at most 1e6 s, so every wait the demo derives stays a valid duration.
+    if !(MIN_SPEED..=MAX_SPEED).contains(&args.speed) {
         return Err(format!(
-            "--speed must be a positive number, got {}",
+            "--speed must be between 1e-6 and 1e6, got {:?}",
             args.speed
         ));
     }
@@ -98,9 +105,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     args.fleet.check()?;
     if let Some(d) = args.duration {
-        if !(d.is_finite() && d > 0.0) {
+        if !(d > 0.0 && d <= MAX_DURATION_S) {
             return Err(format!(
-                "--duration must be a positive number of seconds, got {d}"
+                "--duration must be a positive number of seconds up to 1e9 \
+                 (leave it out to run until Ctrl-C), got {d:?}"
             ));
         }
     }

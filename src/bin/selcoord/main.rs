@@ -83,6 +83,16 @@ pub(crate) fn whole<T: Whole>(s: &str) -> Result<T, String> {
         .map_err(|_| format!("must be a whole number from 0 to {}", T::MAX))
 }
 
+/// [`whole`] for a flag that needs at least 1 (a count of runs, seeds, threads).
+pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, String> {
+    match whole::<T>(s) {
+        Ok(v) if v != T::default() => Ok(v),
+        Ok(_) => Err("must be a whole number >= 1".into()),
+        Err(e) if e.ends_with(">= 0") => Err("must be a whole number >= 1".into()),
+        Err(e) => Err(e),
+    }
+}
+
 /// An unsigned integer type a flag takes.
 pub(crate) trait Whole: std::str::FromStr + std::fmt::Display {
     /// Its largest value.

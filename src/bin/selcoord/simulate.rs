@@ -36,7 +36,7 @@ pub(crate) struct Args {
         long,
         default_value_t = 1,
         allow_negative_numbers = true,
-        value_parser = crate::whole::<u64>,
+        value_parser = crate::positive::<u64>,
     )]
     seeds: u64,
     /// The first seed (with --suite, the suite's seed).
@@ -51,7 +51,7 @@ pub(crate) struct Args {
     #[arg(
         long,
         allow_negative_numbers = true,
-        value_parser = crate::whole::<usize>,
+        value_parser = crate::positive::<usize>,
     )]
     threads: Option<usize>,
     /// Write the report as JSON (see docs/simulate-json.md).
@@ -82,7 +82,7 @@ pub(crate) struct FleetArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        value_parser = crate::whole::<u32>,
+        value_parser = crate::positive::<u32>,
     )]
     fleet_clients: Option<u32>,
     /// Seconds between a coordinator's digests.
@@ -267,8 +267,13 @@ fn check_mode(args: &Args) -> Result<(), String> {
 /// `--threads` at least 1, `--plot` names an `.svg` file (the plot is SVG), and the `--json` and
 /// `--plot` files can be written.
 fn check_options(args: &Args) -> Result<(), String> {
-    if args.threads == Some(0) {
-        return Err("--threads must be at least 1 (leave it out to use every core)".into());
+    if args.seed.checked_add(args.seeds - 1).is_none() {
+        return Err(format!(
+            "--seed {} with --seeds {} runs past the largest seed ({}); start lower",
+            args.seed,
+            args.seeds,
+            u64::MAX
+        ));
     }
     if let Some(path) = &args.plot {
         let svg = path
@@ -346,11 +351,13 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .iter()
         .map(|n| PolicySpec::parse(n.trim()))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.seeds == 0 {
-        return Err("--seeds must be at least 1".into());
-    }
-    if args.threads == Some(0) {
-        return Err("--threads must be at least 1 (leave it out to use every core)".into());
+    if args.seed.checked_add(args.seeds - 1).is_none() {
+        return Err(format!(
+            "--seed {} with --seeds {} runs past the largest seed ({}); start lower",
+            args.seed,
+            args.seeds,
+            u64::MAX
+        ));
     }
     let seeds = Seeds::Range {
         first: args.seed,
@@ -418,9 +425,6 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
         return Err(
             "fleet mode reports the fleet against the oracle: --plot does not apply".into(),
         );
-    }
-    if args.seeds == 0 {
-        return Err("--seeds must be at least 1".into());
     }
     let scenario = &fleet_config(scenario, &args.policies)?;
     let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
@@ -509,9 +513,6 @@ fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
             fleet_flags.join(", "),
             if fleet_flags.len() == 1 { "does" } else { "do" }
         ));
-    }
-    if args.seeds == 0 {
-        return Err("--seeds must be at least 1".into());
     }
     let mut scenario = DiscoveryScenario::from_toml_str(text).map_err(|e| e.to_string())?;
     scenario.seeds = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();

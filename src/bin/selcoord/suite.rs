@@ -20,7 +20,7 @@ pub(crate) struct SuiteArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        value_parser = crate::whole::<usize>,
+        value_parser = crate::positive::<usize>,
     )]
     pub(crate) count: Option<usize>,
     /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
@@ -50,9 +50,6 @@ pub(crate) fn run(
     });
     let families = Family::parse_list(&args.suite)?;
     let count = args.count.unwrap_or(DEFAULT_COUNT);
-    if count == 0 {
-        return Err("--count must be at least 1".into());
-    }
     // Every scenario is generated before the runs start; 100 per family and policy take
     // about a minute on two cores.
     const MAX_COUNT: usize = 100_000;
