@@ -73,7 +73,7 @@ config = { preset = "nope" }
 fn an_arm_cannot_take_what_only_the_top_level_decides() {
     let bad = r#"
 [[arms]]
-name = "default"
+name = "ejecting"
 share = 1
 config = { ejection = { enabled = true } }
 
@@ -85,7 +85,6 @@ config = { price = { max = 10.0, ignore_max_if_none_pass = false } }
     let err = Config::from_toml_str(bad).unwrap_err();
     let paths = err.paths();
     for want in [
-        "arms[0].name",
         "arms[0].config.ejection.enabled",
         "arms[1].config.price.ignore_max_if_none_pass",
     ] {

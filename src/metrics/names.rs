@@ -162,4 +162,4 @@ pub const DISCOVERY: [&str; 7] = [
 pub const OTHER: &str = "other";
 
 /// The `arm` label value when the config has no arms.
-pub const DEFAULT_ARM: &str = crate::score::NO_ARMS_NAME;
+pub const DEFAULT_ARM: &str = "default";

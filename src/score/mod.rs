@@ -70,7 +70,7 @@ pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
 pub(crate) use stats::{PackedStats, StatsView};
 pub use unseen::{UnseenConfig, UnseenPrior};
-pub use variants::{MAX_ARMS, MAX_SHADOWS, NO_ARMS_NAME};
+pub use variants::{MAX_ARMS, MAX_SHADOWS};
 
 use crate::vocab::CandidateInfo;
 pub(crate) use channels::{Channel, ChannelKind};

@@ -7,9 +7,6 @@ use crate::error::Problem;
 pub const MAX_ARMS: usize = 256;
 /// The most shadow policies a config may have.
 pub const MAX_SHADOWS: usize = 64;
-/// The arm name metrics and records give requests of a config without arms; no arm may take
-/// it.
-pub const NO_ARMS_NAME: &str = "default";
 
 impl Config {
     /// Arms and shadows: unique names, usable shares and samples, valid configs, no nesting.
@@ -66,15 +63,6 @@ impl Config {
                 problems.push(Problem::new(
                     &format!("{path}.share"),
                     format!("must be a finite number >= 0, got {}", arm.share),
-                ));
-            }
-            if arm.name == NO_ARMS_NAME {
-                problems.push(Problem::new(
-                    &format!("{path}.name"),
-                    format!(
-                        "`{NO_ARMS_NAME}` is the arm label of requests under a config without \
-                         arms; pick another name"
-                    ),
                 ));
             }
             check(path, &arm.name, &arm.config, problems);

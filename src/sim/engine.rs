@@ -227,15 +227,7 @@ impl<'a> Engine<'a> {
                 }
                 self.arrivals_done = true;
             }
-            LoopKind::Open => {
-                // Arrivals stop at `duration_s`, the first one too.
-                let gap = self.gap();
-                if gap < self.sc.workload.duration_s {
-                    self.at(gap, Ev::Arrive);
-                } else {
-                    self.arrivals_done = true;
-                }
-            }
+            LoopKind::Open => self.next_arrival(0.0),
         }
         self.at(TICK_S, Ev::Tick);
         while let Some((ns, ev)) = self.heap.pop() {
@@ -245,12 +237,7 @@ impl<'a> Engine<'a> {
                 Ev::Start(k) => self.start_request(k, now),
                 Ev::Arrive => {
                     self.start_request(NO_WORKER, now);
-                    let next = now + self.gap();
-                    if next < self.sc.workload.duration_s {
-                        self.at(next, Ev::Arrive);
-                    } else {
-                        self.arrivals_done = true;
-                    }
+                    self.next_arrival(now);
                 }
                 Ev::FirstByte(a, g) => self.first_byte(a, g, now),
                 Ev::End(a, g) => self.end(a, g, now),
@@ -304,9 +291,16 @@ impl<'a> Engine<'a> {
         self.stats
     }
 
-    fn gap(&mut self) -> f64 {
+    /// Schedules the open loop's next arrival after `now`; arrivals stop at `duration_s`, the
+    /// first one too.
+    fn next_arrival(&mut self, now: f64) {
         let u: f64 = self.wl_rng.random();
-        -(1.0 - u).ln() / self.sc.workload.rate_per_s
+        let next = now - (1.0 - u).ln() / self.sc.workload.rate_per_s;
+        if next < self.sc.workload.duration_s {
+            self.at(next, Ev::Arrive);
+        } else {
+            self.arrivals_done = true;
+        }
     }
 
     fn join(&mut self, c: Cand, id: &str) {
