@@ -85,6 +85,15 @@ pub enum Rejection {
     /// candidate's learned no-load latency (adaptive limits only). Granting it would most
     /// likely time out after the grant and keep the candidate busy for nothing.
     DeadlineTooClose,
+    /// Its last running attempt outlived the lease ([`Limits::max_attempt_s`]) and was taken
+    /// back, which ended the request; make a new one. The actor tells the worker that asked;
+    /// the core itself shows it as [`Event::Reclaimed`] and counts it in
+    /// [`Counters::reclaimed`].
+    ///
+    /// [`Limits::max_attempt_s`]: crate::core::Limits::max_attempt_s
+    /// [`Event::Reclaimed`]: crate::core::Event::Reclaimed
+    /// [`Counters::reclaimed`]: crate::core::Counters::reclaimed
+    Reclaimed,
 }
 
 impl Rejection {
@@ -97,17 +106,19 @@ impl Rejection {
             Rejection::Cancelled => "cancelled",
             Rejection::CoordinatorRestarted => "coordinator_restarted",
             Rejection::DeadlineTooClose => "deadline_too_close",
+            Rejection::Reclaimed => "reclaimed",
         }
     }
 
     /// Every reason, for metrics and dashboards.
-    pub const ALL: [Rejection; 6] = [
+    pub const ALL: [Rejection; 7] = [
         Rejection::DeadlinePassed,
         Rejection::QueueFull,
         Rejection::NoEligibleCandidate,
         Rejection::Cancelled,
         Rejection::CoordinatorRestarted,
         Rejection::DeadlineTooClose,
+        Rejection::Reclaimed,
     ];
 }
 
@@ -121,6 +132,9 @@ impl fmt::Display for Rejection {
             Rejection::CoordinatorRestarted => "the coordinator restarted; ask again",
             Rejection::DeadlineTooClose => {
                 "too little of the deadline was left to be served in time"
+            }
+            Rejection::Reclaimed => {
+                "its last attempt outlived the lease (max_attempt_s) and was taken back"
             }
         })
     }

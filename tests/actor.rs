@@ -294,7 +294,16 @@ async fn lease_reclaims_an_attempt_that_never_reports() {
     ready(&c, &w, Request::any()).await;
     ready(&c, &w, Request::any()).await;
     let stuck = next_permit(&mut rx).await;
-    // The lease frees the slot for the waiter without the first permit's release.
+    // The lease ends the first request, and its worker hears so, rather than waiting for an
+    // answer to a later `Retry` that could no longer come...
+    match next_answer(&mut rx).await {
+        Answer::Rejected { request, reason } => {
+            assert_eq!(reason, Rejection::Reclaimed);
+            assert_eq!(request, stuck.request());
+        }
+        other => panic!("expected the reclaimed request's end, got {other:?}"),
+    }
+    // ...and frees the slot for the waiter without the first permit's release.
     let second = next_permit(&mut rx).await;
     let s = state(&c).await;
     // At least the first attempt was reclaimed and counted as a timeout (the second may be

@@ -463,3 +463,76 @@ fn explain_says_why_nothing_could_be_drawn() {
     core.ready(Request::any(), now, &mut rng).unwrap();
     assert_eq!(filters(&mut core, Request::any()), ["limit: 2"]);
 }
+
+/// Parallel asks go to different candidates: once each candidate runs one, the asks left
+/// are refused at once instead of waiting for good.
+#[test]
+fn parallel_asks_with_no_candidate_left_are_refused() {
+    let (mut core, mut rng, now) = core_with(2, Limits::default());
+    let id = core
+        .ready(Request::any().with_parallelism(3), now, &mut rng)
+        .unwrap();
+    let evs = events(&mut core);
+    let granted: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Granted(g) => Some(g.attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(granted.len(), 2);
+    assert!(
+        evs.iter().any(|e| matches!(e, Event::Rejected { request, reason: Rejection::NoEligibleCandidate } if *request == id)),
+        "{evs:?}"
+    );
+    assert_eq!(core.waiting(), 0);
+    for a in granted {
+        core.done(a, Next::Finish, now, &mut rng).unwrap();
+    }
+    core.check_invariants().unwrap();
+}
+
+/// `max_waiting` bounds the queue, not the requests granted at once.
+#[test]
+fn a_request_granted_at_once_never_finds_the_queue_full() {
+    let limits = Limits {
+        per_candidate: 1,
+        max_waiting: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(2, limits);
+    let c0 = Request::only(["c0"]);
+    core.ready(c0.clone(), now, &mut rng).unwrap();
+    core.ready(c0.clone(), now, &mut rng).unwrap();
+    assert_eq!(core.waiting(), 1);
+    events(&mut core);
+    // c1 is free: granted, though the queue is full.
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let evs = events(&mut core);
+    assert!(
+        matches!(&evs[..], [Event::Granted(g)] if g.candidate.as_str() == "c1"),
+        "{evs:?}"
+    );
+    // Nothing free now: the queue is full.
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let evs = events(&mut core);
+    assert!(
+        matches!(
+            &evs[..],
+            [Event::Rejected {
+                reason: Rejection::QueueFull,
+                ..
+            }]
+        ),
+        "{evs:?}"
+    );
+    let (mut core, mut rng, now) = core_with(
+        1,
+        Limits {
+            max_waiting: 0,
+            ..Limits::default()
+        },
+    );
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    assert!(matches!(&events(&mut core)[..], [Event::Granted(_)]));
+}

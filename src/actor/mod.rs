@@ -130,8 +130,8 @@ pub use persist::{LoadOutcome, SnapshotStatus};
 pub use share::{ApplyDigest, SetShareIdentity, TakeDigest, TakeUrgentDigest, WatchUrgentDigests};
 pub use state::{CandidateState, ShellCounters, State};
 
-use crate::core::{CandidateInfo, Core, Event, Limits, Next};
-use crate::error::Error;
+use crate::core::{CandidateInfo, CloseReason, Core, Event, Limits, Next};
+use crate::error::{Error, Rejection};
 use crate::metrics::CoordinatorMetrics;
 use crate::score::Config;
 use ledger::Ledger;
@@ -329,7 +329,18 @@ impl Coordinator {
                 }
                 // The permit's own `done` or drop finds the attempt gone and is counted.
                 Event::Reclaimed { .. } => {}
-                Event::Closed { request, .. } => self.ledger.closed(request),
+                Event::Closed { request, reason } => {
+                    // A worker slower than the lease hears that its request ended, rather than
+                    // waiting for an answer to a later `Retry` that can no longer come.
+                    if reason == CloseReason::Reclaimed {
+                        if let Some(reply) = self.ledger.reply_mut(request) {
+                            let reason = Rejection::Reclaimed;
+                            self.metrics.on_event(&Event::Rejected { request, reason });
+                            let _ = reply.deliver(Answer::Rejected { request, reason });
+                        }
+                    }
+                    self.ledger.closed(request);
+                }
             }
         }
         self.publish_records();

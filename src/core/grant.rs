@@ -155,13 +155,14 @@ impl Core {
         let advise = r.in_flight == 1 && !r.timed_out && r.attempts_left != 0;
         let request = RequestId::new(idx, r.gen);
         let waited_s = self.clock.now_s - r.arrival_s;
-        if r.pending == 0 {
-            self.drop_pending(idx);
-        } else {
+        let more = r.pending > 0;
+        if more {
             // Parallel attempts go to different candidates.
             let x = r.extras.get_or_insert_with(Default::default);
             x.exclude.push(key);
             self.queue.move_to_general(r, idx);
+        } else {
+            self.drop_pending(idx);
         }
         self.out.counters.decisions += 1;
         if path == DrawPath::Tree {
@@ -187,6 +188,11 @@ impl Core {
             arm,
             deadline_ms,
         }));
+        // Its other asks may have no candidate left that it does not run on already: they
+        // are refused now, as a retry with none left is, rather than waiting for good.
+        if more && !self.fleet.has_eligible(self.requests[idx as usize].set()) {
+            self.reject(idx, Rejection::NoEligibleCandidate);
+        }
         true
     }
 

@@ -98,7 +98,8 @@ pub struct Limits {
     pub per_candidate: u32,
     /// The highest parallelism a request may ask for.
     pub max_parallelism: u32,
-    /// Requests waiting at once; more are rejected with [`Rejection::QueueFull`].
+    /// Requests waiting at once; a request that cannot be granted at once and finds this many
+    /// waiting is rejected with [`Rejection::QueueFull`] (0: never queue).
     pub max_waiting: usize,
     /// An attempt running longer than this many seconds is reclaimed as a timeout (a lease
     /// against workers that never report). `None`: no lease.
@@ -250,7 +251,7 @@ pub struct Counters {
     /// Decisions by reason: draw, only choice, deterministic, fallback.
     pub by_reason: [u64; 4],
     /// Rejections by reason (order of [`Rejection::ALL`]).
-    pub rejections: [u64; 6],
+    pub rejections: [u64; 7],
     /// Ejections started.
     pub ejections: u64,
     /// Attempts reclaimed by the lease.

@@ -89,10 +89,6 @@ impl Core {
             extras,
         };
         let id = RequestId::new(idx, gen);
-        if self.queue.len() >= self.limits.max_waiting {
-            self.reject(idx, Rejection::QueueFull);
-            return Ok(id);
-        }
         if !self.fleet.has_eligible(self.requests[idx as usize].set()) {
             self.reject(idx, Rejection::NoEligibleCandidate);
             return Ok(id);
@@ -104,6 +100,15 @@ impl Core {
         self.requests[idx as usize].pending = request.parallelism;
         self.enqueue(idx);
         self.pump(rng);
+        // `max_waiting` bounds the queue: a request granted at once never waited in it.
+        let r = &self.requests[idx as usize];
+        if r.active
+            && r.gen == gen
+            && r.queued != Queued::No
+            && self.queue.len() > self.limits.max_waiting
+        {
+            self.reject(idx, Rejection::QueueFull);
+        }
         Ok(id)
     }
 
