@@ -379,6 +379,39 @@ impl Default for Config {
 /// `ln(f64::MAX)` (709.8) with room for summing a million of them.
 const MAX_LOG_WEIGHT: f64 = 690.0;
 
+impl Config {
+    /// Sum mode: the draw weight of a candidate with every component at its best and an
+    /// average time per success must stay above what a float holds, or every weight is 0 and
+    /// the draw silently turns uniform (tiny weights, or a huge `time_exponent`).
+    fn check_underflow(&self, total: f64, problems: &mut Vec<Problem>) {
+        let exponents = [self.exponent, self.time_exponent];
+        if self.mode != Mode::Sum
+            || !(total.is_finite() && total > 0.0)
+            || !exponents.iter().all(|e| e.is_finite() && *e >= 0.0)
+        {
+            return;
+        }
+        let from_weights = self.exponent * total.ln();
+        let log_best = from_weights - self.time_exponent;
+        if log_best >= -MAX_LOG_WEIGHT {
+            return;
+        }
+        let (path, fix) = if self.time_exponent > -from_weights {
+            ("time_exponent", "lower time_exponent")
+        } else {
+            ("weights", "scale the weights up (only their ratios matter)")
+        };
+        problems.push(Problem::new(
+            path,
+            format!(
+                "the best draw weight (every component at its best, an average time per \
+                 success) is e^{log_best:.0}, below what a float holds (about \
+                 e^-{MAX_LOG_WEIGHT:.0}), so every weight would be 0 and the draw uniform: {fix}"
+            ),
+        ));
+    }
+}
+
 /// The narrowest overload-window bucket, seconds (`window.bucket_s`).
 const MIN_WINDOW_BUCKET_S: f64 = 0.001;
 
@@ -594,6 +627,7 @@ impl Config {
                 ));
             }
         }
+        self.check_underflow(total, &mut problems);
         self.load.check(&mut problems);
         self.feedback.check(&mut problems);
         self.share.check(&mut problems);

@@ -23,7 +23,10 @@ const OPTIONAL: [&str; 5] = [
 ];
 
 /// Fields whose value is one of a fixed set of strings.
-const CHOICES: [(&str, &[&str]); 1] = [("mode", &["sum", "mixture"])];
+const CHOICES: [(&str, &[&str]); 2] = [
+    ("mode", &["sum", "mixture"]),
+    ("unseen.prior", &["average", "pooled"]),
+];
 
 /// Whole-number fields stored in 32 bits (the others take any `u64`).
 const U32_FIELDS: [&str; 8] = [

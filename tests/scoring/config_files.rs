@@ -194,6 +194,22 @@ fn values_past_what_the_core_can_hold_are_refused() {
     assert_eq!(err.paths(), ["weights"], "{err}");
     assert!(err.to_string().contains("scale them down"), "{err}");
 
+    // Weights so small, or a time exponent so large, that every draw weight is 0.
+    let err = Config::from_toml_str("time_exponent = 800\n").unwrap_err();
+    assert_eq!(err.paths(), ["time_exponent"], "{err}");
+    assert!(err.to_string().contains("lower time_exponent"), "{err}");
+    assert!(Config::from_toml_str("time_exponent = 500\n").is_ok());
+    let tiny = "[weights]\nsuccess = 2e-20\nttfb = 1e-20\noverload = 6e-20\nload = 16e-20\n";
+    let err = Config::from_toml_str(tiny).unwrap_err();
+    assert_eq!(err.paths(), ["weights"], "{err}");
+    assert!(err.to_string().contains("scale the weights up"), "{err}");
+    for name in ["default", "lassie", "livepeer"] {
+        Config::preset(name).unwrap().validate().unwrap();
+    }
+    // A value that is not one of its choices is named by its path.
+    let err = Config::from_toml_str("[unseen]\nprior = \"pooledd\"\n").unwrap_err();
+    assert_eq!(err.paths(), ["unseen.prior"], "{err}");
+
     let arm = |share: &str, i: usize| {
         format!("[[arms]]\nname = \"a{i}\"\nshare = {share}\nconfig = {{ preset = \"default\" }}\n")
     };
