@@ -560,7 +560,9 @@ impl Config {
         if self.ejection.max_share.is_finite() && self.ejection.max_share > 1.0 {
             problems.push(Problem::new("ejection.max_share", "must be at most 1"));
         }
-        if self.ejection.enabled && self.ejection.consecutive_failures == 0 {
+        // Checked while ejection is off too: turning it on at run time must not be what
+        // reveals a bad value.
+        if self.ejection.consecutive_failures == 0 {
             problems.push(Problem::new(
                 "ejection.consecutive_failures",
                 "must be at least 1",

@@ -206,6 +206,9 @@ fn values_past_what_the_core_can_hold_are_refused() {
     for name in ["default", "lassie", "livepeer"] {
         Config::preset(name).unwrap().validate().unwrap();
     }
+    // Refused while ejection is off too, not first when it is turned on.
+    let err = Config::from_toml_str("[ejection]\nconsecutive_failures = 0\n").unwrap_err();
+    assert_eq!(err.paths(), ["ejection.consecutive_failures"], "{err}");
     // A value that is not one of its choices is named by its path.
     let err = Config::from_toml_str("[unseen]\nprior = \"pooledd\"\n").unwrap_err();
     assert_eq!(err.paths(), ["unseen.prior"], "{err}");
