@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use selection_coordinator::actor::{Coordinator, CoordinatorHandle, Explain};
+use selection_coordinator::actor::{Coordinator, CoordinatorHandle};
 use selection_coordinator::fleet::{Fleet, FleetConfig};
 use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Request};
 
@@ -52,10 +52,8 @@ async fn attempt(h: &CoordinatorHandle, candidate: &str, outcome: Outcome) -> Re
 /// The probability that `h` draws `candidate` for a request open to every candidate.
 async fn probability(h: &CoordinatorHandle, candidate: &str) -> Result<f64, String> {
     let record = h
-        .addr()
-        .send(Explain(Request::any()))
+        .explain(Request::any())
         .await
-        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     Ok(record
         .candidates
@@ -76,6 +74,12 @@ async fn main() -> Result<(), String> {
         east_fleet.connected(),
         west_fleet.connected()
     );
+    if !east_fleet.connected() || !west_fleet.connected() {
+        eprintln!(
+            "no NATS server answered at {url}: each coordinator runs alone (start one with \
+             `nats-server -a 127.0.0.1 -p 4222`, or pass its URL)"
+        );
+    }
 
     // Both learn that every candidate answers in about 20 ms.
     let ok = Outcome::success_with(2.0, 20.0, 4096, 25.0);

@@ -235,6 +235,7 @@ impl Core {
     /// The name and sequence base a core built at `now` to replace this one (a restart in the
     /// same process) takes so its digests carry on under this one's name and are numbered
     /// after every digest this one made: `None` if this core has no name.
+    #[cfg(feature = "actor")]
     pub(crate) fn share_identity_after(&self, now: Instant) -> Option<(String, u64)> {
         let s = self.share.as_deref().filter(|s| !s.name.is_empty())?;
         let made = s
