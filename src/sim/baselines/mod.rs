@@ -24,7 +24,7 @@ use rand::rngs::SmallRng;
 use rand::RngExt;
 
 use super::policy::{Cand, Decision, Policy, Req, World};
-use crate::core::{CandidateInfo, Limits, Outcome, UNLIMITED};
+use crate::core::{CandidateInfo, FailureClass, Limits, Outcome, UNLIMITED};
 
 pub(crate) use c3::C3;
 pub(crate) use clairvoyant::Clairvoyant;
@@ -281,7 +281,11 @@ impl<P: Picker> Policy for Queued<P> {
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
         let r = &self.reqs[req as usize];
         let (elapsed, inflight) = (now - r.granted_at, r.inflight_at_grant);
-        self.picker.outcome(cand, outcome, elapsed, now);
+        // A grant handed back unused (its caller gave up while it waited here) was never
+        // sent: no latency to learn from, as in the originals.
+        if !matches!(outcome, Outcome::Failure(FailureClass::Cancelled)) {
+            self.picker.outcome(cand, outcome, elapsed, now);
+        }
         self.picker
             .limit_sample(cand, outcome, elapsed, inflight, now);
     }
