@@ -51,10 +51,7 @@ async fn attempt(h: &CoordinatorHandle, candidate: &str, outcome: Outcome) -> Re
 
 /// The probability that `h` draws `candidate` for a request open to every candidate.
 async fn probability(h: &CoordinatorHandle, candidate: &str) -> Result<f64, String> {
-    let record = h
-        .explain(Request::any())
-        .await
-        .map_err(|e| e.to_string())?;
+    let record = h.explain(Request::any()).await.map_err(|e| e.to_string())?;
     Ok(record
         .candidates
         .iter()
