@@ -38,7 +38,7 @@
 //!   [`Coordinator::start_supervised`], the actor restarts after a stop or crash, rebuilt from
 //!   the snapshot of [`Coordinator::with_snapshots`] (saved periodically, on stop and at
 //!   System shutdown); waiting requests are answered with
-//!   [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted) and permits of
+//!   [`Rejection::CoordinatorRestarted`] and permits of
 //!   the earlier incarnation are stale. See `docs/reliability.md`.
 //! - **Snapshot writes leave the actor free.** A periodic or requested ([`SaveSnapshot`])
 //!   save takes the snapshot on the actor and writes it on tokio's blocking pool, one write at
@@ -251,7 +251,7 @@ impl Coordinator {
     /// Starts the actor under an actix [`Supervisor`]: when it stops (a crash, or [`Stop`])
     /// while any address of it is alive, it restarts with the same mailbox, rebuilt from the
     /// last saved snapshot (see [`Coordinator::with_snapshots`]). Requests that were waiting
-    /// are answered with [`Rejection::CoordinatorRestarted`](crate::Rejection::CoordinatorRestarted);
+    /// are answered with [`Rejection::CoordinatorRestarted`];
     /// permits granted before the restart are stale (their reports and releases are counted
     /// in [`ShellCounters::stale`] and ignored).
     ///
