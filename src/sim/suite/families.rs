@@ -28,14 +28,24 @@ fn lognormal(rng: &mut SmallRng, mean: f64) -> Dist {
     }
 }
 
-/// The same distribution with its mean (and sd) multiplied by `f`.
+/// The same distribution, every value multiplied by `f` (its shape kept: a queue's
+/// exponential service stays exponential).
 fn scaled(d: &Dist, f: f64) -> Dist {
     match *d {
+        Dist::Const(v) => Dist::Const(r3(v * f)),
+        Dist::Uniform { min, max } => Dist::Uniform {
+            min: r3(min * f),
+            max: r3(max * f),
+        },
+        Dist::Normal { mean, sd } => Dist::Normal {
+            mean: r3(mean * f),
+            sd: r3(sd * f),
+        },
         Dist::LogNormal { mean, sd } => Dist::LogNormal {
             mean: r3(mean * f),
             sd: r3(sd * f),
         },
-        ref other => Dist::Const(r3(other.mean() * f)),
+        Dist::Exp { mean } => Dist::Exp { mean: r3(mean * f) },
     }
 }
 
@@ -559,5 +569,36 @@ pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
         },
         candidates: cands,
         timeline: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slower_spell_keeps_the_distributions_shape() {
+        assert_eq!(
+            scaled(&Dist::Exp { mean: 2.0 }, 3.0),
+            Dist::Exp { mean: 6.0 }
+        );
+        assert_eq!(
+            scaled(&Dist::Uniform { min: 1.0, max: 2.0 }, 2.0),
+            Dist::Uniform { min: 2.0, max: 4.0 }
+        );
+        assert_eq!(scaled(&Dist::Const(1.5), 2.0), Dist::Const(3.0));
+        assert_eq!(
+            scaled(
+                &Dist::LogNormal {
+                    mean: 10.0,
+                    sd: 3.0
+                },
+                2.0
+            ),
+            Dist::LogNormal {
+                mean: 20.0,
+                sd: 6.0
+            }
+        );
     }
 }
