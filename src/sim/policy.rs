@@ -306,15 +306,19 @@ impl PolicySpec {
             PolicySpec::RoundRobin => {
                 baselines::queued(baselines::RoundRobin::default(), limits, rng)
             }
-            PolicySpec::P2cOpcount => baselines::queued(baselines::P2cOpcount, limits, rng),
+            PolicySpec::P2cOpcount => {
+                baselines::queued(baselines::P2cOpcount::mongodb(), limits, rng)
+            }
             PolicySpec::MongoErrorBias => {
                 baselines::queued(baselines::MongoErrorBias::default(), limits, rng)
             }
             PolicySpec::P2cPeakEwma => {
                 baselines::queued(baselines::P2cPeakEwma::default(), limits, rng)
             }
-            // Linkerd's least loaded is the same rule as MongoDB's operation count.
-            PolicySpec::LeastLoaded => baselines::queued(baselines::P2cOpcount, limits, rng),
+            // Linkerd's least loaded is the rule of MongoDB's operation count, without SDAM.
+            PolicySpec::LeastLoaded => {
+                baselines::queued(baselines::P2cOpcount::least_loaded(), limits, rng)
+            }
             PolicySpec::LeastPending => baselines::queued(baselines::LeastPending, limits, rng),
             PolicySpec::DynamicSnitch => {
                 let own = SmallRng::seed_from_u64(seed ^ 0x005e_edd5);

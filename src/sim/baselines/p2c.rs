@@ -3,21 +3,76 @@
 use rand::rngs::SmallRng;
 
 use super::{two_random, PickState, Picker};
-use crate::core::Outcome;
+use crate::core::{FailureClass, Outcome};
 use crate::sim::policy::{Cand, World};
 
-/// The MongoDB server selection spec: two random candidates, the one with fewer operations in
-/// flight wins; on a tie the first drawn (so a random one).
-#[derive(Debug)]
-pub(crate) struct P2cOpcount;
+/// How long a server stays Unknown after a network error, seconds: the driver asks its
+/// monitor for an immediate check, which runs at most every `minHeartbeatFrequencyMS` (500 ms);
+/// the check is taken to succeed (the server is up, its operations fail).
+const MIN_HEARTBEAT_S: f64 = 0.5;
+
+/// Two random candidates, the one with fewer operations in flight wins; on a tie the first
+/// drawn (so a random one). As MongoDB's driver ([`P2cOpcount::mongodb`]) it also follows
+/// SDAM: a network error on an operation (a reset or a refused connection, not a timeout)
+/// marks the server Unknown, out of selection until its monitor's next check; as Linkerd's
+/// least loaded ([`P2cOpcount::least_loaded`]), the rule alone.
+#[derive(Debug, Default)]
+pub(crate) struct P2cOpcount {
+    /// Network errors mark a server Unknown (SDAM).
+    sdam: bool,
+    /// Per candidate, until when it is Unknown, seconds.
+    unknown_until: Vec<f64>,
+    /// Scratch: the servable candidates that are not Unknown.
+    known: Vec<Cand>,
+}
+
+impl P2cOpcount {
+    /// The MongoDB server selection spec, with SDAM's reaction to network errors.
+    pub(crate) fn mongodb() -> Self {
+        P2cOpcount {
+            sdam: true,
+            ..P2cOpcount::default()
+        }
+    }
+
+    /// Linkerd / Finagle's least loaded: the rule alone.
+    pub(crate) fn least_loaded() -> Self {
+        P2cOpcount::default()
+    }
+}
 
 impl Picker for P2cOpcount {
     fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
-        let (a, b) = two_random(s, rng);
+        let until = &self.unknown_until;
+        let known = |c: &&Cand| until.get(**c as usize).is_none_or(|&u| u <= st.now);
+        // With every servable server Unknown, the driver would wait for its monitors; here the
+        // rule picks among them all rather than stall.
+        let pool = if self.sdam && s.iter().any(|c| !known(&c)) && s.iter().any(|c| known(&c)) {
+            self.known.clear();
+            self.known.extend(s.iter().filter(known));
+            &self.known[..]
+        } else {
+            s
+        };
+        let (a, b) = two_random(pool, rng);
         if st.in_flight[a as usize] <= st.in_flight[b as usize] {
             a
         } else {
             b
+        }
+    }
+
+    fn outcome(&mut self, cand: Cand, outcome: &Outcome, _elapsed_s: f64, now: f64) {
+        let network = matches!(
+            outcome,
+            Outcome::Failure(FailureClass::Transport | FailureClass::Refused)
+        );
+        if self.sdam && network {
+            let i = cand as usize;
+            if self.unknown_until.len() <= i {
+                self.unknown_until.resize(i + 1, f64::NEG_INFINITY);
+            }
+            self.unknown_until[i] = now + MIN_HEARTBEAT_S;
         }
     }
 }
