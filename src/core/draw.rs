@@ -257,6 +257,13 @@ fn pick_block(weights: &[f64; BLOCK], target: f64) -> Option<usize> {
     }
 }
 
+/// The position in `keys` of the most probable candidate (`probs` in the same order), ties
+/// going to the one added first: what a deterministic draw takes.
+pub(crate) fn most_probable(slots: &[super::Slot], keys: &[u32], probs: &[f64]) -> Option<usize> {
+    let order: Vec<u64> = keys.iter().map(|&i| slots[i as usize].added_seq).collect();
+    argmax_by_order(probs, &order)
+}
+
 /// The index of the largest value; ties go to the smallest `order` key (the candidate that was
 /// added first). Returns `None` for an empty slice.
 pub(crate) fn argmax_by_order(values: &[f64], order: &[u64]) -> Option<usize> {

@@ -246,24 +246,12 @@ impl Scoring<'_> {
                 && !Fleet::excluded(set.exclude, i, s.gen)
                 && self.fleet.caps_ok(i, set.caps)
         };
-        let removed: Vec<_> = match set.eligible {
-            Some(keys) => keys
-                .iter()
-                .filter(|k| {
-                    let s = &self.fleet.slots[k.idx as usize];
-                    s.gen == k.gen && eligible(k.idx, s)
-                })
-                .map(|k| self.fleet.infos[k.idx as usize].id.clone())
-                .collect(),
-            None => self
-                .fleet
-                .slots
-                .iter()
-                .enumerate()
-                .filter(|(i, s)| eligible(*i as u32, s))
-                .map(|(i, _)| self.fleet.infos[i].id.clone())
-                .collect(),
-        };
+        let removed: Vec<_> = self
+            .fleet
+            .in_reach(set)
+            .filter(|&(i, s)| eligible(i, s))
+            .map(|(i, _)| self.fleet.infos[i as usize].id.clone())
+            .collect();
         if !removed.is_empty() {
             ev.filters.push(FilterNote {
                 filter: "price".to_string(),

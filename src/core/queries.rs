@@ -81,12 +81,7 @@ impl Core {
         }
         let candidates = self.scoring().considered_with(model, &ev);
         // Ties go to the earliest added, as in a deterministic draw.
-        let order: Vec<u64> = ev
-            .keys
-            .iter()
-            .map(|&i| self.fleet.slots[i as usize].added_seq)
-            .collect();
-        let best = draw::argmax_by_order(&ev.probs, &order)
+        let best = draw::most_probable(&self.fleet.slots, &ev.keys, &ev.probs)
             .map(|j| (candidates[j].id.clone(), candidates[j].probability));
         let deterministic = model
             .map_or(self.model.config(), |m| m.config())
@@ -125,25 +120,15 @@ impl Core {
         let mut excluded = Vec::new();
         let mut lacking = Vec::new();
         let mut busy = Vec::new();
-        let mut look = |i: u32, s: &Slot| {
-            let id = || self.fleet.infos[i as usize].id.clone();
-            if !s.usable {
-            } else if Fleet::excluded(set.exclude, i, s.gen) {
-                excluded.push(id());
+        for (i, s) in self.fleet.in_reach(set).filter(|(_, s)| s.usable) {
+            let id = self.fleet.infos[i as usize].id.clone();
+            if Fleet::excluded(set.exclude, i, s.gen) {
+                excluded.push(id);
             } else if !self.fleet.caps_ok(i, set.caps) {
-                lacking.push(id());
+                lacking.push(id);
             } else if !s.available {
-                busy.push(id());
+                busy.push(id);
             }
-        };
-        match set.eligible {
-            Some(keys) => keys
-                .iter()
-                .filter(|k| self.fleet.slots[k.idx as usize].gen == k.gen)
-                .for_each(|k| look(k.idx, &self.fleet.slots[k.idx as usize])),
-            None => (0u32..)
-                .zip(&self.fleet.slots)
-                .for_each(|(i, s)| look(i, s)),
         }
         let caps = set.caps.join(", ");
         for (filter, removed, why) in [

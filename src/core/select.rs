@@ -6,7 +6,7 @@ use rand::{Rng, RngExt};
 use super::arms::ArmState;
 use super::attempt_slots::Attempts;
 use super::clock::Clock;
-use super::draw::{argmax_by_order, pick_linear};
+use super::draw::{most_probable, pick_linear};
 use super::evaluate::{Detail, Evaluation};
 use super::pool::Pool;
 use super::scoring::Scoring;
@@ -174,12 +174,7 @@ impl Drawer<'_> {
         let drawn = if ev.keys.is_empty() {
             None
         } else if deterministic {
-            let order: Vec<u64> = ev
-                .keys
-                .iter()
-                .map(|&i| scoring.fleet.slots[i as usize].added_seq)
-                .collect();
-            argmax_by_order(&ev.probs, &order).map(|j| Drawn {
+            most_probable(&scoring.fleet.slots, &ev.keys, &ev.probs).map(|j| Drawn {
                 idx: ev.keys[j],
                 probability: ev.probs[j],
                 reason: DecisionReason::Deterministic,

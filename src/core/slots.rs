@@ -178,6 +178,26 @@ impl Fleet {
         self.avail != 0 && self.any_in(set, |s| s.available, self.avail)
     }
 
+    /// The slots a draw set names, with their index (every slot when it names none; a named
+    /// key whose slot was reused since is left out). Exclusions and capabilities are the
+    /// caller's to check. For the records and explanations, not the draw.
+    pub(super) fn in_reach<'a>(
+        &'a self,
+        set: DrawSet<'a>,
+    ) -> impl Iterator<Item = (u32, &'a Slot)> + 'a {
+        let named = set.eligible.into_iter().flatten().filter_map(move |k| {
+            let s = &self.slots[k.idx as usize];
+            (s.gen == k.gen).then_some((k.idx, s))
+        });
+        let all = set
+            .eligible
+            .is_none()
+            .then(|| (0u32..).zip(&self.slots))
+            .into_iter()
+            .flatten();
+        named.chain(all)
+    }
+
     /// Whether any candidate the request may use exists at all, with capacity or not.
     #[inline]
     pub(super) fn has_eligible(&self, set: DrawSet<'_>) -> bool {

@@ -151,11 +151,7 @@ impl RunStats {
             if action != Action::Degrade || out.iter().any(|d| d.cand == cand) {
                 continue;
             }
-            let healed = self
-                .marks
-                .iter()
-                .find(|m| m.0 == Action::Heal && m.1 == cand && m.3 >= at)
-                .map(|m| m.3);
+            let healed = self.heal_after(cand, at).map(|m| m.3);
             let mut d = DegRun {
                 cand,
                 at,

@@ -202,6 +202,13 @@ impl RunStats {
         self.marks.push((action, cand, live, now));
     }
 
+    /// The mark of candidate `cand`'s first heal at `t` or later.
+    pub(crate) fn heal_after(&self, cand: usize, t: f64) -> Option<&(Action, usize, usize, f64)> {
+        self.marks
+            .iter()
+            .find(|m| m.0 == Action::Heal && m.1 == cand && m.3 >= t)
+    }
+
     /// Seconds from the first `action` until its candidate's 1 s traffic share first passes the
     /// threshold (a fraction of the fair share): below it for a degrade, at or above it for a
     /// heal. The degrade is the first one; the heal is the first of that same candidate after
@@ -217,9 +224,7 @@ impl RunStats {
         let &(_, cand, live, t0) = match action {
             Action::Heal => {
                 let d = degrade?;
-                self.marks
-                    .iter()
-                    .find(|m| m.0 == Action::Heal && m.1 == d.1 && m.3 >= d.3)?
+                self.heal_after(d.1, d.3)?
             }
             _ => self.marks.iter().find(|m| m.0 == action)?,
         };
@@ -229,12 +234,7 @@ impl RunStats {
         let fair = 1.0 / live.max(1) as f64;
         // A detection counts only before the candidate's heal.
         let until = (action == Action::Degrade)
-            .then(|| {
-                self.marks
-                    .iter()
-                    .find(|m| m.0 == Action::Heal && m.1 == cand && m.3 >= t0)
-                    .map(|m| m.3)
-            })
+            .then(|| self.heal_after(cand, t0).map(|m| m.3))
             .flatten();
         Some(self.series.first_window(k, t0, until, |share| {
             if below {

@@ -85,11 +85,13 @@ pub(crate) fn whole<T: Whole>(s: &str) -> Result<T, String> {
 
 /// [`whole`] for a flag that needs at least 1 (a count of runs, seeds, threads).
 pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, String> {
-    match whole::<T>(s) {
-        Ok(v) if v != T::default() => Ok(v),
-        Ok(_) => Err("must be a whole number >= 1".into()),
-        Err(e) if e.ends_with(">= 0") => Err("must be a whole number >= 1".into()),
-        Err(e) => Err(e),
+    const WANT: &str = "must be a whole number >= 1";
+    if s.trim_start().starts_with('-') {
+        return Err(WANT.into());
+    }
+    match whole::<T>(s)? {
+        v if v == T::default() => Err(WANT.into()),
+        v => Ok(v),
     }
 }
 

@@ -43,16 +43,18 @@ impl P2cOpcount {
 
 impl Picker for P2cOpcount {
     fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
-        let until = &self.unknown_until;
-        let known = |c: &&Cand| until.get(**c as usize).is_none_or(|&u| u <= st.now);
         // With every servable server Unknown, the driver would wait for its monitors; here the
         // rule picks among them all rather than stall.
-        let pool = if self.sdam && s.iter().any(|c| !known(&c)) && s.iter().any(|c| known(&c)) {
-            self.known.clear();
-            self.known.extend(s.iter().filter(known));
-            &self.known[..]
-        } else {
+        let until = &self.unknown_until;
+        self.known.clear();
+        self.known.extend(
+            s.iter()
+                .filter(|&&c| until.get(c as usize).is_none_or(|&u| u <= st.now)),
+        );
+        let pool = if self.known.is_empty() {
             s
+        } else {
+            &self.known[..]
         };
         let (a, b) = two_random(pool, rng);
         if st.in_flight[a as usize] <= st.in_flight[b as usize] {
