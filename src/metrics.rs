@@ -50,7 +50,7 @@ pub use prometheus::{install_prometheus, prometheus_builder, PrometheusInstallEr
 pub mod names;
 
 /// Histogram bucket bounds, by metric (exporters that bucket use these).
-pub const BUCKETS: [(&str, &[f64]); 3] = [
+pub const BUCKETS: [(&str, &[f64]); 4] = [
     (
         names::WINNER_PROBABILITY,
         &[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0],
@@ -66,6 +66,12 @@ pub const BUCKETS: [(&str, &[f64]); 3] = [
         names::DECISION_COST,
         &[
             1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
+        ],
+    ),
+    (
+        names::DISCOVERY_REFRESH_DURATION,
+        &[
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
         ],
     ),
 ];

@@ -1,6 +1,7 @@
 //! End to end against a real Prometheus: `selcoord demo`, running a config with two live A/B
-//! arms and a shadow policy (`examples/configs/demo-arms.toml`), serves its metrics on a
-//! loopback port, a Prometheus server scrapes it every second, then
+//! arms and a shadow policy (`examples/configs/demo-arms.toml`) and adding its candidates
+//! through the discovery actor (`--discovery`), serves its metrics on a loopback port, a
+//! Prometheus server scrapes it every second, then
 //!
 //! 1. every panel query of every dashboard under `dashboards/` evaluates to a non-empty result
 //!    through Prometheus's HTTP API, and
@@ -215,6 +216,8 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         "120",
         "--config",
         &demo_arms_config(),
+        // Candidates through the discovery actor, so the Discovery row has data.
+        "--discovery",
     ]);
     if cfg!(feature = "fleet") {
         demo_cmd.args(["--fleet", &format!("nats://127.0.0.1:{nats_port}")]);

@@ -10,16 +10,16 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use selection_coordinator::actor::{
-    AddCandidate, Answer, Coordinator, GetState, Ready, RemoveCandidate, Stop, SubscribeChannel,
-};
+use selection_coordinator::actor::{Answer, Coordinator, GetState, Ready, Stop, SubscribeChannel};
 use selection_coordinator::metrics::CoordinatorMetrics;
 use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
-use selection_coordinator::{CandidateId, Next, Outcome};
+use selection_coordinator::{Next, Outcome};
 
+mod discovery;
 mod fleet;
 mod reload;
 mod world;
+use discovery::Membership;
 use world::{World, RECENT_S};
 
 /// The scenario run when none is named: built into the demo, made to move every panel of the
@@ -80,6 +80,8 @@ pub(crate) struct Args {
     seed: u64,
     #[command(flatten)]
     fleet: fleet::FleetArgs,
+    #[command(flatten)]
+    discovery: discovery::DiscoveryArgs,
 }
 
 /// The slowest and fastest `--speed`.
@@ -104,6 +106,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         ));
     }
     args.fleet.check()?;
+    let discovery = args.discovery.config()?;
     if let Some(d) = args.duration {
         if !(d > 0.0 && d <= MAX_DURATION_S) {
             return Err(format!(
@@ -133,13 +136,14 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--listen: {e}"))?;
     #[cfg(not(feature = "prometheus"))]
     eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
-    System::new().block_on(live(args, scenario, config, log))
+    System::new().block_on(live(args, scenario, config, discovery, log))
 }
 
 async fn live(
     args: Args,
     scenario: Scenario,
     config: Option<selection_coordinator::Config>,
+    discovery: Option<selection_coordinator::discovery::DiscoveryConfig>,
     log: Option<std::fs::File>,
 ) -> Result<(), String> {
     let hup = args.config.as_ref().map(|_| reload::hangup());
@@ -154,16 +158,37 @@ async fn live(
         .map_err(|e| format!("scenario {}: {e}", scenario.name))?
         .with_metrics(CoordinatorMetrics::new(args.label_cap));
     let world = Rc::new(RefCell::new(World::new(&scenario, args.seed)));
+    let mut infos = std::collections::HashMap::new();
+    let mut present = Vec::new();
     for (id, spec) in scenario.expanded() {
         let spec = &scenario.candidates[spec];
+        let info = spec.info(&id);
         if spec.present {
-            coordinator = coordinator
-                .with_candidate(spec.info(&id))
-                .map_err(|e| format!("scenario {}: {e}", scenario.name))?;
+            if discovery.is_none() {
+                coordinator = coordinator
+                    .with_candidate(info.clone())
+                    .map_err(|e| format!("scenario {}: {e}", scenario.name))?;
+            }
             world.borrow_mut().join(&id);
+            present.push(id.clone());
         }
+        infos.insert(id, info);
     }
     let coordinator = coordinator.start();
+    let membership = Membership::start(
+        discovery,
+        &coordinator,
+        infos,
+        present,
+        args.seed,
+        args.speed,
+    )?;
+    if membership.discovers() {
+        eprintln!(
+            "selcoord demo: candidates come through discovery, refreshed every {} s",
+            args.discovery.interval_s()
+        );
+    }
     let sharing = args.fleet.start(coordinator.clone()).await?;
     let watcher = args
         .config
@@ -203,7 +228,7 @@ async fn live(
             Arrivals { load: load.clone() }.start();
         }
     }
-    schedule_timeline(&scenario, &coordinator, &world, speed);
+    schedule_timeline(&scenario, &membership, &world, speed);
 
     let started = Instant::now();
     let status = actix::spawn(status_line(coordinator.clone(), world.clone(), args.listen));
@@ -461,12 +486,12 @@ impl Arrivals {
 /// Plays the scenario's timeline in scaled real time.
 fn schedule_timeline(
     scenario: &Scenario,
-    coordinator: &Addr<Coordinator>,
+    membership: &Membership,
     world: &Rc<RefCell<World>>,
     speed: f64,
 ) {
     for ev in scenario.timeline.clone() {
-        let coordinator = coordinator.clone();
+        let membership = membership.clone();
         let world = world.clone();
         let spec = world.borrow().spec(ev.candidate.get_ref()).cloned();
         let Some(spec) = spec else { continue };
@@ -477,15 +502,13 @@ fn schedule_timeline(
                 Action::Degrade => world.borrow_mut().degrade(&id, &ev),
                 Action::Heal => world.borrow_mut().heal(&id),
                 Action::Join => {
-                    if coordinator.send(AddCandidate(spec.info(&id))).await.is_ok() {
+                    if membership.join(spec.info(&id)).await {
                         world.borrow_mut().join(&id);
                     }
                 }
                 Action::Leave => {
                     world.borrow_mut().leave(&id);
-                    let _ = coordinator
-                        .send(RemoveCandidate(CandidateId::new(&id)))
-                        .await;
+                    membership.leave(&id).await;
                 }
             }
         });
