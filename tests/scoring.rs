@@ -26,7 +26,8 @@ use selection_coordinator::snapshot::{
     CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
 };
 use selection_coordinator::{
-    CandidateInfo, Config, Core, Event, FailureClass, Mode, Next, Outcome, Rejection, Request,
+    CandidateInfo, Config, Core, Error, Event, FailureClass, Mode, Next, Outcome, Rejection,
+    Request,
 };
 
 fn new_core(config: Config) -> (Core, SmallRng, Instant) {

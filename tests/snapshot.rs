@@ -6,7 +6,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use selection_coordinator::{
-    CandidateInfo, Config, Core, Event, FailureClass, Next, Outcome, Request,
+    CandidateInfo, Config, Core, Error, Event, FailureClass, Next, Outcome, Request,
 };
 
 fn trained_core(seed: u64) -> (Core, Instant) {
@@ -171,4 +171,70 @@ fn inconsistent_counts_and_repeated_candidates_are_refused() {
         &|s| s.candidates[0].stats.window = vec![(100, 1), (5, 0)],
         "c0.window",
     );
+}
+
+/// Statistics handed to `add_with_stats` are checked as a snapshot's are, so a core never holds
+/// statistics its own snapshot would be refused for.
+#[test]
+fn unusable_raw_statistics_are_refused_by_field() {
+    use selection_coordinator::score::Stats;
+    let now = Instant::now();
+    let mut core = Core::new(Config::default(), now).unwrap();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let cases = [
+        (
+            Stats {
+                success: Some(f64::NAN),
+                ..Stats::default()
+            },
+            "stats.success",
+        ),
+        (
+            Stats {
+                attempt_ms: Some(-1.0),
+                ..Stats::default()
+            },
+            "stats.attempt_ms",
+        ),
+        (
+            Stats {
+                success: Some(1.5),
+                ..Stats::default()
+            },
+            "stats.success",
+        ),
+        (
+            Stats {
+                attempts: 1,
+                successes: 2,
+                ..Stats::default()
+            },
+            "stats.successes",
+        ),
+        (
+            Stats {
+                overload_evidence: 2.0,
+                ..Stats::default()
+            },
+            "stats.overload_evidence",
+        ),
+    ];
+    for (i, (stats, want)) in cases.into_iter().enumerate() {
+        match core.add_with_stats(CandidateInfo::new(format!("c{i}")), stats, now, &mut rng) {
+            Err(Error::InvalidCandidate { field, .. }) => assert_eq!(field, want),
+            other => panic!("case {i}: {other:?}"),
+        }
+    }
+    assert_eq!(core.candidates().count(), 0, "nothing was added");
+    // Usable statistics go in, and the snapshot taken after them is valid.
+    let good = Stats {
+        success: Some(0.9),
+        attempt_ms: Some(12.0),
+        attempts: 10,
+        successes: 9,
+        ..Stats::default()
+    };
+    core.add_with_stats(CandidateInfo::new("ok"), good, now, &mut rng)
+        .unwrap();
+    core.snapshot().validate().unwrap();
 }

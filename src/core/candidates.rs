@@ -14,7 +14,10 @@ impl Core {
         self.add_with_stats(info, Stats::default(), now, rng)
     }
 
-    /// Adds a candidate with previously learned statistics (from a snapshot).
+    /// Adds a candidate with previously learned statistics (from a snapshot). Errors as
+    /// [`Core::add_candidate`] does, and with [`Error::InvalidCandidate`] (field `stats.<name>`)
+    /// if a statistic is unusable: an average NaN, infinite or negative (the success average
+    /// above 1), a time not finite, more successes than attempts.
     pub fn add_with_stats<R: Rng + ?Sized>(
         &mut self,
         info: CandidateInfo,
@@ -23,6 +26,13 @@ impl Core {
         rng: &mut R,
     ) -> Result<(), Error> {
         info.validate()?;
+        if let Some((field, problem)) = stats.problem() {
+            return Err(Error::InvalidCandidate {
+                id: info.id,
+                field: format!("stats.{field}"),
+                problem,
+            });
+        }
         if self.fleet.index_of(&info.id).is_some() {
             return Err(Error::DuplicateCandidate(info.id));
         }

@@ -72,7 +72,7 @@ struct Cand {
     values: [Option<f64>; 4],
     window: Vec<(u32, u32)>,
     age_s: f64,
-    /// Added with raw statistics (unchecked) instead of through a validated snapshot.
+    /// Added with raw statistics (`Core::add_with_stats`) instead of through a snapshot.
     hostile: bool,
     outcomes: Vec<Outcome>,
 }
@@ -230,8 +230,19 @@ proptest! {
                 .collect(),
         };
         core.restore(&snapshot, now, &mut rng).unwrap();
+        // Raw statistics are checked as a snapshot's are: unusable ones are refused by field.
         for (i, c) in cands.iter().enumerate().filter(|(_, c)| c.hostile) {
-            core.add_with_stats(c.info(i), c.raw_stats(), now, &mut rng).unwrap();
+            let [s, ..] = c.values;
+            let unusable = c.values.iter().flatten().any(|v| *v < 0.0) || s.is_some_and(|s| s > 1.0);
+            match core.add_with_stats(c.info(i), c.raw_stats(), now, &mut rng) {
+                Ok(()) => prop_assert!(!unusable, "c{i} added with {:?}", c.values),
+                Err(Error::InvalidCandidate { field, .. }) => {
+                    prop_assert!(unusable && field.starts_with("stats."), "c{i}: {field}");
+                    // Without statistics, so its outcomes below still have a candidate.
+                    core.add_candidate(c.info(i), now, &mut rng).unwrap();
+                }
+                Err(e) => prop_assert!(false, "c{i}: {e}"),
+            }
         }
         check_record(&core.explain(&Request::any(), now).unwrap())?;
         let t = now + Duration::from_secs_f64(later_s);
