@@ -49,7 +49,8 @@
 //!
 //! The default is `cli`, `prometheus` and `decision-records`. A library that drives the core
 //! itself depends on the crate with `default-features = false`; one embedding the actor adds
-//! `features = ["actor"]`.
+//! `features = ["actor", "decision-records"]` (without `decision-records`, subscriptions to
+//! decision records receive nothing).
 //!
 //! ## Randomness
 //!

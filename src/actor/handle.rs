@@ -161,17 +161,19 @@ impl CoordinatorHandle {
         self.addr.send(GetState).await.map_err(gone)
     }
 
-    /// Changes the limits; raising one grants at once.
-    ///
-    /// (Its nested result predates [`HandleError`]; the other operator methods return that.)
-    pub async fn set_limits(&self, limits: Limits) -> Result<Result<(), Error>, CoordinatorGone> {
-        self.addr.send(SetLimits(limits)).await.map_err(gone)
+    /// Changes the limits; raising one grants at once. Invalid limits (a global limit of 0,
+    /// ...) are refused with [`HandleError::Refused`] and nothing changes.
+    pub async fn set_limits(&self, limits: Limits) -> Result<(), HandleError> {
+        ask(&self.addr, SetLimits(limits)).await
     }
 
     /// Subscribes to decision records: `rate` is the share of decisions to receive (0 to 1),
     /// `capacity` bounds the channel (records a full channel cannot take are dropped and
     /// counted). The capacity is clamped to 1 ..= [`SubscribeChannel::MAX_CAPACITY`]
     /// (2^20 records): `usize::MAX` gets the maximum. Drop the receiver to unsubscribe.
+    ///
+    /// Records exist only in a build with the `decision-records` feature (a default one):
+    /// without it the subscription receives nothing, and a warning is logged.
     pub async fn subscribe_channel(
         &self,
         rate: f64,

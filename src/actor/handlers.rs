@@ -273,10 +273,20 @@ impl Handler<Explain> for Coordinator {
     }
 }
 
+/// A subscription in a build without decision records would wait for records that never come.
+fn warn_if_records_compiled_out() {
+    #[cfg(not(feature = "decision-records"))]
+    tracing::warn!(
+        "decision records are compiled out (feature `decision-records` off): this subscription \
+         receives nothing"
+    );
+}
+
 impl Handler<Subscribe> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
+        warn_if_records_compiled_out();
         self.subscribers.add_actor(msg.subscriber, msg.rate);
         self.core.set_record_rate(self.subscribers.core_rate());
     }
@@ -286,6 +296,7 @@ impl Handler<SubscribeChannel> for Coordinator {
     type Result = MessageResult<SubscribeChannel>;
 
     fn handle(&mut self, msg: SubscribeChannel, _: &mut Context<Self>) -> Self::Result {
+        warn_if_records_compiled_out();
         let (tx, rx) = mpsc::channel::<DecisionRecord>(msg.bounded_capacity());
         self.subscribers.add_channel(tx, msg.rate);
         self.core.set_record_rate(self.subscribers.core_rate());

@@ -219,6 +219,9 @@ pub struct Decision(pub DecisionRecord);
 /// `rate` is the share of decisions to receive (0 to 1; out-of-range values are clamped).
 /// Delivery never blocks the coordinator: a record the subscriber's full mailbox cannot take is
 /// dropped and counted. A subscriber whose mailbox closes is removed.
+///
+/// Records exist only in a build with the `decision-records` feature (a default one): without
+/// it a subscriber receives nothing, and a warning is logged.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Subscribe {
@@ -232,7 +235,8 @@ pub struct Subscribe {
 ///
 /// `capacity` bounds the channel, clamped to 1 ..= [`SubscribeChannel::MAX_CAPACITY`]; records
 /// a full channel cannot take are dropped and counted. Dropping the receiver ends the
-/// subscription.
+/// subscription. Without the `decision-records` feature nothing is ever sent (see
+/// [`Subscribe`]).
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "mpsc::Receiver<DecisionRecord>")]
 pub struct SubscribeChannel {
