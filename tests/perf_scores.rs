@@ -134,9 +134,11 @@ async fn every_failure_keeps_the_previous_scores_and_counts_an_error() {
 
     let mode = Arc::new(Mutex::new(Mode::Good));
     let url = serve(mode.clone()).await;
+    // Long enough for the 3 MiB stream to reach its cut on a loaded machine, short enough for
+    // the slow server (5 s) to time out.
     let source = PerfScoreSource::new(&url, "FRA")
         .unwrap()
-        .with_timeout(Duration::from_millis(300));
+        .with_timeout(Duration::from_secs(2));
     let mut scores = PerfScores::new(source);
     scores.refresh().await.unwrap();
     let good = scores.scores().clone();

@@ -15,9 +15,17 @@ pub(super) fn load(path: &Path) -> Result<Config, String> {
     Config::load(path).map_err(|e| format!("--config {}: {e}", path.display()))
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// The file's modification time and length: a rewrite that keeps the time (coarse clocks)
+/// usually changes the length.
+fn modified(path: &Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(path)
+        .and_then(|m| Ok((m.modified()?, m.len())))
+        .ok()
 }
+
+/// How long a changed file must stay unchanged before it is read: an editor or a script that
+/// truncates the file and then writes it must not get its empty or half-written state applied.
+const SETTLE: Duration = Duration::from_millis(200);
 
 /// SIGHUP's stream. Made before anything else runs: once it exists a SIGHUP no longer
 /// terminates the process (its default action), even before the watcher polls it.
@@ -66,6 +74,13 @@ pub(super) async fn watch(path: PathBuf, coordinator: Addr<Coordinator>, mut hup
         let now = modified(&path);
         if !signalled && now == seen {
             continue;
+        }
+        if !signalled {
+            actix::clock::sleep(SETTLE).await;
+            if modified(&path) != now {
+                // Still being written: the next poll sees it again.
+                continue;
+            }
         }
         seen = now;
         match load(&path) {
