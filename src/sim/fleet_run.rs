@@ -494,6 +494,11 @@ impl FleetReport {
                 100.0 * d.relapsed
             );
             let q = |x: Option<f64>| x.map_or("none".to_string(), |v| format!("{v:.2} s"));
+            // Without a heal there is nothing to recover from.
+            let s = |x: Option<f64>| match (x, d.healed_at_s) {
+                (None, None) => "- (no heal)".to_string(),
+                _ => s(x),
+            };
             let _ = writeln!(
                 out,
                 "heal: fleet recovery mean {}, worst {} (target {RECOVERY_TARGET_S} s), excess over the oracle p50 {}, p95 {}; busiest 1 s share {:.3} vs {:.3} with one coordinator: {:.3} x ({:.3} vs {:.3} from the degrade on: {:.3} x)",

@@ -545,7 +545,14 @@ impl Report {
             }
             if self.timeline {
                 let f = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{v:.1}s"));
-                let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), f(p.recovery_s));
+                // Without a heal there is nothing to recover from: "-", not "never".
+                let healed = p.degraded.iter().any(|d| d.healed_at_s.is_some());
+                let recovery = if healed || p.recovery_s.is_some() {
+                    f(p.recovery_s)
+                } else {
+                    "-".to_string()
+                };
+                let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), recovery);
             }
             let _ = write!(row, " {:>10.0}", p.decisions_per_s);
             let _ = writeln!(out, "{row}");

@@ -210,6 +210,28 @@ struct OverallIn {
     ttfb_spread: Option<f64>,
 }
 
+/// Reads `v` as a `T`; an error names the field under `path` (`candidates[0].stake`) and the
+/// type it wants in words.
+fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
+        let field = e.path().to_string();
+        let at = if field.is_empty() || field == "." {
+            path.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+        let msg = e
+            .inner()
+            .to_string()
+            .replace("expected f64", "expected a number")
+            .replace("expected f32", "expected a number")
+            .replace("expected u64", "expected a whole number")
+            .replace("expected u32", "expected a whole number")
+            .replace("expected a sequence", "expected a list");
+        format!("{at}: {msg}")
+    })
+}
+
 impl CandidatesFile {
     fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -249,7 +271,7 @@ impl CandidatesFile {
         };
         let overall = match top.remove("overall") {
             None => None,
-            Some(v) => match serde_json::from_value::<OverallIn>(v) {
+            Some(v) => match typed::<OverallIn>(v, "overall") {
                 Ok(o) => Some(Overall {
                     connect_ms: o.connect_ms,
                     ttfb_ms: o.ttfb_ms,
@@ -259,7 +281,7 @@ impl CandidatesFile {
                     ..Overall::default()
                 }),
                 Err(e) => {
-                    problems.push(format!("overall: {e}"));
+                    problems.push(e);
                     None
                 }
             },
@@ -280,36 +302,38 @@ impl CandidatesFile {
         let mut first_seen: HashMap<String, usize> = HashMap::new();
         for (i, mut entry) in entries.into_iter().enumerate() {
             let path = format!("candidates[{i}]");
+            // A repeated id is reported even when the entries have other problems too.
+            if let Some(id) = entry.get("id").and_then(Value::as_str) {
+                match first_seen.entry(id.to_string()) {
+                    Entry::Occupied(first) => problems.push(format!(
+                        "{path}.id: duplicate candidate id `{id}` (first at candidates[{}]); \
+                         every id must be unique",
+                        first.get()
+                    )),
+                    Entry::Vacant(slot) => {
+                        slot.insert(i);
+                    }
+                }
+            }
             let stats = match entry.as_object_mut().and_then(|o| o.remove("stats")) {
                 None => None,
-                Some(v) => match serde_json::from_value::<RecordedStats>(v) {
+                Some(v) => match typed::<RecordedStats>(v, &format!("{path}.stats")) {
                     Ok(s) => {
                         s.problems(&format!("{path}.stats"), &mut problems);
                         Some(s)
                     }
                     Err(e) => {
-                        problems.push(format!("{path}.stats: {e}"));
+                        problems.push(e);
                         None
                     }
                 },
             };
-            match serde_json::from_value::<CandidateInfo>(entry) {
+            match typed::<CandidateInfo>(entry, &path) {
                 Ok(info) => match info.validate() {
-                    Ok(()) => match first_seen.entry(info.id.to_string()) {
-                        Entry::Occupied(first) => problems.push(format!(
-                            "{path}.id: duplicate candidate id `{}` (first at candidates[{}]); \
-                             every id must be unique",
-                            info.id,
-                            first.get()
-                        )),
-                        Entry::Vacant(slot) => {
-                            slot.insert(i);
-                            candidates.push((info, stats));
-                        }
-                    },
+                    Ok(()) => candidates.push((info, stats)),
                     Err(e) => problems.push(format!("{path}: {e}")),
                 },
-                Err(e) => problems.push(format!("{path}: {e}")),
+                Err(e) => problems.push(e),
             }
         }
         if candidates.is_empty() && problems.is_empty() {
