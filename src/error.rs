@@ -65,8 +65,10 @@ pub enum Error {
     Config(#[from] ConfigError),
 }
 
-/// Why a request was answered without a grant. Every waiting request ends either granted or
-/// rejected with one of these.
+/// Why a request was answered without a grant. Every waiting request ends granted, rejected
+/// with one of these ([`Core::cancel`](crate::Core::cancel) included), or finished by its
+/// caller with [`Core::finish`](crate::Core::finish), which drops its waiting asks without a
+/// rejection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

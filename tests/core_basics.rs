@@ -146,6 +146,49 @@ fn bad_input_is_a_typed_error() {
     assert!(core.done(g.attempt, Next::Finish, now, &mut rng).is_err());
 }
 
+/// More parallel attempts than the eligible list names distinct candidates can never all run:
+/// refused up front (a repeated id counts once), checkable without a core.
+#[test]
+fn parallelism_above_the_distinct_eligible_candidates_is_refused() {
+    let (mut core, mut rng, now) = core_with(2, Limits::default());
+    let twice = Request::only(["c0", "c0"]).with_parallelism(2);
+    match core.ready(twice, now, &mut rng) {
+        Err(selection_coordinator::Error::InvalidRequest(m)) => {
+            assert!(
+                m.contains("parallelism 2") && m.contains("1 distinct"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(core.poll_event().is_none(), "nothing was granted");
+    core.ready(
+        Request::only(["c0", "c1"]).with_parallelism(2),
+        now,
+        &mut rng,
+    )
+    .unwrap();
+    assert_eq!(events(&mut core).len(), 2, "both candidates granted");
+    // What needs no coordinator is checked by `Request::validate` and `Limits::validate`.
+    assert!(Request::any().with_parallelism(0).validate().is_err());
+    assert!(Limits {
+        global: 0,
+        ..Limits::default()
+    }
+    .validate()
+    .is_err());
+}
+
+/// Events serialize, for logging the event stream as JSON.
+#[test]
+fn events_serialize_to_json() {
+    let (mut core, mut rng, now) = core_with(1, Limits::default());
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let e = core.poll_event().unwrap();
+    let v = serde_json::to_value(&e).unwrap();
+    assert_eq!(v["granted"]["candidate"], "c0", "{v}");
+}
+
 #[test]
 fn slow_failures_cost_more_time_to_success_than_fast_ones() {
     // Both succeed half the time with a 100 ms first byte; `slow` times out after 3 s, `fast`

@@ -608,6 +608,7 @@ impl Harness {
                         "{request} closed with an attempt running"
                     );
                 }
+                other => prop_assert!(false, "an event this test does not know: {other:?}"),
             }
         }
         // A closed request gets nothing after its end.

@@ -121,7 +121,10 @@ impl Default for Limits {
 }
 
 impl Limits {
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the limits as [`Core::with_limits`] and [`Core::set_limits`] do, before handing
+    /// them over (for example after reading them from a file): every limit at least 1, a
+    /// lease finite and positive. Errors with [`Error::InvalidLimits`], saying which.
+    pub fn validate(&self) -> Result<(), Error> {
         if self.global == 0 {
             return Err(Error::InvalidLimits("global must be at least 1".into()));
         }
@@ -147,7 +150,7 @@ impl Limits {
 }
 
 /// A slot granted to a request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Grant {
     /// The request served.
     pub request: RequestId,
@@ -181,7 +184,9 @@ pub struct Grant {
 /// the request ends: with [`Core::set_close_events`] on, every request the core accepted ends
 /// with exactly one [`Event::Closed`], after its last grant, rejection or reclaim. Off (the
 /// default, so a driver that drains only grants collects nothing) the core never emits it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// A request got a slot.
     Granted(Grant),
@@ -215,6 +220,7 @@ pub enum Event {
 /// Why a request ended ([`Event::Closed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CloseReason {
     /// Its work is done: [`Core::finish`], or its last attempt released with
     /// [`Next::Finish`] (or with `Retry` when no further ask fitted).
@@ -231,7 +237,7 @@ pub enum CloseReason {
 
 /// What a reported outcome belonged to: [`Core::outcome`] returns it, so a driver keeps no
 /// map of its own from attempts to candidates or arms.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Reported {
     /// The request the attempt served.
     pub request: RequestId,

@@ -35,6 +35,15 @@ impl Core {
                         keys.push(k);
                     }
                 }
+                // Parallel attempts go to different candidates: more than the list names can
+                // never all run.
+                if (keys.len() as u64) < u64::from(request.parallelism) {
+                    return Err(Error::InvalidRequest(format!(
+                        "parallelism {} exceeds the {} distinct eligible candidates named",
+                        request.parallelism,
+                        keys.len()
+                    )));
+                }
                 Some(keys)
             }
         };

@@ -28,8 +28,12 @@ impl CandidateInfo {
 }
 
 impl Request {
+    /// Checks what can be checked without a coordinator, as [`Core::ready`](crate::Core::ready)
+    /// does first: `parallelism` and `attempts` at least 1, an eligible list that names at
+    /// least one candidate. Errors with [`Error::InvalidRequest`], saying which. (Whether the
+    /// named candidates exist, and `max_parallelism`, only the coordinator knows.)
     #[inline]
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), Error> {
         if self.parallelism == 0 {
             return Err(Error::InvalidRequest(
                 "parallelism must be at least 1".into(),

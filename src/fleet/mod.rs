@@ -187,6 +187,7 @@ impl FleetConfig {
 
 /// Why sharing could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FleetError {
     /// A config field is invalid.
     #[error("fleet config: {0}")]

@@ -29,6 +29,7 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// Why a received message was not passed to the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// The payload is larger than [`MAX_PAYLOAD`].
     #[error("payload of {0} bytes is over the {MAX_PAYLOAD}-byte limit")]

@@ -130,7 +130,7 @@ impl Request {
 ///     else { permit.done(Next::Finish) }      // this unit is over; loop for the next
 /// }
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Next {
     /// The request is complete: drop its waiting asks; it ends once its attempts are done.
