@@ -625,3 +625,64 @@ fn fields_of_the_other_loop_and_replica_groups_are_named() {
     assert_eq!(e.field, "timeline[0].candidate", "{e}");
     assert!(e.message.contains("`b-0` to `b-2`"), "{e}");
 }
+
+/// A slow period whose service passes the longest time a run can reach is refused by field
+/// (it used to hang the run); the slowest accepted one finishes, the server's leftover work
+/// after the callers gave up costing no tick per second of it.
+#[test]
+fn a_slowdown_past_what_a_run_can_reach_is_refused_and_the_largest_finishes() {
+    let text = |factor: &str| {
+        format!(
+            "name = \"x\"\n[workload]\nloop = \"open\"\nrate_per_s = 100\nduration_s = 2\n\
+             timeout_ms = 100\n[[candidates]]\nid = \"a\"\nsuccess = 1.0\nservice_ms = 10\n\
+             slowdown = {{ period_ms = 1, factor = {factor}, probability = 1.0 }}\n\
+             [[candidates]]\nid = \"b\"\nsuccess = 1.0\nduration_ms = 5\n"
+        )
+    };
+    let e = Scenario::parse(&text("1e9"), "s.toml").unwrap_err();
+    assert_eq!(e.field, "candidates[0].slowdown.factor", "{e}");
+    assert!(e.message.contains("at most 1.000e8"), "{e}");
+    let degrade = format!(
+        "{}\n[[timeline]]\nat_s = 1\naction = \"degrade\"\ncandidate = \"a\"\n\
+         slowdown = {{ period_ms = 1, factor = 1e12 }}\n",
+        text("2")
+    );
+    let e = Scenario::parse(&degrade, "s.toml").unwrap_err();
+    assert_eq!(e.field, "timeline[0].slowdown.factor", "{e}");
+
+    let sc = Scenario::parse(&text("1e8"), "s.toml").unwrap();
+    let started = std::time::Instant::now();
+    let r = simulate(&sc, &policies(&["random"]), &[1], 1, None).unwrap();
+    assert!(r.policies[0].requests > 100.0);
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+}
+
+/// The caps on workers and requests are ones a run can hold in memory: a hundred million
+/// workers (a start event each) or requests (kept for the percentiles) are refused by field,
+/// with the limit.
+#[test]
+fn workers_and_requests_are_capped_at_what_fits_in_memory() {
+    let many_workers = GOOD.replace(
+        "workers = 2\noperations = 10",
+        "workers = 100000000\noperations = 1",
+    );
+    let e = Scenario::parse(&many_workers, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.workers", "{e}");
+    assert!(e.message.contains("at most 1000000"), "{e}");
+    let many_ops = GOOD.replace(
+        "workers = 2\noperations = 10",
+        "workers = 1\noperations = 100000000",
+    );
+    let e = Scenario::parse(&many_ops, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.workers", "{e}");
+    assert!(e.message.contains("at most 1e7"), "{e}");
+    let open = "name = \"o\"\n[workload]\nloop = \"open\"\nrate_per_s = 1e5\nduration_s = 101\n\
+                [[candidates]]\nid = \"a\"\nsuccess = 1.0\n";
+    let e = Scenario::parse(open, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.rate_per_s", "{e}");
+    let at_cap = GOOD.replace(
+        "workers = 2\noperations = 10",
+        "workers = 1000000\noperations = 10",
+    );
+    Scenario::parse(&at_cap, "ok.toml").unwrap();
+}

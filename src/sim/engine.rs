@@ -8,6 +8,7 @@
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use super::dist::MAX_MS;
 use super::events::{round_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
@@ -15,6 +16,8 @@ use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{sooner, AttemptResult, Truth};
 use crate::core::{FailureClass, Outcome, ServerFeedback};
+
+mod ticks;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -277,7 +280,8 @@ impl<'a> Engine<'a> {
                             self.at(now + TICK_S, Ev::Tick);
                         }
                     } else if !idle {
-                        self.at(now + TICK_S, Ev::Tick);
+                        let next = self.next_tick(now);
+                        self.at(next, Ev::Tick);
                     }
                 }
             }
@@ -528,7 +532,9 @@ impl<'a> Engine<'a> {
             };
             st.busy += 1;
             let factor = self.queues.factor(c, truth.slowdown(), now);
-            let service_s = truth.sample_service_ms(&mut self.truth_rng) * factor / 1000.0;
+            // Capped as every other time is: a run reaches every time it is given.
+            let service_ms = truth.sample_service_ms(&mut self.truth_rng) * factor;
+            let service_s = service_ms.min(MAX_MS) / 1000.0;
             self.at(now + service_s, Ev::ServiceDone(c as u32, job.att, job.gen));
         }
     }
@@ -684,16 +690,5 @@ impl<'a> Engine<'a> {
         self.policy.done(req, att.cand, false, now, &world);
         self.sample_limit(att.cand as usize, now);
         self.finish_request(req, None, now);
-    }
-
-    fn fail_stuck(&mut self, now: f64) {
-        for i in 0..self.reqs.len() {
-            if self.reqs[i].open {
-                self.stats.stuck += 1;
-                self.finish_request(i as Req, None, now);
-                // The policy may still hold it: never hand this slot to a new request.
-                self.free_reqs.retain(|&r| r as usize != i);
-            }
-        }
     }
 }

@@ -28,6 +28,12 @@ impl<E: Copy> EventQueue<E> {
         self.heap.is_empty()
     }
 
+    /// The time of the next event, ns, without taking it.
+    #[inline]
+    pub(crate) fn peek_ns(&self) -> Option<u64> {
+        self.heap.first().map(|e| (e.0 >> 64) as u64)
+    }
+
     /// Adds an event at `ns`; `seq` must differ from every other key's at the same `ns`.
     #[inline]
     pub(crate) fn push(&mut self, ns: u64, seq: u64, event: E) {

@@ -540,8 +540,13 @@ pub struct Scenario {
 /// The most candidates a scenario may expand to (replicas included).
 pub(crate) const MAX_CANDIDATES: u64 = 1_000_000;
 /// The most requests a scenario may ask for (its workload's `workers x operations`, or
-/// `rate_per_s x duration_s`): about 200 times the largest built-in.
-pub(crate) const MAX_REQUESTS: f64 = 1e8;
+/// `rate_per_s x duration_s`): about 20 times the largest built-in. A run keeps every
+/// request's figures for the percentiles (about 30 bytes each with the vectors' slack), so
+/// one run stays within a few hundred MB.
+pub(crate) const MAX_REQUESTS: f64 = 1e7;
+/// The most workers a closed loop may have: each holds a pending start in the event queue
+/// and its own count from the start, so a million stays within tens of MB.
+pub(crate) const MAX_WORKERS: u32 = 1_000_000;
 /// The narrowest time-series bucket, seconds: the series hold a row per bucket from the start
 /// of the run, so a bucket of a microsecond would ask for gigabytes.
 pub(crate) const MIN_BUCKET_S: f64 = 0.001;

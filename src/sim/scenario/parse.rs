@@ -238,6 +238,17 @@ impl Scenario {
                 ),
             ));
         }
+        if w.kind == LoopKind::Closed && w.workers > MAX_WORKERS {
+            return Err(err(
+                "workload.workers",
+                whole_key("workers").or(whole_key("[workload]")),
+                format!(
+                    "{} workers; a closed loop may have at most {MAX_WORKERS} (each holds its \
+                     pending request from the start): lower it",
+                    w.workers
+                ),
+            ));
+        }
         // Every request's figures are kept for the percentiles: a typo in a rate or a
         // duration would otherwise run for hours and exhaust memory before saying anything.
         let (requests, key, product) = match w.kind {
@@ -333,7 +344,23 @@ impl Scenario {
                 ));
             }
         }
+        for (i, c) in self.candidates.iter().enumerate() {
+            slow_service(c.service_ms.as_ref(), c.slowdown).map_err(|e| {
+                let field = format!("candidates[{i}].slowdown.factor");
+                err(&field, whole_key("slowdown"), e)
+            })?;
+        }
         let ids = self.expanded();
+        for (i, ev) in self.timeline.iter().enumerate() {
+            let own = ids
+                .iter()
+                .find(|(id, _)| id == ev.candidate.get_ref())
+                .and_then(|(_, spec)| self.candidates[*spec].service_ms.as_ref());
+            slow_service(ev.service_ms.as_ref().or(own), ev.slowdown).map_err(|e| {
+                let field = format!("timeline[{i}].slowdown.factor");
+                err(&field, whole_key("slowdown"), e)
+            })?;
+        }
         let mut seen = std::collections::HashSet::new();
         for (id, spec) in &ids {
             if !seen.insert(id.as_str()) {
@@ -396,6 +423,26 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// Refuses a slowdown whose slow service (the mean of `service_ms` x `factor`) would pass the
+/// longest time a scenario may give: a server busy that long holds a run for ages of virtual
+/// time.
+fn slow_service(service_ms: Option<&Dist>, slowdown: Option<Slowdown>) -> Result<(), String> {
+    let (Some(service), Some(slow)) = (service_ms, slowdown) else {
+        return Ok(());
+    };
+    let slow_ms = service.mean() * slow.factor;
+    if slow_ms <= MAX_MS {
+        return Ok(());
+    }
+    Err(format!(
+        "a slow period serves in {slow_ms:.3e} ms (service_ms's mean {} ms x factor {}), \
+         past the {MAX_MS:e} ms a run can reach: lower the factor to at most {:.3e}",
+        service.mean(),
+        slow.factor,
+        MAX_MS / service.mean()
+    ))
 }
 
 /// The core's own check of the limits (it refuses bad ones when they are set).
