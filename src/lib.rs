@@ -28,7 +28,7 @@
 //!   reads no clock, so the simulator and the tests drive it deterministically.
 //! - [`actor`]: the actix [`actor::Coordinator`] that drives the core in real time, delivers
 //!   grants as [`actor::Permit`]s, runs the timers, and emits [`metrics`]; plus an async handle.
-//! - [`sim`]: the discrete-event simulator behind `selcoord simulate`.
+//! - `sim` (feature `sim`): the discrete-event simulator behind `selcoord simulate`.
 //! - [`snapshot`]: what was learned, saved and restored across restarts.
 //!
 //! ## Features
@@ -40,7 +40,7 @@
 //! | feature | adds | pulls in |
 //! |---|---|---|
 //! | `actor` | [`actor`] (the coordinator actor, permits, the async handle), the discovery actor, [`metrics`] | actix, tokio, metrics |
-//! | `sim` | [`sim`] and `discovery::sim`: the simulator and its SVG plots | plotters |
+//! | `sim` | `sim` and `discovery::sim`: the simulator and its SVG plots | plotters |
 //! | `cli` | the `selcoord` binary (`simulate`, `explain`, `demo`); implies `actor` and `sim` | clap, indicatif |
 //! | `prometheus` | `metrics::install_prometheus`; implies `actor` | metrics-exporter-prometheus |
 //! | `http` | `discovery::perf_scores` over HTTP; implies `actor` | hyper |
@@ -82,6 +82,8 @@
 //! # Ok::<(), selection_coordinator::Error>(())
 //! ```
 #![forbid(unsafe_code)]
+// On docs.rs (nightly): mark each feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 #[cfg(feature = "actor")]

@@ -1,7 +1,7 @@
 //! Metric names, descriptions and recording through the [`metrics`] facade.
 //!
 //! The library only emits: without an installed recorder every call here is a no-op. An
-//! executable installs an exporter once, e.g. [`install_prometheus`] (feature `prometheus`,
+//! executable installs an exporter once, e.g. `install_prometheus` (feature `prometheus`,
 //! on by default), and calls [`describe`] so every metric carries its help text and unit.
 //!
 //! What is recorded, and when (names in [`names`]):

@@ -39,7 +39,7 @@
 //! The state machine is [`Catalogue`]: sans-IO like the core, it takes `now` on every call and
 //! tells its driver what to do through [`Action`]s. The [`Discovery`] actor drives it with
 //! tokio (fetches, cutoffs, timers) and pushes candidate changes to a [`CandidateSink`] such as
-//! the coordinator. [`sim`] drives the same catalogue in virtual time to compare it with the
+//! the coordinator. `sim` (feature `sim`) drives the same catalogue in virtual time to compare it with the
 //! per-request fan-out. [`Stop`](crate::actor::Stop) stops the actor, as does dropping its
 //! last address (noticed within 15 s). With the `http` feature, `perf_scores` polls a regional
 //! performance-score document over HTTP. `docs/discovery.md` has the figures.
