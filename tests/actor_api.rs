@@ -483,3 +483,35 @@ fn the_stop_save_is_never_overwritten_by_an_earlier_periodic_save() {
     drop(system);
     assert_eq!(without_ages(load(&store)), without_ages(last));
 }
+
+/// A snapshot held in memory moves what one coordinator learned into another through the
+/// handle; one with an unusable number is refused and changes nothing.
+#[actix::test]
+async fn a_snapshot_in_memory_is_restored_through_the_handle() {
+    tokio::time::pause();
+    let teacher = build(2, 4).start_handle();
+    learn(&teacher, 20, 40.0).await;
+    let snapshot = teacher.take_snapshot().await.unwrap();
+    assert_eq!(snapshot.candidates.len(), 2);
+
+    let learner = build(0, 4).start_handle();
+    let mut bad = snapshot.clone();
+    bad.candidates[0].stats.success = Some(f64::NAN);
+    match learner.restore_snapshot(bad).await {
+        Err(HandleError::Refused(Error::InvalidSnapshot(m))) => assert!(m.contains("success")),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        state(&learner).await.candidates.is_empty(),
+        "nothing changed"
+    );
+
+    learner.restore_snapshot(snapshot.clone()).await.unwrap();
+    let s = state(&learner).await;
+    assert_eq!(s.candidates.len(), 2);
+    let attempts: u64 = s.candidates.iter().map(|c| c.stats.attempts).sum();
+    assert_eq!(attempts, 20, "the statistics came with the candidates");
+    // And it decides on them.
+    let mut p = learner.acquire(Request::any()).await.unwrap();
+    p.report(Outcome::success());
+}

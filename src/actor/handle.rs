@@ -8,8 +8,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::messages::{
     AddCandidate, Cancel, Explain, Finish, GetState, Ready, Reask, RemoveCandidate, Reply,
-    SetArmShare, SetConfig, SetLimits, StopAndWatch, SubscribeChannel, TakeSnapshot,
-    UpdateCandidate,
+    RestoreSnapshot, SetArmShare, SetConfig, SetLimits, StopAndWatch, SubscribeChannel,
+    TakeSnapshot, UpdateCandidate,
 };
 use super::permit::{Answer, Permit};
 use super::state::State;
@@ -246,6 +246,13 @@ impl CoordinatorHandle {
     /// dropping its waiting asks silently.
     pub async fn finish(&self, request: RequestId) -> Result<(), HandleError> {
         ask(&self.addr, Finish { request }).await
+    }
+
+    /// Loads a snapshot held in memory ([`RestoreSnapshot`]): what another coordinator, or
+    /// this one earlier, learned. An unusable number anywhere is [`HandleError::Refused`] and
+    /// nothing changes.
+    pub async fn restore_snapshot(&self, snapshot: Snapshot) -> Result<(), HandleError> {
+        ask(&self.addr, RestoreSnapshot(snapshot)).await
     }
 
     /// What the coordinator has learned now ([`TakeSnapshot`]; nothing is written).

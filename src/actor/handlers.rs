@@ -7,8 +7,8 @@ use tokio::sync::mpsc;
 
 use super::messages::{
     AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState, Ready, Reask,
-    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, StopAndWatch,
-    Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    RemoveCandidate, Report, RestoreSnapshot, SaveSnapshot, SetArmShare, SetConfig, SetLimits,
+    Stop, StopAndWatch, Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;
@@ -336,6 +336,17 @@ impl Handler<TakeSnapshot> for Coordinator {
 
     fn handle(&mut self, _: TakeSnapshot, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.snapshot())
+    }
+}
+
+impl Handler<RestoreSnapshot> for Coordinator {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: RestoreSnapshot, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.timed(|core, rng, now| core.restore(&msg.0, now, rng));
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
     }
 }
 

@@ -288,6 +288,16 @@ pub struct Crash;
 #[rtype(result = "Snapshot")]
 pub struct TakeSnapshot;
 
+/// Loads a snapshot held in memory ([`TakeSnapshot`]'s, or one read with
+/// [`Snapshot::from_json`]), as [`Core::restore`](crate::Core::restore) does: candidates it
+/// names that the coordinator lacks are added with their statistics, known ones take its
+/// statistics (their info is kept), and the fleet-wide averages are replaced. Every number is
+/// checked first: an unusable one refuses the whole snapshot and nothing changes. Waiting
+/// requests and attempts in flight are kept.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), Error>")]
+pub struct RestoreSnapshot(pub Snapshot);
+
 /// Writes a snapshot. It is taken when the message is handled and written on tokio's blocking
 /// pool while the coordinator goes on with other messages; the answer comes once it is on
 /// disk: the path written, `None` when no store is configured, or the write's error. A write

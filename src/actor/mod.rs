@@ -122,8 +122,8 @@ pub use handle::{AcquireError, CoordinatorGone, CoordinatorHandle, HandleError};
 pub use messages::Crash;
 pub use messages::{
     AddCandidate, Cancel, Decision, Done, Explain, Finish, FirstByte, GetState, Ready, Reask,
-    RemoveCandidate, Report, SaveSnapshot, SetArmShare, SetConfig, SetLimits, Stop, Subscribe,
-    SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    RemoveCandidate, Report, RestoreSnapshot, SaveSnapshot, SetArmShare, SetConfig, SetLimits,
+    Stop, Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 pub use permit::{Answer, Permit};
 pub use persist::{LoadOutcome, SnapshotStatus};
