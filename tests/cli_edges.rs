@@ -459,3 +459,28 @@ fn a_bad_selcoord_log_is_reported() {
         assert_eq!(run(fine), "", "{fine}");
     }
 }
+
+/// Fleet mode and a discovery scenario keep every seed's figures: a seed count past what they
+/// keep is refused at once (it used to abort allocating terabytes).
+#[test]
+fn more_seeds_than_fleet_and_discovery_keep_are_refused() {
+    for (scenario, mode) in [
+        ("fleet-degrade", "fleet mode"),
+        ("livepeer-discovery", "a discovery scenario"),
+    ] {
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            scenario,
+            "--seeds",
+            "1000000000000",
+        ]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{scenario} accepted");
+        assert!(
+            err.contains("--seeds 1000000000000") && err.contains(mode),
+            "{err}"
+        );
+        assert!(err.contains("at most 10000"), "{err}");
+    }
+}

@@ -11,6 +11,22 @@ use selection_coordinator::sim::{
     Scenario, Seeds, BUILTIN,
 };
 
+/// The most seeds fleet mode and a discovery scenario run at once: they keep every seed's
+/// figures (and list the seeds), where one scenario's runs fold into running means.
+const MAX_KEPT_SEEDS: u64 = 10_000;
+
+/// Refuses more seeds than `mode` keeps, before any allocation.
+fn kept_seeds(args: &Args, mode: &str) -> Result<Vec<u64>, String> {
+    if args.seeds > MAX_KEPT_SEEDS {
+        return Err(format!(
+            "--seeds {}: {mode} keeps every seed's figures, so it runs at most {MAX_KEPT_SEEDS} \
+             seeds at once; lower --seeds (and run more with a later --seed)",
+            args.seeds
+        ));
+    }
+    Ok((0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect())
+}
+
 /// How often a line of progress goes to stderr when it is not a terminal.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -418,8 +434,8 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
             "fleet mode reports the fleet against the oracle: --plot does not apply".into(),
         );
     }
+    let seeds = kept_seeds(args, "fleet mode")?;
     let scenario = &fleet_config(scenario, &args.policies)?;
-    let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -506,8 +522,9 @@ fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
             if fleet_flags.len() == 1 { "does" } else { "do" }
         ));
     }
+    let seeds = kept_seeds(args, "a discovery scenario")?;
     let mut scenario = DiscoveryScenario::from_toml_str(text).map_err(|e| e.to_string())?;
-    scenario.seeds = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    scenario.seeds = seeds;
     let report = discovery_sim::run(&scenario).map_err(|e| e.to_string())?;
     crate::out::print(&discovery_sim::render_table(&report))?;
     if let Some(path) = &args.json {
