@@ -209,6 +209,11 @@ impl Default for EjectionConfig {
 /// Load it from TOML or JSON ([`Config::from_toml_str`], [`Config::from_json_str`],
 /// [`Config::load`]); a file may start from a preset with `preset = "lassie"` and override
 /// fields. Every documented field is listed in `docs/config.toml`.
+///
+/// The derived serde `Deserialize` maps fields only: it does not apply `preset` and checks no
+/// value (the coordinator still refuses an invalid config when it is handed one). In a
+/// document of your own, read it with
+/// `#[serde(deserialize_with = "Config::deserialize_with_presets")]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {

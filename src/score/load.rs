@@ -75,6 +75,33 @@ impl Config {
         Self::from_document(json, Vec::new())
     }
 
+    /// Reads a config nested in a document of the caller's own, as the loaders read a file:
+    /// the preset applied, every problem reported by path. Name it on the field,
+    /// `#[serde(deserialize_with = "Config::deserialize_with_presets")]`, since `Config`'s own
+    /// derived `Deserialize` maps fields only: it does not apply `preset` and checks no value.
+    ///
+    /// ```
+    /// use selection_coordinator::Config;
+    ///
+    /// #[derive(Debug, serde::Deserialize)]
+    /// struct App {
+    ///     #[serde(deserialize_with = "Config::deserialize_with_presets")]
+    ///     selection: Config,
+    /// }
+    ///
+    /// let app: App = toml::from_str("[selection]\npreset = \"lassie\"\n").unwrap();
+    /// assert_eq!(app.selection, Config::preset("lassie").unwrap());
+    /// let bad = toml::from_str::<App>("[selection]\nexponent = -1.0\n");
+    /// assert!(bad.unwrap_err().to_string().contains("exponent"));
+    /// ```
+    pub fn deserialize_with_presets<'de, D>(deserializer: D) -> Result<Self, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        let doc = <Value as serde::Deserialize>::deserialize(deserializer)?;
+        Self::from_json_value(doc).map_err(serde::de::Error::custom)
+    }
+
     /// Loads a `.json` file (any case), or a TOML file (any other extension).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
