@@ -484,3 +484,79 @@ fn more_seeds_than_fleet_and_discovery_keep_are_refused() {
         assert!(err.contains("at most 10000"), "{err}");
     }
 }
+
+/// A suite's count stays at what its scenarios and figures fit in memory (100,000 per family
+/// used to run out of it), and the refusal says the bound.
+#[test]
+fn a_suite_count_past_what_fits_is_refused_with_the_bound() {
+    let out = selcoord(&[
+        "simulate",
+        "--suite",
+        "all",
+        "--count",
+        "100000",
+        "--policies",
+        "random",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(
+        err.contains("--count must be at most 1000 scenarios per family (got 100000)"),
+        "{err}"
+    );
+}
+
+/// `--dump` naming a file says it is not a directory, not "File exists".
+#[test]
+fn a_dump_path_that_is_a_file_is_not_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    let out = selcoord(&[
+        "simulate", "--suite", "outage", "--count", "1", "--dump", file,
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(
+        err.contains(&format!("--dump {file}: not a directory")),
+        "{err}"
+    );
+    assert!(!err.contains("File exists"), "{err}");
+}
+
+/// Input files are read with a size cap: a device is refused at once, by name, whichever
+/// reader meets it (a scenario, a config of a policy, a candidates file), instead of being read
+/// until memory runs out.
+#[test]
+fn a_device_given_as_an_input_file_is_refused_at_once() {
+    let cases: [&[&str]; 3] = [
+        &["simulate", "--scenario", "/dev/zero"],
+        &[
+            "simulate",
+            "--scenario",
+            "recovery",
+            "--policies",
+            "coordinator:/dev/zero",
+        ],
+        &[
+            "explain",
+            "--config",
+            "default",
+            "--candidates",
+            "/dev/zero",
+        ],
+    ];
+    for args in cases {
+        let out = selcoord(args);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success() && out.stdout.is_empty(),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("/dev/zero") && err.contains("not a regular file"),
+            "{args:?}: {err}"
+        );
+    }
+}

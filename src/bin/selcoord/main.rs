@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod explain;
+mod input;
 mod out;
 mod simulate;
 mod suite;

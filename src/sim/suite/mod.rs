@@ -258,63 +258,78 @@ pub fn run_suite(
     if !policies.contains(&PolicySpec::Oracle) {
         policies.push(PolicySpec::Oracle);
     }
-    let jobs: Vec<(usize, usize)> = (0..scenarios.len())
-        .flat_map(|s| (0..policies.len()).map(move |p| (s, p)))
-        .collect();
-    let results: Vec<Mutex<Option<Result<PolicyReport, String>>>> =
-        jobs.iter().map(|_| Mutex::new(None)).collect();
+    // One job per scenario: its runs are folded into the instance's figures as soon as they
+    // are done, so only the figures stay (a run's report holds its time series).
+    let runs = scenarios.len() * policies.len();
+    let results: Vec<Mutex<Option<Result<Instance, String>>>> =
+        scenarios.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
+    let policies = &policies;
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, jobs.len()) {
+        for _ in 0..threads.clamp(1, scenarios.len()) {
             scope.spawn(|| loop {
-                let j = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(s, p)) = jobs.get(j) else { break };
-                let g = &scenarios[s];
-                let r = simulate(&g.scenario, &policies[p..=p], &[g.seed], 1, None)
-                    .and_then(|mut r| r.policies.pop().ok_or_else(|| "empty report".into()))
-                    .map_err(|e| format!("{}: {e}", g.scenario.name));
-                if let Ok(mut slot) = results[j].lock() {
-                    *slot = Some(r);
+                let s = next.fetch_add(1, Ordering::Relaxed);
+                let Some(g) = scenarios.get(s) else { break };
+                let mut reports = Vec::with_capacity(policies.len());
+                for p in 0..policies.len() {
+                    let r = simulate(&g.scenario, &policies[p..=p], &[g.seed], 1, None)
+                        .and_then(|mut r| r.policies.pop().ok_or_else(|| "empty report".into()))
+                        .map_err(|e| format!("{}: {e}", g.scenario.name));
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    if let Some(cb) = progress {
+                        cb(d, runs);
+                    }
+                    match r {
+                        Ok(r) => reports.push(r),
+                        Err(e) => {
+                            reports.clear();
+                            if let Ok(mut slot) = results[s].lock() {
+                                *slot = Some(Err(e));
+                            }
+                            break;
+                        }
+                    }
                 }
-                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if let Some(cb) = progress {
-                    cb(d, jobs.len());
+                if reports.len() == policies.len() {
+                    if let Ok(mut slot) = results[s].lock() {
+                        *slot = Some(Ok(instance(g, policies, &reports)));
+                    }
                 }
             });
         }
     });
-    let mut reports = results.into_iter().map(|m| m.into_inner().ok().flatten());
-    let mut instances = Vec::new();
-    for g in scenarios {
-        let mut runs = Vec::new();
-        for _ in &policies {
-            runs.push(
-                reports
-                    .next()
-                    .flatten()
-                    .ok_or_else(|| format!("{}: a run did not finish", g.scenario.name))??,
-            );
-        }
-        let oracle = policies
-            .iter()
-            .position(|p| p.label() == "oracle")
-            .map(|i| &runs[i]);
-        let figures = policies
-            .iter()
-            .zip(&runs)
-            .map(|(p, r)| InstanceFigures::new(p.label(), r, oracle))
-            .collect();
-        let (degrade_at_s, heal_at_s) = event_times(&g.scenario);
-        instances.push(Instance {
-            family: g.family.name().to_string(),
-            scenario: g.scenario.name.clone(),
-            description: g.scenario.description.clone(),
-            seed: g.seed,
-            degrade_at_s,
-            heal_at_s,
-            policies: figures,
-        });
+    let mut instances = Vec::with_capacity(scenarios.len());
+    for (g, slot) in scenarios.iter().zip(results) {
+        instances.push(
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .ok_or_else(|| format!("{}: a run did not finish", g.scenario.name))??,
+        );
     }
     Ok(SuiteReport::new(suite_seed, &instances))
+}
+
+/// Scenario `g`'s figures from its runs, one per policy (in `policies`' order).
+fn instance(g: &Generated, policies: &[PolicySpec], runs: &[PolicyReport]) -> Instance {
+    let oracle = policies
+        .iter()
+        .position(|p| p.label() == "oracle")
+        .map(|i| &runs[i]);
+    let figures = policies
+        .iter()
+        .zip(runs)
+        .map(|(p, r)| InstanceFigures::new(p.label(), r, oracle))
+        .collect();
+    let (degrade_at_s, heal_at_s) = event_times(&g.scenario);
+    Instance {
+        family: g.family.name().to_string(),
+        scenario: g.scenario.name.clone(),
+        description: g.scenario.description.clone(),
+        seed: g.seed,
+        degrade_at_s,
+        heal_at_s,
+        policies: figures,
+    }
 }

@@ -1,0 +1,65 @@
+//! Reading an input file with a size cap, as the library reads configs and scenarios.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The largest input file read: 256 MiB, well above any real candidates file (a million
+/// candidates with their statistics are some 100-300 MB), so a device such as `/dev/zero` or a
+/// runaway file fails at once instead of filling memory.
+pub(crate) const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_FILE_BYTES`]. A directory, a
+/// device, a pipe or a larger file is an error saying which.
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a device, a pipe or a socket)"
+        };
+        return Err(invalid(format!("it is {kind}; give the path of a file")));
+    }
+    let too_big = |len: u64| {
+        invalid(format!(
+            "it has {len} bytes or more, past the {} MiB an input file may have",
+            MAX_FILE_BYTES >> 20
+        ))
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(text.len() as u64));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_and_directories_are_refused_and_files_read() {
+        let e = read_text(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_text(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        let file = dir.path().join("c.json");
+        std::fs::write(&file, "[]").unwrap();
+        assert_eq!(read_text(&file).unwrap(), "[]");
+        // A sparse file past the cap is refused from its size, without reading it.
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        let e = read_text(&big).unwrap_err();
+        assert!(e.to_string().contains("256 MiB"), "{e}");
+    }
+}
