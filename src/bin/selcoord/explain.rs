@@ -11,12 +11,12 @@ use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use selection_coordinator::decision::{DecisionRecord, Fallback, FilterNote};
+use selection_coordinator::decision::{ConsideredCandidate, Fallback, FilterNote};
 use selection_coordinator::score::{Components, Overall, ScoreModel};
 use selection_coordinator::snapshot::{
     CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
 };
-use selection_coordinator::{CandidateInfo, Config, Core, Mode, Request};
+use selection_coordinator::{CandidateId, CandidateInfo, Config, Core, Mode, Request};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -451,10 +451,28 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
     let record = core
         .explain(&Request::any(), now)
         .map_err(|e| e.to_string())?;
+    // Each candidate's entry and the first filter that removed it, by id: a lookup per
+    // candidate instead of a scan (tens of thousands of candidates took seconds).
+    let drawn: HashMap<&CandidateId, usize> = record
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c.id, i))
+        .collect();
+    let mut removed_by: HashMap<&CandidateId, usize> = HashMap::new();
+    for (i, f) in record.filters.iter().enumerate() {
+        for id in &f.removed {
+            removed_by.entry(id).or_insert(i);
+        }
+    }
     let lines = file
         .candidates
         .iter()
-        .map(|(info, _)| line(&record, &core, &model, info))
+        .map(|(info, _)| {
+            let drawn = drawn.get(&info.id).map(|&i| &record.candidates[i]);
+            let filter = removed_by.get(&info.id).map(|&i| &record.filters[i]);
+            line(drawn, filter, &core, &model, info)
+        })
         .collect();
     Ok(Explained {
         config,
@@ -464,8 +482,16 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
     })
 }
 
-fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &CandidateInfo) -> Line {
-    if let Some(c) = record.candidates.iter().find(|c| c.id == info.id) {
+/// The line of `info`: its entry in the decision record (`drawn`) if it has one, else why it
+/// was not drawable (`filter`: the first filter that removed it).
+fn line(
+    drawn: Option<&ConsideredCandidate>,
+    filter: Option<&FilterNote>,
+    core: &Core,
+    model: &ScoreModel,
+    info: &CandidateInfo,
+) -> Line {
+    if let Some(c) = drawn {
         return Line {
             id: c.id.to_string(),
             probability: c.probability,
@@ -477,14 +503,10 @@ fn line(record: &DecisionRecord, core: &Core, model: &ScoreModel, info: &Candida
             deadline_ms: c.deadline_ms,
         };
     }
-    let why = record
-        .filters
-        .iter()
-        .find(|f| f.removed.contains(&info.id))
-        .map_or_else(
-            || "not drawable".to_string(),
-            |f| format!("{}: {}", f.filter, f.why),
-        );
+    let why = filter.map_or_else(
+        || "not drawable".to_string(),
+        |f| format!("{}: {}", f.filter, f.why),
+    );
     let components = core
         .candidate(&info.id)
         .map(|v| v.components)
