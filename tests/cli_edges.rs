@@ -591,3 +591,47 @@ fn explain_scales_linearly_with_the_candidates() {
         started.elapsed()
     );
 }
+
+/// `--policies` naming a policy twice is refused, for one scenario and for a suite (it printed
+/// the same row twice).
+#[test]
+fn a_policy_named_twice_is_refused() {
+    for args in [
+        &[
+            "simulate",
+            "--scenario",
+            "recovery",
+            "--policies",
+            "oracle,oracle",
+        ][..],
+        &[
+            "simulate",
+            "--suite",
+            "outage",
+            "--count",
+            "1",
+            "--policies",
+            "random, random",
+        ],
+    ] {
+        let out = selcoord(args);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success() && out.stdout.is_empty(),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("twice"), "{args:?}: {err}");
+    }
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "coordinatr",
+    ]);
+    assert!(
+        stderr(&out).contains("did you mean `coordinator`?"),
+        "{}",
+        stderr(&out)
+    );
+}

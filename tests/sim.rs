@@ -686,3 +686,23 @@ fn workers_and_requests_are_capped_at_what_fits_in_memory() {
     );
     Scenario::parse(&at_cap, "ok.toml").unwrap();
 }
+
+/// A mistyped policy gets the closest name suggested, as a mistyped scenario does; a scenario
+/// file listing a policy twice is refused by field.
+#[test]
+fn a_mistyped_policy_gets_a_suggestion_and_a_repeat_is_refused() {
+    let e = PolicySpec::parse("coordinatr").unwrap_err();
+    assert!(e.contains("did you mean `coordinator`?"), "{e}");
+    let e = PolicySpec::parse("p2c-peak-ewmaa").unwrap_err();
+    assert!(e.contains("did you mean `p2c-peak-ewma`?"), "{e}");
+    let e = PolicySpec::parse("zzzzzzzz").unwrap_err();
+    assert!(!e.contains("did you mean"), "{e}");
+    let twice = GOOD.replacen(
+        "[workload]",
+        "policies = [\"oracle\", \"random\", \"oracle\"]\n[workload]",
+        1,
+    );
+    let e = Scenario::parse(&twice, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "policies[2]", "{e}");
+    assert!(e.message.contains("listed twice"), "{e}");
+}

@@ -243,10 +243,11 @@ impl PolicySpec {
                     coordinator(other, Some(config))
                 }
                 None => {
+                    let hint = super::scenario::did_you_mean(other, &POLICY_NAMES);
                     return Err(format!(
-                        "unknown policy `{other}`; expected one of {}, or coordinator:<preset or config file>",
+                        "unknown policy `{other}`; {hint}expected one of {}, or coordinator:<preset or config file>",
                         POLICY_NAMES.join(", ")
-                    ))
+                    ));
                 }
             },
         })

@@ -16,6 +16,7 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::score::Config;
 
 mod parse;
+pub(crate) use parse::did_you_mean;
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
 pub const BUILTIN: [(&str, &str); 15] = [

@@ -27,6 +27,23 @@ fn kept_seeds(args: &Args, mode: &str) -> Result<Vec<u64>, String> {
     Ok((0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect())
 }
 
+/// Parses the `--policies` names (trimmed), refusing one named twice: it would only print
+/// the same row again.
+pub(crate) fn parse_policies(names: &[String]) -> Result<Vec<PolicySpec>, String> {
+    let mut specs: Vec<PolicySpec> = Vec::with_capacity(names.len());
+    for name in names {
+        let spec = PolicySpec::parse(name.trim())?;
+        if specs.iter().any(|s| s.label() == spec.label()) {
+            return Err(format!(
+                "--policies names `{}` twice: each policy runs once; drop the repeat",
+                name.trim()
+            ));
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
 /// How often a line of progress goes to stderr when it is not a terminal.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -363,10 +380,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     } else {
         args.policies.clone()
     };
-    let policies = names
-        .iter()
-        .map(|n| PolicySpec::parse(n.trim()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let policies = parse_policies(&names)?;
     let seeds = Seeds::Range {
         first: args.seed,
         count: args.seeds,

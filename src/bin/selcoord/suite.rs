@@ -66,10 +66,7 @@ pub(crate) fn run(
     } else {
         policies.iter().map(|s| s.trim().to_string()).collect()
     };
-    let specs = names
-        .iter()
-        .map(|n| PolicySpec::parse(n))
-        .collect::<Result<Vec<_>, _>>()?;
+    let specs = crate::simulate::parse_policies(&names)?;
     let scenarios = generate_suite(&families, count, seed, &names).map_err(|e| e.to_string())?;
     if let Some(dir) = &args.dump {
         if dir.exists() && !dir.is_dir() {

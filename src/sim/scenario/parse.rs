@@ -50,6 +50,14 @@ pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// "did you mean `x`? " for the name in `names` closest to `name` (see [`closest`]), or
+/// nothing when none is close.
+pub(crate) fn did_you_mean(name: &str, names: &[&str]) -> String {
+    closest(name, names)
+        .map(|n| format!("did you mean `{n}`? "))
+        .unwrap_or_default()
+}
+
 /// The name in `names` closest to `name` by edit distance, if it is close enough to be a typo
 /// (at most a third of the longer name's characters differ, and at most 3).
 fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
@@ -177,9 +185,7 @@ impl Scenario {
                 && path.components().count() == 1;
             let list = builtins().join(", ");
             if looks_like_a_name {
-                let hint = closest(name_or_path, &builtins())
-                    .map(|n| format!("did you mean `{n}`? "))
-                    .unwrap_or_default();
+                let hint = did_you_mean(name_or_path, &builtins());
                 whole(format!(
                     "unknown scenario `{name_or_path}`: {hint}built-in scenarios: {list}; or give \
                      the path of a scenario TOML file"
@@ -451,6 +457,13 @@ impl Scenario {
         for (i, name) in self.policies.iter().enumerate() {
             if let Err(e) = crate::sim::policy::PolicySpec::parse(name) {
                 return Err(err(&format!("policies[{i}]"), whole_key("policies"), e));
+            }
+            if self.policies[..i].contains(name) {
+                return Err(err(
+                    &format!("policies[{i}]"),
+                    whole_key("policies"),
+                    format!("`{name}` is listed twice: each policy runs once; drop the repeat"),
+                ));
             }
         }
         if let Some(Err(e)) = self.fleet.as_ref().map(|f| f.check()) {
