@@ -635,3 +635,65 @@ fn a_policy_named_twice_is_refused() {
         stderr(&out)
     );
 }
+
+/// `--list` refuses the flags of a run (seeds, seed, threads) as it refuses `--json`, instead
+/// of ignoring them.
+#[test]
+fn list_refuses_the_flags_of_a_run() {
+    for (extra, flag) in [
+        (&["--seeds", "3"][..], "--seeds"),
+        (&["--seed", "5", "--threads", "1"], "--seed"),
+        (&["--threads", "2"], "--threads"),
+        (&["--json", "x.json"], "--json"),
+    ] {
+        let mut args = vec!["simulate", "--list"];
+        args.extend(extra);
+        let out = selcoord(&args);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success() && out.stdout.is_empty(),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("'--list' cannot be used with") && err.contains(flag),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(selcoord(&["simulate", "--list"]).status.success());
+}
+
+/// A count flag says the same range whatever is wrong with the value: a fraction used to read
+/// "from 0 to 18446744073709551615" where 0 read ">= 1".
+#[test]
+fn count_flags_say_at_least_one_whatever_the_value() {
+    let runs: [(&[&str], &str, &str); 4] = [
+        (
+            &["--scenario", "recovery"],
+            "--seeds",
+            "18446744073709551615",
+        ),
+        (&["--suite", "outage"], "--count", "18446744073709551615"),
+        (
+            &["--scenario", "recovery"],
+            "--threads",
+            "18446744073709551615",
+        ),
+        (
+            &["--scenario", "fleet-degrade"],
+            "--fleet-clients",
+            "4294967295",
+        ),
+    ];
+    for (mode, flag, max) in runs {
+        for value in ["1.5", "0", "-2", "x", "99999999999999999999999"] {
+            let mut args = vec!["simulate"];
+            args.extend(mode);
+            args.extend([flag, value]);
+            let out = selcoord(&args);
+            let err = stderr(&out);
+            assert!(!out.status.success(), "{args:?} accepted");
+            let want = format!("must be a whole number >= 1 (at most {max})");
+            assert!(err.contains(&want), "{args:?}: missing {want:?} in {err}");
+        }
+    }
+}

@@ -84,15 +84,16 @@ pub(crate) fn whole<T: Whole>(s: &str) -> Result<T, String> {
         .map_err(|_| format!("must be a whole number from 0 to {}", T::MAX))
 }
 
-/// [`whole`] for a flag that needs at least 1 (a count of runs, seeds, threads).
+/// [`whole`] for a flag that needs at least 1 (a count of runs, seeds, threads): whatever is
+/// wrong (negative, 0, a fraction, too large), the message gives the same range.
 pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, String> {
-    const WANT: &str = "must be a whole number >= 1";
+    let want = || format!("must be a whole number >= 1 (at most {})", T::MAX);
     if s.trim_start().starts_with('-') {
-        return Err(WANT.into());
+        return Err(want());
     }
-    match whole::<T>(s)? {
-        v if v == T::default() => Err(WANT.into()),
-        v => Ok(v),
+    match s.parse::<T>() {
+        Ok(v) if v != T::default() => Ok(v),
+        _ => Err(want()),
     }
 }
 

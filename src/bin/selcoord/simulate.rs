@@ -94,7 +94,7 @@ pub(crate) struct Args {
     #[arg(long)]
     plot: Option<PathBuf>,
     /// List the built-in scenarios and exit.
-    #[arg(long, conflicts_with_all = ["policies", "json", "plot"])]
+    #[arg(long, conflicts_with_all = ["policies", "json", "plot", "seeds", "seed", "threads"])]
     list: bool,
     #[command(flatten)]
     suite: crate::suite::SuiteArgs,
