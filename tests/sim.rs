@@ -706,3 +706,24 @@ fn a_mistyped_policy_gets_a_suggestion_and_a_repeat_is_refused() {
     assert_eq!(e.field, "policies[2]", "{e}");
     assert!(e.message.contains("listed twice"), "{e}");
 }
+
+/// NaN or infinity in an inline `[coordinator]` table is refused by its path with the config
+/// file's words ("is NaN", "is infinite"), not as "must not be null" after a JSON conversion.
+#[test]
+fn a_non_finite_number_in_an_inline_coordinator_table_is_named() {
+    for (value, path, what) in [
+        ("exponent = nan", "coordinator.exponent", "is NaN"),
+        ("exponent = -inf", "coordinator.exponent", "is infinite"),
+        (
+            "[coordinator.ema]\nalpha = inf",
+            "coordinator.ema.alpha",
+            "is infinite",
+        ),
+    ] {
+        let text = format!("{GOOD}\n[coordinator]\npreset = \"lassie\"\n{value}\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.field, "coordinator", "{e}");
+        assert!(e.message.contains(&format!("{path}: {what}")), "{e}");
+        assert!(!e.message.contains("null"), "{e}");
+    }
+}

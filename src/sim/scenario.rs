@@ -491,12 +491,41 @@ fn coordinator_config(spec: &str) -> Result<Config, crate::score::ConfigError> {
     }
 }
 
+/// `path: is NaN` (or `is infinite`) for every number in `v` JSON cannot hold.
+fn non_finite(v: &toml::Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        toml::Value::Float(f) if f.is_nan() => out.push(format!("{path}: is NaN")),
+        toml::Value::Float(f) if f.is_infinite() => out.push(format!("{path}: is infinite")),
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                non_finite(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        toml::Value::Table(t) => {
+            for (k, item) in t {
+                non_finite(item, &format!("{path}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl<'de> Deserialize<'de> for CoordinatorSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = toml::Value::deserialize(d)?;
         let config = match value {
             toml::Value::String(s) => coordinator_config(&s),
             other => {
+                // JSON has no NaN or infinity: refuse them by path before the conversion, as a
+                // config file is (it would read "must not be null").
+                let mut problems = Vec::new();
+                non_finite(&other, "coordinator", &mut problems);
+                if !problems.is_empty() {
+                    return Err(de::Error::custom(format!(
+                        "invalid config:\n  - {}",
+                        problems.join("\n  - ")
+                    )));
+                }
                 let json = serde_json::to_value(other).map_err(de::Error::custom)?;
                 Config::from_json_value(json)
             }
