@@ -32,6 +32,11 @@ pub const KIND: &str = "discovery";
 /// The built-in `livepeer-discovery` scenario (`scenarios/livepeer-discovery.toml`).
 pub const LIVEPEER_DISCOVERY: &str = include_str!("../../../scenarios/livepeer-discovery.toml");
 
+/// The most fetches (candidates x streams) a scenario may ask for: per-request fan-out holds a
+/// catalogue entry for each, about 1 KB, so a run stays within a few hundred MB (9.9 million
+/// ran out of memory).
+const MAX_FETCHES: usize = 300_000;
+
 /// The largest discovery scenario file read: 256 MiB, as a selection scenario.
 const MAX_SCENARIO_BYTES: u64 = 256 << 20;
 
@@ -183,10 +188,11 @@ impl DiscoveryScenario {
         if self.streams == 0 || self.streams > 10_000 {
             return bad("streams", "must be between 1 and 10000");
         }
-        if self.candidates.saturating_mul(self.streams) > 10_000_000 {
+        if self.candidates.saturating_mul(self.streams) > MAX_FETCHES {
             return bad(
                 "streams",
-                "times candidates must stay under 10 million fetches",
+                "times candidates must be at most 300000: per-request fan-out keeps a catalogue \
+                 of every candidate per stream (about 1 KB each); lower streams or candidates",
             );
         }
         if self.seeds.is_empty() {
@@ -403,5 +409,26 @@ mod tests {
         let err =
             DiscoveryScenario::from_toml_str("kind = \"discovery\"\nbogus = 1\n").unwrap_err();
         assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    /// A scenario whose fetches would not fit in memory is refused by field, before it runs
+    /// (100,000 candidates x 99 streams ran out of memory); the built-in's 100,000 pass.
+    #[test]
+    fn fetches_past_what_fits_are_refused() {
+        let text = "kind = \"discovery\"\nname = \"d\"\nseeds = [1]\ncandidates = 100000\n\
+                    streams = 99\n";
+        let err = DiscoveryScenario::from_toml_str(text).unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("streams") && shown.contains("300000"),
+            "{shown}"
+        );
+        let at_cap = DiscoveryScenario {
+            candidates: 3000,
+            streams: 100,
+            ..DiscoveryScenario::default()
+        };
+        at_cap.validate().unwrap();
+        DiscoveryScenario::from_toml_str(LIVEPEER_DISCOVERY).unwrap();
     }
 }
