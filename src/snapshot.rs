@@ -227,6 +227,32 @@ pub enum SnapshotError {
 }
 
 /// Reads and writes one snapshot file inside one directory.
+///
+/// What a core learned, saved and loaded into a new one (the actor does the same with
+/// `Coordinator::with_snapshots`):
+///
+/// ```
+/// use std::time::Instant;
+/// use rand::{rngs::SmallRng, SeedableRng};
+/// use selection_coordinator::snapshot::{Loaded, SnapshotStore};
+/// use selection_coordinator::{CandidateInfo, Config, Core};
+///
+/// let dir = std::env::temp_dir().join(format!("selcoord-doc-{}", std::process::id()));
+/// let store = SnapshotStore::new(&dir, "coordinator")?;
+/// let (now, mut rng) = (Instant::now(), SmallRng::seed_from_u64(1));
+/// let mut core = Core::new(Config::default(), now)?;
+/// core.add_candidate(CandidateInfo::new("a"), now, &mut rng)?;
+/// store.save(&core.snapshot())?;
+///
+/// let mut restarted = Core::new(Config::default(), now)?;
+/// match store.load()? {
+///     Loaded::Snapshot(s) => restarted.restore(&s, now, &mut rng)?,
+///     other => panic!("{other:?}"),
+/// }
+/// assert!(restarted.candidate(&"a".into()).is_some());
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct SnapshotStore {
     dir: PathBuf,
@@ -277,8 +303,10 @@ impl SnapshotStore {
     }
 
     /// Writes atomically: a new temporary file in the same directory, fsync, rename, fsync of
-    /// the directory. A reader sees the old snapshot or the new one, never a torn one.
+    /// the directory. A reader sees the old snapshot or the new one, never a torn one. The
+    /// directory is created first if it does not exist.
     pub fn save(&self, snapshot: &Snapshot) -> Result<(), SnapshotError> {
+        fs::create_dir_all(&self.dir).map_err(Self::io(&self.dir))?;
         let target = self.path();
         if let Ok(meta) = fs::symlink_metadata(&target) {
             if meta.file_type().is_symlink() {

@@ -95,6 +95,17 @@ impl std::str::FromStr for Config {
 impl Config {
     /// Parses TOML; `preset = "..."` starts from that preset and the file overrides fields.
     /// Reports every problem (unknown field, wrong type, bad value) with its field path.
+    ///
+    /// ```
+    /// use selection_coordinator::Config;
+    ///
+    /// let c = Config::from_toml_str("preset = \"lassie\"\nexponent = 8.0\n").unwrap();
+    /// assert_eq!(c.exponent, 8.0);
+    /// // Every problem at once, each with its path.
+    /// let e = Config::from_toml_str("exponnet = 8.0\nfloor = 5.0\n").unwrap_err();
+    /// let text = e.to_string();
+    /// assert!(text.contains("exponnet") && text.contains("floor"), "{text}");
+    /// ```
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
         let doc: toml::Value =
             toml::from_str(text).map_err(|e| ConfigError::single("", e.to_string().trim_end()))?;
