@@ -95,6 +95,8 @@ pub mod discovery;
 mod error;
 #[cfg(feature = "fleet")]
 pub mod fleet;
+#[doc(hidden)]
+pub mod input;
 pub mod limit;
 #[cfg(feature = "actor")]
 pub mod metrics;

@@ -5,7 +5,6 @@
 //! string, expected f64"), so the document is first checked against the shape of a fully
 //! populated config; only what passes is deserialised, then [`Config::validate`] checks values.
 
-use std::io::Read;
 use std::path::Path;
 
 use serde::Serialize;
@@ -13,44 +12,6 @@ use serde_json::{Map, Value};
 
 use super::config::{Arm, Config, Shadow};
 use crate::error::{ConfigError, Problem};
-
-/// The largest input file (a config, a scenario) read: 256 MiB, well above any real one (a
-/// scenario listing a million candidates one by one is some 100-250 MB), so that a path such
-/// as a device or a runaway file fails at once instead of filling memory.
-const MAX_FILE_BYTES: u64 = 256 << 20;
-
-/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_FILE_BYTES`]. Anything else (a
-/// directory, a device such as `/dev/zero`, a pipe, a larger file) is an `InvalidInput` error
-/// that says what was found; text that is not UTF-8 is `InvalidData`, as from
-/// [`std::fs::read_to_string`].
-fn read_text(path: &Path) -> std::io::Result<String> {
-    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        let kind = if meta.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file (a device, a pipe or a socket)"
-        };
-        return Err(invalid(format!("it is {kind}; give the path of a file")));
-    }
-    let too_big = |len: u64| {
-        invalid(format!(
-            "it has {len} bytes or more, past the {} MiB an input file may have",
-            MAX_FILE_BYTES >> 20
-        ))
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(too_big(meta.len()));
-    }
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_big(text.len() as u64));
-    }
-    Ok(text)
-}
 
 /// Fields that may be absent or `null` (each is an `Option` in [`Config`]).
 const OPTIONAL: [&str; 5] = [
@@ -154,7 +115,7 @@ impl Config {
 
     /// Loads a `.json` file (any case), or a TOML file (any other extension).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = read_text(path)
+        let text = crate::input::read_text(path)
             .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
         let parsed = if path
             .extension()

@@ -234,7 +234,7 @@ fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, Stri
 
 impl CandidatesFile {
     fn load(path: &Path) -> Result<Self, String> {
-        let text = crate::input::read_text(path)
+        let text = selection_coordinator::input::read_text(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let invalid = |problems: Vec<String>| {
             format!(

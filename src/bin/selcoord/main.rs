@@ -6,7 +6,6 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod explain;
-mod input;
 mod out;
 mod simulate;
 mod suite;

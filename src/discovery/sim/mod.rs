@@ -37,9 +37,6 @@ pub const LIVEPEER_DISCOVERY: &str = include_str!("../../../scenarios/livepeer-d
 /// ran out of memory).
 const MAX_FETCHES: usize = 300_000;
 
-/// The largest discovery scenario file read: 256 MiB, as a selection scenario.
-const MAX_SCENARIO_BYTES: u64 = 256 << 20;
-
 /// The text of a discovery scenario named by `name_or_path`: the built-in
 /// `livepeer-discovery`, or a file declaring `kind = "discovery"`. `None` if it names
 /// something else (another kind of scenario, or a file that cannot be read).
@@ -49,17 +46,7 @@ pub fn scenario_text(name_or_path: &str) -> Option<String> {
     }
     // Only a regular file of a sane size is read here: a device such as `/dev/zero` or a huge
     // file is left to the selection scenario's reader, which refuses it with the reason.
-    let meta = std::fs::metadata(name_or_path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_SCENARIO_BYTES {
-        return None;
-    }
-    let mut text = String::new();
-    let file = std::fs::File::open(name_or_path).ok()?;
-    std::io::Read::read_to_string(
-        &mut std::io::Read::take(file, MAX_SCENARIO_BYTES),
-        &mut text,
-    )
-    .ok()?;
+    let text = crate::input::read_text(std::path::Path::new(name_or_path)).ok()?;
     DiscoveryScenario::is_discovery(&text).then_some(text)
 }
 

@@ -6,49 +6,10 @@ use super::*;
 use crate::sim::dist::MAX_MS;
 use crate::sim::report::MAX_SERIES_BUCKETS;
 use crate::sim::truth::transfer_ms;
-use std::io::Read;
 
 /// The built-in discovery scenario (see `crate::discovery::sim`): listed with the others, run
 /// by the discovery simulator.
 const DISCOVERY_BUILTIN: &str = "livepeer-discovery";
-
-/// The largest scenario file read (as `Config::load` reads a config): 256 MiB, well above any real one (a
-/// scenario listing a million candidates one by one is some 100-250 MB), so that a path such
-/// as a device or a runaway file fails at once instead of filling memory.
-pub(crate) const MAX_FILE_BYTES: u64 = 256 << 20;
-
-/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_FILE_BYTES`]. Anything else (a
-/// directory, a device such as `/dev/zero`, a pipe, a larger file) is an `InvalidInput` error
-/// that says what was found; text that is not UTF-8 is `InvalidData`, as from
-/// [`std::fs::read_to_string`].
-pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
-    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        let kind = if meta.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file (a device, a pipe or a socket)"
-        };
-        return Err(invalid(format!("it is {kind}; give the path of a file")));
-    }
-    let too_big = |len: u64| {
-        invalid(format!(
-            "it has {len} bytes or more, past the {} MiB an input file may have",
-            MAX_FILE_BYTES >> 20
-        ))
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(too_big(meta.len()));
-    }
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_big(text.len() as u64));
-    }
-    Ok(text)
-}
 
 /// "did you mean `x`? " for the name in `names` closest to `name` (see [`closest`]), or
 /// nothing when none is close.
@@ -179,7 +140,7 @@ impl Scenario {
             )));
         }
         let path = Path::new(name_or_path);
-        let text = read_text(path).map_err(|e| {
+        let text = crate::input::read_text(path).map_err(|e| {
             let looks_like_a_name = e.kind() == std::io::ErrorKind::NotFound
                 && path.extension().is_none()
                 && path.components().count() == 1;

@@ -1,16 +1,19 @@
-//! Reading an input file with a size cap, as the library reads configs and scenarios.
+//! Reading an input file (a config, a scenario, a candidates file) with a size cap: a path
+//! such as a device or a runaway file fails at once instead of filling memory.
 
 use std::io::Read;
 use std::path::Path;
 
-/// The largest input file read: 256 MiB, well above any real candidates file (a million
-/// candidates with their statistics are some 100-300 MB), so a device such as `/dev/zero` or a
-/// runaway file fails at once instead of filling memory.
-pub(crate) const MAX_FILE_BYTES: u64 = 256 << 20;
+/// The largest input file read: 256 MiB, well above any real one (a scenario listing a
+/// million candidates one by one, or a million candidates with their statistics, is some
+/// 100-300 MB).
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
 
-/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_FILE_BYTES`]. A directory, a
-/// device, a pipe or a larger file is an error saying which.
-pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_FILE_BYTES`]. Anything else (a
+/// directory, a device such as `/dev/zero`, a pipe, a larger file) is an `InvalidInput` error
+/// that says what was found; text that is not UTF-8 is `InvalidData`, as from
+/// [`std::fs::read_to_string`].
+pub fn read_text(path: &Path) -> std::io::Result<String> {
     let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
