@@ -325,6 +325,15 @@ fn time_series_buckets_too_narrow_are_refused() {
         assert!(e.message.contains("too narrow"), "{e}");
     }
     assert!(Scenario::parse(&open("0.001"), "b.toml").is_ok());
+    // Detection and recovery read 1 s windows of whole buckets: a bucket must divide 1 s.
+    for bucket in ["0.3", "0.4", "0.7", "2.0", "11.0"] {
+        let e = Scenario::parse(&open(bucket), "b.toml").unwrap_err();
+        assert_eq!(e.field, "series_bucket_s", "{e}");
+        assert!(e.message.contains("does not divide one second"), "{e}");
+    }
+    for bucket in ["1.0", "0.5", "0.25", "0.2", "0.1", "0.05", "0.002"] {
+        assert!(Scenario::parse(&open(bucket), "b.toml").is_ok(), "{bucket}");
+    }
     // An open loop of a million seconds at 1 ms buckets would hold 10^9 rows.
     let long = open("0.001").replace("duration_s = 60.0", "duration_s = 1000000.0");
     let long = long.replace("rate_per_s = 10.0", "rate_per_s = 0.01");

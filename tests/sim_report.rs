@@ -210,3 +210,28 @@ fn a_candidate_limit_of_zero_is_refused_at_its_line() {
         "{err}"
     );
 }
+
+/// A request whose only candidate refused it as overloaded, with a retry left and no other
+/// candidate to retry on, ended on an overload: `overload_rate` counts it (it read 0 when the
+/// policy, not the retry budget, ended the request).
+#[test]
+fn a_request_ending_for_want_of_a_candidate_after_an_overload_counts_as_one() {
+    let text = "name = \"o\"\nseries_bucket_s = 0.1\n[workload]\nloop = \"open\"\n\
+                rate_per_s = 500.0\nduration_s = 5.0\nretries = 1\n\
+                [[candidates]]\nid = \"a\"\nsuccess = 0.5\nfailure = \"overload\"\n\
+                failure_ms = 1.0\nduration_ms = 10.0\n";
+    let sc = Scenario::parse(text, "o").unwrap();
+    let r = simulate(&sc, &policies(&["random", "coordinator"]), &[1], 1, None).unwrap();
+    for p in &r.policies {
+        assert!(p.error_rate > 0.4, "{}: {}", p.policy, p.error_rate);
+        assert!(
+            (p.overload_rate - p.error_rate).abs() < 1e-12,
+            "{}: overload {} error {}",
+            p.policy,
+            p.overload_rate,
+            p.error_rate
+        );
+        // The run ends with its last attempt, not with a bookkeeping tick after it.
+        assert!(p.virtual_s < 5.1, "{}: {}", p.policy, p.virtual_s);
+    }
+}

@@ -15,8 +15,9 @@ use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, LoopKind, Scenario};
 use super::truth::{sooner, AttemptResult, Truth};
-use crate::core::{FailureClass, Outcome, ServerFeedback};
+use crate::core::{FailureClass, Outcome};
 
+mod feedback;
 mod ticks;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,6 +62,8 @@ struct ReqRec {
     expired: bool,
     /// Its running attempt's slot (`NO_ATT`: none).
     att: u32,
+    /// Its last attempt failed with an overload: counted if the request ends on it.
+    overloaded: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -233,9 +236,15 @@ impl<'a> Engine<'a> {
             LoopKind::Open => self.next_arrival(0.0),
         }
         self.at(TICK_S, Ev::Tick);
+        // The last event that was not a bookkeeping tick: the run's end (a tick may come up to
+        // a second after the last attempt).
+        let mut last_event_s = 0.0;
         while let Some((ns, ev)) = self.heap.pop() {
             self.now = ns as f64 / 1e9;
             let now = self.now;
+            if !matches!(ev, Ev::Tick | Ev::Wake) {
+                last_event_s = now;
+            }
             match ev {
                 Ev::Start(k) => self.start_request(k, now),
                 Ev::Arrive => {
@@ -276,6 +285,7 @@ impl<'a> Engine<'a> {
                         // Nothing can ever happen again: the policy holds requests it will not
                         // serve. Count them as failed instead of hanging.
                         self.fail_stuck(now);
+                        last_event_s = now;
                         if !self.heap.is_empty() {
                             self.at(now + TICK_S, Ev::Tick);
                         }
@@ -291,7 +301,7 @@ impl<'a> Engine<'a> {
         self.stats.decisions = self.policy.decisions();
         self.stats.stalls = self.policy.stalls();
         self.stats.wall_s = started.elapsed().as_secs_f64();
-        self.stats.end_s = self.now;
+        self.stats.end_s = last_event_s;
         self.stats
     }
 
@@ -367,6 +377,7 @@ impl<'a> Engine<'a> {
             arm: None,
             expired: false,
             att: NO_ATT,
+            overloaded: false,
         };
         let req = match self.free_reqs.pop() {
             Some(r) => {
@@ -426,7 +437,7 @@ impl<'a> Engine<'a> {
                     self.release(req);
                 }
                 Decision::Grant { req, cand } => self.start_attempt(req, cand, now),
-                Decision::Reject { req } => self.finish_request(req, None, now),
+                Decision::Reject { req } => self.end_failed(req, now),
                 Decision::Stall { retry_at } => self.at(retry_at, Ev::Wake),
             }
         }
@@ -587,38 +598,29 @@ impl<'a> Engine<'a> {
         let world = world!(self, now);
         self.policy.outcome(att.req, att.cand, &outcome, now);
         let r = &mut self.reqs[att.req as usize];
+        r.overloaded = att.result.outcome == Outcome::failure(FailureClass::Overload);
         if att.result.ok {
             self.policy.done(att.req, att.cand, false, now, &world);
             self.finish_request(att.req, Some(att.granted + att.result.first_byte_s), now);
         } else if r.retries_left > 0 {
             r.retries_left -= 1;
+            // A retry the policy then rejects (no candidate left) ends on this failure.
             self.policy.done(att.req, att.cand, true, now, &world);
         } else {
             self.policy.done(att.req, att.cand, false, now, &world);
-            if att.result.outcome == Outcome::failure(FailureClass::Overload)
-                && self.reqs[att.req as usize].open
-            {
-                self.stats.overloads += 1;
-            }
-            self.finish_request(att.req, None, now);
+            self.end_failed(att.req, now);
         }
         self.sample_limit(att.cand as usize, now);
     }
 
-    /// The outcome as the policy hears it: with `server_feedback`, a queueing candidate's
-    /// success carries its server's report, read when the response arrives (the same moment
-    /// and values `c3` reads through its view of the queues): the attempts waiting, and the
-    /// mean service time at the level the server runs at.
-    fn reported(&self, c: usize, outcome: &Outcome, now: f64) -> Outcome {
-        let truth = &self.truth[c];
-        if !self.sc.workload.server_feedback || !truth.is_queue() {
-            return *outcome;
+    /// A request ends failed, its retries spent or no candidate left for the next one: an
+    /// overload if its last attempt was one.
+    fn end_failed(&mut self, req: Req, now: f64) {
+        let r = &self.reqs[req as usize];
+        if r.open && r.overloaded {
+            self.stats.overloads += 1;
         }
-        let service_ms = truth.mean_service_ms() * self.queues.factor(c, truth.slowdown(), now);
-        outcome.feedback(ServerFeedback {
-            queue: self.queues.waiting(c).min(ServerFeedback::MAX_QUEUE),
-            service_ms: service_ms.clamp(0.0, ServerFeedback::MAX_SERVICE_MS),
-        })
+        self.finish_request(req, None, now);
     }
 
     /// A request ends: `first_byte` is the time its successful attempt's first byte came.

@@ -297,6 +297,19 @@ impl Scenario {
                 ),
             ));
         }
+        // Detection and recovery read 1 s windows of whole buckets, and the share before a
+        // degrade 5 s of them: a bucket must divide one second.
+        let per_s = 1.0 / self.series_bucket_s;
+        if self.series_bucket_s > 1.0 || (per_s - per_s.round()).abs() > 1e-6 * per_s {
+            return Err(err(
+                "series_bucket_s",
+                whole_key("series_bucket_s"),
+                format!(
+                    "{} s does not divide one second: detection and recovery are measured over                      1 s windows of whole buckets; use 1 s divided by a whole number (1, 0.5,                      0.25, 0.2, 0.1, ...)",
+                    self.series_bucket_s
+                ),
+            ));
+        }
         let total: u64 = self.candidates.iter().map(|c| c.count as u64).sum();
         if total > MAX_CANDIDATES {
             let i = self
