@@ -13,11 +13,11 @@ impl Core {
         // Within one pump capacity only shrinks, so a general request found unservable stays
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;
+        // Entries of requests that left are removed lazily: all at once when nothing waits,
+        // else once they outnumber the waiting ones.
+        self.queue.clear_stale(&self.requests);
         loop {
             if self.queue.len() == 0 {
-                // Nothing waits: the fast queue holds only entries already served (they are
-                // removed lazily), so it empties at once.
-                self.queue.clear_stale();
                 break;
             }
             if self.attempts.in_flight() >= self.limits.global || self.fleet.avail == 0 {

@@ -98,8 +98,10 @@ pub struct Limits {
     pub per_candidate: u32,
     /// The highest parallelism a request may ask for.
     pub max_parallelism: u32,
-    /// Requests waiting at once; a request that cannot be granted at once and finds this many
-    /// waiting is rejected with [`Rejection::QueueFull`] (0: never queue).
+    /// Requests waiting at once; a new request that cannot be granted at once and finds this
+    /// many waiting is rejected with [`Rejection::QueueFull`] (0: never queue). It admits
+    /// requests: a request already admitted that asks again (a retry, a reask) waits even
+    /// past it, and lowering it refuses new requests but does not turn away those waiting.
     pub max_waiting: usize,
     /// An attempt running longer than this many seconds is reclaimed as a timeout (a lease
     /// against workers that never report). `None`: no lease.

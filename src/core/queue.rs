@@ -9,6 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{ReqSlot, NO_DEADLINE};
 
+/// Stale FIFO entries tolerated beyond the live ones before they are dropped.
+const STALE_SLACK: usize = 64;
+
 /// Where a request stands in the [`WaitQueue`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) enum Queued {
@@ -117,11 +120,18 @@ impl WaitQueue {
         None
     }
 
-    /// Nothing waits: drops the FIFO's stale entries at once.
+    /// Drops the FIFO's stale entries: at once when nothing waits, and otherwise once they
+    /// outnumber the live ones (plus a slack), so requests rejected or cancelled behind one
+    /// that waits long leave nothing behind: each drop at least halves the FIFO, which keeps
+    /// the cost per request constant.
     #[inline]
-    pub(super) fn clear_stale(&mut self) {
+    pub(super) fn clear_stale(&mut self, requests: &[ReqSlot]) {
         if self.waiting == 0 {
             self.fast.clear();
+        } else if self.fast.len() > 2 * self.waiting + STALE_SLACK {
+            self.fast
+                .retain(|&(seq, idx)| Self::current(requests, seq, idx));
+            self.fast.shrink_to(2 * self.fast.len() + STALE_SLACK);
         }
     }
 
@@ -211,8 +221,32 @@ mod tests {
             q.remove(r, i as u32);
         }
         assert_eq!(q.len(), 0);
-        q.clear_stale();
+        q.clear_stale(&rs);
         assert_eq!(q.fast.len(), 0);
+    }
+
+    /// Plain requests that leave behind one that keeps waiting leave a bounded number of
+    /// entries: the FIFO is compacted once the stale ones outnumber the waiting ones.
+    #[test]
+    fn stale_entries_behind_a_long_waiter_stay_bounded() {
+        let mut q = WaitQueue::default();
+        let mut rs: Vec<ReqSlot> = vec![slot(0, NO_DEADLINE, true)];
+        q.push(&mut rs[0], 0);
+        for i in 1..10_000u64 {
+            rs.push(slot(i, NO_DEADLINE, true));
+            let idx = rs.len() as u32 - 1;
+            q.push(&mut rs[idx as usize], idx);
+            q.remove(&mut rs[idx as usize], idx);
+            rs[idx as usize].active = false;
+            q.clear_stale(&rs);
+            assert!(
+                q.fast.len() <= 2 * q.len() + STALE_SLACK + 1,
+                "{}",
+                q.fast.len()
+            );
+        }
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.fast_head(&rs), Some((0, 0)));
     }
 
     #[test]
