@@ -515,3 +515,46 @@ async fn a_snapshot_in_memory_is_restored_through_the_handle() {
     let mut p = learner.acquire(Request::any()).await.unwrap();
     p.report(Outcome::success());
 }
+
+/// An `acquire` future dropped while it waits (a caller's timeout) gives its place up at once:
+/// with room for one waiter, the next caller waits instead of being refused, long before any
+/// housekeeping pass.
+#[actix::test]
+async fn a_dropped_acquire_gives_its_place_up_at_once() {
+    tokio::time::pause();
+    let config = Config {
+        refresh_ms: 3_600_000,
+        ..Config::default()
+    };
+    let limits = Limits {
+        global: 1,
+        max_waiting: 1,
+        ..Limits::default()
+    };
+    let handle = Coordinator::with_seed(config, limits, 3)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(1), handle.acquire(Request::any()));
+    assert!(gave_up.await.is_err(), "it waits: the slot is held");
+    // The abandon message goes ahead of the next ask in the mailbox.
+    let next = {
+        let handle = handle.clone();
+        tokio::spawn(async move { handle.acquire(Request::any()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        state(&handle).await.waiting,
+        1,
+        "only the live caller waits"
+    );
+    assert_eq!(state(&handle).await.shell.abandoned, 1);
+    drop(held);
+    let permit = next
+        .await
+        .unwrap()
+        .expect("granted, not refused as QueueFull");
+    assert_eq!(permit.candidate().as_str(), "a");
+}

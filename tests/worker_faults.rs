@@ -235,3 +235,52 @@ async fn worker_panicking_on_its_own_arbiter() {
         before.in_flight, after.in_flight, before.waiting, after.waiting
     );
 }
+
+/// Keeps its request open (`Next::Keep`) after each attempt, then stops: nobody is left to
+/// ask again or finish.
+struct Keeper {
+    kept: mpsc::UnboundedSender<()>,
+}
+
+impl Actor for Keeper {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Keeper {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, ctx: &mut Context<Self>) {
+        if let Answer::Granted(mut p) = answer {
+            p.report(Outcome::success());
+            p.done(Next::Keep);
+            let _ = self.kept.send(());
+            ctx.stop();
+        }
+    }
+}
+
+/// A request kept open by a worker that is gone is finished at the next housekeeping pass,
+/// as a waiting one is cancelled: it does not stay open for good.
+#[actix::test]
+async fn a_request_kept_open_by_a_worker_that_is_gone_is_finished() {
+    tokio::time::pause();
+    let c = coordinator();
+    let (tx, mut kept) = mpsc::unbounded_channel();
+    for _ in 0..3 {
+        let k = Keeper { kept: tx.clone() }.start();
+        c.send(Ready::new(Request::any(), k.recipient()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    recv_n(&mut kept, 3, "keepers granted").await;
+    let mut s = c.send(GetState).await.unwrap();
+    for _ in 0..100 {
+        if s.open_requests == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s = c.send(GetState).await.unwrap();
+    }
+    assert_eq!((s.open_requests, s.in_flight, s.waiting), (0, 0, 0));
+    assert_eq!(s.shell.abandoned, 3);
+}

@@ -7,7 +7,7 @@ use actix::{Addr, MailboxError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::messages::{
-    AddCandidate, Cancel, Explain, Finish, GetState, Ready, Reask, RemoveCandidate, Reply,
+    Abandon, AddCandidate, Cancel, Explain, Finish, GetState, Ready, Reask, RemoveCandidate, Reply,
     RestoreSnapshot, SetArmShare, SetConfig, SetLimits, StopAndWatch, SubscribeChannel,
     TakeSnapshot, UpdateCandidate,
 };
@@ -71,6 +71,27 @@ where
     Ok(addr.send(msg).await.map_err(gone)??)
 }
 
+/// Cancels a waiting request when the `acquire` future that waits for it is dropped.
+struct AbandonOnDrop<'a> {
+    addr: &'a Addr<Coordinator>,
+    request: Option<RequestId>,
+}
+
+impl AbandonOnDrop<'_> {
+    /// The answer came: nothing to cancel.
+    fn disarm(mut self) {
+        self.request = None;
+    }
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(request) = self.request.take() {
+            self.addr.do_send(Abandon(request));
+        }
+    }
+}
+
 /// A cloneable handle on a running [`Coordinator`]. Its futures work on any async runtime and
 /// from any thread (the handle is `Send + Sync`); the coordinator itself runs inside an actix
 /// `System`: the caller's ([`Coordinator::start_handle`]) or a thread of its own
@@ -121,8 +142,8 @@ impl CoordinatorHandle {
     /// Waits for a slot for `request` (parallelism 1).
     ///
     /// Report the attempt with [`Permit::report`]; dropping the permit releases the slot. If
-    /// this future is dropped while waiting, the request is cancelled at the coordinator's
-    /// next tick, or its grant is taken back at once if it comes first.
+    /// this future is dropped while waiting, the request is cancelled at once, or its grant is
+    /// taken back at once if it comes first.
     ///
     /// If a supervised coordinator restarts while the request waits, the request is asked once
     /// more by itself; a second restart in a row returns
@@ -143,12 +164,21 @@ impl CoordinatorHandle {
             request,
             reply: Reply::Once(Some(tx)),
         };
-        self.addr
+        let id = self
+            .addr
             .send(ready)
             .await
             .map_err(gone)?
             .map_err(AcquireError::Invalid)?;
-        match rx.await {
+        // Dropped before the answer (a caller's timeout, an aborted task): the request stops
+        // waiting now, so it holds no place in the queue nor against `max_waiting`.
+        let guard = AbandonOnDrop {
+            addr: &self.addr,
+            request: Some(id),
+        };
+        let answer = rx.await;
+        guard.disarm();
+        match answer {
             Ok(Answer::Granted(permit)) => Ok(permit),
             Ok(Answer::Rejected { reason, .. }) => Err(AcquireError::Rejected(reason)),
             // The reply was dropped without an answer: only a stopping coordinator does that.

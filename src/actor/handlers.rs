@@ -6,9 +6,9 @@ use actix::{ActorContext, Context, Handler, MessageResult, ResponseFuture};
 use tokio::sync::mpsc;
 
 use super::messages::{
-    AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState, Ready, Reask,
-    RemoveCandidate, Report, RestoreSnapshot, SaveSnapshot, SetArmShare, SetConfig, SetLimits,
-    Stop, StopAndWatch, Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    Abandon, AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState,
+    Ready, Reask, RemoveCandidate, Report, RestoreSnapshot, SaveSnapshot, SetArmShare, SetConfig,
+    SetLimits, Stop, StopAndWatch, Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
 use super::Coordinator;
@@ -129,6 +129,26 @@ impl Handler<Cancel> for Coordinator {
         let result = self.counted(result);
         self.settle(ctx);
         result
+    }
+}
+
+impl Handler<Abandon> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Abandon, ctx: &mut Context<Self>) {
+        let request = msg.0;
+        // Silent when the answer went out first (the request is granted or gone): then the
+        // grant was taken back already, or the request ended.
+        let closed = self
+            .ledger
+            .reply_mut(request)
+            .is_some_and(|r| r.is_closed());
+        if closed && self.core.waiting_asks(request).is_some_and(|n| n > 0) {
+            if self.call(|core, _, now| core.cancel(request, now)).is_ok() {
+                self.shell.abandoned += 1;
+            }
+            self.settle(ctx);
+        }
     }
 }
 

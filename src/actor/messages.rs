@@ -136,6 +136,13 @@ pub(crate) struct Dropped {
     pub(crate) incarnation: u64,
 }
 
+/// The caller of [`CoordinatorHandle::acquire`](super::CoordinatorHandle::acquire) dropped its
+/// future before the answer: the request is cancelled now if it still waits (and its reply is
+/// closed), instead of at the next housekeeping pass.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub(crate) struct Abandon(pub(crate) RequestId);
+
 /// Cancels a request: its waiting asks are answered with
 /// [`Rejection::Cancelled`](crate::Rejection::Cancelled); running attempts run to their end.
 #[derive(Message, Debug, Clone, Copy)]

@@ -107,18 +107,27 @@ impl Coordinator {
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
         if housekeeping {
             self.timer.housekeeping_due = self.next_housekeeping(now);
-            // Waiting requests whose worker is gone.
+            // Open requests whose worker is gone: one that waits is cancelled; one kept open
+            // (`Next::Keep`) with nothing waiting or running is finished, or it would stay
+            // open for good.
             let core = &self.core;
             let abandoned: Vec<_> = self
                 .ledger
                 .iter_mut()
-                .filter(|(request, reply)| {
-                    reply.is_closed() && core.waiting_asks(*request).is_some_and(|n| n > 0)
+                .filter(|(_, reply)| reply.is_closed())
+                .filter_map(|(request, _)| {
+                    let waiting = core.waiting_asks(request)?;
+                    let idle = core.running_attempts(request)? == 0;
+                    (waiting > 0 || idle).then_some((request, waiting))
                 })
-                .map(|(request, _)| request)
                 .collect();
-            for request in abandoned {
-                if self.core.cancel(request, now).is_ok() {
+            for (request, waiting) in abandoned {
+                let ended = if waiting > 0 {
+                    self.core.cancel(request, now)
+                } else {
+                    self.core.finish(request)
+                };
+                if ended.is_ok() {
                     self.shell.abandoned += 1;
                 }
             }

@@ -296,6 +296,13 @@ impl Core {
         Some(self.requests[idx as usize].pending)
     }
 
+    /// How many attempts of an open request are running (`None` for a request that ended or
+    /// never was).
+    pub fn running_attempts(&self, id: RequestId) -> Option<u32> {
+        let idx = self.request_index(id).ok()?;
+        Some(self.requests[idx as usize].in_flight)
+    }
+
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
         let a = self.attempts.index(id).ok()?;
