@@ -305,13 +305,22 @@ impl Harness {
                     None => true,
                     Some(ix) => ix.iter().all(|&i| self.live.contains(&name(i))),
                 };
+                // Parallel attempts go to distinct candidates: a list naming fewer is refused.
+                let enough = match subset {
+                    None => true,
+                    Some(ix) => {
+                        let distinct: HashSet<_> = ix.iter().collect();
+                        distinct.len() as u32 >= *parallelism
+                    }
+                };
                 match self.core.ready(req, self.now, &mut self.rng) {
                     Ok(id) => {
                         prop_assert!(all_known, "ready accepted an unknown candidate");
+                        prop_assert!(enough, "ready accepted more parallelism than candidates");
                         self.requests.push(id);
                         self.open.push(id);
                     }
-                    Err(e) => prop_assert!(!all_known, "valid ready refused: {e}"),
+                    Err(e) => prop_assert!(!(all_known && enough), "valid ready refused: {e}"),
                 }
             }
             Op::Outcome { pick, kind } => {
