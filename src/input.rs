@@ -15,8 +15,9 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// [`std::fs::read_to_string`].
 pub fn read_text(path: &Path) -> std::io::Result<String> {
     let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
+    // The kind is checked before opening: opening a named pipe would block until someone
+    // writes to it.
+    let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         let kind = if meta.is_dir() {
             "a directory"
@@ -35,6 +36,7 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
         return Err(too_big(meta.len()));
     }
     let mut text = String::new();
+    let file = std::fs::File::open(path)?;
     file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(too_big(text.len() as u64));
@@ -64,5 +66,12 @@ mod tests {
             .unwrap();
         let e = read_text(&big).unwrap_err();
         assert!(e.to_string().contains("256 MiB"), "{e}");
+        // A named pipe is refused without being opened (opening it would block).
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let e = read_text(&fifo).unwrap_err();
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
     }
 }

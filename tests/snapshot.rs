@@ -218,6 +218,21 @@ fn unusable_raw_statistics_are_refused_by_field() {
             },
             "stats.overload_evidence",
         ),
+        // Finite, but too far for a snapshot's age in microseconds.
+        (
+            Stats {
+                ejected_until_s: Some(1e305),
+                ..Stats::default()
+            },
+            "stats.ejected_until_s",
+        ),
+        (
+            Stats {
+                last_sample_s: Some(-1e305),
+                ..Stats::default()
+            },
+            "stats.last_sample_s",
+        ),
     ];
     for (i, (stats, want)) in cases.into_iter().enumerate() {
         match core.add_with_stats(CandidateInfo::new(format!("c{i}")), stats, now, &mut rng) {

@@ -143,7 +143,9 @@ impl CoordinatorHandle {
     ///
     /// Report the attempt with [`Permit::report`]; dropping the permit releases the slot. If
     /// this future is dropped while waiting, the request is cancelled at once, or its grant is
-    /// taken back at once if it comes first.
+    /// taken back at once if it comes first. (Dropped in the instant between the coordinator
+    /// taking the request in and this future hearing so, it is cancelled at the next
+    /// housekeeping pass instead.)
     ///
     /// If a supervised coordinator restarts while the request waits, the request is asked once
     /// more by itself; a second restart in a row returns

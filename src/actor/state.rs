@@ -45,7 +45,8 @@ pub struct ShellCounters {
     pub taken_back: u64,
     /// Permits dropped without `done` (their slot was released as `Finish`).
     pub permits_dropped: u64,
-    /// Waiting requests cancelled because their worker went away.
+    /// Requests ended because their worker went away: waiting ones cancelled, and ones kept
+    /// open (`Next::Keep`) with nothing running finished.
     pub abandoned: u64,
     /// Decision records a full subscriber could not take.
     pub records_dropped: u64,

@@ -8,7 +8,8 @@ impl Core {
     /// A request arrives. Returns its id; its grant or rejection comes as an [`Event`].
     ///
     /// Errors (nothing is queued) for malformed requests: parallelism 0 or above
-    /// `max_parallelism`, an empty eligible set, an unknown candidate in the eligible set.
+    /// `max_parallelism`, an empty eligible set, an unknown candidate in the eligible set, an
+    /// eligible set naming fewer distinct candidates than the parallelism.
     pub fn ready<R: Rng + ?Sized>(
         &mut self,
         request: Request,

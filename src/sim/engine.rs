@@ -297,11 +297,13 @@ impl<'a> Engine<'a> {
             }
             self.drain(now);
         }
-        self.stats.limits.finish(self.now);
+        // A request a policy rejected from its tick ends at that tick: never before it.
+        let end_s = last_event_s.max(self.stats.last_request_s);
+        self.stats.limits.finish(end_s);
         self.stats.decisions = self.policy.decisions();
         self.stats.stalls = self.policy.stalls();
         self.stats.wall_s = started.elapsed().as_secs_f64();
-        self.stats.end_s = last_event_s;
+        self.stats.end_s = end_s;
         self.stats
     }
 

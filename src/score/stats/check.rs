@@ -2,6 +2,10 @@
 
 use super::Stats;
 
+/// The farthest a time in [`Stats`] may lie from the core's epoch, seconds (about 31 years):
+/// further, its age in a snapshot (microseconds) would overflow.
+const MAX_TIME_S: f64 = 1e9;
+
 impl Stats {
     /// The first unusable value, as its field name and what is wrong with it: averages must be
     /// finite and not negative (the success average at most 1), times finite, and the counts
@@ -26,8 +30,11 @@ impl Stats {
             ("last_sample_s", self.last_sample_s),
             ("ejected_until_s", self.ejected_until_s),
         ] {
-            if let Some(x) = v.filter(|x| !x.is_finite()) {
-                return Some((field, format!("= {x}: must be finite")));
+            if let Some(x) = v.filter(|x| !(x.abs() <= MAX_TIME_S)) {
+                return Some((
+                    field,
+                    format!("= {x}: must be within {MAX_TIME_S:e} s of the core's epoch"),
+                ));
             }
         }
         if self.successes > self.attempts {

@@ -4,10 +4,11 @@ use super::{Engine, Req, TICK_S};
 
 impl Engine<'_> {
     /// When the tick after the one at `now` comes. While a request is open or arrivals are to
-    /// come it is `TICK_S` later. Otherwise only leftovers remain (a queueing server still
-    /// serving attempts whose callers gave up, stale ends, timeline events): the ticks that
-    /// would come before the next event are skipped, so a server busy for days of virtual
-    /// time costs one tick per event rather than one per second.
+    /// come it is `TICK_S` later. Otherwise (leftovers: a queueing server still serving
+    /// attempts whose callers gave up, stale ends, timeline events; or a closed loop whose
+    /// workers all think) the ticks that would come before the next event are skipped, so a
+    /// server busy for days of virtual time costs one tick per event rather than one per
+    /// second.
     pub(super) fn next_tick(&self, now: f64) -> f64 {
         let step = now + TICK_S;
         if self.open_requests > 0 || !self.arrivals_done {

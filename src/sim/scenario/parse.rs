@@ -305,7 +305,9 @@ impl Scenario {
                 "series_bucket_s",
                 whole_key("series_bucket_s"),
                 format!(
-                    "{} s does not divide one second: detection and recovery are measured over                      1 s windows of whole buckets; use 1 s divided by a whole number (1, 0.5,                      0.25, 0.2, 0.1, ...)",
+                    "{} s does not divide one second: detection and recovery are measured over \
+                     1 s windows of whole buckets; use 1 s divided by a whole number (1, 0.5, \
+                     0.25, 0.2, 0.1, ...)",
                     self.series_bucket_s
                 ),
             ));
