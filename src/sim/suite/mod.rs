@@ -258,43 +258,62 @@ pub fn run_suite(
     if !policies.contains(&PolicySpec::Oracle) {
         policies.push(PolicySpec::Oracle);
     }
-    // One job per scenario: its runs are folded into the instance's figures as soon as they
-    // are done, so only the figures stay (a run's report holds its time series).
-    let runs = scenarios.len() * policies.len();
+    // One job per run (scenario, policy), handed out in order so that every thread works at
+    // once even on one scenario; a scenario's runs are folded into its figures as soon as its
+    // last one is done, so only the figures stay (a run's report holds its time series).
+    let n = policies.len();
+    let runs = scenarios.len() * n;
     let results: Vec<Mutex<Option<Result<Instance, String>>>> =
         scenarios.iter().map(|_| Mutex::new(None)).collect();
+    // Per scenario: its runs' reports so far (or the first error), and how many are missing.
+    type Pending = (Vec<Option<PolicyReport>>, Option<String>, usize);
+    let pending: Vec<Mutex<Pending>> = scenarios
+        .iter()
+        .map(|_| Mutex::new(((0..n).map(|_| None).collect(), None, n)))
+        .collect();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let policies = &policies;
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, scenarios.len()) {
+        for _ in 0..threads.clamp(1, runs) {
             scope.spawn(|| loop {
-                let s = next.fetch_add(1, Ordering::Relaxed);
-                let Some(g) = scenarios.get(s) else { break };
-                let mut reports = Vec::with_capacity(policies.len());
-                for p in 0..policies.len() {
-                    let r = simulate(&g.scenario, &policies[p..=p], &[g.seed], 1, None)
-                        .and_then(|mut r| r.policies.pop().ok_or_else(|| "empty report".into()))
-                        .map_err(|e| format!("{}: {e}", g.scenario.name));
-                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if let Some(cb) = progress {
-                        cb(d, runs);
-                    }
-                    match r {
-                        Ok(r) => reports.push(r),
-                        Err(e) => {
-                            reports.clear();
-                            if let Ok(mut slot) = results[s].lock() {
-                                *slot = Some(Err(e));
-                            }
-                            break;
-                        }
+                let job = next.fetch_add(1, Ordering::Relaxed);
+                if job >= runs {
+                    break;
+                }
+                let (s, p) = (job / n, job % n);
+                let g = &scenarios[s];
+                let r = simulate(&g.scenario, &policies[p..=p], &[g.seed], 1, None)
+                    .and_then(|mut r| r.policies.pop().ok_or_else(|| "empty report".into()))
+                    .map_err(|e| format!("{}: {e}", g.scenario.name));
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(cb) = progress {
+                    cb(d, runs);
+                }
+                let Ok(mut slot) = pending[s].lock() else {
+                    continue;
+                };
+                let (reports, error, missing) = &mut *slot;
+                match r {
+                    Ok(r) => reports[p] = Some(r),
+                    Err(e) => {
+                        error.get_or_insert(e);
                     }
                 }
-                if reports.len() == policies.len() {
-                    if let Ok(mut slot) = results[s].lock() {
-                        *slot = Some(Ok(instance(g, policies, &reports)));
+                *missing -= 1;
+                if *missing > 0 {
+                    continue;
+                }
+                let figures = match error.take() {
+                    Some(e) => Err(e),
+                    None => {
+                        let all: Vec<PolicyReport> = reports.drain(..).flatten().collect();
+                        Ok(instance(g, policies, &all))
                     }
+                };
+                reports.clear();
+                if let Ok(mut out) = results[s].lock() {
+                    *out = Some(figures);
                 }
             });
         }
