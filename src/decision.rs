@@ -133,3 +133,49 @@ pub struct ShadowVerdict {
     /// The probability it gave the live winner.
     pub winner_probability: f64,
 }
+
+/// One line for a log: the request, the winner with its probability and how it was chosen,
+/// the drawn set's size and the most probable others, and the filters' and fallbacks' notes.
+///
+/// ```text
+/// r0.1: fast-1 won (draw, p 0.412, roll 0.187) of 6; next fast-0 0.398, steady 0.102; ejection removed 1 (4 failures in a row)
+/// ```
+impl std::fmt::Display for DecisionRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: ", self.request)?;
+        match &self.winner {
+            Some(w) => write!(f, "{w} won")?,
+            None => write!(f, "no winner")?,
+        }
+        write!(
+            f,
+            " ({}, p {:.3}",
+            self.reason.as_str(),
+            self.winner_probability
+        )?;
+        if let Some(roll) = self.roll {
+            write!(f, ", roll {roll:.3}")?;
+        }
+        if let Some(arm) = &self.arm {
+            write!(f, ", arm {arm}")?;
+        }
+        write!(f, ") of {}", self.candidates.len())?;
+        let mut others: Vec<&ConsideredCandidate> = self
+            .candidates
+            .iter()
+            .filter(|c| Some(&c.id) != self.winner.as_ref())
+            .collect();
+        others.sort_by(|a, b| b.probability.total_cmp(&a.probability));
+        for (i, c) in others.iter().take(2).enumerate() {
+            let sep = if i == 0 { "; next " } else { ", " };
+            write!(f, "{sep}{} {:.3}", c.id, c.probability)?;
+        }
+        for n in &self.filters {
+            write!(f, "; {} removed {} ({})", n.filter, n.removed.len(), n.why)?;
+        }
+        for fb in &self.fallbacks {
+            write!(f, "; {} fallback: {}", fb.filter, fb.action)?;
+        }
+        Ok(())
+    }
+}

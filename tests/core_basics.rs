@@ -579,3 +579,16 @@ fn a_request_granted_at_once_never_finds_the_queue_full() {
     core.ready(Request::any(), now, &mut rng).unwrap();
     assert!(matches!(&events(&mut core)[..], [Event::Granted(_)]));
 }
+
+/// A decision record reads as one line for a log.
+#[test]
+fn a_decision_record_displays_as_one_line() {
+    let (mut core, _rng, now) = core_with(3, Limits::default());
+    let record = core.explain(&Request::any(), now).unwrap();
+    let line = record.to_string();
+    assert!(!line.contains('\n'), "{line}");
+    let winner = record.winner.clone().unwrap();
+    assert!(line.contains(&format!("{winner} won")), "{line}");
+    assert!(line.contains("of 3"), "{line}");
+    assert!(line.contains("; next c"), "{line}");
+}
