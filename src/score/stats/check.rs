@@ -30,7 +30,7 @@ impl Stats {
             ("last_sample_s", self.last_sample_s),
             ("ejected_until_s", self.ejected_until_s),
         ] {
-            if let Some(x) = v.filter(|x| !(x.abs() <= MAX_TIME_S)) {
+            if let Some(x) = v.filter(|x| x.is_nan() || x.abs() > MAX_TIME_S) {
                 return Some((
                     field,
                     format!("= {x}: must be within {MAX_TIME_S:e} s of the core's epoch"),
