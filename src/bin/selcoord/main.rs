@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod explain;
+mod heartbeat;
 mod out;
 mod simulate;
 mod suite;

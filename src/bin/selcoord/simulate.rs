@@ -2,9 +2,9 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::heartbeat::Heartbeat;
 use selection_coordinator::discovery::sim::{self as discovery_sim, DiscoveryScenario};
 use selection_coordinator::sim::{
     plot_svg, simulate_fleet, simulate_seeds, CoordinatorSpec, FleetShare, FleetSpec, PolicySpec,
@@ -43,9 +43,6 @@ pub(crate) fn parse_policies(names: &[String]) -> Result<Vec<PolicySpec>, String
     }
     Ok(specs)
 }
-
-/// How often a line of progress goes to stderr when it is not a terminal.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Arguments of `selcoord simulate`.
 #[derive(Debug, clap::Args)]
@@ -401,25 +398,21 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         b.set_message(scenario.name.clone());
         b
     });
-    // Without a terminal: a line on stderr every few seconds.
-    let started = Instant::now();
-    let last_line = Mutex::new(started);
-    let progress = |done: usize, all: usize| {
+    // Without a terminal: a line on stderr every few seconds, also during a long run.
+    let heartbeat = bar
+        .is_none()
+        .then(|| Heartbeat::start(scenario.name.clone(), runs as usize));
+    let progress = |done: usize, _all: usize| {
         if let Some(b) = &bar {
             b.set_position(done as u64);
-        } else if let Ok(mut last) = last_line.try_lock() {
-            if last.elapsed() >= PROGRESS_EVERY {
-                *last = Instant::now();
-                eprintln!(
-                    "simulate {}: {done}/{all} runs ({:.1}%), {:.0} s",
-                    scenario.name,
-                    done as f64 * 100.0 / all.max(1) as f64,
-                    started.elapsed().as_secs_f64()
-                );
-            }
+        }
+        if let Some(h) = &heartbeat {
+            h.set(done);
         }
     };
-    let report = simulate_seeds(&scenario, &policies, seeds, threads, Some(&progress))?;
+    let report = simulate_seeds(&scenario, &policies, seeds, threads, Some(&progress));
+    drop(heartbeat);
+    let report = report?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -471,7 +464,17 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
         s.enable_steady_tick(Duration::from_millis(100));
         s
     });
+    let heartbeat = spinner.is_none().then(|| {
+        Heartbeat::start(
+            format!(
+                "{} (a fleet of {} coordinators)",
+                scenario.name, spec.clients
+            ),
+            0,
+        )
+    });
     let report = simulate_fleet(scenario, spec, &seeds, threads);
+    drop(heartbeat);
     if let Some(s) = &spinner {
         s.finish_and_clear();
     }
