@@ -1,5 +1,6 @@
 //! Reading an input file (a config, a scenario, a candidates file) with a size cap: a path
-//! such as a device or a runaway file fails at once instead of filling memory.
+//! such as a device or a runaway file fails at once instead of filling memory; and finding
+//! the numbers in a TOML document that JSON cannot hold.
 
 use std::io::Read;
 use std::path::Path;
@@ -42,6 +43,37 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
         return Err(too_big(text.len() as u64));
     }
     Ok(text)
+}
+
+/// Every float in `v` that is NaN or infinite, with its path under `path` (`a.b[2].c`; no
+/// leading dot when `path` is empty): JSON, which the documents are read through, cannot hold
+/// them, so they are refused by path before the conversion.
+pub fn non_finite(v: &toml::Value, path: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    walk(v, path, &mut out);
+    out
+}
+
+fn walk(v: &toml::Value, path: &str, out: &mut Vec<(String, f64)>) {
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => out.push((path.to_string(), *x)),
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        toml::Value::Table(table) => {
+            for (key, item) in table {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                walk(item, &path, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

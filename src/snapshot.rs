@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::limit::LimitSnapshot;
-use crate::score::Overall;
+use crate::score::{Overall, Stats};
 use crate::vocab::CandidateInfo;
 
 /// The snapshot format version this build writes and reads.
@@ -129,48 +129,31 @@ impl Snapshot {
                     .map_err(Error::InvalidSnapshot)?;
             }
             let s = &c.stats;
-            check(format!("{id}.success"), s.success)?;
-            if s.success.is_some_and(|x| x > 1.0) {
-                return Err(Error::InvalidSnapshot(format!("{id}.success is above 1")));
+            // The statistics a core holds are checked as `Core::add_with_stats` checks them;
+            // the ages and the window are the snapshot's own form.
+            let held = Stats {
+                success: s.success,
+                connect_ms: s.connect_ms,
+                ttfb_ms: s.ttfb_ms,
+                bandwidth_bps: s.bandwidth_bps,
+                attempt_ms: s.attempt_ms,
+                attempts: s.attempts,
+                successes: s.successes,
+                overload_evidence: s.overload_evidence,
+                attempt_var: s.attempt_var,
+                attempt_noise: s.attempt_noise,
+                attempt_lag: s.attempt_lag,
+                ..Stats::default()
+            };
+            if let Some((field, problem)) = held.problem() {
+                return Err(Error::InvalidSnapshot(format!("{id}.{field} {problem}")));
             }
-            check(format!("{id}.connect_ms"), s.connect_ms)?;
-            check(format!("{id}.ttfb_ms"), s.ttfb_ms)?;
-            check(format!("{id}.bandwidth_bps"), s.bandwidth_bps)?;
-            check(format!("{id}.attempt_ms"), s.attempt_ms)?;
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;
-            for (name, v) in [
-                ("attempt_var", s.attempt_var),
-                ("attempt_noise", s.attempt_noise),
-            ] {
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(Error::InvalidSnapshot(format!(
-                        "{id}.{name} = {v}: must be a finite number at least 0"
-                    )));
-                }
-            }
-            if !s.attempt_lag.is_finite() {
-                return Err(Error::InvalidSnapshot(format!(
-                    "{id}.attempt_lag = {}: must be a finite number",
-                    s.attempt_lag
-                )));
-            }
-            if s.successes > s.attempts {
-                return Err(Error::InvalidSnapshot(format!(
-                    "{id}.successes = {} is more than its attempts ({})",
-                    s.successes, s.attempts
-                )));
-            }
             if let Some(&(errors, total)) = s.window.iter().find(|(e, t)| e > t) {
                 return Err(Error::InvalidSnapshot(format!(
                     "{id}.window has a bucket with {errors} overload errors of {total} outcomes; \
                      each bucket is [errors, outcomes] with errors at most outcomes"
-                )));
-            }
-            if !(0.0..=1.0).contains(&s.overload_evidence) {
-                return Err(Error::InvalidSnapshot(format!(
-                    "{id}.overload_evidence = {}: must be between 0 and 1",
-                    s.overload_evidence
                 )));
             }
         }

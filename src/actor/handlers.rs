@@ -136,17 +136,9 @@ impl Handler<Abandon> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Abandon, ctx: &mut Context<Self>) {
-        let request = msg.0;
-        // Silent when the answer went out first (the request is granted or gone): then the
-        // grant was taken back already, or the request ended.
-        let closed = self
-            .ledger
-            .reply_mut(request)
-            .is_some_and(|r| r.is_closed());
-        if closed && self.core.waiting_asks(request).is_some_and(|n| n > 0) {
-            if self.call(|core, _, now| core.cancel(request, now)).is_ok() {
-                self.shell.abandoned += 1;
-            }
+        // Nothing happens when the answer went out first (the request is granted or gone):
+        // then the grant was taken back already, or the request ended.
+        if self.end_if_abandoned(msg.0, super::timer::now()) {
             self.settle(ctx);
         }
     }

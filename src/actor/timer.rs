@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use actix::{AsyncContext, Context};
 
 use super::Coordinator;
+use crate::core::RequestId;
 
 /// The actor's clock: tokio's, as a [`std::time::Instant`]. The only place the actor reads the
 /// time (the decision-cost metric aside, which measures real time spent).
@@ -101,35 +102,46 @@ impl Coordinator {
         self.timer.armed = Some((at, handle));
     }
 
+    /// Ends `request` if nobody is left to hear about it (its reply is closed): one that waits
+    /// is cancelled; one kept open (`Next::Keep`) with nothing waiting or running is finished,
+    /// or it would stay open for good. Counted in `abandoned`; whether it ended.
+    pub(crate) fn end_if_abandoned(&mut self, request: RequestId, now: Instant) -> bool {
+        let closed = self
+            .ledger
+            .reply_mut(request)
+            .is_some_and(|r| r.is_closed());
+        let (Some(waiting), Some(running)) = (
+            self.core.waiting_asks(request),
+            self.core.running_attempts(request),
+        ) else {
+            return false;
+        };
+        let ended = match (closed, waiting > 0, running == 0) {
+            (true, true, _) => self.core.cancel(request, now).is_ok(),
+            (true, false, true) => self.core.finish(request).is_ok(),
+            _ => false,
+        };
+        if ended {
+            self.shell.abandoned += 1;
+        }
+        ended
+    }
+
     /// The timer fired: housekeeping, the core's tick and a snapshot, each if due.
     fn on_timer(&mut self, ctx: &mut Context<Self>) {
         let now = now();
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
         if housekeeping {
             self.timer.housekeeping_due = self.next_housekeeping(now);
-            // Open requests whose worker is gone: one that waits is cancelled; one kept open
-            // (`Next::Keep`) with nothing waiting or running is finished, or it would stay
-            // open for good.
-            let core = &self.core;
-            let abandoned: Vec<_> = self
+            // Open requests whose worker is gone.
+            let gone: Vec<_> = self
                 .ledger
                 .iter_mut()
                 .filter(|(_, reply)| reply.is_closed())
-                .filter_map(|(request, _)| {
-                    let waiting = core.waiting_asks(request)?;
-                    let idle = core.running_attempts(request)? == 0;
-                    (waiting > 0 || idle).then_some((request, waiting))
-                })
+                .map(|(request, _)| request)
                 .collect();
-            for (request, waiting) in abandoned {
-                let ended = if waiting > 0 {
-                    self.core.cancel(request, now)
-                } else {
-                    self.core.finish(request)
-                };
-                if ended.is_ok() {
-                    self.shell.abandoned += 1;
-                }
+            for request in gone {
+                self.end_if_abandoned(request, now);
             }
             if self.subscribers.prune() {
                 self.core.set_record_rate(self.subscribers.core_rate());

@@ -491,25 +491,6 @@ fn coordinator_config(spec: &str) -> Result<Config, crate::score::ConfigError> {
     }
 }
 
-/// `path: is NaN` (or `is infinite`) for every number in `v` JSON cannot hold.
-fn non_finite(v: &toml::Value, path: &str, out: &mut Vec<String>) {
-    match v {
-        toml::Value::Float(f) if f.is_nan() => out.push(format!("{path}: is NaN")),
-        toml::Value::Float(f) if f.is_infinite() => out.push(format!("{path}: is infinite")),
-        toml::Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                non_finite(item, &format!("{path}[{i}]"), out);
-            }
-        }
-        toml::Value::Table(t) => {
-            for (k, item) in t {
-                non_finite(item, &format!("{path}.{k}"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 impl<'de> Deserialize<'de> for CoordinatorSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = toml::Value::deserialize(d)?;
@@ -518,8 +499,13 @@ impl<'de> Deserialize<'de> for CoordinatorSpec {
             other => {
                 // JSON has no NaN or infinity: refuse them by path before the conversion, as a
                 // config file is (it would read "must not be null").
-                let mut problems = Vec::new();
-                non_finite(&other, "coordinator", &mut problems);
+                let problems: Vec<String> = crate::input::non_finite(&other, "coordinator")
+                    .into_iter()
+                    .map(|(path, x)| {
+                        let what = if x.is_nan() { "is NaN" } else { "is infinite" };
+                        format!("{path}: {what}")
+                    })
+                    .collect();
                 if !problems.is_empty() {
                     return Err(de::Error::custom(format!(
                         "invalid config:\n  - {}",

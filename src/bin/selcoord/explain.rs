@@ -254,7 +254,12 @@ impl CandidatesFile {
             // JSON has no NaN or infinity: converted, they would become null and read as a
             // missing value or a type error. Refused here, by field.
             let mut problems = Vec::new();
-            non_finite(&t, "", &mut problems);
+            for (path, x) in selection_coordinator::input::non_finite(&t, "") {
+                problems.push(format!(
+                    "{path}: must be a finite number, got {}",
+                    toml::Value::Float(x)
+                ));
+            }
             if !problems.is_empty() {
                 return Err(invalid(problems));
             }
@@ -368,32 +373,6 @@ impl CandidatesFile {
             ttfb_spread: given.ttfb_spread,
             ..given
         }
-    }
-}
-
-/// Every float of `v` that is NaN or infinite, by its path (`candidates[0].price`).
-fn non_finite(v: &toml::Value, path: &str, out: &mut Vec<String>) {
-    match v {
-        toml::Value::Float(x) if !x.is_finite() => out.push(format!(
-            "{path}: must be a finite number, got {}",
-            toml::Value::Float(*x)
-        )),
-        toml::Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                non_finite(item, &format!("{path}[{i}]"), out);
-            }
-        }
-        toml::Value::Table(table) => {
-            for (key, item) in table {
-                let path = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                non_finite(item, &path, out);
-            }
-        }
-        _ => {}
     }
 }
 

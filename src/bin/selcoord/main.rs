@@ -97,6 +97,15 @@ pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, Str
     }
 }
 
+/// `--threads` as given, or the number of cores.
+pub(crate) fn threads_or_cores(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
 /// An unsigned integer type a flag takes.
 pub(crate) trait Whole: std::str::FromStr + std::fmt::Display {
     /// Its largest value.

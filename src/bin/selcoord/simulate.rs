@@ -382,11 +382,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         first: args.seed,
         count: args.seeds,
     };
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let threads = crate::threads_or_cores(args.threads);
     let runs = (policies.len() as u64).saturating_mul(args.seeds);
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(runs);
@@ -443,11 +439,7 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
     }
     let seeds = kept_seeds(args, "fleet mode")?;
     let scenario = &fleet_config(scenario, &args.policies)?;
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let threads = crate::threads_or_cores(args.threads);
     // `simulate_fleet` reports no progress: a spinner with the elapsed time shows it runs.
     let spinner = std::io::stderr().is_terminal().then(|| {
         let s = indicatif::ProgressBar::new_spinner();

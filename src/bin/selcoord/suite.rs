@@ -43,11 +43,7 @@ pub(crate) fn run(
     if seeds != 1 {
         return Err("--suite runs each scenario once, with its own seed: drop --seeds".into());
     }
-    let threads = threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let threads = crate::threads_or_cores(threads);
     let families = Family::parse_list(&args.suite)?;
     let count = args.count.unwrap_or(DEFAULT_COUNT);
     // Every scenario is generated before the runs start (some 10 KB each, text and parsed,
