@@ -1,6 +1,7 @@
 //! Reading an input file (a config, a scenario, a candidates file) with a size cap: a path
 //! such as a device or a runaway file fails at once instead of filling memory; and finding
-//! the numbers in a TOML document that JSON cannot hold.
+//! the numbers in a TOML document that JSON cannot hold; showing a number given in one
+//! compactly in a message.
 
 use std::io::Read;
 use std::path::Path;
@@ -76,9 +77,59 @@ fn walk(v: &toml::Value, path: &str, out: &mut Vec<(String, f64)>) {
     }
 }
 
+/// A number as a message shows it: as `{}` shows an `f64` when that is short, and in
+/// scientific notation (`1e300`, `2.5e-7`) from 1e16 up and below 1e-4, where `{}` would
+/// write every digit (a typo such as `1e300` would take three hundred). Width, alignment and,
+/// for the short form, precision are honoured, so a table column keeps its layout.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Num(pub f64);
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let x = self.0;
+        let magnitude = x.abs();
+        if !(x.is_finite() && x != 0.0 && !(1e-4..1e16).contains(&magnitude)) {
+            return std::fmt::Display::fmt(&x, f);
+        }
+        let shown = match f.precision() {
+            Some(p) => format!("{x:.p$e}"),
+            None => format!("{x:e}"),
+        };
+        let width = f.width().unwrap_or(0);
+        match f.align() {
+            Some(std::fmt::Alignment::Left) => write!(f, "{shown:<width$}"),
+            Some(std::fmt::Alignment::Center) => write!(f, "{shown:^width$}"),
+            _ => write!(f, "{shown:>width$}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_shown_compactly_only_when_long() {
+        for (x, shown) in [
+            (1e300, "1e300"),
+            (-1e300, "-1e300"),
+            (1.5e16, "1.5e16"),
+            (2.5e-7, "2.5e-7"),
+            (5000.0, "5000"),
+            (0.25, "0.25"),
+            (-5.0, "-5"),
+            (0.0, "0"),
+            (1e15, "1000000000000000"),
+            (f64::INFINITY, "inf"),
+            (f64::NAN, "NaN"),
+        ] {
+            assert_eq!(Num(x).to_string(), shown, "{x:e}");
+        }
+        // A table's width and precision.
+        assert_eq!(format!("{:>8.1}", Num(3.26)), "     3.3");
+        assert_eq!(format!("{:>8.1}", Num(1e300)), " 1.0e300");
+        assert_eq!(format!("{:<8}|", Num(1e300)), "1e300   |");
+    }
 
     #[test]
     fn devices_and_directories_are_refused_and_files_read() {

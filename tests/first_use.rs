@@ -286,3 +286,35 @@ ttfb_ms = 100.0
         );
     }
 }
+
+/// A number far out of range (a typo such as `1e300`) is shown as written, not as the three
+/// hundred digits `{}` would print for it; ordinary figures are shown as before.
+#[test]
+fn a_huge_number_is_shown_compactly() {
+    let base = "name = \"x\"\n[workload]\nloop = \"closed\"\nworkers = 2\noperations = 10\n\
+                [[candidates]]\nid = \"a\"\n";
+    for (line, want) in [
+        ("success = 0.9\nttfb_ms = 1e300\n", "got 1e300"),
+        ("success = 1e300\n", "got 1e300"),
+        ("success = 0.9\nconnect_ms = -1e300\n", "got -1e300"),
+        ("success = 0.9\nttfb_ms = -5\n", "got -5"),
+        ("success = 1.5\n", "got 1.5"),
+    ] {
+        let e = Scenario::parse(&format!("{base}{line}"), "big.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want) && !e.contains("0000000000"), "{e}");
+    }
+    let discovery = "kind = \"discovery\"\n[discovery]\ninterval_s = 1e300\n";
+    let e = selection_coordinator::discovery::sim::DiscoveryScenario::from_toml_str(discovery)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("got 1e300") && !e.contains("0000000000"), "{e}");
+    let out = selcoord(&["demo", "--sample-rate", "1e300"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("got 1e300") && !err.contains("0000000000"),
+        "{err}"
+    );
+}

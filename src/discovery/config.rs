@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::Num;
+
 /// How discovery refreshes its catalogue. Times are seconds (fractions allowed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -81,7 +83,8 @@ impl DiscoveryConfig {
                 return bad(
                     field,
                     format!(
-                        "must be a positive number of seconds, at most {MAX_SECONDS:e}, got {value}"
+                        "must be a positive number of seconds, at most {MAX_SECONDS:e}, got {}",
+                        Num(value)
                     ),
                 );
             }
@@ -91,7 +94,8 @@ impl DiscoveryConfig {
                 "cutoff_max_s",
                 format!(
                     "must be at least cutoff_start_s ({}), got {}",
-                    self.cutoff_start_s, self.cutoff_max_s
+                    Num(self.cutoff_start_s),
+                    Num(self.cutoff_max_s)
                 ),
             );
         }
@@ -103,7 +107,8 @@ impl DiscoveryConfig {
                      refresh each interval, and every candidate would be removed (losing its \
                      learned statistics) and fetched anew; twice interval_s lets one failed \
                      refresh pass",
-                    self.interval_s, self.expiry_s
+                    Num(self.interval_s),
+                    Num(self.expiry_s)
                 ),
             );
         }
@@ -113,7 +118,8 @@ impl DiscoveryConfig {
                     "idle_pause_s",
                     format!(
                         "must be a positive number of seconds, at most {MAX_SECONDS:e}, or \
-                         absent, got {idle}"
+                         absent, got {}",
+                        Num(idle)
                     ),
                 );
             }
@@ -125,7 +131,7 @@ impl DiscoveryConfig {
                 "threshold_backoff_s",
                 format!(
                     "must be a non-negative number of seconds, at most {MAX_SECONDS:e}, got {}",
-                    self.threshold_backoff_s
+                    Num(self.threshold_backoff_s)
                 ),
             );
         }

@@ -6,6 +6,8 @@ use rand::{Rng, RngExt};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
+use crate::input::Num;
+
 /// A probability distribution of a duration or rate, sampled by the truth model.
 ///
 /// In TOML either a number (a constant) or a table `{ kind = "...", ... }`.
@@ -157,7 +159,8 @@ pub(crate) fn non_negative<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {
         Ok(v)
     } else {
         Err(E::custom(format!(
-            "{what} must be a finite number >= 0, got {v}"
+            "{what} must be a finite number >= 0, got {}",
+            Num(v)
         )))
     }
 }
@@ -176,7 +179,8 @@ pub(crate) fn at_most<E: de::Error>(what: &str, v: f64, max: f64, unit: &str) ->
         Ok(v)
     } else {
         Err(E::custom(format!(
-            "{what} must be at most {max:e} {unit} (about 11.6 days), got {v}"
+            "{what} must be at most {max:e} {unit} (about 11.6 days), got {}",
+            Num(v)
         )))
     }
 }
@@ -199,7 +203,11 @@ impl DistTable {
             DistKind::Uniform => {
                 let (min, max) = (need("min", self.min)?, need("max", self.max)?);
                 if max < min {
-                    return Err(E::custom(format!("max ({max}) is below min ({min})")));
+                    return Err(E::custom(format!(
+                        "max ({}) is below min ({})",
+                        Num(max),
+                        Num(min)
+                    )));
                 }
                 Dist::Uniform { min, max }
             }

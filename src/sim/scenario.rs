@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::dist::Dist;
 use super::dist::{at_most, non_negative, time_ms, MAX_MS, MAX_S};
 use crate::core::{CandidateInfo, FailureClass, Limits};
+use crate::input::Num;
 use crate::score::Config;
 
 mod parse;
@@ -103,7 +104,8 @@ fn probability<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(v)
     } else {
         Err(de::Error::custom(format!(
-            "must be a probability between 0 and 1, got {v}"
+            "must be a probability between 0 and 1, got {}",
+            Num(v)
         )))
     }
 }
@@ -121,7 +123,7 @@ fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(de::Error::custom(format!("must be > 0, got {v}")))
+        Err(de::Error::custom(format!("must be > 0, got {}", Num(v))))
     }
 }
 
@@ -291,7 +293,10 @@ fn at_least_1<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     if v.is_finite() && v >= 1.0 {
         Ok(v)
     } else {
-        Err(de::Error::custom(format!("must be at least 1, got {v}")))
+        Err(de::Error::custom(format!(
+            "must be at least 1, got {}",
+            Num(v)
+        )))
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use selection_coordinator::actor::{Answer, Coordinator, GetState, Ready, Stop, SubscribeChannel};
+use selection_coordinator::input::Num;
 use selection_coordinator::metrics::CoordinatorMetrics;
 use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
 use selection_coordinator::{Next, Outcome};
@@ -102,7 +103,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if !(0.0..=1.0).contains(&args.sample_rate) {
         return Err(format!(
             "--sample-rate must be between 0 and 1, got {}",
-            args.sample_rate
+            Num(args.sample_rate)
         ));
     }
     args.fleet.check()?;

@@ -12,6 +12,7 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::decision::{ConsideredCandidate, Fallback, FilterNote};
+use selection_coordinator::input::Num;
 use selection_coordinator::score::{Components, Overall, ScoreModel};
 use selection_coordinator::snapshot::{
     CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
@@ -175,7 +176,8 @@ impl RecordedStats {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
                     out.push(format!(
-                        "{path}.{field}: must be a finite number >= 0, got {v}"
+                        "{path}.{field}: must be a finite number >= 0, got {}",
+                        Num(v)
                     ));
                 }
             }
@@ -188,7 +190,7 @@ impl RecordedStats {
         check("age_s", Some(self.age_s));
         if let Some(s) = self.success {
             if !(0.0..=1.0).contains(&s) {
-                out.push(format!("{path}.success: must be in [0, 1], got {s}"));
+                out.push(format!("{path}.success: must be in [0, 1], got {}", Num(s)));
             }
         }
         if self.overload_errors > self.outcomes {

@@ -3,6 +3,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::input::Num;
 use crate::sim::dist::MAX_MS;
 use crate::sim::report::MAX_SERIES_BUCKETS;
 use crate::sim::truth::transfer_ms;
@@ -293,7 +294,7 @@ impl Scenario {
                     "{} s buckets are too narrow: the time series keep a row per bucket; use \
                      at least {MIN_BUCKET_S} s and at most {max_buckets:.0e} buckets over the \
                      run (duration_s / series_bucket_s)",
-                    self.series_bucket_s
+                    Num(self.series_bucket_s)
                 ),
             ));
         }
@@ -308,7 +309,7 @@ impl Scenario {
                     "{} s does not divide one second: detection and recovery are measured over \
                      1 s windows of whole buckets; use 1 s divided by a whole number (1, 0.5, \
                      0.25, 0.2, 0.1, ...)",
-                    self.series_bucket_s
+                    Num(self.series_bucket_s)
                 ),
             ));
         }
@@ -337,7 +338,7 @@ impl Scenario {
                         "{} bytes at {} Mbit/s take {transfer_ms:.3e} ms, past the {MAX_MS:e} ms \
                          a run can reach: raise the bandwidth or lower workload.bytes",
                         w.bytes,
-                        c.bandwidth_mbps.unwrap_or_default()
+                        Num(c.bandwidth_mbps.unwrap_or_default())
                     ),
                 ));
             }
@@ -467,8 +468,8 @@ fn slow_service(service_ms: Option<&Dist>, slowdown: Option<Slowdown>) -> Result
     Err(format!(
         "a slow period serves in {slow_ms:.3e} ms (service_ms's mean {} ms x factor {}), \
          past the {MAX_MS:e} ms a run can reach: lower the factor to at most {:.3e}",
-        service.mean(),
-        slow.factor,
+        Num(service.mean()),
+        Num(slow.factor),
         MAX_MS / service.mean()
     ))
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use actix::Addr;
 use selection_coordinator::actor::Coordinator;
+use selection_coordinator::input::Num;
 
 /// The fleet flags of `selcoord demo`.
 #[derive(Debug, clap::Args)]
@@ -71,7 +72,7 @@ impl FleetArgs {
         if self.fleet.is_some() && !(self.digest_period.is_finite() && self.digest_period > 0.0) {
             return Err(format!(
                 "--digest-period must be a positive number of seconds, got {}",
-                self.digest_period
+                Num(self.digest_period)
             ));
         }
         if self.fleet.is_some()
@@ -79,7 +80,7 @@ impl FleetArgs {
         {
             return Err(format!(
                 "--digest-urgent-gap must be 0 (off) or a positive number of seconds, got {}",
-                self.digest_urgent_gap
+                Num(self.digest_urgent_gap)
             ));
         }
         #[cfg(not(feature = "fleet"))]
@@ -107,8 +108,9 @@ impl FleetArgs {
         let seconds = |flag: &str, s: f64| {
             std::time::Duration::try_from_secs_f64(s).map_err(|_| {
                 format!(
-                    "{flag} must be at most {} s (one day), got {s}",
-                    FleetConfig::MAX_DURATION.as_secs()
+                    "{flag} must be at most {} s (one day), got {}",
+                    FleetConfig::MAX_DURATION.as_secs(),
+                    Num(s)
                 )
             })
         };
