@@ -318,3 +318,75 @@ fn a_huge_number_is_shown_compactly() {
         "{err}"
     );
 }
+
+/// A value refused inside an inline table (a candidate, a distribution, the workload, a
+/// timeline event written `{ ... }`) is shown as one in an ordinary table is: the line and
+/// column, the line quoted, the value underlined; both when serde refuses it and when a check
+/// on the whole scenario does.
+#[test]
+fn a_bad_value_in_an_inline_table_is_underlined() {
+    let workload = "workload = { loop = \"closed\", workers = 2, operations = 10 }\n";
+    let cases = [
+        // (candidates, field, quoted line, carets: column and count)
+        (
+            "candidates = [{ id = \"a\", success = 0.9, ttfb_ms = -5 }]",
+            "candidates[0].ttfb_ms",
+            52,
+            2,
+        ),
+        (
+            "candidates = [{ id = \"a\", success = 0.9, connect_ms = { kind = \"normal\", mean = 5, sd = -1 } }]",
+            "candidates[0].connect_ms.sd",
+            89,
+            2,
+        ),
+        (
+            "candidates = [{ id = \"a\", success = 0.9 }, { id = \"a\", success = 0.5 }]",
+            "candidates[1].id",
+            51,
+            3,
+        ),
+        (
+            "candidates = [{ id = \"a\", success = 0.9, servers = 2 }]",
+            "candidates[0].servers",
+            52,
+            1,
+        ),
+    ];
+    for (candidates, field, column, carets) in cases {
+        let text = format!("name = \"x\"\n{candidates}\n{workload}");
+        let e = Scenario::parse(&text, "inline.toml").unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert_eq!(e.line, Some(2), "{e}");
+        let shown = e.to_string();
+        let underline = format!("  | {}{}\n", " ".repeat(column - 1), "^".repeat(carets));
+        for want in [
+            "inline.toml line 2".to_string(),
+            format!("column {column}:"),
+            format!("2 | {candidates}"),
+        ] {
+            assert!(shown.contains(&want), "missing {want:?} in\n{shown}");
+        }
+        assert!(
+            format!("{shown}\n").contains(&underline),
+            "no {underline:?} in\n{shown}"
+        );
+    }
+    // The workload and a timeline event inline too.
+    let text = "name = \"x\"\ncandidates = [{ id = \"a\", success = 0.9 }]\n\
+                workload = { loop = \"open\", rate_per_s = 5, duration_s = 10, workers = 3 }\n";
+    let e = Scenario::parse(text, "inline.toml").unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.line),
+        ("workload.workers", Some(3)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("column 72:"), "{e}");
+    let text = format!(
+        "name = \"x\"\ncandidates = [{{ id = \"a\", success = 0.9 }}]\n{workload}\
+         timeline = [{{ at_s = 1, action = \"leave\", candidate = \"zz\" }}]\n"
+    );
+    let e = Scenario::parse(&text, "inline.toml").unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(e.to_string().contains("column 55:"), "{e}");
+}

@@ -458,7 +458,8 @@ fn times_past_what_a_run_can_reach_are_refused() {
         (
             "success = 0.9",
             "success = 0.9\nduration_ms = { kind = \"exp\", mean = 1e10 }",
-            "candidates[1].duration_ms",
+            // The parameter, not only the distribution.
+            "candidates[1].duration_ms.mean",
         ),
     ];
     for (from, to, field) in cases {

@@ -132,15 +132,15 @@ fn erfc(x: f64) -> f64 {
 #[serde(deny_unknown_fields)]
 struct DistTable {
     kind: DistKind,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_time_ms")]
     value: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_time_ms")]
     mean: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_time_ms")]
     sd: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_time_ms")]
     min: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "opt_time_ms")]
     max: Option<f64>,
 }
 
@@ -152,6 +152,12 @@ enum DistKind {
     Normal,
     LogNormal,
     Exp,
+}
+
+/// A parameter of a distribution table, checked as it is read: an error then points at the
+/// parameter (`sd = -1`) rather than at the whole table.
+fn opt_time_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    time_ms("the value", f64::deserialize(d)?).map(Some)
 }
 
 pub(crate) fn non_negative<E: de::Error>(what: &str, v: f64) -> Result<f64, E> {

@@ -73,12 +73,80 @@ fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
     )
 }
 
+/// The span of the value at `field` (`candidates[1].servers`, `workload.workers`) in the TOML
+/// `text`, or of the nearest enclosing value there when it is absent (`workload` for a
+/// defaulted `workload.workers`); `None` for the document itself. A check on the parsed
+/// scenario points there, in an inline table as in an ordinary one.
+pub(crate) fn span_of(text: &str, field: &str) -> Option<std::ops::Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let root = DeTable::parse(text).ok()?;
+    let mut here: Option<&toml::Spanned<DeValue<'_>>> = None;
+    let mut table: Option<&DeTable<'_>> = Some(root.get_ref());
+    for part in field.split('.') {
+        let mut pieces = part.split('[');
+        let key = pieces.next().unwrap_or_default();
+        let Some(next) = table.and_then(|t| {
+            t.iter()
+                .find(|(k, _)| k.get_ref().as_ref() == key)
+                .map(|(_, v)| v)
+        }) else {
+            break;
+        };
+        here = Some(next);
+        for index in pieces {
+            let item = index
+                .trim_end_matches(']')
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| match here.map(toml::Spanned::get_ref) {
+                    Some(DeValue::Array(items)) => items.get(i),
+                    _ => None,
+                });
+            match item {
+                Some(item) => here = Some(item),
+                None => return here.map(toml::Spanned::span),
+            }
+        }
+        table = match here.map(toml::Spanned::get_ref) {
+            Some(DeValue::Table(t)) => Some(t),
+            _ => None,
+        };
+    }
+    here.map(toml::Spanned::span)
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]
         .bytes()
         .filter(|&b| b == b'\n')
         .count()
         + 1
+}
+
+impl ScenarioError {
+    /// An error about `field` of the scenario `text` from `source_name`: at the field's value
+    /// (or the nearest enclosing one present, see [`span_of`]), with its line, and the line
+    /// quoted with the value underlined, as a TOML error is shown.
+    pub(crate) fn at(source_name: &str, text: &str, field: &str, message: String) -> Self {
+        let mut message = message;
+        let span = span_of(text, field);
+        if let Some(span) = &span {
+            message.push('\n');
+            message.push_str(&snippet(text, span.clone()));
+        }
+        ScenarioError {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            line: span.map(|s| line_of(text, s.start)),
+            message,
+        }
+    }
+
+    /// `line` when the error has none.
+    fn or_line(mut self, line: Option<usize>) -> Self {
+        self.line = self.line.or(line);
+        self
+    }
 }
 
 impl Scenario {
@@ -182,11 +250,10 @@ impl Scenario {
     }
 
     fn validate(&self, text: &str, source_name: &str) -> Result<(), ScenarioError> {
-        let err = |field: &str, line: Option<usize>, message: String| ScenarioError {
-            source_name: source_name.to_string(),
-            field: field.to_string(),
-            line,
-            message,
+        // Where the field's value is in the file (an inline table's too), with the line
+        // quoted and the value underlined; else the line a search for its key finds.
+        let err = |field: &str, line: Option<usize>, message: String| {
+            ScenarioError::at(source_name, text, field, message).or_line(line)
         };
         let whole_key = |key: &str| {
             text.lines()
