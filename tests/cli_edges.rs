@@ -697,3 +697,21 @@ fn count_flags_say_at_least_one_whatever_the_value() {
         }
     }
 }
+
+/// `--listen 127.0.0.1:0` lets the system pick the port; the demo shows the port it serves
+/// on, not 0.
+#[test]
+fn the_demo_shows_the_port_it_serves_on() {
+    let out = selcoord(&["demo", "--duration", "1.5", "--listen", "127.0.0.1:0"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let at = err
+        .find("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("no metrics address in {err}"));
+    let port: String = err[at + "http://127.0.0.1:".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let port: u16 = port.parse().unwrap_or_else(|_| panic!("no port in {err}"));
+    assert_ne!(port, 0, "{err}");
+}

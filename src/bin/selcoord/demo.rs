@@ -46,7 +46,8 @@ pub(crate) struct Args {
     /// reported with its field paths and the running config stays.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Where to serve Prometheus metrics (`/metrics`).
+    /// Where to serve Prometheus metrics (`/metrics`). Port 0 takes a free port, which the
+    /// status line shows.
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
     /// Stop after this many seconds (default: run until Ctrl-C). Stopping then drains: no new
@@ -133,11 +134,39 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     // The exporter serves from a thread of its own; installing it first makes a busy port an
     // error before anything starts.
     #[cfg(feature = "prometheus")]
-    selection_coordinator::metrics::install_prometheus(args.listen)
-        .map_err(|e| format!("--listen: {e}"))?;
+    let args = Args {
+        listen: serve_metrics(args.listen)?,
+        ..args
+    };
     #[cfg(not(feature = "prometheus"))]
     eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
     System::new().block_on(live(args, scenario, config, discovery, log))
+}
+
+/// Installs the Prometheus exporter on `listen` and returns the address it serves on. The
+/// exporter binds the address itself and does not say which port the system picked for a port
+/// of 0, so for one the port is asked of the system first (a listener bound and read, then
+/// closed) and the exporter given it: the status line then shows the port really served.
+#[cfg(feature = "prometheus")]
+fn serve_metrics(listen: SocketAddr) -> Result<SocketAddr, String> {
+    use selection_coordinator::metrics::{install_prometheus, PrometheusInstallError};
+    if listen.port() != 0 {
+        install_prometheus(listen).map_err(|e| format!("--listen: {e}"))?;
+        return Ok(listen);
+    }
+    let mut tries = 0;
+    loop {
+        let free = std::net::TcpListener::bind(listen)
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("--listen: cannot listen on {listen}: {e}"))?;
+        tries += 1;
+        match install_prometheus(free) {
+            Ok(()) => return Ok(free),
+            // Taken by someone else between the two binds: ask for another.
+            Err(PrometheusInstallError::Listen { .. }) if tries < 5 => {}
+            Err(e) => return Err(format!("--listen: {e}")),
+        }
+    }
 }
 
 async fn live(
