@@ -390,3 +390,64 @@ fn a_bad_value_in_an_inline_table_is_underlined() {
     assert_eq!(e.line, Some(4), "{e}");
     assert!(e.to_string().contains("column 55:"), "{e}");
 }
+
+/// A discovery scenario's errors read as a selection scenario's: the file, the field, the line
+/// and column, the line quoted with the value underlined; for a syntax error, an unknown
+/// field, a value out of range and a discovery setting alike.
+#[test]
+fn a_discovery_scenario_error_names_the_file_line_and_column() {
+    use selection_coordinator::discovery::sim::DiscoveryScenario;
+    let base = "kind = \"discovery\"\nname = \"d\"\nseeds = [1]\ncandidates = 100\nstreams = 10\n";
+    for (tail, field, line, column, quoted) in [
+        (
+            "[latency]\nmedian_ms = -3\n",
+            "latency.median_ms",
+            7,
+            13,
+            "7 | median_ms = -3",
+        ),
+        (
+            "latency = { sigma = 9 }\n",
+            "latency.sigma",
+            6,
+            21,
+            "6 | latency = { sigma = 9 }",
+        ),
+        (
+            "[discovery]\nbatch_size = 0\n",
+            "discovery.batch_size",
+            7,
+            14,
+            "7 | batch_size = 0",
+        ),
+        ("bogus = 3\n", "bogus", 6, 1, "6 | bogus = 3"),
+    ] {
+        let text = format!("{base}{tail}");
+        let e = DiscoveryScenario::parse(&text, "d.toml").unwrap_err();
+        assert_eq!((e.field.as_str(), e.line), (field, Some(line)), "{e}");
+        let shown = e.to_string();
+        for want in [
+            format!("d.toml line {line}: {field}: "),
+            format!("at line {line}, column {column}:"),
+            quoted.to_string(),
+        ] {
+            assert!(shown.contains(&want), "missing {want:?} in\n{shown}");
+        }
+    }
+    // Through the CLI, from a file: the path is named.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disc.toml");
+    std::fs::write(&path, format!("{base}[latency]\nmedian_ms = 1e300\n")).unwrap();
+    let path = path.to_str().unwrap();
+    let out = selcoord(&["simulate", "--scenario", path]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        format!("{path} line 7: latency.median_ms: "),
+        "column 13:".to_string(),
+        "7 | median_ms = 1e300".to_string(),
+        "  |             ^^^^^".to_string(),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in\n{err}");
+    }
+}

@@ -37,7 +37,7 @@ mod policy;
 mod queue;
 mod rate_stats;
 mod report;
-mod scenario;
+pub(crate) mod scenario;
 pub mod suite;
 mod truth;
 

@@ -17,7 +17,7 @@ use crate::input::Num;
 use crate::score::Config;
 
 mod parse;
-pub(crate) use parse::did_you_mean;
+pub(crate) use parse::{deserialize, did_you_mean};
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
 pub const BUILTIN: [(&str, &str); 15] = [

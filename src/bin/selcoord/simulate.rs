@@ -362,7 +362,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     let name = args.scenario.as_deref().unwrap_or_default();
     if let Some(text) = discovery_sim::scenario_text(name) {
-        return run_discovery(&text, &args);
+        return run_discovery(&text, name, &args);
     }
     let scenario = Scenario::load(name).map_err(|e| e.to_string())?;
     if let Some(spec) = args.fleet.spec(&scenario)? {
@@ -515,7 +515,7 @@ fn fleet_config(scenario: &Scenario, policies: &[String]) -> Result<Scenario, St
 
 /// A `kind = "discovery"` scenario (`livepeer-discovery`) compares discovery modes
 /// (per-request fan-out against the cached catalogue) rather than selection policies.
-fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
+fn run_discovery(text: &str, name: &str, args: &Args) -> Result<(), String> {
     if !args.policies.is_empty() || args.plot.is_some() {
         return Err(
             "a discovery scenario compares discovery modes: --policies and --plot do not apply"
@@ -532,7 +532,13 @@ fn run_discovery(text: &str, args: &Args) -> Result<(), String> {
         ));
     }
     let seeds = kept_seeds(args, "a discovery scenario")?;
-    let mut scenario = DiscoveryScenario::from_toml_str(text).map_err(|e| e.to_string())?;
+    // Errors name the file as a selection scenario's do.
+    let source = if name == "livepeer-discovery" {
+        format!("builtin:{name}")
+    } else {
+        name.to_string()
+    };
+    let mut scenario = DiscoveryScenario::parse(text, &source).map_err(|e| e.to_string())?;
     scenario.seeds = seeds;
     let report = discovery_sim::run(&scenario).map_err(|e| e.to_string())?;
     crate::out::print(&discovery_sim::render_table(&report))?;

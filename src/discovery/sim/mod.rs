@@ -125,9 +125,11 @@ impl Default for DiscoveryScenario {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScenarioError {
-    /// The TOML does not parse or has unknown fields.
-    #[error("discovery scenario: {0}")]
-    Parse(String),
+    /// The file cannot be used: its TOML does not parse, has unknown fields, or a field has
+    /// an unusable value. Shown as a selection scenario's error is: the file, the field, the
+    /// line and column, the line quoted with the value underlined.
+    #[error(transparent)]
+    File(#[from] crate::sim::ScenarioError),
     /// A field has an unusable value.
     #[error("discovery scenario: `{field}` {problem}")]
     Invalid {
@@ -142,12 +144,29 @@ pub enum ScenarioError {
 }
 
 impl DiscoveryScenario {
-    /// Parses and validates a scenario file's text.
+    /// Parses and validates a scenario file's text (errors name it `discovery scenario`; see
+    /// [`parse`](Self::parse) for a file's name).
     pub fn from_toml_str(text: &str) -> Result<Self, ScenarioError> {
-        let s: DiscoveryScenario =
-            toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;
-        s.validate()?;
-        Ok(s)
+        Ok(Self::parse(text, "discovery scenario")?)
+    }
+
+    /// Parses and validates scenario text; `source_name` (a path, or
+    /// `builtin:livepeer-discovery`) is used in errors. An error is the selection scenarios'
+    /// own: it names the file, the field and its line and column, and underlines the value
+    /// (the enclosing table's when the field is absent).
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, crate::sim::ScenarioError> {
+        let scenario: DiscoveryScenario = crate::sim::scenario::deserialize(text, source_name)?;
+        let at = |field: &str, problem: String| {
+            crate::sim::ScenarioError::at(source_name, text, field, problem)
+        };
+        match scenario.validate() {
+            Ok(()) => Ok(scenario),
+            Err(ScenarioError::Invalid { field, problem }) => Err(at(field, problem)),
+            Err(ScenarioError::Config(DiscoveryError::InvalidConfig { field, problem })) => {
+                Err(at(&format!("discovery.{field}"), problem))
+            }
+            Err(ScenarioError::File(e)) => Err(e),
+        }
     }
 
     /// Whether a scenario file's text declares `kind = "discovery"`.

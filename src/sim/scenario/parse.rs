@@ -123,6 +123,38 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Reads scenario `text` (from `source_name`) as a `T`: a syntax error or a value serde refuses
+/// names the field path and the line, and quotes the line with the value underlined.
+pub(crate) fn deserialize<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source_name: &str,
+) -> Result<T, ScenarioError> {
+    let from_toml = |path: String, inner: toml::de::Error| {
+        let span = inner.span();
+        let field = if path == "." || path.is_empty() {
+            "(document)".to_string()
+        } else {
+            path
+        };
+        let mut message = inner.message().trim().to_string();
+        if let Some(span) = &span {
+            message.push('\n');
+            message.push_str(&snippet(text, span.clone()));
+        }
+        ScenarioError {
+            source_name: source_name.to_string(),
+            field,
+            line: span.map(|s| line_of(text, s.start)),
+            message,
+        }
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| from_toml(String::new(), e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        from_toml(path, e.into_inner())
+    })
+}
+
 impl ScenarioError {
     /// An error about `field` of the scenario `text` from `source_name`: at the field's value
     /// (or the nearest enclosing one present, see [`span_of`]), with its line, and the line
@@ -152,32 +184,7 @@ impl ScenarioError {
 impl Scenario {
     /// Parses and validates scenario text; `source_name` is used in errors.
     pub fn parse(text: &str, source_name: &str) -> Result<Self, ScenarioError> {
-        let err = |field: String, line: Option<usize>, message: String| ScenarioError {
-            source_name: source_name.to_string(),
-            field,
-            line,
-            message,
-        };
-        let from_toml = |path: String, inner: toml::de::Error| {
-            let span = inner.span();
-            let line = span.as_ref().map(|s| line_of(text, s.start));
-            let field = if path == "." || path.is_empty() {
-                "(document)".to_string()
-            } else {
-                path
-            };
-            let mut message = inner.message().trim().to_string();
-            if let Some(span) = span {
-                message.push('\n');
-                message.push_str(&snippet(text, span));
-            }
-            err(field, line, message)
-        };
-        let de = toml::Deserializer::parse(text).map_err(|e| from_toml(String::new(), e))?;
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            from_toml(path, e.into_inner())
-        })?;
+        let scenario: Scenario = deserialize(text, source_name)?;
         scenario.validate(text, source_name)?;
         Ok(scenario)
     }
