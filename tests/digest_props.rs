@@ -150,6 +150,63 @@ fn a_first_answer_is_read_against_the_others_average() {
     assert_eq!(alone.overall().ttfb_spread, None);
 }
 
+/// A coordinator that shares advises a deadline for a candidate it has not answered on from
+/// the others' first-byte average of it, the average its score is computed from, not from its
+/// own fleet's average: a fast server known only from digests is not left hanging for a
+/// multiple of what the slow ones take.
+#[test]
+fn a_candidate_known_from_the_others_is_advised_from_their_first_byte_average() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    // `a` knows "c" answers its first byte in 50 ms; `b` knows only "a", at 400 ms.
+    drive(
+        &mut a,
+        "c",
+        20,
+        &Outcome::success_with(10.0, 50.0, 1000, 60.0),
+        60,
+        &mut t,
+    );
+    drive(
+        &mut b,
+        "a",
+        20,
+        &Outcome::success_with(10.0, 400.0, 1000, 410.0),
+        410,
+        &mut t,
+    );
+    let mut alone = core("alone", t0);
+    drive(
+        &mut alone,
+        "a",
+        20,
+        &Outcome::success_with(10.0, 400.0, 1000, 410.0),
+        410,
+        &mut t,
+    );
+    // One digest starts the blackout, the next is pooled.
+    b.apply_digest(t, &a.digest(t)).unwrap();
+    t += Duration::from_secs(2);
+    b.apply_digest(t, &a.digest(t)).unwrap();
+
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut advised = |core: &mut Core| {
+        let multiple = core.deadline_multiple().unwrap();
+        core.ready(Request::only([CandidateId::new("c")]), t, &mut rng)
+            .unwrap();
+        let Some(Event::Granted(g)) = core.poll_event() else {
+            panic!("no grant");
+        };
+        g.deadline_ms.unwrap() / multiple
+    };
+    let shared = advised(&mut b);
+    assert!((shared - 50.0).abs() < 1e-6, "advised from {shared} ms");
+    // Without the others' evidence, the fleet's own average is all there is.
+    let own = advised(&mut alone);
+    assert!((own - 400.0).abs() < 1e-6, "advised from {own} ms");
+}
+
 #[test]
 fn one_round_of_failures_after_a_run_of_successes_is_enough() {
     let t0 = Instant::now();

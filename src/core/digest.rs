@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::digest::{Applied, CandidateDigest, Digest, DigestError};
 use crate::score::{Pooled, RemoteEvidence, StatsView};
+use scoring::Scoring;
 
 /// What the core remembers of one sender.
 #[derive(Debug, Clone)]
@@ -620,7 +621,14 @@ impl Core {
     /// Slot `idx`'s statistics with the remote evidence on it blended in, if there is any
     /// usable (the refresh scores these instead of the local statistics alone).
     pub(super) fn blended(&self, idx: usize, local: &Stats) -> Option<Stats> {
-        let share = self.share.as_deref()?;
+        self.scoring().blended(idx, local)
+    }
+}
+
+impl Scoring<'_> {
+    /// [`Core::blended`], from the parts scoring reads (the deadline advice reads it too).
+    pub(super) fn blended(&self, idx: usize, local: &Stats) -> Option<Stats> {
+        let share = self.share?;
         let slot = share.by_slot.get(idx)?;
         if slot.gen != self.fleet.slots[idx].gen {
             return None;
@@ -640,7 +648,7 @@ impl Core {
             &fresh
         };
         self.model
-            .blend(local, pooled, self.clock.now_s, self.bucket())
+            .blend(local, pooled, self.clock.now_s, self.clock.bucket())
     }
 }
 

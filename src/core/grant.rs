@@ -81,6 +81,7 @@ impl Core {
             arms,
             shadows: shadow_states,
             pool,
+            share,
             ..
         } = self;
         let set = requests[idx as usize].set();
@@ -93,6 +94,7 @@ impl Core {
             pool,
             attempts,
             arms,
+            share: share.as_deref(),
         };
         let drawn = drawer.draw(set, rng, mode, arm);
         let verdicts = match drawn {

@@ -17,6 +17,8 @@ pub(super) struct Scoring<'a> {
     pub(super) fleet: &'a Fleet,
     pub(super) pool: &'a Pool,
     pub(super) attempts: &'a Attempts,
+    /// The remote evidence, in a core that shares.
+    pub(super) share: Option<&'a digest::ShareState>,
 }
 
 /// When a candidate is scored, which says whether one of its attempts in flight is the one
@@ -40,6 +42,7 @@ impl Core {
             fleet: &self.fleet,
             pool: &self.pool,
             attempts: &self.attempts,
+            share: self.share.as_deref(),
         }
     }
 }
@@ -91,14 +94,23 @@ impl Scoring<'_> {
     }
 
     /// The deadline advised on an attempt granted to slot `idx` if the attempt may be advised
-    /// (`advise`; see `score::deadline`): from its first-byte average, or the fleet's while it
-    /// has none.
+    /// (`advise`; see `score::deadline`): from its first-byte average (in a core that shares,
+    /// the one its score is computed from, with the remote evidence blended in), or the
+    /// fleet's while it has none.
     #[inline]
     pub(crate) fn deadline_ms(&self, idx: usize, advise: bool) -> Option<f64> {
-        let ttfb = self.fleet.slots[idx]
-            .stats
-            .ttfb_ms()
-            .or(self.fleet.overall.ttfb_ms);
+        if !advise {
+            return None;
+        }
+        let stats = &self.fleet.slots[idx].stats;
+        let own = match self.share {
+            Some(_) => self
+                .blended(idx, &stats.unpack())
+                .and_then(|b| b.ttfb_ms)
+                .or_else(|| stats.ttfb_ms()),
+            None => stats.ttfb_ms(),
+        };
+        let ttfb = own.or(self.fleet.overall.ttfb_ms);
         self.model
             .attempt_deadline_ms(ttfb, self.deadline_multiple(), advise)
     }

@@ -78,6 +78,7 @@ pub(super) struct Drawer<'a> {
     pub(super) pool: &'a Pool,
     pub(super) attempts: &'a Attempts,
     pub(super) arms: &'a [ArmState],
+    pub(super) share: Option<&'a super::digest::ShareState>,
 }
 
 impl Drawer<'_> {
@@ -92,6 +93,7 @@ impl Drawer<'_> {
                 fleet: self.fleet,
                 pool: self.pool,
                 attempts: self.attempts,
+                share: self.share,
             },
             self.eval,
         )
@@ -107,6 +109,7 @@ impl Drawer<'_> {
             fleet: self.fleet,
             pool: self.pool,
             attempts: self.attempts,
+            share: self.share,
         }
     }
 

@@ -25,6 +25,10 @@
 //! anything the spread at the usual load shows, and an attempt abandoned at its deadline still
 //! holds its place in the queue, so cutting waits adds work where there is too much already.
 //!
+//! **In a coordinator that shares** evidence, the first-byte average is the one the
+//! candidate's score is computed from: its own answers with the others' evidence blended in,
+//! so a candidate only the others have answered on is advised from their average of it.
+//!
 //! **A candidate without an answer yet** is advised from the fleet's first-byte average
 //! ([`Overall::ttfb_ms`](super::Overall::ttfb_ms)): a new candidate that hangs costs no more
 //! than a known one.
