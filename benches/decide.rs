@@ -115,6 +115,25 @@ fn refresh_step(n: usize) -> impl FnMut() {
     }
 }
 
+/// Churn: one candidate removed and a new one added, then one decision cycle. Neither the
+/// removal nor the addition rescores the fleet (without stake in the scoring), so this stays
+/// near the `coordinator/<n>` cycle plus two candidates' refresh.
+fn churn_step(n: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(n);
+    let (mut k, mut oldest, mut next) = (0u64, 0usize, n);
+    move || {
+        now += STEP;
+        k += 1;
+        core.remove_candidate(&CandidateId::new(format!("c{oldest}")), now, &mut rng)
+            .expect("a live candidate");
+        let stats = stats_for(next, &mut rng);
+        core.add_with_stats(CandidateInfo::new(format!("c{next}")), stats, now, &mut rng)
+            .expect("a fresh candidate");
+        (oldest, next) = (oldest + 1, next + 1);
+        cycle(&mut core, Request::any(), now, &mut rng, k);
+    }
+}
+
 /// 64 requests, each naming a random subset of `k_size` of the 10,000 candidates (seeded by
 /// `k_size`, so both subset benches draw the same subsets).
 fn subset_requests(k_size: usize) -> Vec<Request> {
@@ -250,6 +269,9 @@ fn decide(c: &mut Criterion) {
         drop(step);
         let mut step = refresh_step(n);
         g.bench_function(BenchmarkId::new("refresh", n), |b| b.iter(&mut step));
+        drop(step);
+        let mut step = churn_step(n);
+        g.bench_function(BenchmarkId::new("churn", n), |b| b.iter(&mut step));
         drop(step);
         let mut step = naive_step(n);
         g.bench_function(BenchmarkId::new("naive_weighted_index", n), |b| {
@@ -445,8 +467,8 @@ criterion_group!(benches, decide, subsets, records, actor);
 /// `DECIDE_COUNT=<impl>:<n>:<iterations>` runs one implementation's step that many times
 /// without criterion, for instruction counts under callgrind (robust to a noisy machine):
 /// the difference between two iteration counts divided by their difference is the cost of
-/// one step. `<impl>` is `coordinator`, `refresh`, `naive`, `lassie`, `tower_p2c` or `subset`
-/// (then `<n>` is the subset size, out of 10,000 candidates).
+/// one step. `<impl>` is `coordinator`, `refresh`, `churn`, `naive`, `lassie`, `tower_p2c` or
+/// `subset` (then `<n>` is the subset size, out of 10,000 candidates).
 /// `DECIDE_CONFIG=<file>` runs the coordinator with that config instead of the default
 /// ([`bench_config`]; the criterion benches read it too).
 fn count(spec: &str) {
@@ -459,6 +481,7 @@ fn count(spec: &str) {
     let mut step: Box<dyn FnMut()> = match name {
         "coordinator" => Box::new(coordinator_step(n)),
         "refresh" => Box::new(refresh_step(n)),
+        "churn" => Box::new(churn_step(n)),
         "naive" => Box::new(naive_step(n)),
         "lassie" => Box::new(lassie_step(n)),
         "tower_p2c" => Box::new(tower_p2c_step(n)),

@@ -42,6 +42,7 @@ impl Core {
             None => (self.fleet.slots.len() as u32, 0),
         };
         self.fleet.stake_total += info.stake;
+        let info_stake = info.stake;
         let slot = Slot {
             stats: PackedStats::pack(&stats),
             learned: Learned::default(),
@@ -86,11 +87,17 @@ impl Core {
         self.fleet.live_count += 1;
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
-        if self.model.config().weights.stake > 0.0 {
-            self.dirty = true; // every stake share moved
-        }
+        self.stake_moved(info_stake != 0.0);
         self.pump(rng);
         Ok(())
+    }
+
+    /// A candidate's stake came, went or changed (`moved`): where stake is scored, every
+    /// candidate's share of the total moved, so the next draw refreshes them all.
+    fn stake_moved(&mut self, moved: bool) {
+        if moved && self.model.config().weights.stake > 0.0 {
+            self.dirty = true;
+        }
     }
 
     /// Makes room for `additional` more candidates at once, so adding a large fleet one by one
@@ -116,11 +123,15 @@ impl Core {
             .index_of(&info.id)
             .ok_or_else(|| Error::UnknownCandidate(info.id.clone()))? as usize;
         self.advance(now);
+        let stake_moved = info.stake != self.fleet.infos[idx].stake;
         self.fleet.stake_total += info.stake - self.fleet.infos[idx].stake;
         self.fleet.infos[idx] = info;
         self.refresh_static(idx);
         self.refresh_leaf(idx);
-        self.dirty = true;
+        // Only the stake component reads other candidates' info; the rest of the fleet-wide
+        // figures follow at the next coarse refresh, as after an add (a refresh of every
+        // candidate here would cost O(n) per update: milliseconds in a large fleet).
+        self.stake_moved(stake_moved);
         self.reject_ineligible();
         self.pump(rng);
         Ok(())
@@ -148,7 +159,8 @@ impl Core {
         if self.fleet.slots[idx].in_flight == 0 {
             self.fleet.free_slots.push(idx as u32);
         }
-        self.dirty = true;
+        // As for an update: only a stake share moves for the others at once.
+        self.stake_moved(self.fleet.infos[idx].stake != 0.0);
         self.reject_ineligible();
         self.pump(rng);
         Ok(())
