@@ -38,6 +38,10 @@ pub(crate) struct Timer {
     armed: Option<(Instant, actix::SpawnHandle)>,
     /// When housekeeping is next due (set when the actor starts).
     housekeeping_due: Option<Instant>,
+    /// When the gauges are next due: at housekeeping, but no more often than the core's
+    /// coarse refresh, which a large fleet stretches (`refresh_per_candidate_us`): setting
+    /// them walks every candidate.
+    gauges_due: Option<Instant>,
     /// When the next periodic snapshot is due, if periodic snapshots are on.
     snapshot_due: Option<Instant>,
 }
@@ -156,8 +160,16 @@ impl Coordinator {
         }
         // Delivers what the tick decided and re-arms the timer.
         self.settle(ctx);
-        if housekeeping {
+        if housekeeping && self.timer.gauges_due.is_none_or(|due| due <= now) {
             self.metrics.on_gauges(&self.core);
+            let every = self
+                .core
+                .config()
+                .refresh_period_s(self.core.candidate_count());
+            // A period past what an Instant can hold sets them at every housekeeping.
+            self.timer.gauges_due = Duration::try_from_secs_f64(every)
+                .ok()
+                .and_then(|d| now.checked_add(d));
         }
         if snapshot {
             // Written on tokio's blocking pool; counted and logged there, and a failed or
