@@ -148,10 +148,7 @@ impl Handler<Reask> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: Reask, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.reask(msg.request, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| core.reask(msg.request, now, rng))
     }
 }
 
@@ -171,10 +168,7 @@ impl Handler<AddCandidate> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: AddCandidate, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.add_candidate(msg.0, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| core.add_candidate(msg.0, now, rng))
     }
 }
 
@@ -182,10 +176,7 @@ impl Handler<UpdateCandidate> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: UpdateCandidate, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.update_candidate(msg.0, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| core.update_candidate(msg.0, now, rng))
     }
 }
 
@@ -193,10 +184,9 @@ impl Handler<RemoveCandidate> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: RemoveCandidate, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.remove_candidate(&msg.0, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| {
+            core.remove_candidate(&msg.0, now, rng)
+        })
     }
 }
 
@@ -204,10 +194,7 @@ impl Handler<SetLimits> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: SetLimits, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.set_limits(msg.0, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| core.set_limits(msg.0, now, rng))
     }
 }
 
@@ -355,10 +342,7 @@ impl Handler<RestoreSnapshot> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: RestoreSnapshot, ctx: &mut Context<Self>) -> Self::Result {
-        let result = self.timed(|core, rng, now| core.restore(&msg.0, now, rng));
-        let result = self.counted(result);
-        self.settle(ctx);
-        result
+        self.command(ctx, |core, rng, now| core.restore(&msg.0, now, rng))
     }
 }
 

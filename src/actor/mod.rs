@@ -304,6 +304,19 @@ impl Coordinator {
         result
     }
 
+    /// A management call answered with the core's result: timed, its error counted, and what
+    /// it decided delivered.
+    fn command<T>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let result = self.timed(f);
+        let result = self.counted(result);
+        self.settle(ctx);
+        result
+    }
+
     /// After every core call: deliver what the core decided, publish records, re-arm timers.
     fn settle(&mut self, ctx: &mut Context<Self>) {
         while let Some(event) = self.core.poll_event() {
