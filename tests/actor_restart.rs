@@ -15,7 +15,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{load, next_answer, next_permit, probe, without_ages, Probe};
+use support::{load, next_answer, next_permit, probe, Probe};
 
 fn build(candidates: &[&str], global: u32) -> Coordinator {
     let limits = Limits {
@@ -104,47 +104,91 @@ async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
     let s = state(&c).await;
     assert_eq!(s.incarnation, 1);
     assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
+    // The running attempt is carried into the new core: it still holds the only slot.
     assert_eq!(
         (s.in_flight, s.waiting, s.open_requests, s.tracked_requests),
-        (0, 0, 0, 0)
+        (1, 0, 1, 1)
     );
+    assert_eq!((s.shell.carried, s.shell.stale), (1, 0));
 
-    // The old permit is stale: its report and release change nothing in the new core, even
-    // though the new core hands out the same attempt ids.
-    let (stale_attempt, stale_incarnation) = (held.attempt(), held.incarnation());
+    // A new request waits for the carried attempt's slot, although the new core hands out
+    // the same attempt ids.
+    let (old_attempt, old_incarnation) = (held.attempt(), held.incarnation());
+    let winner = held.candidate().clone();
     held.report(Outcome::success_with(1.0, 1.0, 1, 1.0));
     c.send(Ready::new(Request::any(), w.clone().recipient()))
         .await
         .unwrap()
         .unwrap();
+    let s = state(&c).await;
+    assert_eq!(
+        (s.in_flight, s.waiting),
+        (1, 1),
+        "the limit holds across the restart"
+    );
+    held.done(Next::Finish);
     let fresh = next_permit(&mut rx).await;
     assert_eq!(fresh.incarnation(), 1);
-    held.done(Next::Finish);
+    // The carried attempt is released: messages naming it again are stale and must not
+    // touch the fresh attempt (which may have the same id).
     c.send(Done {
-        attempt: stale_attempt,
-        incarnation: stale_incarnation,
+        attempt: old_attempt,
+        incarnation: old_incarnation,
         next: Next::Finish,
     })
     .await
     .unwrap();
     c.send(Report {
-        attempt: stale_attempt,
-        incarnation: stale_incarnation,
+        attempt: old_attempt,
+        incarnation: old_incarnation,
         outcome: Outcome::success(),
     })
     .await
     .unwrap();
     let s = state(&c).await;
-    assert_eq!(
-        s.shell.stale, 4,
-        "report, done, a second done and a report: all stale"
-    );
+    assert_eq!(s.shell.stale, 2, "a second done and a report: stale");
     assert_eq!(s.in_flight, 1, "the fresh attempt keeps its slot");
-    assert_eq!(
-        without_ages(c.send(TakeSnapshot).await.unwrap()),
-        without_ages(on_file),
-        "the stale report taught nothing"
-    );
+    // The carried attempt's report was learned, once.
+    let after_report = c.send(TakeSnapshot).await.unwrap();
+    let attempts = |snap: &selection_coordinator::snapshot::Snapshot| {
+        snap.candidates
+            .iter()
+            .find(|c| c.info.id == winner)
+            .map(|c| c.stats.attempts)
+            .unwrap()
+    };
+    assert_eq!(attempts(&after_report), attempts(&on_file) + 1);
+    drop(fresh);
+}
+
+#[actix::test]
+async fn an_attempt_on_a_candidate_removed_before_a_restart_is_not_carried() {
+    tokio::time::pause();
+    let c = build(&["a", "b"], 4).start_supervised();
+    let (w, mut rx) = probe();
+    c.send(Ready::new(Request::any(), w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    let held = next_permit(&mut rx).await;
+    c.send(selection_coordinator::actor::RemoveCandidate(
+        held.candidate().clone(),
+    ))
+    .await
+    .unwrap()
+    .unwrap();
+    c.do_send(Crash);
+    let s = state(&c).await;
+    assert_eq!((s.incarnation, s.in_flight, s.shell.carried), (1, 0, 0));
+    // Its release names nothing in the new core: stale, and no slot of it is freed.
+    c.send(Ready::new(Request::any(), w.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    let fresh = next_permit(&mut rx).await;
+    drop(held);
+    let s = state(&c).await;
+    assert_eq!((s.in_flight, s.shell.stale), (1, 1));
     drop(fresh);
 }
 
@@ -159,22 +203,36 @@ async fn the_handle_asks_again_once_after_a_restart() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     handle.addr().do_send(Crash);
-    // The retry is granted by the new incarnation, whose slot is free.
+    // The retry waits in the new incarnation: the carried attempt holds the only slot.
+    while handle.state().await.unwrap().incarnation == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    while handle.state().await.unwrap().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(!waiter.is_finished());
+    drop(held); // carried: frees the slot for the retry
     let permit = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert_eq!(permit.incarnation(), 1);
-    drop(held); // stale: must not free the new attempt's slot
     let s = handle.state().await.unwrap();
-    assert_eq!((s.in_flight, s.shell.stale), (1, 1));
+    assert_eq!(
+        (
+            s.in_flight,
+            s.shell.stale,
+            s.shell.carried,
+            s.shell.permits_dropped
+        ),
+        (1, 0, 1, 1)
+    );
     drop(permit);
 
     // Two restarts while waiting: the retry is asked once, the second rejection is returned.
-    // A worker's request queued right behind the crash takes the new incarnation's only slot,
-    // so the retry has to wait there too.
-    let (w, mut rx) = probe();
+    // The attempt running is carried through both and keeps the only slot, so the retry
+    // waits in the second incarnation too.
     let blocker = handle.acquire(Request::any()).await.unwrap();
     let h2 = handle.clone();
     let waiter = actix::spawn(async move { h2.acquire(Request::any()).await });
@@ -182,11 +240,9 @@ async fn the_handle_asks_again_once_after_a_restart() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     handle.addr().do_send(Crash);
-    handle
-        .addr()
-        .do_send(Ready::new(Request::any(), w.clone().recipient()));
-    let taker = next_permit(&mut rx).await;
-    assert_eq!(taker.incarnation(), 2);
+    while handle.state().await.unwrap().incarnation == 1 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     while handle.state().await.unwrap().waiting == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -199,8 +255,12 @@ async fn the_handle_asks_again_once_after_a_restart() {
         out.unwrap_err(),
         AcquireError::Rejected(Rejection::CoordinatorRestarted)
     );
-    assert_eq!(handle.state().await.unwrap().incarnation, 3);
-    drop((blocker, taker));
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.incarnation, s.in_flight, s.shell.carried), (3, 1, 3));
+    // Granted two incarnations ago and carried twice: its release still frees the slot.
+    drop(blocker);
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.in_flight, s.shell.stale), (0, 0));
 }
 
 #[actix::test]

@@ -66,6 +66,10 @@ enum Op {
     Add {
         candidate: usize,
     },
+    /// Takes over an attempt the core did not grant (one running across a restart).
+    Carry {
+        candidate: usize,
+    },
     Advance {
         ms: u64,
     },
@@ -176,6 +180,7 @@ fn op() -> impl Strategy<Value = Op> {
             }),
         1 => (0..POOL).prop_map(|candidate| Op::Remove { candidate }),
         1 => (0..POOL).prop_map(|candidate| Op::Add { candidate }),
+        1 => (0..POOL).prop_map(|candidate| Op::Carry { candidate }),
         2 => (1u64..2_000).prop_map(|ms| Op::Advance { ms }),
         1 => any::<usize>().prop_map(|pick| Op::Keep { pick }),
         1 => any::<usize>().prop_map(|pick| Op::Reask { pick }),
@@ -373,6 +378,23 @@ impl Harness {
                     .core
                     .add_candidate(info(*candidate), self.now, &mut self.rng);
                 prop_assert_eq!(r.is_ok(), self.live.insert(id));
+            }
+            Op::Carry { candidate } => {
+                let id = name(*candidate);
+                match self.core.carry(&id, false, self.now) {
+                    Ok(a) => {
+                        prop_assert!(self.live.contains(&id), "carried on an unknown candidate");
+                        let request = self.core.attempt_request(a);
+                        prop_assert!(request.is_some());
+                        let request = request.unwrap();
+                        self.outstanding.push((a, request, id));
+                        self.requests.push(request);
+                        self.open.push(request);
+                        // Its answer was the earlier core's grant.
+                        self.answered.insert(request);
+                    }
+                    Err(e) => prop_assert!(!self.live.contains(&id), "carry refused: {e}"),
+                }
             }
             Op::Advance { ms } => {
                 self.now += Duration::from_millis(*ms);

@@ -225,3 +225,62 @@ fn outcomes_name_the_arm_that_drew_them() {
     }
     assert!(arms[0] > 0 && arms[1] > 0, "both arms drew: {arms:?}");
 }
+
+#[test]
+fn a_carried_attempt_holds_its_slot_until_done_and_its_outcome_is_learned() {
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(1, limits);
+    let c0 = selection_coordinator::CandidateId::from("c0");
+    let carried = core.carry(&c0, false, now).unwrap();
+    assert_eq!(core.in_flight(), 1);
+    assert_eq!(core.counters().carried, 1);
+    assert!(events(&mut core).is_empty(), "no grant is told");
+    // Past its candidate's limit nothing more is granted until it is done.
+    let r = core.ready(Request::any(), now, &mut rng).unwrap();
+    assert!(events(&mut core).is_empty());
+    assert_eq!(core.waiting(), 1);
+    core.check_invariants().unwrap();
+    let reported = core.outcome(carried, Outcome::success(), now).unwrap();
+    assert_eq!(reported.candidate, c0);
+    assert_eq!(core.candidate(&c0).unwrap().stats.attempts, 1);
+    let carried_request = reported.request;
+    // A `Retry` asks for nothing more: its request ends, and the waiting one is granted.
+    core.done(carried, Next::Retry, now, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert!(
+        matches!(&ev[..], [Event::Closed { request, reason: CloseReason::Finished }, Event::Granted(g)]
+            if *request == carried_request && g.request == r),
+        "{ev:?}"
+    );
+    core.check_invariants().unwrap();
+    // A candidate the core does not have: an error, nothing booked.
+    let unknown = selection_coordinator::CandidateId::from("gone");
+    assert!(core.carry(&unknown, false, now).is_err());
+    assert_eq!(core.in_flight(), 1);
+}
+
+#[test]
+fn a_carried_attempt_already_reported_is_reclaimed_without_a_timeout() {
+    let limits = Limits {
+        max_attempt_s: Some(0.1),
+        ..Limits::default()
+    };
+    let (mut core, mut rng, t0) = core_with(2, limits);
+    let c0 = selection_coordinator::CandidateId::from("c0");
+    let c1 = selection_coordinator::CandidateId::from("c1");
+    core.carry(&c0, true, t0).unwrap();
+    core.carry(&c1, false, t0).unwrap();
+    core.tick(t0 + Duration::from_secs(1), &mut rng);
+    assert_eq!(core.counters().reclaimed, 2);
+    assert_eq!(core.in_flight(), 0);
+    assert_eq!(
+        core.candidate(&c0).unwrap().stats.attempts,
+        0,
+        "reported before"
+    );
+    assert_eq!(core.candidate(&c1).unwrap().stats.attempts, 1, "a timeout");
+    core.check_invariants().unwrap();
+}

@@ -45,10 +45,10 @@ impl Handler<Report> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Report, _: &mut Context<Self>) {
-        if self.is_stale(msg.incarnation) {
+        let Some(attempt) = self.current(msg.incarnation, msg.attempt) else {
             return;
-        }
-        let result = self.call(|core, _, now| core.outcome(msg.attempt, msg.outcome, now));
+        };
+        let result = self.call(|core, _, now| core.outcome(attempt, msg.outcome, now));
         match result {
             Ok(reported) => {
                 self.metrics.on_outcome(&reported, &msg.outcome);
@@ -63,22 +63,35 @@ impl Handler<FirstByte> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: FirstByte, _: &mut Context<Self>) {
-        if self.is_stale(msg.incarnation) {
+        let Some(attempt) = self.current(msg.incarnation, msg.attempt) else {
             return;
-        }
-        let result = self.core.first_byte(msg.attempt);
+        };
+        let result = self.core.first_byte(attempt);
         self.ignore(result);
     }
 }
 
 impl Coordinator {
-    /// Counts a message of a permit granted before a restart.
-    fn is_stale(&mut self, incarnation: u64) -> bool {
-        let stale = incarnation != self.incarnation;
-        if stale {
+    /// The attempt a permit's message names in the current core: its own id if this
+    /// incarnation granted it, the id it was carried under if an earlier one did; `None`
+    /// (counted as stale) for an attempt of an earlier incarnation that was not carried.
+    fn current(&mut self, incarnation: u64, attempt: AttemptId) -> Option<AttemptId> {
+        if incarnation == self.incarnation {
+            return Some(attempt);
+        }
+        let carried = self.carried.get(incarnation, attempt);
+        if carried.is_none() {
             self.shell.stale += 1;
         }
-        stale
+        carried
+    }
+
+    /// A permit released its attempt: an attempt carried from an earlier incarnation is
+    /// forgotten with it.
+    fn released(&mut self, incarnation: u64, attempt: AttemptId) {
+        if incarnation != self.incarnation {
+            self.carried.forget(incarnation, attempt);
+        }
     }
 
     fn release(&mut self, attempt: AttemptId, next: Next, ctx: &mut Context<Self>) -> bool {
@@ -101,10 +114,11 @@ impl Handler<Done> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Done, ctx: &mut Context<Self>) {
-        if self.is_stale(msg.incarnation) {
+        let Some(attempt) = self.current(msg.incarnation, msg.attempt) else {
             return;
-        }
-        self.release(msg.attempt, msg.next, ctx);
+        };
+        self.release(attempt, msg.next, ctx);
+        self.released(msg.incarnation, msg.attempt);
     }
 }
 
@@ -112,12 +126,13 @@ impl Handler<Dropped> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: Dropped, ctx: &mut Context<Self>) {
-        if self.is_stale(msg.incarnation) {
+        let Some(attempt) = self.current(msg.incarnation, msg.attempt) else {
             return;
-        }
-        if self.release(msg.attempt, Next::Finish, ctx) {
+        };
+        if self.release(attempt, Next::Finish, ctx) {
             self.shell.permits_dropped += 1;
         }
+        self.released(msg.incarnation, msg.attempt);
     }
 }
 

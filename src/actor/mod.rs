@@ -38,8 +38,9 @@
 //!   [`Coordinator::start_supervised`], the actor restarts after a stop or crash, rebuilt from
 //!   the snapshot of [`Coordinator::with_snapshots`] (saved periodically, on stop and at
 //!   System shutdown); waiting requests are answered with
-//!   [`Rejection::CoordinatorRestarted`] and permits of
-//!   the earlier incarnation are stale. See `docs/reliability.md`.
+//!   [`Rejection::CoordinatorRestarted`], and the attempts of permits of the earlier
+//!   incarnation are carried into the new core (their slots stay held, their reports are
+//!   learned). See `docs/reliability.md`.
 //! - **Snapshot writes leave the actor free.** A periodic or requested ([`SaveSnapshot`])
 //!   save takes the snapshot on the actor and writes it on tokio's blocking pool, one write at
 //!   a time and never an older snapshot over a newer one; only the save at stop writes on the
@@ -98,6 +99,7 @@
 //! .unwrap();
 //! ```
 
+mod carry;
 mod handle;
 mod handlers;
 mod ledger;
@@ -153,6 +155,8 @@ pub struct Coordinator {
     timer: Timer,
     /// Bumped at every restart; permits carry the one that granted them.
     incarnation: u64,
+    /// Attempts of earlier incarnations the core took over, by the permits' ids.
+    carried: carry::Carried,
     persistence: Option<Persistence>,
     snapshots: SnapshotStatus,
     /// Set by a simulated crash: stop without the farewell save.
@@ -191,6 +195,7 @@ impl Coordinator {
             shell: ShellCounters::default(),
             timer: Timer::default(),
             incarnation: 0,
+            carried: carry::Carried::default(),
             persistence: None,
             snapshots: SnapshotStatus::default(),
             crashing: false,
@@ -251,9 +256,9 @@ impl Coordinator {
     /// Starts the actor under an actix [`Supervisor`]: when it stops (a crash, or [`Stop`])
     /// while any address of it is alive, it restarts with the same mailbox, rebuilt from the
     /// last saved snapshot (see [`Coordinator::with_snapshots`]). Requests that were waiting
-    /// are answered with [`Rejection::CoordinatorRestarted`];
-    /// permits granted before the restart are stale (their reports and releases are counted
-    /// in [`ShellCounters::stale`] and ignored).
+    /// are answered with [`Rejection::CoordinatorRestarted`]; the attempts of permits granted
+    /// before the restart are carried into the new core, which holds their slots until they
+    /// are released and learns their reports ([`ShellCounters::carried`]).
     ///
     /// # Panics
     ///
@@ -409,7 +414,7 @@ impl Actor for Coordinator {
 
 impl Supervised for Coordinator {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // Attempts from before the restart are stale: their reports are ignored.
+        // Attempts from before the restart are carried into the new core.
         self.rebuild();
     }
 }

@@ -67,8 +67,10 @@ impl Permit {
 
     /// The coordinator incarnation that granted the attempt (see
     /// [`State::incarnation`](super::State::incarnation)). A supervised coordinator that
-    /// restarts counts and ignores the reports and releases of earlier incarnations: their
-    /// attempt ids may name new attempts.
+    /// restarts carries the attempts running into its new core, and its report and release
+    /// reach the attempt under the id the new core gave it; messages naming an attempt of an
+    /// earlier incarnation that was not carried are counted as stale and ignored (the new
+    /// core reuses attempt ids).
     pub fn incarnation(&self) -> u64 {
         self.incarnation
     }

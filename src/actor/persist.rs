@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::ledger::Ledger;
+use super::messages::Reply;
 use super::permit::Answer;
 use super::saver::Saver;
 use super::timer::now;
@@ -241,8 +242,9 @@ impl Coordinator {
         if let Some((name, seq_base)) = self.core.share_identity_after(now) {
             core.set_share_identity(name, seq_base);
         }
-        self.core = core;
+        let old = std::mem::replace(&mut self.core, core);
         self.ledger = Ledger::default();
+        let granted_under = self.incarnation;
         self.incarnation += 1;
         self.timer.reset();
         // The last saved snapshot: a write in progress ends first.
@@ -264,8 +266,20 @@ impl Coordinator {
                 error: e.to_string(),
             },
         };
+        // The permits of the old core run on: the new one holds their slots until they end.
+        let carried = self
+            .carried
+            .carry_over(&old, granted_under, &mut self.core, now);
+        self.shell.carried += carried.len() as u64;
+        for &attempt in &carried {
+            if let Some(request) = self.core.attempt_request(attempt) {
+                // Nobody to answer: the permit's answer was its grant.
+                self.ledger.open(request, Reply::Once(None));
+            }
+        }
         tracing::warn!(
             incarnation = self.incarnation,
+            carried = carried.len(),
             "coordinator restarted; snapshot load: {outcome:?}"
         );
         self.snapshots.loaded = outcome;

@@ -50,9 +50,12 @@ pub struct ShellCounters {
     pub abandoned: u64,
     /// Decision records a full subscriber could not take.
     pub records_dropped: u64,
-    /// Reports and releases of permits granted before a restart (ignored: the new core may
-    /// reuse their attempt ids).
+    /// Reports and releases of permits granted before a restart whose attempt was not
+    /// carried into the new core (ignored: the new core may reuse their attempt ids).
     pub stale: u64,
+    /// Attempts running at a restart that the new core took over (their permits' reports
+    /// and releases count as the new core's).
+    pub carried: u64,
 }
 
 impl ShellCounters {

@@ -147,6 +147,7 @@ impl Coordinator {
             for request in gone {
                 self.end_if_abandoned(request, now);
             }
+            self.carried.prune(&self.core);
             if self.subscribers.prune() {
                 self.core.set_record_rate(self.subscribers.core_rate());
             }

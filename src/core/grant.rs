@@ -135,17 +135,11 @@ impl Core {
             idx: d.idx,
             gen: self.fleet.slots[cidx].gen,
         };
-        self.fleet.slots[cidx].in_flight += 1;
-        self.limit_granted(cidx);
-        self.refresh_load(cidx);
-        let attempt = self.attempts.start(NewAttempt {
+        let attempt = self.book(
             key,
-            request: idx,
-            concurrency: self.fleet.slots[cidx].in_flight,
-            limit: self.limit_of(&self.fleet.slots[cidx]),
-            granted_s: self.clock.now_s,
-            arm: (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm),
-        });
+            idx,
+            (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm),
+        );
         let r = &mut self.requests[idx as usize];
         r.pending -= 1;
         r.in_flight += 1;
@@ -196,6 +190,24 @@ impl Core {
             self.reject(idx, Rejection::NoEligibleCandidate);
         }
         true
+    }
+
+    /// Books an attempt of request `request` on the candidate `key` names: its slot, the
+    /// candidate's count in flight and its limit's estimator.
+    #[inline]
+    pub(super) fn book(&mut self, key: Key, request: u32, arm: Option<u8>) -> AttemptId {
+        let cidx = key.idx as usize;
+        self.fleet.slots[cidx].in_flight += 1;
+        self.limit_granted(cidx);
+        self.refresh_load(cidx);
+        self.attempts.start(NewAttempt {
+            key,
+            request,
+            concurrency: self.fleet.slots[cidx].in_flight,
+            limit: self.limit_of(&self.fleet.slots[cidx]),
+            granted_s: self.clock.now_s,
+            arm,
+        })
     }
 
     /// Builds and queues the record of an evaluated decision. Out of line and marked cold:

@@ -264,6 +264,9 @@ pub struct Counters {
     pub ejections: u64,
     /// Attempts reclaimed by the lease.
     pub reclaimed: u64,
+    /// Attempts taken over from an earlier core ([`Core::carry`]).
+    #[serde(default)]
+    pub carried: u64,
 }
 
 /// A read-only view of one candidate.

@@ -303,6 +303,22 @@ impl Core {
         Some(self.requests[idx as usize].in_flight)
     }
 
+    /// Every attempt running now: its id, the candidate it runs on, and whether its outcome
+    /// was reported (what [`Core::carry`] takes over in a new core after a restart).
+    pub fn running(&self) -> impl Iterator<Item = (AttemptId, &CandidateId, bool)> + '_ {
+        self.attempts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.active)
+            .map(|(i, a)| {
+                (
+                    AttemptId::new(i as u32, a.gen),
+                    &self.fleet.infos[a.key.idx as usize].id,
+                    a.reported,
+                )
+            })
+    }
+
     /// The candidate an attempt runs on.
     pub fn attempt_candidate(&self, id: AttemptId) -> Option<&CandidateId> {
         let a = self.attempts.index(id).ok()?;

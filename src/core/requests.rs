@@ -70,13 +70,7 @@ impl Core {
             }))
         };
         let deadline_ns = self.clock.deadline_ns(request.deadline);
-        let (idx, gen) = match self.free_requests.pop() {
-            Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
-            None => {
-                self.requests.push(ReqSlot::default());
-                (self.requests.len() as u32 - 1, 0)
-            }
-        };
+        let (idx, gen) = self.new_request_slot();
         let seq = self.queue.next_seq();
         let arm = self.assign_arm(request.key.as_deref(), rng);
         self.requests[idx as usize] = ReqSlot {
@@ -120,6 +114,62 @@ impl Core {
             self.reject(idx, Rejection::QueueFull);
         }
         Ok(id)
+    }
+
+    /// A free request slot (or a new one) and its next generation.
+    fn new_request_slot(&mut self) -> (u32, u32) {
+        match self.free_requests.pop() {
+            Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
+            None => {
+                self.requests.push(ReqSlot::default());
+                (self.requests.len() as u32 - 1, 0)
+            }
+        }
+    }
+
+    /// Takes over an attempt a caller already runs on `candidate`, one this core did not grant
+    /// (an earlier core's, before a restart): from now it holds a slot of the candidate and
+    /// of the global limit until its [`Core::done`], whatever the limits (it is running
+    /// already, so a limit it goes past only keeps the next grants back), and its outcome is
+    /// learned as any other. It belongs to a request of its own that asks for nothing more:
+    /// its `done` ends it (`Retry` and `Keep` are taken as `Finish`). Its lease
+    /// ([`Limits::max_attempt_s`]) runs from now; `reported` says its outcome was given
+    /// already (to the earlier core), so a lease that runs out counts no timeout for it.
+    ///
+    /// No event is told of the grant. Errors with [`Error::UnknownCandidate`] for a candidate
+    /// this core does not have (then nothing is booked).
+    pub fn carry(
+        &mut self,
+        candidate: &CandidateId,
+        reported: bool,
+        now: Instant,
+    ) -> Result<AttemptId, Error> {
+        let key = self
+            .fleet
+            .key_of(candidate)
+            .ok_or_else(|| Error::UnknownCandidate(candidate.clone()))?;
+        self.advance(now);
+        let (idx, gen) = self.new_request_slot();
+        let seq = self.queue.next_seq();
+        self.requests[idx as usize] = ReqSlot {
+            gen,
+            active: true,
+            closed: Some(CloseReason::Finished),
+            parallelism: 1,
+            seq,
+            arrival_s: self.clock.now_s,
+            deadline_ns: self.clock.deadline_ns(None),
+            attempts_left: NO_BUDGET,
+            ..ReqSlot::default()
+        };
+        let attempt = self.book(key, idx, None);
+        self.requests[idx as usize].in_flight = 1;
+        if reported {
+            let a = attempt.index();
+            self.attempts[a].reported = true;
+        }
+        self.out.counters.carried += 1;
+        Ok(attempt)
     }
 
     pub(super) fn request_index(&self, id: RequestId) -> Result<u32, Error> {
