@@ -558,3 +558,71 @@ async fn a_dropped_acquire_gives_its_place_up_at_once() {
         .expect("granted, not refused as QueueFull");
     assert_eq!(permit.candidate().as_str(), "a");
 }
+
+/// A lease that runs out on a permit from `acquire` is a reclaim, not a rejection anyone
+/// hears: the rejections metric counts only the answers a worker actor gets.
+#[test]
+fn a_reclaimed_acquire_permit_is_not_counted_as_a_rejection() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let (reclaimed, rejections) = System::new().block_on(async {
+        tokio::time::pause();
+        let config = Config {
+            refresh_ms: 5,
+            ..Config::default()
+        };
+        let limits = Limits {
+            max_attempt_s: Some(0.02),
+            ..Limits::default()
+        };
+        let handle = Coordinator::with_seed(config, limits, 1)
+            .unwrap()
+            .with_candidate(CandidateInfo::new("a"))
+            .unwrap()
+            .start_handle();
+        let held: Vec<_> =
+            futures::future::join_all((0..3).map(|_| handle.acquire(Request::any())))
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+        // A worker actor's request, reclaimed too: it hears so, and that is counted.
+        let (w, mut rx) = probe();
+        handle
+            .addr()
+            .send(Ready::new(Request::any(), w.recipient()))
+            .await
+            .unwrap()
+            .unwrap();
+        let worker_permit = next_permit(&mut rx).await;
+        match next_answer(&mut rx).await {
+            Answer::Rejected { reason, .. } => assert_eq!(reason, Rejection::Reclaimed),
+            other => panic!("expected the reclaim's answer, got {other:?}"),
+        }
+        let s = handle.state().await.unwrap();
+        drop((held, worker_permit));
+        (s.counters.reclaimed, s.counters.rejections)
+    });
+    assert_eq!(reclaimed, 4);
+    assert_eq!(
+        rejections.iter().sum::<u64>(),
+        0,
+        "the core counts no rejection"
+    );
+    let counted: u64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(k, ..)| {
+            k.key().name() == names::REJECTIONS
+                && k.key().labels().any(|l| l.value() == "reclaimed")
+        })
+        .map(|(.., v)| match v {
+            DebugValue::Counter(n) => n,
+            other => panic!("a counter, got {other:?}"),
+        })
+        .sum();
+    assert_eq!(counted, 1, "only the worker actor's answer");
+}

@@ -351,10 +351,13 @@ impl Coordinator {
                     // A worker slower than the lease hears that its request ended, rather than
                     // waiting for an answer to a later `Retry` that can no longer come.
                     if reason == CloseReason::Reclaimed {
+                        // Counted only where it is heard: a permit from `acquire` had its
+                        // one answer (the grant), so it is not told.
                         if let Some(reply) = self.ledger.reply_mut(request) {
                             let reason = Rejection::Reclaimed;
-                            self.metrics.on_event(&Event::Rejected { request, reason });
-                            let _ = reply.deliver(Answer::Rejected { request, reason });
+                            if reply.deliver(Answer::Rejected { request, reason }).is_ok() {
+                                self.metrics.on_event(&Event::Rejected { request, reason });
+                            }
                         }
                     }
                     self.ledger.closed(request);
