@@ -230,9 +230,10 @@ impl Core {
     }
 
     /// When the core next needs [`Core::tick`]: the earliest waiting deadline or the next
-    /// periodic refresh (every `refresh_ms` of the config), whichever comes first. The refresh
-    /// also ends ejections and applies the attempt lease ([`Limits::max_attempt_s`]), so a
-    /// lease is enforced within one refresh period. A driver keeps one timer armed at this
+    /// periodic refresh (every [`Config::refresh_period_s`]: `refresh_ms` of the config,
+    /// stretched for large fleets), whichever comes first. The refresh also ends ejections
+    /// and applies the attempt lease ([`Limits::max_attempt_s`]), so a lease is enforced
+    /// within one refresh period of its end. A driver keeps one timer armed at this
     /// instant and reads it again after every call, since any call may move it.
     pub fn next_wakeup(&self) -> Instant {
         // Nanoseconds since the epoch. The float-to-integer cast saturates; the ceiling and the
