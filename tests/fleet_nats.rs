@@ -516,6 +516,50 @@ async fn a_sharp_change_is_published_at_once_not_at_the_next_period() {
     assert_eq!(errors(&a).await + errors(&b).await, 0);
 }
 
+/// Digests that cannot be published (here: every one is larger than the server's
+/// `max_payload`) are attempted at most once a period, however many sharp changes ask for
+/// an urgent digest meanwhile: a failing send is not retried at every wake-up.
+#[actix::test]
+async fn failing_sends_are_attempted_at_most_once_a_period_not_at_every_urgent_change() {
+    if !nats_present("failing_sends_are_attempted_at_most_once_a_period_not_at_every_urgent_change")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Smaller than any digest entry: every publish fails.
+    let server = NatsServer::start(dir.path(), Some("max_payload: 100\n"));
+    let a = coordinator(41);
+    a.addr().send(GetState).await.unwrap();
+    let fa = Fleet::start(config(&server.url(), "a"), a.addr().clone())
+        .await
+        .unwrap();
+    eventually("a's connection", Duration::from_secs(10), || fa.connected()).await;
+    warm_up(&a).await;
+    let before = fa.counts();
+    let start = Instant::now();
+    let mut changes = 0;
+    // Sharp changes over and over: two failures after many successes on a reliable candidate.
+    while start.elapsed() < PERIOD * 6 {
+        for c in candidates() {
+            stream(&a, c, 40, ok()).await;
+            stream(&a, c, 2, failed()).await;
+            changes += 1;
+        }
+    }
+    let elapsed = start.elapsed();
+    let counts = fa.counts();
+    let attempts = counts.dropped - before.dropped;
+    println!("{changes} sharp changes in {elapsed:?}: {attempts} failed attempts; {counts:?}");
+    assert_eq!(counts.sent, 0, "{counts:?}");
+    let allowed = (elapsed.as_secs_f64() / PERIOD.as_secs_f64()).ceil() as u64 + 2;
+    assert!(
+        attempts <= allowed,
+        "{attempts} attempts in {elapsed:?}, at most {allowed} expected (one a period)"
+    );
+    assert!(attempts >= 1, "{counts:?}");
+    assert_eq!(errors(&a).await, 0);
+}
+
 #[actix::test]
 async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart() {
     if !nats_present("killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart")

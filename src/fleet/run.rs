@@ -155,8 +155,9 @@ async fn check_urgent_gap(coordinator: &Addr<Coordinator>, config: &FleetConfig)
     }
 }
 
-/// Names the coordinator in its digests; the sequence numbers start from the wall clock so
-/// the others do not take a restarted coordinator's digests for replays.
+/// Names the coordinator in its digests; the sequence numbers follow the wall clock (in ms,
+/// from now on, whatever the coordinator's age) so the others do not take a restarted
+/// coordinator's digests for replays.
 async fn identify(coordinator: &Addr<Coordinator>, sender: &str) {
     let seq_base = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -268,7 +269,11 @@ async fn publish(
     };
     let gap = config.urgent_gap.unwrap_or(Duration::ZERO);
     let mut next = later(Instant::now(), config.period);
-    let mut last_sent: Option<Instant> = None;
+    // When the last attempt to publish ended, whatever its outcome, and whether it failed:
+    // the gap runs from an attempt, not from a success, so failing sends are not retried at
+    // every urgent wake-up.
+    let mut last_attempt: Option<Instant> = None;
+    let mut failing = false;
     let mut last_urgent: Option<Instant> = None;
     loop {
         let woken = async {
@@ -277,19 +282,20 @@ async fn publish(
                 None => std::future::pending().await,
             }
         };
-        let due = tokio::select! {
+        let mut due = tokio::select! {
             () = tokio::time::sleep_until(next) => Due::Period,
             () = woken => Due::Urgent,
         };
         if due == Due::Urgent {
-            if !connected(&client) {
-                // It would only be dropped: the periodic digest is, once a period.
+            if failing || !connected(&client) {
+                // It would only be dropped (or fail again): the periodic digest tries, once a
+                // period.
                 tokio::time::sleep_until(next).await;
-                continue;
-            }
-            // The others' flood control refuses a digest that follows the previous one too
-            // closely: wait out the gap (the change stays urgent until a digest is taken).
-            if let Some(last) = last_sent {
+                due = Due::Period;
+            } else if let Some(last) = last_attempt {
+                // The others' flood control refuses a digest that follows the previous one
+                // too closely: wait out the gap (the change stays urgent until a digest is
+                // taken).
                 tokio::time::sleep_until(later(last, gap)).await;
             }
         }
@@ -305,13 +311,17 @@ async fn publish(
             let Some(digest) = named(&coordinator, &config.sender, digest).await else {
                 return;
             };
-            if send(&client, &subject, &config, &counters, digest).await {
+            let sent = send(&client, &subject, &config, &counters, digest).await;
+            if sent != Sent::Empty {
                 let at = Instant::now();
-                last_sent = Some(at);
+                last_attempt = Some(at);
+                failing = sent == Sent::Dropped;
                 if due == Due::Urgent {
                     last_urgent = Some(at);
-                    counters.urgent.fetch_add(1, Ordering::Relaxed);
-                    counter!(names::FLEET_DIGESTS_URGENT).increment(1);
+                    if sent == Sent::Sent {
+                        counters.urgent.fetch_add(1, Ordering::Relaxed);
+                        counter!(names::FLEET_DIGESTS_URGENT).increment(1);
+                    }
                 }
             }
         }
@@ -330,6 +340,17 @@ async fn publish(
     }
 }
 
+/// What became of a digest handed to [`send`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// Published.
+    Sent,
+    /// Nothing to publish (no entries): no attempt.
+    Empty,
+    /// Not published (disconnected, an error or a timeout): dropped and counted.
+    Dropped,
+}
+
 /// `digest`, taken again after naming the coordinator if it came without this sender's name
 /// (a supervised coordinator restarted from a snapshot without it); `None` when the
 /// coordinator is gone.
@@ -341,21 +362,21 @@ async fn named(coordinator: &Addr<Coordinator>, sender: &str, digest: Digest) ->
     coordinator.send(TakeDigest).await.ok()
 }
 
-/// Publishes one digest; whether it went out (one without entries is not sent; while the
-/// connection is down, or on an error, it is dropped and counted).
+/// Publishes one digest (one without entries is not sent; while the connection is down, or on
+/// an error, it is dropped and counted).
 async fn send(
     client: &async_nats::Client,
     subject: &str,
     config: &FleetConfig,
     counters: &Counters,
     digest: Digest,
-) -> bool {
+) -> Sent {
     if digest.entries.is_empty() {
-        return false;
+        return Sent::Empty;
     }
     if !connected(client) {
         dropped(counters, DROP_DISCONNECTED);
-        return false;
+        return Sent::Dropped;
     }
     if let Ok(mut published) = counters.published.lock() {
         if published.len() >= PUBLISHED_KEPT {
@@ -369,7 +390,7 @@ async fn send(
         Err(e) => {
             tracing::warn!(error = %e, "fleet: cannot encode the digest");
             dropped(counters, DROP_PUBLISH_ERROR);
-            return false;
+            return Sent::Dropped;
         }
     };
     // Bounded: a stuck connection costs this task one period, never the coordinator.
@@ -382,7 +403,7 @@ async fn send(
         Ok(Ok(())) => {
             counters.sent.fetch_add(1, Ordering::Relaxed);
             counter!(names::FLEET_DIGESTS_SENT).increment(1);
-            true
+            Sent::Sent
         }
         Ok(Err(e)) => {
             if e.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
@@ -398,11 +419,11 @@ async fn send(
                 tracing::debug!(error = %e, "fleet: publish failed");
             }
             dropped(counters, DROP_PUBLISH_ERROR);
-            false
+            Sent::Dropped
         }
         Err(_) => {
             dropped(counters, DROP_PUBLISH_ERROR);
-            false
+            Sent::Dropped
         }
     }
 }
