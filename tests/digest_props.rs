@@ -260,7 +260,9 @@ fn each_digest_taken_names_the_one_before() {
     let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
     drive(&mut a, "a", 3, &ok, 50, &mut t);
     let first = a.take_digest(t, true);
-    assert_eq!(first.prev_seq, None);
+    // A first digest names none before it: 0, never a digest's number.
+    assert_eq!(first.prev_seq, Some(0));
+    assert!(first.seq > 0);
     assert_eq!(first.entries.len(), 1);
     t += Duration::from_millis(500);
     drive(&mut a, "b", 3, &ok, 50, &mut t);
@@ -320,6 +322,114 @@ fn outcomes_behind_a_missed_digest_do_not_count_as_recent() {
     // `missed` keeps its recent successes: the failures, mixed with successes of unknown
     // time, reach it through the sender's average only.
     assert!(success(&missed) > 0.8, "missed one: {}", success(&missed));
+}
+
+/// Sequence numbers follow the clock the driver gives (the wall clock), not the core's age: a
+/// core that ran 8 s before it started sharing, replaced by a new process 3 s later, has the
+/// new process's first digest applied, not refused as a replay. Numbered from its start
+/// (the base being the wall clock when sharing started), the old core's digests ran 8 s
+/// ahead of the wall clock and the new one's were refused.
+#[test]
+fn a_restarted_sender_is_not_taken_for_a_replay() {
+    const WALL_MS: u64 = 1_700_000_000_000;
+    let t0 = Instant::now();
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    let mut rng = SmallRng::seed_from_u64(4);
+    for numbered_from_start in [false, true] {
+        let mut t = t0;
+        let (mut a, mut b) = (core("a", t0), core("b", t0));
+        drive(&mut a, "a", 5, &ok, 50, &mut t);
+        t = t0 + Duration::from_secs(8);
+        let wall = |t: Instant| WALL_MS + (t - t0).as_millis() as u64;
+        if numbered_from_start {
+            a.set_share_identity("a", wall(t));
+        } else {
+            a.set_share_identity_at("a", t, wall(t));
+        }
+        for _ in 0..4 {
+            drive(&mut a, "a", 2, &ok, 50, &mut t);
+            t += Duration::from_millis(500);
+            b.apply_digest(t, &a.take_digest(t, false)).unwrap();
+            b.tick(t, &mut rng);
+        }
+        // The process restarts: a new core, its own epoch, the same name.
+        t += Duration::from_secs(3);
+        let mut a2 = Core::new(Config::default(), t).unwrap();
+        for id in IDS {
+            a2.add_candidate(CandidateInfo::new(id), t, &mut rng)
+                .unwrap();
+        }
+        a2.set_share_identity_at("a", t, wall(t));
+        drive(&mut a2, "a", 2, &ok, 50, &mut t);
+        t += Duration::from_millis(500);
+        let first = a2.take_digest(t, false);
+        let applied = b.apply_digest(t, &first).map_err(|e| e.reason());
+        if numbered_from_start {
+            assert_eq!(applied.map(|_| ()), Err("replayed"), "the old numbering");
+        } else {
+            assert!(
+                applied.is_ok(),
+                "the restarted sender's first digest: {applied:?}"
+            );
+        }
+    }
+}
+
+/// A restarted sender's running totals start again: its first digest says it follows none
+/// (`prev_seq` 0), and the difference from the previous process's totals is not read as the
+/// outcomes of the last period, which would trip the change test.
+#[test]
+fn a_restarted_senders_totals_are_not_read_as_recent_outcomes() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    let failure = Outcome::failure(FailureClass::Transport);
+    let mut rng = SmallRng::seed_from_u64(5);
+    let (mut a, mut b, mut naive) = (core("a", t0), core("b", t0), core("c", t0));
+    let mut last = 0;
+    for _ in 0..4 {
+        drive(&mut a, "d", 1, &ok, 50, &mut t);
+        t += Duration::from_millis(500);
+        let d = a.take_digest(t, false);
+        last = d.seq;
+        for r in [&mut b, &mut naive] {
+            r.apply_digest(t, &d).unwrap();
+            r.tick(t, &mut rng);
+        }
+    }
+    // The new process (numbered on the same clock): 12 outcomes on "d", 5 successes. Read
+    // against the old process's 4 out of 4, that is 8 new outcomes with 1 success.
+    let mut a2 = core("a", t);
+    a2.set_share_identity_at("a", t, (t - t0).as_millis() as u64);
+    for i in 0..12 {
+        let outcome = if i % 2 == 0 && i < 10 { &ok } else { &failure };
+        drive(&mut a2, "d", 1, outcome, 50, &mut t);
+    }
+    t += Duration::from_millis(500);
+    let first = a2.take_digest(t, false);
+    assert_eq!(first.prev_seq, Some(0));
+    b.apply_digest(t, &first).unwrap();
+    // The same digest as a sender that does not say which one precedes it.
+    let following_on = Digest {
+        prev_seq: Some(last),
+        ..first
+    };
+    naive.apply_digest(t, &following_on).unwrap();
+    for r in [&mut b, &mut naive] {
+        r.tick(t, &mut rng);
+    }
+    let success = |r: &Core| {
+        r.candidate(&CandidateId::new("d"))
+            .unwrap()
+            .components
+            .success
+    };
+    assert!(
+        success(&b) > success(&naive) + 0.05,
+        "restart: {}, read as following on: {}",
+        success(&b),
+        success(&naive)
+    );
 }
 
 /// A core that shares watches its own outcomes: a failure on a candidate that rarely fails

@@ -560,6 +560,61 @@ async fn failing_sends_are_attempted_at_most_once_a_period_not_at_every_urgent_c
     assert_eq!(errors(&a).await, 0);
 }
 
+/// A member that restarts (a new process: a new coordinator under the same name) is heard at
+/// once, however long its predecessor ran before it started sharing: the digests are numbered
+/// from the wall clock, not from the wall clock at start plus the coordinator's age.
+#[actix::test]
+async fn a_restarted_member_is_not_taken_for_a_replay() {
+    if !nats_present("a_restarted_member_is_not_taken_for_a_replay") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let b = coordinator(52);
+    b.addr().send(GetState).await.unwrap();
+    let fb = Fleet::start(config(&server.url(), "b"), b.addr().clone())
+        .await
+        .unwrap();
+    // `a` runs 3 s before it shares.
+    let a = coordinator(51);
+    warm_up(&a).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let fa = Fleet::start(config(&server.url(), "a"), a.addr().clone())
+        .await
+        .unwrap();
+    warm_up(&a).await;
+    eventually("b to apply a's digests", PERIOD * 100, || {
+        fb.counts().applied >= 2
+    })
+    .await;
+    // The process restarts: sharing stops, a new coordinator shares under the same name.
+    drop(fa);
+    // What a published before it stopped has arrived.
+    tokio::time::sleep(PERIOD * 2).await;
+    let before = fb.counts();
+    let a2 = coordinator(53);
+    a2.addr().send(GetState).await.unwrap();
+    let fa2 = Fleet::start(config(&server.url(), "a"), a2.addr().clone())
+        .await
+        .unwrap();
+    warm_up(&a2).await;
+    eventually("b to hear two digests from the restarted a", PERIOD * 100, || {
+        let c = fb.counts();
+        c.applied + c.rejected >= before.applied + before.rejected + 2
+    })
+    .await;
+    let after = fb.counts();
+    println!(
+        "b before the restart: {before:?}; after: {after:?}; a2: {:?}",
+        fa2.counts()
+    );
+    assert_eq!(
+        after.rejected, before.rejected,
+        "the restarted member's digest was rejected: {after:?}"
+    );
+    assert!(after.applied > before.applied, "{after:?}");
+}
+
 #[actix::test]
 async fn killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart() {
     if !nats_present("killing_nats_causes_no_errors_or_stalls_and_sharing_resumes_after_a_restart")

@@ -11,15 +11,17 @@ use super::Coordinator;
 use crate::digest::{Applied, Digest, DigestError};
 
 /// Names this coordinator in its digests
-/// ([`Core::set_share_identity`](crate::core::Core::set_share_identity)). `seq_base` must grow
-/// across restarts (e.g. the wall-clock time in milliseconds) so the others do not take the
-/// new digests for replays.
+/// ([`Core::set_share_identity_at`](crate::core::Core::set_share_identity_at)): a digest
+/// taken now is numbered `seq_base`, one taken `d` ms later `seq_base + d`, however long the
+/// coordinator ran before. `seq_base` must grow across restarts (the wall-clock time in
+/// milliseconds, as the NATS transport passes) so the others do not take a restarted
+/// coordinator's digests for replays.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct SetShareIdentity {
     /// The sender name.
     pub name: String,
-    /// Added to the digest sequence numbers.
+    /// The sequence number of a digest taken now (later ones add the milliseconds since).
     pub seq_base: u64,
 }
 
@@ -63,7 +65,8 @@ impl Handler<SetShareIdentity> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: SetShareIdentity, _: &mut Context<Self>) {
-        self.core.set_share_identity(msg.name, msg.seq_base);
+        self.core
+            .set_share_identity_at(msg.name, now(), msg.seq_base);
     }
 }
 

@@ -165,21 +165,15 @@ impl ShareState {
             })
             .map(|r| &r.evidence)
     }
-}
 
-impl ShareState {
     /// When the pooled form of `reports` goes out of date: the first expiry or blackout end
     /// after `now_s`.
     fn pooled_until(&self, reports: &[Report], now_s: f64, expiry_s: f64) -> f64 {
         let mut until = f64::INFINITY;
         for r in reports {
-            let from = self
-                .usable_from_s
-                .get(r.sender as usize)
-                .copied()
-                .unwrap_or(f64::INFINITY);
-            if from > now_s {
-                until = until.min(from);
+            match self.usable_from_s.get(r.sender as usize) {
+                Some(&from) if from <= now_s => {}
+                from => until = until.min(from.copied().unwrap_or(f64::INFINITY)),
             }
             let ends = r.evidence.sample_s + expiry_s;
             if ends >= now_s {
@@ -191,8 +185,7 @@ impl ShareState {
 }
 
 impl Core {
-    /// Pools again the reports of every slot whose pooled form is out of date (the full
-    /// refresh calls it first).
+    /// Pools again every slot's reports whose pooled form is out of date (full refresh).
     pub(super) fn refresh_share(&mut self) {
         let Some(share) = self.share.as_deref_mut() else {
             return;
@@ -223,14 +216,21 @@ impl Core {
         }
     }
 
-    /// Names this core in its digests. `seq_base` is added to the milliseconds since the
-    /// core's epoch to number them; a driver that restarts passes something that grows across
-    /// restarts (such as the wall-clock time in milliseconds), so the others do not take its
-    /// new digests for replays.
+    /// Names this core in its digests, numbered `seq_base` plus the ms since the core's epoch
+    /// (a driver whose process may restart numbers them from the wall clock instead, with
+    /// [`Core::set_share_identity_at`], so the others do not take them for replays).
     pub fn set_share_identity(&mut self, name: impl Into<String>, seq_base: u64) {
         let share = self.share.get_or_insert_with(Box::default);
         share.name = name.into();
         share.seq_base = seq_base;
+    }
+
+    /// [`Core::set_share_identity`] numbered on a clock that runs across restarts: `at_ms`
+    /// (the wall-clock ms) at `now`, plus the ms since, whatever this core's age; a process
+    /// that replaces it later numbers its digests after this one's.
+    pub fn set_share_identity_at(&mut self, name: impl Into<String>, now: Instant, at_ms: u64) {
+        let age_ms = (self.clock.seconds_at(now) * 1000.0) as u64;
+        self.set_share_identity(name, at_ms.saturating_sub(age_ms));
     }
 
     /// The name and sequence base a core built at `now` to replace this one (a restart in the
@@ -272,11 +272,10 @@ impl Core {
         let last = self.share.as_deref().and_then(|s| s.last_taken);
         let mut digest = self.build_digest(now, last.filter(|_| changed_only).map(|l| l.1));
         let at_s = self.clock.seconds_at(now);
-        // A sequence number is never reused, even for two digests taken in one millisecond.
-        if let Some((seq, _)) = last {
-            digest.seq = digest.seq.max(seq.saturating_add(1));
-        }
-        digest.prev_seq = last.map(|l| l.0);
+        // A sequence number is never reused, even for two digests taken in one millisecond,
+        // and never 0, which a first digest names as its previous one.
+        digest.seq = digest.seq.max(last.map_or(0, |l| l.0).saturating_add(1));
+        digest.prev_seq = Some(last.map_or(0, |l| l.0));
         let share = self.share.get_or_insert_with(Box::default);
         share.last_taken = Some((digest.seq, at_s));
         share.urgent_s = None;
@@ -600,9 +599,9 @@ impl Core {
                 self.refresh_slot(idx as usize, fleet::Refresh::Full);
             }
         }
+        let mut changed = changed;
+        changed.clear();
         if let Some(share) = self.share.as_deref_mut() {
-            let mut changed = changed;
-            changed.clear();
             share.changed = changed;
         }
     }
@@ -653,7 +652,8 @@ impl Scoring<'_> {
 }
 
 /// Forgets the senders not heard for `expiry_s` (their reports can no longer be used) and
-/// drops reports past their expiry, so memory stays bounded by the live senders.
+/// drops their reports, so memory stays bounded by the live senders. A live sender's expired
+/// reports stay until it reports on the candidate again (they are not pooled meanwhile).
 fn forget_silent(share: &mut ShareState, now_s: f64, expiry_s: f64) {
     let gone: Vec<(String, u32)> = share
         .senders

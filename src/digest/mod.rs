@@ -40,8 +40,10 @@ pub struct Digest {
     /// Increases with every digest of the sender; a digest not newer than the last one
     /// applied from it is a replay.
     pub seq: u64,
-    /// The sequence number of the sender's previous digest (`None`: unknown, or its first).
-    /// A receiver that did not apply that one (it was lost or refused) cannot tell when the
+    /// The sequence number of the sender's previous digest; `Some(0)` for the first digest
+    /// a sender takes (after a restart too, whose running totals start again); `None` from
+    /// senders that do not say (they predate it). A receiver that did not apply that one (it
+    /// was lost or refused, or came from the process before a restart) cannot tell when the
     /// outcomes since its last report on a candidate happened, and does not count them among
     /// the recent outcomes (`docs/fleet.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
