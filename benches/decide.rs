@@ -22,7 +22,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use selection_coordinator::score::Stats;
 use selection_coordinator::{
-    CandidateId, CandidateInfo, Config, Core, Event, Grant, Next, Outcome, Request,
+    CandidateId, CandidateInfo, Config, Core, Event, Grant, Limits, Next, Outcome, Request,
 };
 
 const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
@@ -130,6 +130,35 @@ fn churn_step(n: usize) -> impl FnMut() {
         core.add_with_stats(CandidateInfo::new(format!("c{next}")), stats, now, &mut rng)
             .expect("a fresh candidate");
         (oldest, next) = (oldest + 1, next + 1);
+        cycle(&mut core, Request::any(), now, &mut rng, k);
+    }
+}
+
+/// Plain decision cycles over 1,000 candidates (one attempt each at most) while `waiters`
+/// requests wait for the one candidate they name, held by an attempt that never ends: the
+/// cost of waiters no candidate can serve on everyone else's grants (they are parked, so
+/// it should not grow with their number).
+fn parked_step(waiters: usize) -> impl FnMut() {
+    let (mut core, mut rng, mut now) = warm_core(1_000);
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    core.set_limits(limits, now, &mut rng)
+        .expect("valid limits");
+    let c0 = CandidateId::new("c0");
+    core.ready(Request::only([c0.clone()]), now, &mut rng)
+        .expect("valid request");
+    while core.poll_event().is_some() {}
+    for _ in 0..waiters {
+        core.ready(Request::only([c0.clone()]), now, &mut rng)
+            .expect("valid request");
+    }
+    assert_eq!(core.waiting(), waiters, "the waiters wait");
+    let mut k = 0u64;
+    move || {
+        now += STEP;
+        k += 1;
         cycle(&mut core, Request::any(), now, &mut rng, k);
     }
 }
@@ -286,6 +315,12 @@ fn decide(c: &mut Criterion) {
         let mut step = tower_p2c_step(n);
         g.bench_function(BenchmarkId::new("tower_p2c", n), |b| b.iter(&mut step));
     }
+    for waiters in [0, 10_000] {
+        let mut step = parked_step(waiters);
+        g.bench_function(BenchmarkId::new("parked_waiters", waiters), |b| {
+            b.iter(&mut step)
+        });
+    }
     g.finish();
 }
 
@@ -405,7 +440,6 @@ fn records(c: &mut Criterion) {
 /// the inverse of the coordinator's throughput at 64 concurrent workers.
 fn actor(c: &mut Criterion) {
     use selection_coordinator::actor::{Coordinator, CoordinatorHandle};
-    use selection_coordinator::Limits;
 
     const CANDIDATES: usize = 1_000;
     const WORKERS: u64 = 64;
@@ -467,8 +501,9 @@ criterion_group!(benches, decide, subsets, records, actor);
 /// `DECIDE_COUNT=<impl>:<n>:<iterations>` runs one implementation's step that many times
 /// without criterion, for instruction counts under callgrind (robust to a noisy machine):
 /// the difference between two iteration counts divided by their difference is the cost of
-/// one step. `<impl>` is `coordinator`, `refresh`, `churn`, `naive`, `lassie`, `tower_p2c` or
-/// `subset` (then `<n>` is the subset size, out of 10,000 candidates).
+/// one step. `<impl>` is `coordinator`, `refresh`, `churn`, `naive`, `lassie`, `tower_p2c`,
+/// `subset` (then `<n>` is the subset size, out of 10,000 candidates) or `parked` (then `<n>`
+/// is the number of waiters no candidate can serve).
 /// `DECIDE_CONFIG=<file>` runs the coordinator with that config instead of the default
 /// ([`bench_config`]; the criterion benches read it too).
 fn count(spec: &str) {
@@ -486,6 +521,7 @@ fn count(spec: &str) {
         "lassie" => Box::new(lassie_step(n)),
         "tower_p2c" => Box::new(tower_p2c_step(n)),
         "subset" => Box::new(subset_step(n)),
+        "parked" => Box::new(parked_step(n)),
         other => panic!("unknown implementation {other:?}"),
     };
     for _ in 0..iterations {

@@ -592,3 +592,105 @@ fn a_decision_record_displays_as_one_line() {
     assert!(line.contains("of 3"), "{line}");
     assert!(line.contains("; next c"), "{line}");
 }
+
+fn granted(ev: &[Event]) -> Vec<(selection_coordinator::RequestId, CandidateId)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            Event::Granted(g) => Some((g.request, g.candidate.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waiters no candidate can serve are parked: other requests' grants and releases do not
+/// wake them, the release of a candidate they may use does, and they are served in arrival
+/// order.
+#[test]
+fn waiters_nobody_can_serve_are_parked_until_their_candidate_frees() {
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut core = Core::new(Config::default(), now)
+        .unwrap()
+        .with_limits(limits)
+        .unwrap();
+    for i in 0..3 {
+        let mut info = CandidateInfo::new(format!("c{i}"));
+        if i == 2 {
+            info = info.with_capability("gpu");
+        }
+        core.add_candidate(info, now, &mut rng).unwrap();
+    }
+    let c0 = CandidateId::from("c0");
+    let c2 = CandidateId::from("c2");
+    // c0 and c2 are held.
+    core.ready(Request::only([c0.clone()]), now, &mut rng)
+        .unwrap();
+    core.ready(Request::only([c2.clone()]), now, &mut rng)
+        .unwrap();
+    let held: Vec<_> = events(&mut core)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Granted(g) => Some(g.attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(held.len(), 2);
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            core.ready(Request::only([c0.clone()]), now, &mut rng)
+                .unwrap()
+        })
+        .collect();
+    let gpu = core
+        .ready(Request::any().requiring("gpu"), now, &mut rng)
+        .unwrap();
+    assert!(events(&mut core).is_empty());
+    assert_eq!((core.waiting(), core.parked()), (6, 6));
+    // Plain traffic on c1 grants and releases without waking them.
+    for _ in 0..10 {
+        core.ready(Request::any(), now, &mut rng).unwrap();
+        let ev = events(&mut core);
+        let Some(Event::Granted(g)) = ev.first() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(g.candidate, CandidateId::from("c1"));
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        assert_eq!(core.parked(), 6);
+        core.check_invariants().unwrap();
+    }
+    // c0 frees: the oldest of its waiters gets it, the rest park again.
+    core.done(held[0], Next::Finish, now, &mut rng).unwrap();
+    assert_eq!(granted(&events(&mut core)), [(waiters[0], c0.clone())]);
+    assert_eq!((core.waiting(), core.parked()), (5, 5));
+    // c2 frees: the request needing its capability gets it.
+    core.done(held[1], Next::Finish, now, &mut rng).unwrap();
+    assert_eq!(granted(&events(&mut core)), [(gpu, c2.clone())]);
+    assert_eq!((core.waiting(), core.parked()), (4, 4));
+    // A parked request still has its deadline and its cancel.
+    core.cancel(waiters[1], now).unwrap();
+    assert_eq!((core.waiting(), core.parked()), (3, 3));
+    core.check_invariants().unwrap();
+    // A candidate added with the capability serves a parked request at once.
+    core.ready(Request::any().requiring("gpu"), now, &mut rng)
+        .unwrap();
+    assert_eq!(core.parked(), 4);
+    core.add_candidate(
+        CandidateInfo::new("c3").with_capability("gpu"),
+        now,
+        &mut rng,
+    )
+    .unwrap();
+    assert_eq!(
+        granted(&events(&mut core))
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect::<Vec<_>>(),
+        [CandidateId::from("c3")]
+    );
+    assert_eq!(core.parked(), 3);
+    core.check_invariants().unwrap();
+}

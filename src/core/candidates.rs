@@ -88,6 +88,8 @@ impl Core {
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
         self.stake_moved(info_stake != 0.0);
+        // A request parked for want of a candidate with its capabilities may take this one.
+        self.queue.wake_all(&mut self.requests);
         self.pump(rng);
         Ok(())
     }
@@ -206,6 +208,7 @@ impl Core {
         if per_candidate_changed {
             self.refresh_all();
         }
+        self.queue.wake_all(&mut self.requests);
         self.pump(rng);
         Ok(())
     }

@@ -176,6 +176,7 @@ impl Core {
             slot.available = available;
             if available {
                 self.fleet.avail += 1;
+                self.queue.wake(idx as u32, &mut self.requests);
             } else {
                 self.fleet.avail -= 1;
             }
@@ -241,6 +242,9 @@ impl Core {
             tree.reserve_leaves(n);
         }
         self.find_oldest_pending();
+        // Parked requests are woken where a candidate gains capacity; each coarse refresh
+        // also checks them all again, so none waits past it whatever the cause.
+        self.queue.wake_all(&mut self.requests);
         self.fleet.feedback.settle();
         self.refresh_share();
         self.refresh_pool();

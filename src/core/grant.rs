@@ -4,7 +4,12 @@
 use super::*;
 use arms::ShadowState;
 use attempt_slots::NewAttempt;
+use queue::WakeOn;
 use select::{DrawMode, DrawPath, Drawer};
+
+/// A request needing capabilities that more candidates than this have is parked to wake on
+/// any candidate's capacity rather than listed under each.
+const PARK_SLOTS: usize = 256;
 
 impl Core {
     /// Grants until nothing more can be granted.
@@ -27,22 +32,77 @@ impl Core {
             let bound = fast.map(|(s, _)| s).unwrap_or(u64::MAX);
             let start = cursor.map(|c| c + 1).unwrap_or(0);
             let mut chosen = None;
+            // Requests found unservable are parked, out of later scans (see `queue`).
+            let mut unservable: Vec<u32> = Vec::new();
             for (seq, idx) in self.queue.general(start, bound) {
                 if self.fleet.servable(self.requests[idx as usize].set()) {
                     chosen = Some(idx);
                     break;
                 }
+                unservable.push(idx);
                 cursor = Some(seq);
+            }
+            for idx in unservable {
+                self.park(idx);
             }
             let idx = match (chosen, fast) {
                 (Some(idx), _) => idx,
                 (None, Some((_, idx))) => idx,
                 (None, None) => break,
             };
+            let wakes = self.queue.wakes();
             if !self.grant_one(idx, rng) {
                 break;
             }
+            // Capacity only shrinks within a pump, but should a grant's refresh have woken a
+            // parked request, the scan starts over so it is not passed by.
+            if self.queue.wakes() != wakes {
+                cursor = None;
+            }
         }
+    }
+
+    /// Parks waiting request `idx`, found unservable, under the candidates that could serve
+    /// it: those it names, or those with its capabilities; any candidate when it names none
+    /// (or when more than [`PARK_SLOTS`] candidates have its capabilities).
+    #[cold]
+    fn park(&mut self, idx: u32) {
+        let r = &self.requests[idx as usize];
+        let set = r.set();
+        let fleet = &self.fleet;
+        let slots: Option<Vec<u32>> = match set.eligible {
+            Some(keys) => Some(
+                keys.iter()
+                    .filter(|k| {
+                        fleet.key_valid(**k)
+                            && !Fleet::excluded(set.exclude, k.idx, k.gen)
+                            && fleet.caps_ok(k.idx, set.caps)
+                    })
+                    .map(|k| k.idx)
+                    .collect(),
+            ),
+            None if !set.caps.is_empty() => {
+                let mut found = Vec::new();
+                for (i, s) in fleet.slots.iter().enumerate() {
+                    if s.live
+                        && !Fleet::excluded(set.exclude, i as u32, s.gen)
+                        && fleet.caps_ok(i as u32, set.caps)
+                    {
+                        found.push(i as u32);
+                        if found.len() > PARK_SLOTS {
+                            break;
+                        }
+                    }
+                }
+                (found.len() <= PARK_SLOTS).then_some(found)
+            }
+            None => None,
+        };
+        let on = match &slots {
+            Some(s) if !s.is_empty() => WakeOn::Slots(s),
+            _ => WakeOn::Any,
+        };
+        self.queue.park(&mut self.requests[idx as usize], idx, on);
     }
 
     /// Grants one attempt to request `idx`. Returns false if nothing could be drawn (which the

@@ -9,14 +9,16 @@
 //! candidate) the core serves the **oldest servable** request with **one weighted draw** over
 //! its eligible candidates that have free capacity, and repeats until nothing more can be
 //! granted. A request that cannot be served now is skipped, never blocking the ones behind it,
-//! so nothing waits on anything but capacity: there is no deadlock to fall into.
+//! so nothing waits on anything but capacity: there is no deadlock to fall into. Skipped
+//! requests are parked until a candidate that could serve them gains capacity, so they cost
+//! the grants of others nothing meanwhile.
 //!
 //! `Core` is one state machine delegating to owned parts, each in its own file:
 //!
 //! | part | file | holds |
 //! |---|---|---|
 //! | fleet | `slots.rs` | candidate slots, infos (with the ids), the id index, the channel sum trees, the counts; its refresh (which needs the model, the clock and the limits) is in `fleet.rs` |
-//! | wait queue | `queue.rs` | waiting requests in arrival order, their deadlines |
+//! | wait queue | `queue.rs` | waiting requests in arrival order, their deadlines, the parked ones and what wakes them |
 //! | attempts | `attempt_slots.rs` | attempts in flight, their free list and count; outcomes, releases and leases are in `attempts.rs` |
 //! | clock | `clock.rs` | the epoch, the latest `now`, the values derived from it, the refresh schedule |
 //! | outbox | `outbox.rs` | events, sampled decision records, counters |

@@ -352,7 +352,16 @@ impl Core {
             || self
                 .queue
                 .general(0, u64::MAX)
-                .any(|(_, idx)| self.fleet.servable(self.requests[idx as usize].set()))
+                .map(|(_, idx)| idx)
+                .chain(self.queue.parked_requests())
+                .any(|idx| self.fleet.servable(self.requests[idx as usize].set()))
+    }
+
+    /// Waiting requests parked: found unservable, and out of the pump's scans until a
+    /// candidate that could serve them gains capacity.
+    #[doc(hidden)]
+    pub fn parked(&self) -> usize {
+        self.queue.parked()
     }
 
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
@@ -402,6 +411,22 @@ impl Core {
             .count();
         if waiting != self.queue.len() {
             return Err(format!("waiting {} != queued {waiting}", self.queue.len()));
+        }
+        let parked = self
+            .requests
+            .iter()
+            .filter(|r| r.active && r.queued == Queued::Parked)
+            .count();
+        if parked != self.queue.parked()
+            || self
+                .queue
+                .parked_requests()
+                .any(|i| self.requests[i as usize].queued != Queued::Parked)
+        {
+            return Err(format!(
+                "{parked} requests parked, {} listed",
+                self.queue.parked()
+            ));
         }
         for r in self.requests.iter().filter(|r| r.active) {
             if r.pending + r.in_flight > r.parallelism {

@@ -4,8 +4,18 @@
 //! stale entries are skipped lazily at the head; the rest stand in an ordered map the pump
 //! scans for the oldest servable one. Both are ordered by the request's arrival sequence, so
 //! the oldest servable request is always served first.
+//!
+//! A request of the map that the pump finds unservable is **parked**: it leaves the map, so
+//! later pumps do not check it again, and is listed under each candidate that could serve it
+//! (the candidates it names, or those with its capabilities), or under any candidate when it
+//! names none. When one of them gains capacity ([`WaitQueue::wake`], called where a candidate
+//! becomes available) its parked requests go back into the map at their place in arrival
+//! order. Without it, every pump (one per grant and release) would check every waiting
+//! request no candidate can serve, and a few thousand such waiters, or a few dozen needing a
+//! capability over a large fleet, would slow the grants of every other request. Parked
+//! requests still wait: they count in [`WaitQueue::len`] and their deadlines stay due.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::{ReqSlot, NO_DEADLINE};
 
@@ -22,6 +32,16 @@ pub(super) enum Queued {
     Fast,
     /// In the ordered map of requests with a subset, exclusions or capabilities.
     General,
+    /// Out of the map until a candidate that could serve it gains capacity.
+    Parked,
+}
+
+/// Where a parked request is listed: the candidate slots that could serve it, or any.
+pub(super) enum WakeOn<'a> {
+    /// A candidate in these slots gains capacity.
+    Slots(&'a [u32]),
+    /// Any candidate gains capacity.
+    Any,
 }
 
 /// The requests waiting for a slot; see the [module docs](self).
@@ -34,9 +54,21 @@ pub(super) struct WaitQueue {
     general: BTreeMap<u64, u32>,
     /// (deadline ns, sequence, request index) of waiting requests with a deadline.
     deadlines: BTreeSet<(u64, u64, u32)>,
-    /// Requests waiting (in `fast` or `general`).
+    /// Requests waiting (in `fast` or `general`, or parked).
     waiting: usize,
     next_seq: u64,
+    /// Parked requests by request index, with the number of the park that listed them: an
+    /// entry of an earlier park (the request woke and parked again, or left) is stale.
+    parked: HashMap<u32, u64>,
+    /// Parked requests listed under a candidate slot, as (request index, park number).
+    by_slot: HashMap<u32, Vec<(u32, u64)>>,
+    /// Parked requests any candidate may serve.
+    by_any: Vec<(u32, u64)>,
+    /// Entries in `by_slot` and `by_any`, stale ones included.
+    entries: usize,
+    parks: u64,
+    /// Parked requests woken so far (the pump restarts its scan when it moves).
+    wakes: u64,
 }
 
 impl WaitQueue {
@@ -83,6 +115,11 @@ impl WaitQueue {
             Queued::General => {
                 self.waiting -= 1;
                 self.general.remove(&r.seq);
+            }
+            // Its entries go lazily (they name an earlier park).
+            Queued::Parked => {
+                self.waiting -= 1;
+                self.parked.remove(&idx);
             }
         }
         r.queued = Queued::No;
@@ -151,6 +188,108 @@ impl WaitQueue {
         let range =
             (!self.general.is_empty() && from < before).then(|| self.general.range(from..before));
         range.into_iter().flatten().map(|(&s, &i)| (s, i))
+    }
+
+    /// Parks request `idx` (in the map, found unservable) until a candidate `on` names gains
+    /// capacity.
+    pub(super) fn park(&mut self, r: &mut ReqSlot, idx: u32, on: WakeOn<'_>) {
+        if r.queued != Queued::General {
+            return;
+        }
+        self.general.remove(&r.seq);
+        r.queued = Queued::Parked;
+        self.parks += 1;
+        let park = self.parks;
+        self.parked.insert(idx, park);
+        match on {
+            WakeOn::Slots(slots) => {
+                for &slot in slots {
+                    self.by_slot.entry(slot).or_default().push((idx, park));
+                    self.entries += 1;
+                }
+            }
+            WakeOn::Any => {
+                self.by_any.push((idx, park));
+                self.entries += 1;
+            }
+        }
+        // Stale entries are dropped once they outnumber the live ones, which keeps the cost
+        // per park constant.
+        if self.entries > 4 * self.parked.len() + 64 {
+            let parked = &self.parked;
+            let live = |&(i, p): &(u32, u64)| parked.get(&i) == Some(&p);
+            self.by_slot.retain(|_, list| {
+                list.retain(live);
+                !list.is_empty()
+            });
+            self.by_any.retain(live);
+            self.entries = self.by_slot.values().map(Vec::len).sum::<usize>() + self.by_any.len();
+        }
+    }
+
+    /// Requests parked.
+    #[inline]
+    pub(super) fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// The parked requests, by index.
+    pub(super) fn parked_requests(&self) -> impl Iterator<Item = u32> + '_ {
+        self.parked.keys().copied()
+    }
+
+    /// Parked requests woken so far.
+    #[inline]
+    pub(super) fn wakes(&self) -> u64 {
+        self.wakes
+    }
+
+    /// The candidate in `slot` gained capacity: the requests parked for it, and those any
+    /// candidate may serve, go back into the map.
+    #[inline]
+    pub(super) fn wake(&mut self, slot: u32, requests: &mut [ReqSlot]) {
+        if self.parked.is_empty() {
+            return;
+        }
+        if let Some(list) = self.by_slot.remove(&slot) {
+            self.entries -= list.len();
+            self.unpark(list, requests);
+        }
+        if !self.by_any.is_empty() {
+            let list = std::mem::take(&mut self.by_any);
+            self.entries -= list.len();
+            self.unpark(list, requests);
+        }
+    }
+
+    /// Every parked request goes back into the map (what could serve them changed other than
+    /// by a candidate gaining capacity: candidates came, left or changed, limits or config
+    /// changed).
+    pub(super) fn wake_all(&mut self, requests: &mut [ReqSlot]) {
+        if self.parked.is_empty() {
+            return;
+        }
+        self.wakes += self.parked.len() as u64;
+        for (idx, _) in self.parked.drain() {
+            let r = &mut requests[idx as usize];
+            r.queued = Queued::General;
+            self.general.insert(r.seq, idx);
+        }
+        self.by_slot.clear();
+        self.by_any.clear();
+        self.entries = 0;
+    }
+
+    fn unpark(&mut self, list: Vec<(u32, u64)>, requests: &mut [ReqSlot]) {
+        for (idx, park) in list {
+            if self.parked.get(&idx) == Some(&park) {
+                self.parked.remove(&idx);
+                self.wakes += 1;
+                let r = &mut requests[idx as usize];
+                r.queued = Queued::General;
+                self.general.insert(r.seq, idx);
+            }
+        }
     }
 
     /// The earliest deadline of a waiting request, nanoseconds since the epoch.

@@ -287,6 +287,8 @@ impl Core {
 
     /// Rejects waiting requests that no longer have any candidate they may use.
     pub(super) fn reject_ineligible(&mut self) {
+        // What could serve the parked requests changed: they are checked with the rest.
+        self.queue.wake_all(&mut self.requests);
         let mut doomed: Vec<u32> = self
             .queue
             .general(0, u64::MAX)
