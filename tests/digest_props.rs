@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use rand::{rngs::SmallRng, SeedableRng};
-use selection_coordinator::digest::{CandidateDigest, Digest};
+use selection_coordinator::digest::{CandidateDigest, Digest, DigestPart};
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Next, Outcome, Request,
 };
@@ -432,6 +432,129 @@ fn a_restarted_senders_totals_are_not_read_as_recent_outcomes() {
     );
 }
 
+/// `d` split as a transport splits a digest too large for one message: candidates "a" and
+/// "b" in the first part, "c" and "d" in the second, numbered from `d.seq`.
+fn halves(d: &Digest) -> [Digest; 2] {
+    let part = |index: u32, ids: [&str; 2]| Digest {
+        seq: d.seq + u64::from(index),
+        part: Some(DigestPart {
+            round: d.seq,
+            index,
+            count: 2,
+        }),
+        entries: d
+            .entries
+            .iter()
+            .filter(|e| ids.contains(&e.id.as_str()))
+            .cloned()
+            .collect(),
+        ..d.clone()
+    };
+    [part(0, ["a", "b"]), part(1, ["c", "d"])]
+}
+
+/// The parts of a digest split into several are each applied on their own, at once (the
+/// flood control counts rounds, not parts); a new round sooner than `min_interval_s`, a part
+/// seen before, a candidate in two parts of a round and a part whose numbers do not hold
+/// together are refused.
+#[test]
+fn the_parts_of_a_round_are_applied_together_and_checked() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    for id in IDS {
+        drive(&mut a, id, 3, &ok, 50, &mut t);
+    }
+    let [p0, p1] = halves(&a.take_digest(t, false));
+    assert_eq!(b.apply_digest(t, &p0).unwrap().applied, 2);
+    assert_eq!(b.apply_digest(t, &p1).unwrap().applied, 2, "not too soon");
+    let reason =
+        |b: &mut Core, d: &Digest, t| b.apply_digest(t, d).map(|_| ()).map_err(|e| e.reason());
+    assert_eq!(reason(&mut b, &p1, t), Err("replayed"));
+    t += Duration::from_millis(100);
+    let [q0, q1] = halves(&a.take_digest(t, false));
+    assert_eq!(reason(&mut b, &q0, t), Err("too_soon"), "a new round is");
+    t += Duration::from_millis(500);
+    // The second part of a round whose first was refused opens it.
+    assert_eq!(reason(&mut b, &q1, t), Ok(()));
+    t += Duration::from_millis(500);
+    let [r0, mut r1] = halves(&a.take_digest(t, false));
+    r1.entries.push(r0.entries[0].clone());
+    assert_eq!(reason(&mut b, &r0, t), Ok(()));
+    let applied = b.apply_digest(t, &r1).unwrap();
+    assert_eq!((applied.applied, applied.rejected_total()), (2, 1));
+    assert_eq!(
+        applied.first_rejection.map(|e| e.reason()),
+        Some("duplicate_entry")
+    );
+    t += Duration::from_millis(500);
+    let [mut bad, _] = halves(&a.take_digest(t, false));
+    bad.part = Some(DigestPart {
+        round: bad.seq,
+        index: 0,
+        count: 100,
+    });
+    assert_eq!(reason(&mut b, &bad, t), Err("bad_part"));
+}
+
+/// A receiver that missed one part of a round does not count the outcomes since its last
+/// report on that part's candidates as recent (it cannot tell when they happened); those of
+/// the other parts it applied still count.
+#[test]
+fn a_lost_part_hides_the_recent_outcomes_of_its_candidates_only() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut every, mut missed) = (core("a", t0), core("b", t0), core("c", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    let failure = Outcome::failure(FailureClass::Transport);
+    for id in ["a", "c"] {
+        drive(&mut every, id, 20, &ok, 50, &mut t);
+        drive(&mut missed, id, 20, &ok, 50, &mut t);
+    }
+    let mut rng = SmallRng::seed_from_u64(6);
+    let mut round = |a: &mut Core, lose: bool, outcome: &Outcome, t: &mut Instant| {
+        drive(a, "b", 5, outcome, 50, t);
+        drive(a, "d", 5, outcome, 50, t);
+        *t += Duration::from_millis(750);
+        let [p0, p1] = halves(&a.take_digest(*t, false));
+        for (b, lost) in [(&mut every, false), (&mut missed, lose)] {
+            b.apply_digest(*t, &p0).unwrap();
+            if !lost {
+                b.apply_digest(*t, &p1).unwrap();
+            }
+            b.tick(*t, &mut rng);
+        }
+    };
+    for _ in 0..8 {
+        round(&mut a, false, &ok, &mut t);
+    }
+    // Successes whose second part (candidate "d") `missed` never gets, then failures.
+    round(&mut a, true, &ok, &mut t);
+    round(&mut a, false, &failure, &mut t);
+    let success = |b: &Core, id: &str| {
+        b.candidate(&CandidateId::new(id))
+            .unwrap()
+            .components
+            .success
+    };
+    assert!(
+        success(&every, "d") < 0.5,
+        "every part: {}",
+        success(&every, "d")
+    );
+    assert!(
+        success(&missed, "b") < 0.5,
+        "the part it got: {}",
+        success(&missed, "b")
+    );
+    assert!(
+        success(&missed, "d") > 0.8,
+        "the part it missed: {}",
+        success(&missed, "d")
+    );
+}
+
 /// A core that shares watches its own outcomes: a failure on a candidate that rarely fails
 /// makes its next digest urgent, until a digest is taken.
 #[test]
@@ -527,6 +650,7 @@ fn any_digest() -> impl Strategy<Value = (Digest, u64)> {
                     sender: sender.to_string(),
                     seq,
                     prev_seq,
+                    part: None,
                     entries,
                 },
                 gap_ms,

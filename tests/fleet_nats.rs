@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use selection_coordinator::actor::{Coordinator, CoordinatorHandle, Explain, GetState};
-use selection_coordinator::fleet::{Auth, Fleet, FleetConfig, FleetError};
+use selection_coordinator::actor::{Coordinator, CoordinatorHandle, Explain, GetState, TakeDigest};
+use selection_coordinator::fleet::{wire, Auth, Fleet, FleetConfig, FleetError};
 use selection_coordinator::{CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Request};
 
 /// The digest period of these tests: long against the scheduling noise of a loaded machine,
@@ -560,6 +560,18 @@ async fn failing_sends_are_attempted_at_most_once_a_period_not_at_every_urgent_c
     assert_eq!(errors(&a).await, 0);
 }
 
+/// The same with 50,000 candidates: 12 parts a digest.
+#[actix::test]
+#[ignore = "slow: 50,000 candidates; cargo test --release -- --ignored"]
+async fn fifty_thousand_candidates_are_shared_with_the_default_max_payload() {
+    a_large_digest_reaches_the_other_in_parts(
+        "fifty_thousand_candidates_are_shared_with_the_default_max_payload",
+        50_000,
+        "",
+    )
+    .await;
+}
+
 /// A member that restarts (a new process: a new coordinator under the same name) is heard at
 /// once, however long its predecessor ran before it started sharing: the digests are numbered
 /// from the wall clock, not from the wall clock at start plus the coordinator's age.
@@ -598,10 +610,14 @@ async fn a_restarted_member_is_not_taken_for_a_replay() {
         .await
         .unwrap();
     warm_up(&a2).await;
-    eventually("b to hear two digests from the restarted a", PERIOD * 100, || {
-        let c = fb.counts();
-        c.applied + c.rejected >= before.applied + before.rejected + 2
-    })
+    eventually(
+        "b to hear two digests from the restarted a",
+        PERIOD * 100,
+        || {
+            let c = fb.counts();
+            c.applied + c.rejected >= before.applied + before.rejected + 2
+        },
+    )
     .await;
     let after = fb.counts();
     println!(
@@ -613,6 +629,114 @@ async fn a_restarted_member_is_not_taken_for_a_replay() {
         "the restarted member's digest was rejected: {after:?}"
     );
     assert!(after.applied > before.applied, "{after:?}");
+}
+
+/// A digest larger than one message (more candidates with fresh evidence than the server's
+/// `max_payload` holds) is split into parts that each reach the other coordinator and are
+/// applied on their own: every candidate's evidence arrives, nothing is dropped or rejected.
+async fn a_large_digest_reaches_the_other_in_parts(test: &str, n: usize, server_config: &str) {
+    if !nats_present(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), Some(server_config));
+    let mut shared = scoring();
+    shared.share.blackout_s = 0.0;
+    let ids: Vec<String> = (0..n).map(|i| format!("provider-{i:06}")).collect();
+    let build = |seed| {
+        let mut c = Coordinator::with_seed(shared.clone(), Limits::default(), seed).unwrap();
+        for id in &ids {
+            c = c.with_candidate(CandidateInfo::new(id.as_str())).unwrap();
+        }
+        c.start_handle()
+    };
+    let (a, b) = (build(61), build(62));
+    let at_b = |state: &selection_coordinator::actor::State| -> Vec<f64> {
+        state
+            .candidates
+            .iter()
+            .map(|c| c.components.success)
+            .collect()
+    };
+    let before = at_b(&b.addr().send(GetState).await.unwrap());
+    let mut slow = config(&server.url(), "a");
+    // Every digest is a periodic one, taken after all the outcomes.
+    slow.period = Duration::from_secs(2);
+    slow.urgent_gap = None;
+    let (fa, fb) = share_both(&a, slow, &b, config(&server.url(), "b")).await;
+    let start = Instant::now();
+    for id in &ids {
+        attempt(&a, Some(id), failed()).await;
+    }
+    println!("{n} outcomes at a in {:?}", start.elapsed());
+    let sent = fa.counts().sent;
+    eventually(
+        "two digests from a, all of them applied",
+        Duration::from_secs(60),
+        || {
+            let (ca, cb) = (fa.counts(), fb.counts());
+            ca.sent >= sent + 2 && cb.applied + cb.rejected + cb.dropped >= ca.parts
+        },
+    )
+    .await;
+    let (ca, cb) = (fa.counts(), fb.counts());
+    println!("a: {ca:?}; b: {cb:?}");
+    assert!(ca.parts >= 2 * ca.sent, "each digest split: {ca:?}");
+    assert_eq!(
+        (ca.dropped, cb.rejected, cb.dropped, cb.entries_rejected),
+        (0, 0, 0, 0),
+        "{ca:?} {cb:?}"
+    );
+    let after = at_b(&b.addr().send(GetState).await.unwrap());
+    let moved = before
+        .iter()
+        .zip(&after)
+        .filter(|(x, y)| **y < **x - 0.05)
+        .count();
+    assert_eq!(moved, n, "every candidate's evidence reached b");
+    assert_eq!(errors(&a).await + errors(&b).await, 0);
+    // What a digest of `n` entries costs on the wire (last: it takes a digest at a).
+    let digest = a.addr().send(TakeDigest).await.unwrap();
+    let start = Instant::now();
+    let encoded = wire::encode_split(&digest, 1 << 20, 10_000).unwrap();
+    let encoding = start.elapsed();
+    let bytes: usize = encoded.payloads.iter().map(Vec::len).sum();
+    let start = Instant::now();
+    for p in &encoded.payloads {
+        wire::decode(&wire::subject("test", "a"), "test", p).unwrap();
+    }
+    println!(
+        "a digest of {} entries: {bytes} bytes ({:.0} an entry) in {} parts of at most 1 MiB, \
+         encoded in {encoding:?}, decoded in {:?}",
+        digest.entries.len(),
+        bytes as f64 / digest.entries.len() as f64,
+        encoded.payloads.len(),
+        start.elapsed()
+    );
+}
+
+#[actix::test]
+async fn a_digest_larger_than_max_payload_is_split_into_parts_each_applied() {
+    a_large_digest_reaches_the_other_in_parts(
+        "a_digest_larger_than_max_payload_is_split_into_parts_each_applied",
+        2_000,
+        "max_payload: 65536\n",
+    )
+    .await;
+}
+
+/// 20,000 candidates with fresh evidence, the server's default `max_payload` (1 MiB): the
+/// figure of `docs/fleet.md` (*Large fleets*). Slow in a debug build: run it with `--release
+/// --ignored`.
+#[actix::test]
+#[ignore = "slow: 20,000 candidates; cargo test --release -- --ignored"]
+async fn twenty_thousand_candidates_are_shared_with_the_default_max_payload() {
+    a_large_digest_reaches_the_other_in_parts(
+        "twenty_thousand_candidates_are_shared_with_the_default_max_payload",
+        20_000,
+        "",
+    )
+    .await;
 }
 
 #[actix::test]

@@ -27,7 +27,8 @@ pub struct SetShareIdentity {
 
 /// Asks for this coordinator's digest of what it learned, to publish it
 /// ([`Core::take_digest`](crate::core::Core::take_digest), every fresh candidate; its
-/// `prev_seq` is the digest asked for before).
+/// `prev_seq` is the digest asked for before). A transport may split it into parts
+/// ([`Digest::part`]) to fit its messages.
 #[derive(Message, Debug, Clone, Copy, Default)]
 #[rtype(result = "Digest")]
 pub struct TakeDigest;

@@ -19,6 +19,8 @@ struct Sender {
     index: u32,
     /// The last sequence number applied.
     last_seq: u64,
+    /// The round of the last digest applied (its `seq` when whole), and whether a part.
+    round: (u64, bool),
     /// When its last digest was applied, seconds on this core's clock.
     last_applied_s: f64,
     /// When it was first heard (its blackout ends `share.blackout_s` later).
@@ -29,6 +31,8 @@ struct Sender {
 #[derive(Debug, Clone)]
 struct Report {
     sender: u32,
+    /// The round of the digest it came in.
+    round: u64,
     evidence: RemoteEvidence,
 }
 
@@ -395,6 +399,7 @@ impl Core {
             sender: name,
             seq: base.saturating_add((now_s * 1000.0) as u64),
             prev_seq: None,
+            part: None,
             entries,
         }
     }
@@ -437,10 +442,16 @@ impl Core {
         // The outcomes since the sender's previous report on a candidate happened since its
         // previous digest only if that digest was applied here (or the sender does not say
         // which one it was). Otherwise a lost or refused copy hides when they happened, and
-        // they are left to the sender's averages.
-        let contiguous = match (digest.prev_seq, share.senders.get(&digest.sender)) {
+        // they are left to the sender's averages. Around a digest split into parts, only
+        // the report on the candidate tells: it must come from the previous round.
+        let last = share.senders.get(&digest.sender).map(|s| s.round);
+        let round = digest.part.map_or(digest.seq, |p| p.round);
+        let by_report = digest.part.is_some() || last.is_some_and(|l| l.1);
+        // The later parts of the round last applied are not too soon.
+        let later_part = digest.part.is_some() && last == Some((round, true));
+        let contiguous = match (digest.prev_seq, last) {
             (None, _) => true,
-            (Some(prev), Some(s)) => prev == s.last_seq,
+            (Some(prev), Some(l)) => prev == l.0,
             (Some(_), None) => false,
         };
         let index = match share.senders.get(&digest.sender) {
@@ -451,7 +462,7 @@ impl Core {
                     last: s.last_seq,
                 });
             }
-            Some(s) if now_s - s.last_applied_s < cfg.min_interval_s => {
+            Some(s) if now_s - s.last_applied_s < cfg.min_interval_s && !later_part => {
                 return Err(DigestError::TooSoon {
                     sender: digest.sender.clone(),
                     since_s: now_s - s.last_applied_s,
@@ -473,6 +484,7 @@ impl Core {
                     Sender {
                         index,
                         last_seq: 0,
+                        round: (0, false),
                         last_applied_s: f64::NEG_INFINITY,
                         first_heard_s: now_s,
                     },
@@ -482,6 +494,7 @@ impl Core {
         };
         if let Some(s) = share.senders.get_mut(&digest.sender) {
             s.last_seq = digest.seq;
+            s.round = (round, digest.part.is_some());
             s.last_applied_s = now_s;
         }
         if share.by_slot.len() < self.fleet.slots.len() {
@@ -528,7 +541,16 @@ impl Core {
                 slot.recent = RecentOutcomes::default();
             }
             match slot.reports.iter_mut().find(|r| r.sender == index) {
+                Some(r) if digest.part.is_some() && r.round == round => {
+                    // Already in an earlier part of this round.
+                    applied.reject(DigestError::DuplicateEntry(e.id.clone()));
+                    continue;
+                }
                 Some(r) => {
+                    let contiguous = match digest.prev_seq {
+                        Some(prev) if by_report => r.round == prev,
+                        _ => contiguous,
+                    };
                     // The outcomes since the sender's previous digest (none if its totals went
                     // back: it restarted), at most an average's memory of them per digest.
                     let (da, ds) = (
@@ -544,9 +566,11 @@ impl Core {
                         }
                     }
                     r.evidence = evidence;
+                    r.round = round;
                 }
                 None => slot.reports.push(Report {
                     sender: index,
+                    round,
                     evidence,
                 }),
             }

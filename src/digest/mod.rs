@@ -48,9 +48,35 @@ pub struct Digest {
     /// the recent outcomes (`docs/fleet.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prev_seq: Option<u64>,
+    /// Set when the sender split one digest into parts (too large for one message): which
+    /// part this is. Each part is a digest of its own, applied on its own; `None`: a whole
+    /// digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<DigestPart>,
     /// One entry per candidate the sender has fresh evidence on.
     pub entries: Vec<CandidateDigest>,
 }
+
+/// One part of a digest split into several (`docs/fleet.md`, *Large fleets*). The parts of a
+/// round are numbered `round`, `round + 1`, ... `round + count - 1` (the part's
+/// [`Digest::seq`] is `round + index`) and all carry the round's [`Digest::prev_seq`]: the
+/// `round` of the sender's previous digest. Every candidate is in at most one part of a
+/// round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestPart {
+    /// The round's number: the sequence number of its first part.
+    pub round: u64,
+    /// This part's index, `0..count`.
+    pub index: u32,
+    /// The parts of the round, 1 to [`MAX_PARTS`].
+    pub count: u32,
+}
+
+/// The most parts a digest may be split into: receivers refuse a part numbered beyond, so a
+/// sender moves at most this many times `share.max_entries` entries per
+/// `share.min_interval_s`.
+pub const MAX_PARTS: u32 = 64;
 
 /// What a coordinator has learned about one candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -184,11 +210,25 @@ pub enum DigestError {
         /// Its age, seconds.
         age_s: f64,
     },
+    /// A part ([`Digest::part`]) whose numbers do not hold together: a count of 0 or over
+    /// [`MAX_PARTS`], an index not below the count, or a sequence number that is not its
+    /// round's plus its index.
+    #[error("digest {seq}: part {index} of {count} of round {round} is not a valid part")]
+    BadPart {
+        /// The digest's sequence number.
+        seq: u64,
+        /// Its round.
+        round: u64,
+        /// Its index.
+        index: u32,
+        /// Its count.
+        count: u32,
+    },
 }
 
 impl DigestError {
     /// Every [`DigestError::reason`] label, in a fixed order (metrics pre-register them).
-    pub const REASONS: [&'static str; 14] = [
+    pub const REASONS: [&'static str; 15] = [
         "sharing_off",
         "empty_sender",
         "own_sender",
@@ -203,6 +243,7 @@ impl DigestError {
         "unknown_candidate",
         "duplicate_entry",
         "expired",
+        "bad_part",
     ];
 
     /// A short label for metrics (one of [`DigestError::REASONS`]).
@@ -227,6 +268,7 @@ impl DigestError {
             DigestError::UnknownCandidate(_) => 11,
             DigestError::DuplicateEntry(_) => 12,
             DigestError::Expired { .. } => 13,
+            DigestError::BadPart { .. } => 14,
         }
     }
 }
@@ -246,10 +288,21 @@ impl Digest {
     }
 
     /// The checks of the whole digest that need no state: a sender name, at most
-    /// `share.max_entries` entries.
+    /// `share.max_entries` entries, a part that holds together.
     pub fn check(&self, share: &ShareConfig) -> Result<(), DigestError> {
         if self.sender.is_empty() {
             return Err(DigestError::EmptySender);
+        }
+        if let Some(p) = self.part {
+            let numbered = p.round.checked_add(u64::from(p.index)) == Some(self.seq);
+            if p.count == 0 || p.count > MAX_PARTS || p.index >= p.count || !numbered {
+                return Err(DigestError::BadPart {
+                    seq: self.seq,
+                    round: p.round,
+                    index: p.index,
+                    count: p.count,
+                });
+            }
         }
         if self.entries.len() > share.max_entries {
             return Err(DigestError::TooManyEntries {
@@ -444,8 +497,33 @@ mod tests {
             sender: "a".into(),
             seq: 1,
             prev_seq: None,
+            part: None,
             entries: vec![entry()],
         };
+        let part = |round, index, count| Digest {
+            seq: 10,
+            part: Some(DigestPart {
+                round,
+                index,
+                count,
+            }),
+            ..d.clone()
+        };
+        assert_eq!(part(10, 0, 1).check(&ShareConfig::default()), Ok(()));
+        assert_eq!(part(7, 3, 4).check(&ShareConfig::default()), Ok(()));
+        for bad in [
+            part(10, 0, 0),
+            part(7, 3, 3),
+            part(8, 3, 4),
+            part(10, 0, MAX_PARTS + 1),
+            part(u64::MAX, 1, 4),
+        ] {
+            assert_eq!(
+                bad.check(&ShareConfig::default()).map_err(|e| e.reason()),
+                Err("bad_part"),
+                "{bad:?}"
+            );
+        }
         assert_eq!(d.check_sender("a"), Ok(()));
         assert_eq!(
             d.check_sender("b").map_err(|e| e.reason()),

@@ -6,7 +6,9 @@
 //! - **publish**: every digest period, and at once when the coordinator's own outcomes change
 //!   sharply ([`FleetConfig::urgent_gap`]), it asks the actor for its digest
 //!   ([`TakeDigest`](crate::actor::TakeDigest), i.e. [`Core::take_digest`](crate::core::Core::take_digest)),
-//!   encodes it ([`wire`]: JSON in a versioned envelope) and publishes it on
+//!   encodes it ([`wire`]: JSON in a versioned envelope; split into parts, each applied on its
+//!   own, when it does not fit one message of the server's `max_payload` and
+//!   `share.max_entries` entries: [`wire::encode_split`]) and publishes it on
 //!   `selcoord.digest.<fleet>.<sender>`. While the connection is down the digest is dropped and
 //!   counted, never queued: a stale digest is worth nothing.
 //! - **receive**: it subscribes to `selcoord.digest.<fleet>.*`, decodes each message off the
@@ -227,6 +229,9 @@ pub enum FleetError {
 pub struct FleetCounts {
     /// Digests published.
     pub sent: u64,
+    /// Messages published: one per whole digest, one per part of a digest split into parts
+    /// (`docs/fleet.md`, *Large fleets*).
+    pub parts: u64,
     /// Of those, digests published at once on a sharp local change
     /// ([`FleetConfig::urgent_gap`]).
     pub urgent: u64,
@@ -244,6 +249,7 @@ pub struct FleetCounts {
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
+    parts: AtomicU64,
     urgent: AtomicU64,
     applied: AtomicU64,
     rejected: AtomicU64,
@@ -252,15 +258,19 @@ struct Counters {
     /// The sequence numbers of this member's latest digests: a digest on its own subject that
     /// is not one of them comes from another member under the same name.
     published: std::sync::Mutex<std::collections::VecDeque<u64>>,
-    /// Said once: a digest too large for the server, another member under this name.
+    /// Said once: a digest the server cannot take, another member under this name.
     warned_payload: std::sync::atomic::AtomicBool,
     warned_name: std::sync::atomic::AtomicBool,
+    /// Said once: digests are split into parts; some entries are left out.
+    warned_split: std::sync::atomic::AtomicBool,
+    warned_left_out: std::sync::atomic::AtomicBool,
 }
 
 impl Counters {
     fn read(&self) -> FleetCounts {
         FleetCounts {
             sent: self.sent.load(Ordering::Relaxed),
+            parts: self.parts.load(Ordering::Relaxed),
             urgent: self.urgent.load(Ordering::Relaxed),
             applied: self.applied.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),

@@ -217,8 +217,36 @@ fn dropped(counters: &Counters, reason: &'static str) {
     counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
 }
 
-/// How many of its latest sequence numbers a member remembers to recognise its own digests.
-const PUBLISHED_KEPT: usize = 16;
+/// How many of its latest sequence numbers a member remembers to recognise its own digests
+/// (a few digests' worth of parts).
+const PUBLISHED_KEPT: usize = 4 * crate::digest::MAX_PARTS as usize;
+
+/// The sequence numbers this member published: a digest split into `n` parts uses `n`
+/// numbers from its own, so the coordinator's next digest may need a later one, and its
+/// `prev_seq` (the coordinator's number of the digest before) is the number that digest was
+/// published under.
+#[derive(Debug, Default)]
+struct Numbering {
+    /// The last digest taken: the coordinator's number, the number published.
+    taken: Option<(u64, u64)>,
+    /// The highest number published.
+    used: u64,
+}
+
+impl Numbering {
+    fn renumber(&mut self, mut digest: Digest) -> Digest {
+        let taken = digest.seq;
+        digest.seq = digest.seq.max(self.used.saturating_add(1));
+        if let (Some(prev), Some((before, published))) = (digest.prev_seq, self.taken) {
+            if prev == before {
+                digest.prev_seq = Some(published);
+            }
+        }
+        self.taken = Some((taken, digest.seq));
+        self.used = self.used.max(digest.seq);
+        digest
+    }
+}
 
 fn connected(client: &async_nats::Client) -> bool {
     matches!(
@@ -267,6 +295,15 @@ async fn publish(
         },
         None => None,
     };
+    // A message holds at most this many entries: the receivers refuse more (same config).
+    let Ok(max_entries) = coordinator
+        .send(GetState)
+        .await
+        .map(|s| s.config.share.max_entries)
+    else {
+        return; // the coordinator is gone
+    };
+    let mut numbering = Numbering::default();
     let gap = config.urgent_gap.unwrap_or(Duration::ZERO);
     let mut next = later(Instant::now(), config.period);
     // When the last attempt to publish ended, whatever its outcome, and whether it failed:
@@ -311,14 +348,22 @@ async fn publish(
             let Some(digest) = named(&coordinator, &config.sender, digest).await else {
                 return;
             };
-            let sent = send(&client, &subject, &config, &counters, digest).await;
-            if sent != Sent::Empty {
+            let digest = numbering.renumber(digest);
+            let out = Out {
+                client: &client,
+                subject: &subject,
+                config: &config,
+                counters: &counters,
+                max_entries,
+            };
+            let sent = out.send(digest, &mut numbering).await;
+            if sent != Publish::Empty {
                 let at = Instant::now();
                 last_attempt = Some(at);
-                failing = sent == Sent::Dropped;
+                failing = sent == Publish::Dropped;
                 if due == Due::Urgent {
                     last_urgent = Some(at);
-                    if sent == Sent::Sent {
+                    if sent == Publish::Sent {
                         counters.urgent.fetch_add(1, Ordering::Relaxed);
                         counter!(names::FLEET_DIGESTS_URGENT).increment(1);
                     }
@@ -342,7 +387,7 @@ async fn publish(
 
 /// What became of a digest handed to [`send`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sent {
+enum Publish {
     /// Published.
     Sent,
     /// Nothing to publish (no entries): no attempt.
@@ -362,68 +407,117 @@ async fn named(coordinator: &Addr<Coordinator>, sender: &str, digest: Digest) ->
     coordinator.send(TakeDigest).await.ok()
 }
 
-/// Publishes one digest (one without entries is not sent; while the connection is down, or on
-/// an error, it is dropped and counted).
-async fn send(
-    client: &async_nats::Client,
-    subject: &str,
-    config: &FleetConfig,
-    counters: &Counters,
-    digest: Digest,
-) -> Sent {
-    if digest.entries.is_empty() {
-        return Sent::Empty;
-    }
-    if !connected(client) {
-        dropped(counters, DROP_DISCONNECTED);
-        return Sent::Dropped;
-    }
-    if let Ok(mut published) = counters.published.lock() {
-        if published.len() >= PUBLISHED_KEPT {
-            published.pop_front();
+/// Where and how [`publish`] sends.
+struct Out<'a> {
+    client: &'a async_nats::Client,
+    subject: &'a str,
+    config: &'a FleetConfig,
+    counters: &'a Counters,
+    /// The most entries a message holds (`share.max_entries`).
+    max_entries: usize,
+}
+
+impl Out<'_> {
+    /// Publishes one digest, split into parts that fit the server's `max_payload` (and the
+    /// receivers' [`wire::MAX_PAYLOAD`]) and `share.max_entries` when it must be. One without
+    /// entries is not sent; while the connection is down, or when a part is not published
+    /// (an error, or all of them not within one period), it is dropped and counted once.
+    async fn send(&self, digest: Digest, numbering: &mut Numbering) -> Publish {
+        let counters = self.counters;
+        if digest.entries.is_empty() {
+            return Publish::Empty;
         }
-        published.push_back(digest.seq);
-    }
-    let digest_entries = digest.entries.len();
-    let payload = match wire::encode(&digest) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(error = %e, "fleet: cannot encode the digest");
-            dropped(counters, DROP_PUBLISH_ERROR);
-            return Sent::Dropped;
+        if !connected(self.client) {
+            dropped(counters, DROP_DISCONNECTED);
+            return Publish::Dropped;
         }
-    };
-    // Bounded: a stuck connection costs this task one period, never the coordinator.
-    match tokio::time::timeout(
-        config.period,
-        client.publish(subject.to_string(), payload.into()),
-    )
-    .await
-    {
-        Ok(Ok(())) => {
-            counters.sent.fetch_add(1, Ordering::Relaxed);
-            counter!(names::FLEET_DIGESTS_SENT).increment(1);
-            Sent::Sent
-        }
-        Ok(Err(e)) => {
-            if e.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
-                && !counters.warned_payload.swap(true, Ordering::Relaxed)
-            {
-                tracing::warn!(
-                    entries = digest_entries,
-                    "fleet: the digest is larger than the NATS server's max_payload and is not \
-                     sent; raise max_payload on the server (up to 1 MiB is read by the \
-                     receivers) or share fewer candidates"
-                );
-            } else {
-                tracing::debug!(error = %e, "fleet: publish failed");
+        let limit = match self.client.server_info().max_payload {
+            0 => wire::MAX_PAYLOAD,
+            server => server.min(wire::MAX_PAYLOAD),
+        };
+        let entries = digest.entries.len();
+        let encoded = match wire::encode_split(&digest, limit, self.max_entries) {
+            Ok(e) => e,
+            Err(e) => {
+                if !counters.warned_payload.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        error = %e,
+                        max_payload = limit,
+                        "fleet: the digest cannot be encoded in messages the NATS server \
+                         takes and is not sent (is the server's max_payload smaller than one \
+                         candidate's entry?)"
+                    );
+                }
+                dropped(counters, DROP_PUBLISH_ERROR);
+                return Publish::Dropped;
             }
-            dropped(counters, DROP_PUBLISH_ERROR);
-            Sent::Dropped
+        };
+        let parts = encoded.payloads.len();
+        if let Some(&last) = encoded.seqs.last() {
+            numbering.used = numbering.used.max(last);
         }
-        Err(_) => {
-            dropped(counters, DROP_PUBLISH_ERROR);
-            Sent::Dropped
+        if parts > 1 && !counters.warned_split.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                entries,
+                parts,
+                max_payload = limit,
+                max_entries = self.max_entries,
+                "fleet: digests are split into parts (each applied on its own) to fit the NATS \
+                 server's max_payload and share.max_entries"
+            );
+        }
+        if encoded.left_out > 0 && !counters.warned_left_out.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                entries,
+                left_out = encoded.left_out,
+                "fleet: the digest needs more parts than receivers take; the entries sampled \
+                 longest ago are left out"
+            );
+        }
+        if let Ok(mut published) = counters.published.lock() {
+            for &seq in &encoded.seqs {
+                if published.len() >= PUBLISHED_KEPT {
+                    published.pop_front();
+                }
+                published.push_back(seq);
+            }
+        }
+        let all = async {
+            for payload in encoded.payloads {
+                self.client
+                    .publish(self.subject.to_string(), payload.into())
+                    .await?;
+                counters.parts.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), async_nats::PublishError>(())
+        };
+        // Bounded: a stuck connection costs this task one period, never the coordinator.
+        match tokio::time::timeout(self.config.period, all).await {
+            Ok(Ok(())) => {
+                counters.sent.fetch_add(1, Ordering::Relaxed);
+                counter!(names::FLEET_DIGESTS_SENT).increment(1);
+                Publish::Sent
+            }
+            Ok(Err(e)) => {
+                if e.kind() == async_nats::client::PublishErrorKind::MaxPayloadExceeded
+                    && !counters.warned_payload.swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        entries,
+                        "fleet: a digest message is larger than the NATS server's max_payload \
+                         (lowered since it was read?) and is not sent; the next digest is split \
+                         to the server's limit"
+                    );
+                } else {
+                    tracing::debug!(error = %e, "fleet: publish failed");
+                }
+                dropped(counters, DROP_PUBLISH_ERROR);
+                Publish::Dropped
+            }
+            Err(_) => {
+                dropped(counters, DROP_PUBLISH_ERROR);
+                Publish::Dropped
+            }
         }
     }
 }

@@ -6,17 +6,23 @@
 //! is JSON with a version it reads ([`READS`]), that the digest decodes, and that the
 //! subject's sender token is the digest's `sender` (so NATS publish permissions on the subject
 //! bind the name). Version 2 added `prev_seq`; a version-1 envelope (without it) still
-//! decodes.
+//! decodes. Version 3 added `part`: a digest too large for one message is split
+//! ([`encode_split`]) into parts, each a digest of its own. A whole digest is still written as
+//! version 2, which the members of the version before read; only parts are version 3.
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestPart, MAX_PARTS};
 
-/// The envelope version this build writes.
-pub const VERSION: u32 = 2;
+/// The envelope version this build writes for a part ([`Digest::part`]); a whole digest is
+/// written as [`WHOLE_VERSION`].
+pub const VERSION: u32 = 3;
+
+/// The envelope version this build writes for a whole digest (no `part`).
+pub const WHOLE_VERSION: u32 = 2;
 
 /// The envelope versions this build reads.
-pub const READS: [u32; 2] = [1, 2];
+pub const READS: [u32; 3] = [1, 2, 3];
 
 /// The first two tokens of every digest subject.
 pub const SUBJECT_PREFIX: &str = "selcoord.digest";
@@ -38,7 +44,7 @@ pub enum WireError {
     #[error("malformed digest: {0}")]
     Malformed(String),
     /// An envelope version this build does not read.
-    #[error("digest envelope version {0}; this build reads versions 1 and 2")]
+    #[error("digest envelope version {0}; this build reads versions 1 to 3")]
     Version(u32),
     /// The subject is not `selcoord.digest.<fleet>.<sender>` with a valid sender token.
     #[error("subject `{0}` is not a digest subject of this fleet")]
@@ -137,10 +143,163 @@ struct EnvelopeIn {
     digest: Digest,
 }
 
-/// Encodes a digest in the current envelope.
+/// The envelope version a digest is written in: [`VERSION`] for a part, else
+/// [`WHOLE_VERSION`].
+fn version_of(digest: &Digest) -> u32 {
+    if digest.part.is_some() {
+        VERSION
+    } else {
+        WHOLE_VERSION
+    }
+}
+
+/// Encodes a digest in one envelope (version 2 when whole, 3 when a part).
 pub fn encode(digest: &Digest) -> Result<Vec<u8>, WireError> {
-    serde_json::to_vec(&EnvelopeOut { v: VERSION, digest })
-        .map_err(|e| WireError::Malformed(e.to_string()))
+    serde_json::to_vec(&EnvelopeOut {
+        v: version_of(digest),
+        digest,
+    })
+    .map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+/// Why a digest could not be encoded for sending.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// JSON encoding failed.
+    #[error("cannot encode the digest: {0}")]
+    Json(String),
+    /// One entry (with the envelope around it) is larger than a message may be.
+    #[error("an entry of {bytes} bytes does not fit a message of at most {limit} bytes")]
+    EntryTooLarge {
+        /// The entry's size, with the largest envelope around it.
+        bytes: usize,
+        /// The largest message.
+        limit: usize,
+    },
+}
+
+/// A digest encoded for sending: the payloads and the sequence numbers they carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    /// One payload per message, in order; each at most the limit given to [`encode_split`].
+    pub payloads: Vec<Vec<u8>>,
+    /// The sequence number of each payload's digest (the first is the digest's own).
+    pub seqs: Vec<u64>,
+    /// Entries left out: a digest that needs more than [`MAX_PARTS`] parts keeps the
+    /// freshest entries (smallest `age_s`) that fit.
+    pub left_out: usize,
+}
+
+/// Encodes `digest` in messages of at most `max_bytes` bytes and `max_entries` entries each:
+/// one whole digest (version 2) when it fits, else [`DigestPart`]s (version 3) of round
+/// `digest.seq`, numbered `digest.seq + index`, each with the digest's `sender` and
+/// `prev_seq`. Every entry is encoded once. A caller numbers its next digest after the last
+/// of [`Encoded::seqs`].
+pub fn encode_split(
+    digest: &Digest,
+    max_bytes: usize,
+    max_entries: usize,
+) -> Result<Encoded, EncodeError> {
+    let json = |e: serde_json::Error| EncodeError::Json(e.to_string());
+    let mut entries = digest
+        .entries
+        .iter()
+        .map(|e| serde_json::to_vec(e).map_err(json))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The largest envelope around no entries: a bound on every part's.
+    let widest = Digest {
+        sender: digest.sender.clone(),
+        seq: u64::MAX,
+        prev_seq: Some(u64::MAX),
+        part: Some(DigestPart {
+            round: u64::MAX,
+            index: MAX_PARTS,
+            count: MAX_PARTS,
+        }),
+        entries: Vec::new(),
+    };
+    let envelope = encode(&widest)
+        .map_err(|e| EncodeError::Json(e.to_string()))?
+        .len();
+    let budget = max_bytes.saturating_sub(envelope);
+    let max_entries = max_entries.max(1);
+    if let Some(big) = entries.iter().map(Vec::len).find(|&n| n > budget) {
+        return Err(EncodeError::EntryTooLarge {
+            bytes: big + envelope,
+            limit: max_bytes,
+        });
+    }
+    let mut chunks = chunk(&entries, budget, max_entries);
+    let mut left_out = 0;
+    if chunks.len() > MAX_PARTS as usize {
+        // Too many parts: the freshest entries first, the rest left out.
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_by(|&a, &b| digest.entries[a].age_s.total_cmp(&digest.entries[b].age_s));
+        let mut taken: Vec<Option<Vec<u8>>> = entries.into_iter().map(Some).collect();
+        entries = order.iter().filter_map(|&i| taken[i].take()).collect();
+        chunks = chunk(&entries, budget, max_entries);
+        chunks.truncate(MAX_PARTS as usize);
+        left_out = entries.len() - chunks.last().map_or(0, |c| c.end);
+    }
+    let count = chunks.len() as u32;
+    let mut out = Encoded {
+        payloads: Vec::with_capacity(chunks.len()),
+        seqs: Vec::with_capacity(chunks.len()),
+        left_out,
+    };
+    for (index, range) in chunks.into_iter().enumerate() {
+        let seq = digest.seq.saturating_add(index as u64);
+        let head = Digest {
+            sender: digest.sender.clone(),
+            seq,
+            prev_seq: digest.prev_seq,
+            part: (count > 1).then_some(DigestPart {
+                round: digest.seq,
+                index: index as u32,
+                count,
+            }),
+            entries: Vec::new(),
+        };
+        let head = encode(&head).map_err(|e| EncodeError::Json(e.to_string()))?;
+        // `...,"entries":[]}}`: the entries go between the brackets.
+        let Some(open) = head.strip_suffix(b"]}}") else {
+            return Err(EncodeError::Json("unexpected envelope shape".into()));
+        };
+        let body: usize = entries[range.clone()].iter().map(|e| e.len() + 1).sum();
+        let mut payload = Vec::with_capacity(open.len() + body + 3);
+        payload.extend_from_slice(open);
+        for (k, e) in entries[range].iter().enumerate() {
+            if k > 0 {
+                payload.push(b',');
+            }
+            payload.extend_from_slice(e);
+        }
+        payload.extend_from_slice(b"]}}");
+        out.payloads.push(payload);
+        out.seqs.push(seq);
+    }
+    Ok(out)
+}
+
+/// Consecutive ranges of `entries`, each at most `max_entries` long and at most `budget`
+/// bytes with a comma between entries (every entry fits the budget on its own).
+fn chunk(entries: &[Vec<u8>], budget: usize, max_entries: usize) -> Vec<std::ops::Range<usize>> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, e) in entries.iter().enumerate() {
+        let add = e.len() + usize::from(i > start);
+        if i > start && (bytes + add > budget || i - start >= max_entries) {
+            chunks.push(start..i);
+            (start, bytes) = (i, e.len());
+        } else {
+            bytes += add;
+        }
+    }
+    if start < entries.len() || chunks.is_empty() {
+        chunks.push(start..entries.len());
+    }
+    chunks
 }
 
 /// Decodes a payload received on `subject`, checking size, version, shape and sender.
@@ -157,6 +316,12 @@ pub fn decode(subject: &str, fleet: &str, payload: &[u8]) -> Result<Digest, Wire
     let envelope: EnvelopeIn =
         serde_json::from_slice(payload).map_err(|e| WireError::Malformed(e.to_string()))?;
     let digest = envelope.digest;
+    if digest.part.is_some() && version.v < VERSION {
+        return Err(WireError::Malformed(format!(
+            "a digest part in a version-{} envelope",
+            version.v
+        )));
+    }
     if digest.sender.as_str() != sender {
         return Err(WireError::SenderMismatch {
             claimed: truncate(digest.sender.as_str()),
@@ -186,6 +351,7 @@ mod tests {
             sender: sender.into(),
             seq: 7,
             prev_seq: Some(6),
+            part: None,
             entries: vec![CandidateDigest {
                 id: CandidateId::new("c1"),
                 success: 0.25,
@@ -242,10 +408,10 @@ mod tests {
             reason("selcoord.digest.f.a", br#"{"v":1,"digest":{}}"#),
             "malformed"
         );
-        let v3 = String::from_utf8(good.clone())
+        let v4 = String::from_utf8(good.clone())
             .unwrap()
-            .replacen("\"v\":2", "\"v\":3", 1);
-        assert_eq!(reason("selcoord.digest.f.a", v3.as_bytes()), "version");
+            .replacen("\"v\":2", "\"v\":4", 1);
+        assert_eq!(reason("selcoord.digest.f.a", v4.as_bytes()), "version");
         let huge = vec![b' '; MAX_PAYLOAD + 1];
         assert_eq!(reason("selcoord.digest.f.a", &huge), "too_large");
         // Unknown fields are refused (the digest denies them), NaN cannot be written in JSON.
@@ -269,6 +435,94 @@ mod tests {
         ] {
             assert!(WireError::REASONS.contains(&r.reason()));
         }
+    }
+
+    fn many(n: usize) -> Digest {
+        let one = digest("a").entries[0].clone();
+        Digest {
+            seq: 1_000,
+            entries: (0..n)
+                .map(|i| CandidateDigest {
+                    id: CandidateId::new(format!("c{i}")),
+                    age_s: (n - i) as f64,
+                    ..one.clone()
+                })
+                .collect(),
+            ..digest("a")
+        }
+    }
+
+    #[test]
+    fn a_large_digest_is_split_into_parts_that_each_fit_and_decode_on_their_own() {
+        let d = many(100);
+        let whole = encode(&d).unwrap().len();
+        let limit = 2_000;
+        let split = encode_split(&d, limit, 10_000).unwrap();
+        let count = split.payloads.len();
+        assert!(
+            count > 1 && count >= whole / limit,
+            "{count} parts of {whole} bytes"
+        );
+        assert_eq!(split.left_out, 0);
+        let mut entries = Vec::new();
+        for (i, (payload, seq)) in split.payloads.iter().zip(&split.seqs).enumerate() {
+            assert!(payload.len() <= limit, "part {i}: {} bytes", payload.len());
+            assert!(payload.starts_with(br#"{"v":3,"#));
+            let part = decode(&subject("f", "a"), "f", payload).unwrap();
+            assert_eq!(part.seq, *seq);
+            assert_eq!(part.seq, 1_000 + i as u64);
+            assert_eq!(part.prev_seq, Some(6));
+            let want = DigestPart {
+                round: 1_000,
+                index: i as u32,
+                count: count as u32,
+            };
+            assert_eq!(part.part, Some(want));
+            assert_eq!(part.check(&crate::score::ShareConfig::default()), Ok(()));
+            entries.extend(part.entries);
+        }
+        assert_eq!(entries, d.entries, "every entry once, in order");
+        // At most `max_entries` a part.
+        let split = encode_split(&d, 1 << 20, 7).unwrap();
+        assert_eq!(split.payloads.len(), 15);
+        // A digest that fits is sent whole, as version 2, which the version before reads.
+        let split = encode_split(&d, 1 << 20, 10_000).unwrap();
+        assert_eq!(split.payloads, vec![encode(&d).unwrap()]);
+        assert!(split.payloads[0].starts_with(br#"{"v":2,"#));
+        assert_eq!(split.seqs, vec![1_000]);
+    }
+
+    #[test]
+    fn what_cannot_be_split_is_said() {
+        let d = many(200);
+        assert!(matches!(
+            encode_split(&d, 100, 10_000),
+            Err(EncodeError::EntryTooLarge { limit: 100, .. })
+        ));
+        // More than the parts a receiver takes: the freshest entries are kept.
+        let split = encode_split(&d, 1 << 20, 1).unwrap();
+        assert_eq!(split.payloads.len(), MAX_PARTS as usize);
+        assert_eq!(split.left_out, 200 - MAX_PARTS as usize);
+        let last = decode(&subject("f", "a"), "f", split.payloads.last().unwrap()).unwrap();
+        assert_eq!(last.entries[0].id.as_str(), format!("c{}", 200 - MAX_PARTS));
+    }
+
+    #[test]
+    fn a_part_needs_version_3() {
+        let mut d = many(3);
+        d.part = Some(DigestPart {
+            round: 1_000,
+            index: 0,
+            count: 2,
+        });
+        let v3 = String::from_utf8(encode(&d).unwrap()).unwrap();
+        assert!(v3.starts_with(r#"{"v":3,"#), "{v3}");
+        assert!(decode(&subject("f", "a"), "f", v3.as_bytes()).is_ok());
+        let v2 = v3.replacen(r#""v":3"#, r#""v":2"#, 1);
+        assert_eq!(
+            decode(&subject("f", "a"), "f", v2.as_bytes()).map_err(|e| e.reason()),
+            Err("malformed")
+        );
     }
 
     #[test]
