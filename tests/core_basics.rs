@@ -305,7 +305,7 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
 }
 
 #[test]
-fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
+fn next_wakeup_is_the_first_deadline_then_the_lease_end_then_the_refresh() {
     let ms = Duration::from_millis;
     // A one-candidate fleet: the refresh period is `refresh_ms` itself. The waiter's deadline
     // comes at 40 % of it, the lease ends at 60 %.
@@ -338,19 +338,18 @@ fn next_wakeup_is_the_first_deadline_or_the_refresh_that_applies_the_lease() {
         [Event::Rejected { request, reason: Rejection::DeadlinePassed }] if request == waiter
     ));
 
-    // Then the refresh, which reclaims the attempt past its lease.
+    // Then the end of the attempt's lease, before the refresh: it is reclaimed then.
+    let lease_end = t0 + refresh * 3 / 5;
     let at = core.next_wakeup();
-    assert!(
-        at > t0 + refresh && at <= t0 + refresh + ms(1),
-        "{:?}",
-        at - t0
-    );
+    assert!(at >= lease_end && at <= lease_end + ms(1), "{:?}", at - t0);
+    core.tick(at - Duration::from_micros(2), &mut rng);
+    assert!(events(&mut core).is_empty(), "woken before the lease's end");
     core.tick(at, &mut rng);
     assert!(matches!(events(&mut core)[..], [Event::Reclaimed { .. }]));
     assert_eq!(core.in_flight(), 0);
-    // And the refresh after it, one period later.
+    // And the refresh, one period after the start.
     let next = core.next_wakeup();
-    assert!(next >= at + refresh - ms(1) && next <= at + refresh + ms(1));
+    assert!(next > t0 + refresh && next <= t0 + refresh + ms(1));
 }
 
 /// The coarse refresh runs every `refresh_ms` (100 ms by default) for a small fleet, and every

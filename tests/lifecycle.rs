@@ -284,3 +284,67 @@ fn a_carried_attempt_already_reported_is_reclaimed_without_a_timeout() {
     assert_eq!(core.candidate(&c1).unwrap().stats.attempts, 1, "a timeout");
     core.check_invariants().unwrap();
 }
+
+#[test]
+fn the_oldest_attempts_lease_end_is_the_next_wakeup_whatever_the_refresh_period() {
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let config = Config {
+        refresh_ms: 60_000,
+        ..Config::default()
+    };
+    let limits = Limits {
+        max_attempt_s: Some(0.1),
+        ..Limits::default()
+    };
+    let mut core = Core::new(config, now).unwrap().with_limits(limits).unwrap();
+    for i in 0..3 {
+        core.add_candidate(CandidateInfo::new(format!("c{i}")), now, &mut rng)
+            .unwrap();
+    }
+    let t1 = now + Duration::from_millis(10);
+    let t2 = now + Duration::from_millis(30);
+    core.ready(Request::any(), t1, &mut rng).unwrap();
+    let first = grant(&events(&mut core));
+    core.ready(Request::any(), t2, &mut rng).unwrap();
+    let second = grant(&events(&mut core));
+    let lease = Duration::from_millis(100);
+    let wake = core.next_wakeup();
+    assert!(
+        wake >= t1 + lease && wake <= t1 + lease + Duration::from_millis(1),
+        "{:?}",
+        wake - now
+    );
+    // Ticking then reclaims the first only; the next wake-up is the second's lease end.
+    core.tick(wake, &mut rng);
+    let ev = events(&mut core);
+    assert!(
+        matches!(&ev[..], [Event::Reclaimed { attempt, .. }] if *attempt == first.attempt),
+        "{ev:?}"
+    );
+    let wake = core.next_wakeup();
+    assert!(wake >= t2 + lease && wake <= t2 + lease + Duration::from_millis(1));
+    // Released before its lease: nothing left to reclaim, the refresh is next.
+    core.done(second.attempt, Next::Finish, t2, &mut rng)
+        .unwrap();
+    core.tick(core.next_wakeup(), &mut rng);
+    assert_eq!(core.counters().reclaimed, 1);
+    assert!(core.next_wakeup() > now + Duration::from_secs(59));
+    // A lease set later covers the attempts already running.
+    let mut core2 = Core::new(
+        Config {
+            refresh_ms: 60_000,
+            ..Config::default()
+        },
+        now,
+    )
+    .unwrap();
+    core2
+        .add_candidate(CandidateInfo::new("a"), now, &mut rng)
+        .unwrap();
+    core2.ready(Request::any(), t1, &mut rng).unwrap();
+    grant(&events(&mut core2));
+    core2.set_limits(limits, t2, &mut rng).unwrap();
+    let wake = core2.next_wakeup();
+    assert!(wake >= t1 + lease && wake <= t1 + lease + Duration::from_millis(1));
+}

@@ -24,8 +24,8 @@
 //!   grant queued in a mailbox that closes later is dropped with it, and dropping a [`Permit`]
 //!   releases its slot, so a worker that stops mid-attempt never leaks a slot.
 //! - **One timer, on tokio's clock.** The core says when it next needs [`Core::tick`]
-//!   ([`Core::next_wakeup`]: the earliest waiting deadline, or its next score refresh, which
-//!   also ends ejections and applies the attempt lease [`Limits::max_attempt_s`]). The actor
+//!   ([`Core::next_wakeup`]: the earliest waiting deadline, the oldest attempt's lease end
+//!   ([`Limits::max_attempt_s`]), or its next score refresh, which also ends ejections). The actor
 //!   keeps a single timer armed at the earliest of that and its own chores (every `refresh_ms`:
 //!   gauges, cancelling waiting requests whose worker went away; periodic snapshots), and
 //!   replaces it when that moves. Every handler reads the time from tokio's clock through one

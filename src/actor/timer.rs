@@ -4,7 +4,7 @@
 //! (`tokio::time::pause`) drives the coordinator in virtual time and never sleeps for real.
 //!
 //! The core says when it next needs to be called ([`Core::next_wakeup`]: the earliest waiting
-//! deadline or its next refresh, which also applies the attempt lease). The actor keeps one
+//! deadline, the oldest attempt's lease end, or its next refresh). The actor keeps one
 //! timer, armed at the earliest of that instant and its own two chores, and replaces it
 //! whenever that moves (re-read after every core call, in `settle`):
 //!

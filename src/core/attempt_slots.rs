@@ -1,6 +1,8 @@
-//! The attempts part: one slot per attempt in flight, reused through a free list, and the
-//! count of attempts in flight over all candidates.
+//! The attempts part: one slot per attempt in flight, reused through a free list, the count
+//! of attempts in flight over all candidates, and (while a lease is set) the attempts in the
+//! order they were granted, so the oldest one's lease says when the core must next look.
 
+use std::collections::VecDeque;
 use std::ops::{Index, IndexMut};
 
 use super::{AttemptId, Error, Key};
@@ -36,12 +38,18 @@ pub(super) struct NewAttempt {
     pub(super) arm: Option<u8>,
 }
 
+/// Stale entries of the lease order tolerated beyond the attempts in flight.
+const LEASE_SLACK: usize = 64;
+
 /// The attempts in flight: slots indexed by [`AttemptId`], a free list, and their count.
 #[derive(Debug, Default)]
 pub(super) struct Attempts {
     slots: Vec<AttemptSlot>,
     free: Vec<u32>,
     in_flight: u32,
+    /// While leases are kept: (grant time, slot, generation) in grant order. Entries of
+    /// attempts that ended go lazily (at the front, or all at once when they pile up).
+    leases: Option<VecDeque<(f64, u32, u32)>>,
 }
 
 impl Attempts {
@@ -86,7 +94,64 @@ impl Attempts {
             arm: new.arm,
         };
         self.in_flight += 1;
+        if let Some(leases) = &mut self.leases {
+            leases.push_back((new.granted_s, a, gen));
+            if leases.len() > 2 * self.in_flight as usize + LEASE_SLACK {
+                let slots = &self.slots;
+                leases.retain(|&(_, a, gen)| Self::live(slots, a, gen));
+            }
+        }
         AttemptId::new(a, gen)
+    }
+
+    #[inline]
+    fn live(slots: &[AttemptSlot], a: u32, gen: u32) -> bool {
+        slots
+            .get(a as usize)
+            .is_some_and(|s| s.active && s.gen == gen)
+    }
+
+    /// Keeps the attempts in grant order (`on`: a lease is set) or stops.
+    pub(super) fn keep_leases(&mut self, on: bool) {
+        match (on, self.leases.is_some()) {
+            (true, false) => {
+                let mut order: Vec<(f64, u32, u32)> = self
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.active)
+                    .map(|(a, s)| (s.granted_s, a as u32, s.gen))
+                    .collect();
+                order.sort_by(|x, y| x.0.total_cmp(&y.0));
+                self.leases = Some(order.into());
+            }
+            (false, true) => self.leases = None,
+            _ => {}
+        }
+    }
+
+    /// The grant time of the oldest attempt in flight, while leases are kept (possibly of an
+    /// attempt that ended since: then earlier than it need be).
+    #[inline]
+    pub(super) fn oldest_grant_s(&self) -> Option<f64> {
+        self.leases.as_ref()?.front().map(|&(g, _, _)| g)
+    }
+
+    /// The oldest attempt in flight if it was granted at or before `cutoff_s`, taken out of
+    /// the lease order (the caller reclaims it); entries of attempts that ended are dropped.
+    pub(super) fn next_expired(&mut self, cutoff_s: f64) -> Option<usize> {
+        let leases = self.leases.as_mut()?;
+        while let Some(&(granted_s, a, gen)) = leases.front() {
+            if !Self::live(&self.slots, a, gen) {
+                leases.pop_front();
+            } else if granted_s <= cutoff_s {
+                leases.pop_front();
+                return Some(a as usize);
+            } else {
+                break;
+            }
+        }
+        None
     }
 
     /// Ends attempt `a` (which must be active): frees its slot and returns what it was.
@@ -107,7 +172,7 @@ impl Attempts {
     }
 
     /// Number of slots, active or free.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.slots.len()
     }

@@ -187,33 +187,32 @@ impl Core {
         }
         if let Some(lease) = self.limits.max_attempt_s {
             let cutoff = self.clock.now_s - lease;
-            for a in 0..self.attempts.len() {
+            // Oldest first, and only those past their lease.
+            while let Some(a) = self.attempts.next_expired(cutoff) {
                 let att = self.attempts[a];
-                if att.active && att.granted_s <= cutoff {
-                    let req_gen = self.requests[att.request as usize].gen;
-                    if !att.reported {
-                        let timeout = Outcome::Failure(FailureClass::Timeout);
-                        let idx = att.key.idx as usize;
-                        if att.key.gen == self.fleet.slots[idx].gen {
-                            self.limit_observe(&att, &timeout, None);
-                            self.observe_shed(idx, att.concurrency, &timeout);
-                        }
-                        self.apply_outcome(
-                            att.key.idx as usize,
-                            &Outcome::Failure(FailureClass::Timeout),
-                            Some((self.clock.now_s - att.granted_s) * 1000.0),
-                        );
+                let req_gen = self.requests[att.request as usize].gen;
+                if !att.reported {
+                    let timeout = Outcome::Failure(FailureClass::Timeout);
+                    let idx = att.key.idx as usize;
+                    if att.key.gen == self.fleet.slots[idx].gen {
+                        self.limit_observe(&att, &timeout, None);
+                        self.observe_shed(idx, att.concurrency, &timeout);
                     }
-                    let candidate = self.fleet.infos[att.key.idx as usize].id.clone();
-                    self.release_attempt(a);
-                    self.out.counters.reclaimed += 1;
-                    self.out.push(Event::Reclaimed {
-                        request: RequestId::new(att.request, req_gen),
-                        attempt: AttemptId::new(a as u32, att.gen),
-                        candidate,
-                    });
-                    self.maybe_retire(att.request, CloseReason::Reclaimed);
+                    self.apply_outcome(
+                        att.key.idx as usize,
+                        &Outcome::Failure(FailureClass::Timeout),
+                        Some((self.clock.now_s - att.granted_s) * 1000.0),
+                    );
                 }
+                let candidate = self.fleet.infos[att.key.idx as usize].id.clone();
+                self.release_attempt(a);
+                self.out.counters.reclaimed += 1;
+                self.out.push(Event::Reclaimed {
+                    request: RequestId::new(att.request, req_gen),
+                    attempt: AttemptId::new(a as u32, att.gen),
+                    candidate,
+                });
+                self.maybe_retire(att.request, CloseReason::Reclaimed);
             }
         }
         if self.clock.now_s >= self.clock.next_refresh_s {
@@ -229,11 +228,11 @@ impl Core {
             .map(|d| self.clock.instant_at(d))
     }
 
-    /// When the core next needs [`Core::tick`]: the earliest waiting deadline or the next
-    /// periodic refresh (every [`Config::refresh_period_s`]: `refresh_ms` of the config,
-    /// stretched for large fleets), whichever comes first. The refresh also ends ejections
-    /// and applies the attempt lease ([`Limits::max_attempt_s`]), so a lease is enforced
-    /// within one refresh period of its end. A driver keeps one timer armed at this
+    /// When the core next needs [`Core::tick`]: the earliest waiting deadline, the end of the
+    /// oldest attempt's lease ([`Limits::max_attempt_s`]) or the next periodic refresh
+    /// (every [`Config::refresh_period_s`]: `refresh_ms` of the config, stretched for large
+    /// fleets), whichever comes first. The refresh also ends ejections. A driver keeps one
+    /// timer armed at this
     /// instant and reads it again after every call, since any call may move it.
     pub fn next_wakeup(&self) -> Instant {
         // Nanoseconds since the epoch. The float-to-integer cast saturates; the ceiling and the
@@ -241,10 +240,16 @@ impl Core {
         // whatever the rounding between seconds and nanoseconds.
         const MARGIN_NS: u64 = 1_000;
         let refresh_ns = (self.clock.next_refresh_s * 1e9).ceil() as u64;
-        let due_ns = match self.queue.first_deadline() {
+        let mut due_ns = match self.queue.first_deadline() {
             Some(d) => d.min(refresh_ns),
             None => refresh_ns,
         };
+        // The oldest attempt's lease.
+        if let (Some(lease), Some(granted_s)) =
+            (self.limits.max_attempt_s, self.attempts.oldest_grant_s())
+        {
+            due_ns = due_ns.min(((granted_s + lease) * 1e9).ceil() as u64);
+        }
         let after = std::time::Duration::from_nanos(due_ns.saturating_add(MARGIN_NS));
         // Past what an `Instant` can hold (a refresh period of centuries): a year is as good.
         self.clock

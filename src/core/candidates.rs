@@ -205,6 +205,7 @@ impl Core {
         self.advance(now);
         let per_candidate_changed = limits.per_candidate != self.limits.per_candidate;
         self.limits = limits;
+        self.attempts.keep_leases(limits.max_attempt_s.is_some());
         if per_candidate_changed {
             self.refresh_all();
         }

@@ -106,11 +106,8 @@ pub struct Limits {
     /// past it, and lowering it refuses new requests but does not turn away those waiting.
     pub max_waiting: usize,
     /// An attempt running longer than this many seconds is reclaimed as a timeout (a lease
-    /// against workers that never report). `None`: no lease. Leases are checked at the
-    /// coarse refresh ([`Config::refresh_period_s`]: `refresh_ms`, stretched for large
-    /// fleets), so an attempt is reclaimed up to one refresh period after its lease ends:
-    /// 100 ms with the default config, 1.25 s at 50,000 candidates. A lease of seconds or
-    /// more is what it is for.
+    /// against workers that never report). `None`: no lease. [`Core::next_wakeup`] includes
+    /// the oldest attempt's lease end, so a driver that ticks then reclaims it on time.
     pub max_attempt_s: Option<f64>,
 }
 
@@ -445,6 +442,7 @@ impl Core {
     pub fn with_limits(mut self, limits: Limits) -> Result<Self, Error> {
         limits.validate()?;
         self.limits = limits;
+        self.attempts.keep_leases(limits.max_attempt_s.is_some());
         Ok(self)
     }
 
