@@ -27,6 +27,16 @@ fn events(core: &mut Core) -> Vec<Event> {
     std::iter::from_fn(|| core.poll_event()).collect()
 }
 
+fn attempts_granted(events: &[Event]) -> Vec<selection_coordinator::AttemptId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Granted(g) => Some(g.attempt),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn grants_then_queues_then_grants_on_done() {
     let limits = Limits {
@@ -515,13 +525,7 @@ fn parallel_asks_with_no_candidate_left_are_refused() {
         .ready(Request::any().with_parallelism(3), now, &mut rng)
         .unwrap();
     let evs = events(&mut core);
-    let granted: Vec<_> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::Granted(g) => Some(g.attempt),
-            _ => None,
-        })
-        .collect();
+    let granted = attempts_granted(&evs);
     assert_eq!(granted.len(), 2);
     assert!(
         evs.iter().any(|e| matches!(e, Event::Rejected { request, reason: Rejection::NoEligibleCandidate } if *request == id)),
@@ -630,13 +634,7 @@ fn waiters_nobody_can_serve_are_parked_until_their_candidate_frees() {
         .unwrap();
     core.ready(Request::only([c2.clone()]), now, &mut rng)
         .unwrap();
-    let held: Vec<_> = events(&mut core)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Granted(g) => Some(g.attempt),
-            _ => None,
-        })
-        .collect();
+    let held = attempts_granted(&events(&mut core));
     assert_eq!(held.len(), 2);
     let waiters: Vec<_> = (0..5)
         .map(|_| {
