@@ -691,3 +691,49 @@ fn waiters_nobody_can_serve_are_parked_until_their_candidate_frees() {
     assert_eq!(core.parked(), 3);
     core.check_invariants().unwrap();
 }
+
+/// A candidate excluded twice is one candidate excluded: the request is served by the others
+/// at once, and a retry still finds the candidates it has not tried.
+#[test]
+fn a_candidate_excluded_twice_counts_once() {
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(3, limits);
+    core.ready(Request::only(["c0"]), now, &mut rng).unwrap();
+    events(&mut core);
+    let r = core
+        .ready(
+            Request::any().excluding("c2").excluding("c2"),
+            now,
+            &mut rng,
+        )
+        .unwrap();
+    let ev = events(&mut core);
+    assert!(
+        matches!(&ev[..], [Event::Granted(g)] if g.request == r && g.candidate == CandidateId::from("c1")),
+        "{ev:?}"
+    );
+    assert_eq!(core.waiting(), 0);
+
+    let (mut core, mut rng, now) = core_with(4, Limits::default());
+    let r = core
+        .ready(
+            Request::any()
+                .with_parallelism(2)
+                .excluding("c3")
+                .excluding("c3"),
+            now,
+            &mut rng,
+        )
+        .unwrap();
+    let granted = attempts_granted(&events(&mut core));
+    assert_eq!(granted.len(), 2);
+    core.done(granted[0], Next::Retry, now, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert!(
+        matches!(&ev[..], [Event::Granted(g)] if g.request == r),
+        "a retry with an untried candidate left is granted: {ev:?}"
+    );
+}

@@ -49,16 +49,18 @@ impl Core {
             }
         };
         self.advance(now);
-        // Most requests exclude nothing: no collecting then.
-        let exclude: Vec<Key> = if request.exclude.is_empty() {
-            Vec::new()
-        } else {
-            request
-                .exclude
-                .iter()
-                .filter_map(|id| self.fleet.key_of(id))
-                .collect()
-        };
+        // Most requests exclude nothing: no collecting then. Each key once: servability
+        // counts the excluded candidates.
+        let mut exclude: Vec<Key> = Vec::new();
+        for k in request
+            .exclude
+            .iter()
+            .filter_map(|id| self.fleet.key_of(id))
+        {
+            if !exclude.contains(&k) {
+                exclude.push(k);
+            }
+        }
         let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
         {
             None
