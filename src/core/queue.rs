@@ -57,15 +57,20 @@ pub(super) struct WaitQueue {
     /// Requests waiting (in `fast` or `general`, or parked).
     waiting: usize,
     next_seq: u64,
-    /// Parked requests by request index, with the number of the park that listed them: an
-    /// entry of an earlier park (the request woke and parked again, or left) is stale.
-    parked: HashMap<u32, u64>,
+    /// Parked requests by request index, with the number of the park that listed them (an
+    /// entry of an earlier park, the request woke and parked again or left, is stale) and
+    /// how many entries that park made.
+    parked: HashMap<u32, (u64, usize)>,
     /// Parked requests listed under a candidate slot, as (request index, park number).
     by_slot: HashMap<u32, Vec<(u32, u64)>>,
     /// Parked requests any candidate may serve.
     by_any: Vec<(u32, u64)>,
     /// Entries in `by_slot` and `by_any`, stale ones included.
     entries: usize,
+    /// Entries of the parked requests' current parks.
+    live_entries: usize,
+    /// Times the stale entries were dropped.
+    compactions: u64,
     parks: u64,
     /// Parked requests woken so far (the pump restarts its scan when it moves).
     wakes: u64,
@@ -119,7 +124,7 @@ impl WaitQueue {
             // Its entries go lazily (they name an earlier park).
             Queued::Parked => {
                 self.waiting -= 1;
-                self.parked.remove(&idx);
+                self.unlist(idx);
             }
         }
         r.queued = Queued::No;
@@ -200,30 +205,40 @@ impl WaitQueue {
         r.queued = Queued::Parked;
         self.parks += 1;
         let park = self.parks;
-        self.parked.insert(idx, park);
-        match on {
+        let listed = match on {
             WakeOn::Slots(slots) => {
                 for &slot in slots {
                     self.by_slot.entry(slot).or_default().push((idx, park));
-                    self.entries += 1;
                 }
+                slots.len()
             }
             WakeOn::Any => {
                 self.by_any.push((idx, park));
-                self.entries += 1;
+                1
             }
-        }
+        };
+        self.parked.insert(idx, (park, listed));
+        self.entries += listed;
+        self.live_entries += listed;
         // Stale entries are dropped once they outnumber the live ones, which keeps the cost
         // per park constant.
-        if self.entries > 4 * self.parked.len() + 64 {
+        if self.entries > 2 * self.live_entries + 64 {
+            self.compactions += 1;
             let parked = &self.parked;
-            let live = |&(i, p): &(u32, u64)| parked.get(&i) == Some(&p);
+            let live = |&(i, p): &(u32, u64)| parked.get(&i).is_some_and(|&(q, _)| q == p);
             self.by_slot.retain(|_, list| {
                 list.retain(live);
                 !list.is_empty()
             });
             self.by_any.retain(live);
             self.entries = self.by_slot.values().map(Vec::len).sum::<usize>() + self.by_any.len();
+        }
+    }
+
+    /// Takes a parked request off the parked list (its entries go stale).
+    fn unlist(&mut self, idx: u32) {
+        if let Some((_, listed)) = self.parked.remove(&idx) {
+            self.live_entries -= listed;
         }
     }
 
@@ -270,6 +285,7 @@ impl WaitQueue {
             return;
         }
         self.wakes += self.parked.len() as u64;
+        self.live_entries = 0;
         for (idx, _) in self.parked.drain() {
             let r = &mut requests[idx as usize];
             r.queued = Queued::General;
@@ -282,8 +298,8 @@ impl WaitQueue {
 
     fn unpark(&mut self, list: Vec<(u32, u64)>, requests: &mut [ReqSlot]) {
         for (idx, park) in list {
-            if self.parked.get(&idx) == Some(&park) {
-                self.parked.remove(&idx);
+            if self.parked.get(&idx).is_some_and(|&(p, _)| p == park) {
+                self.unlist(idx);
                 self.wakes += 1;
                 let r = &mut requests[idx as usize];
                 r.queued = Queued::General;
@@ -386,6 +402,36 @@ mod tests {
         }
         assert_eq!(q.len(), 1);
         assert_eq!(q.fast_head(&rs), Some((0, 0)));
+    }
+
+    /// Parking costs the same per request whatever the number parked: entries of current parks
+    /// never count as stale, and stale ones are dropped once they outnumber the live ones.
+    #[test]
+    fn parked_requests_listed_under_many_slots_are_not_compacted_again_and_again() {
+        let mut q = WaitQueue::default();
+        let mut rs: Vec<ReqSlot> = Vec::new();
+        let slots: Vec<u32> = (0..16).collect();
+        for i in 0..1_000u32 {
+            let seq = q.next_seq();
+            rs.push(slot(seq, NO_DEADLINE, false));
+            q.push(&mut rs[i as usize], i);
+            q.park(&mut rs[i as usize], i, WakeOn::Slots(&slots));
+        }
+        assert_eq!((q.parked(), q.len(), q.compactions), (1_000, 1_000, 0));
+        assert_eq!(q.entries, 16_000);
+        // Slot 0 frees: every request wakes (and would park again, under all 16 slots).
+        q.wake(0, &mut rs);
+        assert_eq!((q.parked(), q.general.len()), (0, 1_000));
+        for i in 0..1_000u32 {
+            q.park(&mut rs[i as usize], i, WakeOn::Slots(&slots));
+        }
+        // 15,000 stale entries beside 16,000 live ones: dropped once, not at every park.
+        assert_eq!(q.compactions, 1);
+        assert!(q.entries <= 2 * q.live_entries + 64, "{}", q.entries);
+        assert_eq!(q.live_entries, 16_000);
+        // A parked request that leaves takes its entries out of the live count.
+        q.remove(&mut rs[0], 0);
+        assert_eq!((q.parked(), q.live_entries), (999, 15_984));
     }
 
     #[test]
