@@ -498,6 +498,29 @@ fn the_parts_of_a_round_are_applied_together_and_checked() {
     assert_eq!(reason(&mut b, &bad, t), Err("bad_part"));
 }
 
+/// Flood control counts from the first part of a round applied: a round whose last part
+/// was applied late here does not push the next round, taken `min_interval_s` after it at the
+/// sender, into `too_soon`.
+#[test]
+fn a_round_applied_late_does_not_hold_back_the_next() {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, mut b) = (core("a", t0), core("b", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    for id in IDS {
+        drive(&mut a, id, 3, &ok, 50, &mut t);
+    }
+    let [p0, p1] = halves(&a.take_digest(t, false));
+    b.apply_digest(t, &p0).unwrap();
+    // The second part is applied 300 ms later here (a backlog of decoding).
+    b.apply_digest(t + Duration::from_millis(300), &p1).unwrap();
+    // The next round is taken 600 ms after the first and applied at once.
+    t += Duration::from_millis(600);
+    let [q0, q1] = halves(&a.take_digest(t, false));
+    assert_eq!(b.apply_digest(t, &q0).unwrap().applied, 2, "not too soon");
+    assert_eq!(b.apply_digest(t, &q1).unwrap().applied, 2);
+}
+
 /// A receiver that missed one part of a round does not count the outcomes since its last
 /// report on that part's candidates as recent (it cannot tell when they happened); those of
 /// the other parts it applied still count.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::digest::{Applied, CandidateDigest, Digest, DigestError};
 use crate::score::{Pooled, RemoteEvidence, StatsView};
+use recent::{change_step, RecentOutcomes, CHANGE_EVIDENCE};
 use scoring::Scoring;
 
 /// What the core remembers of one sender.
@@ -23,6 +24,9 @@ struct Sender {
     round: (u64, bool),
     /// When its last digest was applied, seconds on this core's clock.
     last_applied_s: f64,
+    /// When the first digest of its last round was applied: flood control counts from it,
+    /// so a round's parts applied late here do not hold back the next round.
+    round_opened_s: f64,
     /// When it was first heard (its blackout ends `share.blackout_s` later).
     first_heard_s: f64,
 }
@@ -50,77 +54,6 @@ struct SlotReports {
     /// The pooled form is out of date from this time on (a report expires, a blackout ends)
     /// or at once (a report came): the next refresh pools again.
     pooled_until_s: f64,
-}
-
-/// How strongly the outcomes senders report must favour "the success rate halved" over "it
-/// is what it was" (a log-likelihood ratio: 20 to 1) before the outcomes from before the
-/// change are forgotten.
-const CHANGE_EVIDENCE: f64 = 3.0;
-
-/// The outcomes senders saw since their previous digests (attempts and successes, each
-/// counting one), pooled over senders and decaying with `share.local_half_life_s`.
-///
-/// Bad news counts at once, good news slowly: a CUSUM test on the arriving outcomes against
-/// the pooled success rate watches for that rate halving. When the test fires (two failures
-/// in a row on a candidate that rarely fails, for instance), the outcomes from before the rise
-/// are dropped and the pooled rate is that of the outcomes since. A recovery has no such
-/// shortcut: failures fade with the half-life.
-#[derive(Debug, Clone, Copy, Default)]
-struct RecentOutcomes {
-    attempts: f64,
-    successes: f64,
-    /// As of this time, seconds on this core's clock.
-    at_s: f64,
-    /// The CUSUM statistic (log-likelihood ratio of "halved" against "unchanged"), >= 0.
-    drop: f64,
-    /// The outcomes since the statistic last left 0 (attempts, successes), decaying alike.
-    run: (f64, f64),
-}
-
-impl RecentOutcomes {
-    /// Adds `attempts` outcomes, `successes` of them successes, seen at `now_s`.
-    fn add(&mut self, attempts: f64, successes: f64, now_s: f64, half_life_s: f64) {
-        let decay = (-(now_s - self.at_s).max(0.0) / half_life_s).exp2();
-        self.attempts *= decay;
-        self.successes *= decay;
-        self.run = (self.run.0 * decay, self.run.1 * decay);
-        self.at_s = now_s;
-        // The pooled rate so far (one success and one failure as a prior), and half of it.
-        let p0 = (self.successes + 1.0) / (self.attempts + 2.0);
-        let p1 = 0.5 * p0;
-        let failures = (attempts - successes).max(0.0);
-        let step = successes * (p1 / p0).ln() + failures * ((1.0 - p1) / (1.0 - p0)).ln();
-        if self.drop <= 0.0 {
-            self.run = (0.0, 0.0);
-        }
-        self.drop = (self.drop + step).max(0.0);
-        if self.drop > 0.0 {
-            self.run = (self.run.0 + attempts, self.run.1 + successes);
-        }
-        self.attempts += attempts;
-        self.successes += successes;
-        if self.drop > CHANGE_EVIDENCE {
-            (self.attempts, self.successes) = self.run;
-            self.drop = 0.0;
-            self.run = (0.0, 0.0);
-        }
-    }
-
-    /// (attempts, successes, as of) for the pooling.
-    fn as_tuple(&self) -> (f64, f64, f64) {
-        (self.attempts, self.successes, self.at_s)
-    }
-}
-
-/// One step of the change test: the log-likelihood ratio of "the success rate halved"
-/// against "it is `p0`" for one outcome.
-fn change_step(p0: f64, success: bool) -> f64 {
-    let p0 = p0.clamp(0.01, 0.99);
-    if success {
-        0.5f64.ln()
-    } else {
-        ((1.0 - 0.5 * p0) / (1.0 - p0)).ln()
-    }
 }
 
 /// The sharing state of a core.
@@ -462,10 +395,10 @@ impl Core {
                     last: s.last_seq,
                 });
             }
-            Some(s) if now_s - s.last_applied_s < cfg.min_interval_s && !later_part => {
+            Some(s) if now_s - s.round_opened_s < cfg.min_interval_s && !later_part => {
                 return Err(DigestError::TooSoon {
                     sender: digest.sender.clone(),
-                    since_s: now_s - s.last_applied_s,
+                    since_s: now_s - s.round_opened_s,
                     min_s: cfg.min_interval_s,
                 });
             }
@@ -486,6 +419,7 @@ impl Core {
                         last_seq: 0,
                         round: (0, false),
                         last_applied_s: f64::NEG_INFINITY,
+                        round_opened_s: f64::NEG_INFINITY,
                         first_heard_s: now_s,
                     },
                 );
@@ -496,6 +430,9 @@ impl Core {
             s.last_seq = digest.seq;
             s.round = (round, digest.part.is_some());
             s.last_applied_s = now_s;
+            if !later_part {
+                s.round_opened_s = now_s;
+            }
         }
         if share.by_slot.len() < self.fleet.slots.len() {
             share

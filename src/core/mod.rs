@@ -47,6 +47,7 @@ mod pool;
 mod preference;
 mod queries;
 mod queue;
+mod recent;
 mod requests;
 mod scoring;
 mod select;
