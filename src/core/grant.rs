@@ -32,18 +32,18 @@ impl Core {
             let bound = fast.map(|(s, _)| s).unwrap_or(u64::MAX);
             let start = cursor.map(|c| c + 1).unwrap_or(0);
             let mut chosen = None;
-            // Requests found unservable are parked, out of later scans (see `queue`).
-            let mut unservable: Vec<u32> = Vec::new();
+            let mut skipped = false;
             for (seq, idx) in self.queue.general(start, bound) {
                 if self.fleet.servable(self.requests[idx as usize].set()) {
                     chosen = Some(idx);
                     break;
                 }
-                unservable.push(idx);
+                skipped = true;
                 cursor = Some(seq);
             }
-            for idx in unservable {
-                self.park(idx);
+            // The requests found unservable are parked, out of later scans (see `queue`).
+            if let (true, Some(last)) = (skipped, cursor) {
+                self.park_range(start, last);
             }
             let idx = match (chosen, fast) {
                 (Some(idx), _) => idx,
@@ -59,6 +59,21 @@ impl Core {
             if self.queue.wakes() != wakes {
                 cursor = None;
             }
+        }
+    }
+
+    /// Parks the waiting requests of the general queue from sequence `from` to `last`, all
+    /// found unservable by the scan that just passed them.
+    #[cold]
+    #[inline(never)]
+    fn park_range(&mut self, from: u64, last: u64) {
+        let skipped: Vec<u32> = self
+            .queue
+            .general(from, last.saturating_add(1))
+            .map(|(_, idx)| idx)
+            .collect();
+        for idx in skipped {
+            self.park(idx);
         }
     }
 

@@ -119,6 +119,7 @@ impl Core {
     }
 
     /// A free request slot (or a new one) and its next generation.
+    #[inline]
     fn new_request_slot(&mut self) -> (u32, u32) {
         match self.free_requests.pop() {
             Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
