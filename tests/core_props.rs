@@ -105,6 +105,11 @@ enum Op {
     ReadyNeeding {
         capability: usize,
     },
+    /// A request for any candidate but those listed (possibly one twice), with parallelism.
+    ReadyExcluding {
+        exclude: Vec<usize>,
+        parallelism: u32,
+    },
     /// Hostile input: each variant must be refused with an error (or ignored), never a panic.
     Hostile(Hostile),
 }
@@ -189,6 +194,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|which| Op::Reconfigure { which }),
         1 => Just(Op::Roundtrip),
         1 => (0usize..3).prop_map(|capability| Op::ReadyNeeding { capability }),
+        1 => (proptest::collection::vec(0..POOL, 1..4), 1u32..3)
+            .prop_map(|(exclude, parallelism)| Op::ReadyExcluding { exclude, parallelism }),
         1 => (0.1f64..10.0, -0.5f64..0.5).prop_map(|(skew, shift)| Op::Digest { skew, shift }),
     ]
 }
@@ -433,6 +440,21 @@ impl Harness {
                 self.core
                     .set_config(c, self.now, &mut self.rng)
                     .map_err(|e| TestCaseError::fail(format!("valid config refused: {e}")))?;
+            }
+            Op::ReadyExcluding {
+                exclude,
+                parallelism,
+            } => {
+                let mut req = Request::any().with_parallelism(*parallelism);
+                for &i in exclude {
+                    req = req.excluding(name(i));
+                }
+                // Refused only for a parallelism above the limit; otherwise granted, waiting
+                // or rejected, never a panic, and never waiting while it could be served.
+                if let Ok(id) = self.core.ready(req, self.now, &mut self.rng) {
+                    self.requests.push(id);
+                    self.open.push(id);
+                }
             }
             Op::ReadyNeeding { capability } => {
                 let cap = ["gpu", "cpu", "none"][*capability];
