@@ -135,6 +135,11 @@ pub fn describe() {
         "Most requests that may wait at once (max_waiting)."
     );
     describe_gauge!(
+        WAITING_PARKED,
+        Unit::Count,
+        "Waiting requests no candidate that could serve them has room for (parked)."
+    );
+    describe_gauge!(
         OPEN_REQUESTS,
         Unit::Count,
         "Open requests, waiting or running."
@@ -492,6 +497,7 @@ impl CoordinatorMetrics {
         let limits = core.limits();
         gauge!(names::WAITING).set(core.waiting() as f64);
         gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
+        gauge!(names::WAITING_PARKED).set(core.parked() as f64);
         gauge!(names::OPEN_REQUESTS).set(core.open_requests() as f64);
         gauge!(names::IN_FLIGHT).set(f64::from(core.in_flight()));
         let global = (limits.global != UNLIMITED).then(|| f64::from(limits.global));

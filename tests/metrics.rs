@@ -1054,3 +1054,37 @@ fn the_actor_labels_grants_and_outcomes_with_their_arm() {
         0
     );
 }
+
+/// The parked gauge counts the waiting requests every candidate they may use is full for.
+#[test]
+fn parked_waiters_are_shown_beside_the_waiting_ones() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let limits = Limits {
+            per_candidate: 1,
+            ..Limits::default()
+        };
+        let mut core = Core::new(Config::default(), t0)
+            .unwrap()
+            .with_limits(limits)
+            .unwrap();
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        for _ in 0..4 {
+            core.ready(Request::only(["a"]), t0, &mut rng).unwrap();
+        }
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        core.ready(Request::any(), t0, &mut rng).unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        // a and b are busy: three wait for a (parked), one plain request for anyone.
+        assert_eq!(gauge(&v, names::WAITING, &[]), 4.0);
+        assert_eq!(gauge(&v, names::WAITING_PARKED, &[]), 3.0);
+    });
+}

@@ -357,9 +357,9 @@ impl Core {
                 .any(|idx| self.fleet.servable(self.requests[idx as usize].set()))
     }
 
-    /// Waiting requests parked: found unservable, and out of the pump's scans until a
-    /// candidate that could serve them gains capacity.
-    #[doc(hidden)]
+    /// Waiting requests parked: found unservable (every candidate they may use is at its
+    /// limit), and out of the pump's scans until one of those candidates gains capacity.
+    /// Counted in [`Core::waiting`] too.
     pub fn parked(&self) -> usize {
         self.queue.parked()
     }

@@ -27,6 +27,8 @@ pub const CANDIDATES_EJECTED: &str = "selcoord_candidates_ejected";
 pub const WAITING: &str = "selcoord_waiting_requests";
 /// Gauge: the waiting limit (`max_waiting`).
 pub const WAITING_LIMIT: &str = "selcoord_waiting_requests_limit";
+/// Gauge: waiting requests parked (no candidate that could serve them has room).
+pub const WAITING_PARKED: &str = "selcoord_waiting_requests_parked";
 /// Gauge: open requests (waiting or running).
 pub const OPEN_REQUESTS: &str = "selcoord_open_requests";
 /// Gauge: attempts in flight over all candidates.
@@ -117,7 +119,7 @@ pub const FLEET: [&str; 7] = [
 ];
 
 /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-pub const ALL: [&str; 27] = [
+pub const ALL: [&str; 28] = [
     DECISIONS,
     WINNER_PROBABILITY,
     WAIT_SECONDS,
@@ -131,6 +133,7 @@ pub const ALL: [&str; 27] = [
     CANDIDATES_EJECTED,
     WAITING,
     WAITING_LIMIT,
+    WAITING_PARKED,
     OPEN_REQUESTS,
     IN_FLIGHT,
     IN_FLIGHT_LIMIT,
