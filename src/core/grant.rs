@@ -82,40 +82,25 @@ impl Core {
     /// (or when more than [`PARK_SLOTS`] candidates have its capabilities).
     #[cold]
     fn park(&mut self, idx: u32) {
-        let r = &self.requests[idx as usize];
-        let set = r.set();
+        let set = self.requests[idx as usize].set();
         let fleet = &self.fleet;
-        let slots: Option<Vec<u32>> = match set.eligible {
-            Some(keys) => Some(
-                keys.iter()
-                    .filter(|k| {
-                        fleet.key_valid(**k)
-                            && !Fleet::excluded(set.exclude, k.idx, k.gen)
-                            && fleet.caps_ok(k.idx, set.caps)
-                    })
-                    .map(|k| k.idx)
-                    .collect(),
-            ),
-            None if !set.caps.is_empty() => {
-                let mut found = Vec::new();
-                for (i, s) in fleet.slots.iter().enumerate() {
-                    if s.live
-                        && !Fleet::excluded(set.exclude, i as u32, s.gen)
-                        && fleet.caps_ok(i as u32, set.caps)
-                    {
-                        found.push(i as u32);
-                        if found.len() > PARK_SLOTS {
-                            break;
-                        }
+        let named = set.eligible.is_some();
+        let mut slots = Vec::new();
+        if named || !set.caps.is_empty() {
+            for (i, s) in fleet.in_reach(set) {
+                if s.live && !Fleet::excluded(set.exclude, i, s.gen) && fleet.caps_ok(i, set.caps) {
+                    slots.push(i);
+                    if !named && slots.len() > PARK_SLOTS {
+                        slots.clear();
+                        break;
                     }
                 }
-                (found.len() <= PARK_SLOTS).then_some(found)
             }
-            None => None,
-        };
-        let on = match &slots {
-            Some(s) if !s.is_empty() => WakeOn::Slots(s),
-            _ => WakeOn::Any,
+        }
+        let on = if slots.is_empty() {
+            WakeOn::Any
+        } else {
+            WakeOn::Slots(&slots)
         };
         self.queue.park(&mut self.requests[idx as usize], idx, on);
     }

@@ -180,7 +180,7 @@ impl Fleet {
 
     /// The slots a draw set names, with their index (every slot when it names none; a named
     /// key whose slot was reused since is left out). Exclusions and capabilities are the
-    /// caller's to check. For the records and explanations, not the draw.
+    /// caller's to check. For the records, the explanations and parking, not the draw.
     pub(super) fn in_reach<'a>(
         &'a self,
         set: DrawSet<'a>,
