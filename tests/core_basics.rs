@@ -27,14 +27,16 @@ fn events(core: &mut Core) -> Vec<Event> {
     std::iter::from_fn(|| core.poll_event()).collect()
 }
 
+/// The grants among `events`.
+fn grants(events: &[Event]) -> impl Iterator<Item = &selection_coordinator::Grant> {
+    events.iter().filter_map(|e| match e {
+        Event::Granted(g) => Some(g),
+        _ => None,
+    })
+}
+
 fn attempts_granted(events: &[Event]) -> Vec<selection_coordinator::AttemptId> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Granted(g) => Some(g.attempt),
-            _ => None,
-        })
-        .collect()
+    grants(events).map(|g| g.attempt).collect()
 }
 
 #[test]
@@ -597,11 +599,8 @@ fn a_decision_record_displays_as_one_line() {
 }
 
 fn granted(ev: &[Event]) -> Vec<(selection_coordinator::RequestId, CandidateId)> {
-    ev.iter()
-        .filter_map(|e| match e {
-            Event::Granted(g) => Some((g.request, g.candidate.clone())),
-            _ => None,
-        })
+    grants(ev)
+        .map(|g| (g.request, g.candidate.clone()))
         .collect()
 }
 
@@ -614,19 +613,13 @@ fn waiters_nobody_can_serve_are_parked_until_their_candidate_frees() {
         per_candidate: 1,
         ..Limits::default()
     };
-    let now = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(7);
-    let mut core = Core::new(Config::default(), now)
-        .unwrap()
-        .with_limits(limits)
-        .unwrap();
-    for i in 0..3 {
-        let mut info = CandidateInfo::new(format!("c{i}"));
-        if i == 2 {
-            info = info.with_capability("gpu");
-        }
-        core.add_candidate(info, now, &mut rng).unwrap();
-    }
+    let (mut core, mut rng, now) = core_with(2, limits);
+    core.add_candidate(
+        CandidateInfo::new("c2").with_capability("gpu"),
+        now,
+        &mut rng,
+    )
+    .unwrap();
     let c0 = CandidateId::from("c0");
     let c2 = CandidateId::from("c2");
     // c0 and c2 are held.

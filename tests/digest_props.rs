@@ -453,19 +453,25 @@ fn halves(d: &Digest) -> [Digest; 2] {
     [part(0, ["a", "b"]), part(1, ["c", "d"])]
 }
 
+/// A sender `a` that has three successes on each of [`IDS`] and a receiver `b`, and the time.
+fn sender_and_receiver() -> (Core, Core, Instant) {
+    let t0 = Instant::now();
+    let mut t = t0;
+    let (mut a, b) = (core("a", t0), core("b", t0));
+    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
+    for id in IDS {
+        drive(&mut a, id, 3, &ok, 50, &mut t);
+    }
+    (a, b, t)
+}
+
 /// The parts of a digest split into several are each applied on their own, at once (the
 /// flood control counts rounds, not parts); a new round sooner than `min_interval_s`, a part
 /// seen before, a candidate in two parts of a round and a part whose numbers do not hold
 /// together are refused.
 #[test]
 fn the_parts_of_a_round_are_applied_together_and_checked() {
-    let t0 = Instant::now();
-    let mut t = t0;
-    let (mut a, mut b) = (core("a", t0), core("b", t0));
-    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
-    for id in IDS {
-        drive(&mut a, id, 3, &ok, 50, &mut t);
-    }
+    let (mut a, mut b, mut t) = sender_and_receiver();
     let [p0, p1] = halves(&a.take_digest(t, false));
     assert_eq!(b.apply_digest(t, &p0).unwrap().applied, 2);
     assert_eq!(b.apply_digest(t, &p1).unwrap().applied, 2, "not too soon");
@@ -503,13 +509,7 @@ fn the_parts_of_a_round_are_applied_together_and_checked() {
 /// sender, into `too_soon`.
 #[test]
 fn a_round_applied_late_does_not_hold_back_the_next() {
-    let t0 = Instant::now();
-    let mut t = t0;
-    let (mut a, mut b) = (core("a", t0), core("b", t0));
-    let ok = Outcome::success_with(10.0, 50.0, 1000, 10.0);
-    for id in IDS {
-        drive(&mut a, id, 3, &ok, 50, &mut t);
-    }
+    let (mut a, mut b, mut t) = sender_and_receiver();
     let [p0, p1] = halves(&a.take_digest(t, false));
     b.apply_digest(t, &p0).unwrap();
     // The second part is applied 300 ms later here (a backlog of decoding).
