@@ -179,6 +179,12 @@ pub enum EncodeError {
     },
 }
 
+impl From<WireError> for EncodeError {
+    fn from(e: WireError) -> Self {
+        EncodeError::Json(e.to_string())
+    }
+}
+
 /// A digest encoded for sending: the payloads and the sequence numbers they carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
@@ -219,9 +225,7 @@ pub fn encode_split(
         }),
         entries: Vec::new(),
     };
-    let envelope = encode(&widest)
-        .map_err(|e| EncodeError::Json(e.to_string()))?
-        .len();
+    let envelope = encode(&widest)?.len();
     let budget = max_bytes.saturating_sub(envelope);
     let max_entries = max_entries.max(1);
     if let Some(big) = entries.iter().map(Vec::len).find(|&n| n > budget) {
@@ -261,7 +265,7 @@ pub fn encode_split(
             }),
             entries: Vec::new(),
         };
-        let head = encode(&head).map_err(|e| EncodeError::Json(e.to_string()))?;
+        let head = encode(&head)?;
         // `...,"entries":[]}}`: the entries go between the brackets.
         let Some(open) = head.strip_suffix(b"]}}") else {
             return Err(EncodeError::Json("unexpected envelope shape".into()));
