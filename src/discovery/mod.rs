@@ -45,6 +45,8 @@
 //! performance-score document over HTTP. `docs/discovery.md` has the figures.
 //!
 //! ```
+//! # #[cfg(feature = "actor")]
+//! # fn main() {
 //! use actix::prelude::*;
 //! use selection_coordinator::actor::{Coordinator, GetState};
 //! use selection_coordinator::discovery::{Demand, Discovery, DiscoveryConfig, FetchError, Fetcher};
@@ -71,6 +73,9 @@
 //!     Ok::<_, Box<dyn std::error::Error>>(())
 //! })
 //! .unwrap();
+//! # }
+//! # #[cfg(not(feature = "actor"))]
+//! # fn main() {}
 //! ```
 
 #[cfg(feature = "actor")]
