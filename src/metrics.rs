@@ -22,10 +22,14 @@
 //! (Before, it remembered each attempt's arm from its grant, and `on_outcome` took the attempt
 //! and candidate; `tracked_attempts`, `forget_attempts` and `on_released` went with that map.)
 //!
-//! **Candidate labels are capped**: the first `cap` candidates seen get their own `candidate`
-//! label, every later one is counted as `other`, so 10,000 candidates cannot explode the
-//! series count. A label never moves to another candidate (a removed candidate keeps its slot),
-//! so a series always means one candidate. Label values are sanitized: control characters
+//! **Candidate labels are capped**: up to `cap` candidates at a time get their own `candidate`
+//! label, every other one is counted as `other`, so 10,000 candidates cannot explode the
+//! series count. A removed candidate keeps its label for [`LABEL_RETIRE_TICKS`] gauge ticks
+//! (its last outcomes still land under it), then the label is freed for a candidate still
+//! counted as `other`, so a fleet that replaces its members keeps naming them. A label is never
+//! shared by two candidates at once, and a candidate that comes back gets its id's label again.
+//! The departed candidate's series stay in an exporter's exposition until its idle timeout
+//! drops them ([`prometheus_builder`] sets [`SERIES_IDLE_TIMEOUT`]). Label values are sanitized: control characters
 //! become `_`, values are cut to [`MAX_LABEL_LEN`] bytes, a candidate literally named `other`
 //! is labelled `other_`, and two ids that sanitize to the same value are told apart with a
 //! `~N` suffix.
@@ -78,6 +82,12 @@ pub const BUCKETS: [(&str, &[f64]); 4] = [
 
 /// The default candidate-label cap.
 pub const DEFAULT_LABEL_CAP: usize = 100;
+
+/// How long the exporter [`prometheus_builder`] builds keeps a series nothing updated (a
+/// departed candidate's, a histogram nothing recorded into) before it leaves the exposition.
+/// The gauges are set at every housekeeping tick and the zero-primed counters touched, so
+/// only series that stopped changing go.
+pub const SERIES_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Longest candidate label value, in bytes.
 pub const MAX_LABEL_LEN: usize = 64;
@@ -307,12 +317,29 @@ pub fn sanitize_label(id: &str) -> String {
     out
 }
 
+/// Gauge ticks a removed candidate keeps its label before the label is freed for another
+/// candidate (outcomes of its last attempts may still arrive meanwhile).
+pub const LABEL_RETIRE_TICKS: u64 = 3;
+
 /// Maps candidate ids to capped, sanitized, unique label values.
+///
+/// A label is freed once its candidate has been absent from [`LABEL_RETIRE_TICKS`] gauge ticks
+/// in a row and nothing was recorded under it meanwhile, so a fleet that replaces its
+/// candidates keeps labelling the new ones instead of filling the cap with the departed.
 #[derive(Debug)]
 struct CandidateLabels {
     cap: usize,
-    labels: HashMap<CandidateId, SharedString>,
-    used: HashSet<String>,
+    labels: HashMap<CandidateId, Assigned>,
+    used: HashSet<SharedString>,
+    /// Gauge ticks so far.
+    tick: u64,
+}
+
+/// A candidate's label and the last gauge tick that saw it (or recorded something under it).
+#[derive(Debug)]
+struct Assigned {
+    label: SharedString,
+    seen: u64,
 }
 
 impl CandidateLabels {
@@ -321,28 +348,53 @@ impl CandidateLabels {
             cap,
             labels: HashMap::new(),
             used: HashSet::new(),
+            tick: 0,
         }
     }
 
     /// The label of `id`, assigning one while fewer than `cap` are assigned.
     fn get(&mut self, id: &CandidateId) -> SharedString {
-        if let Some(l) = self.labels.get(id) {
-            return l.clone();
+        if let Some(a) = self.labels.get_mut(id) {
+            a.seen = self.tick;
+            return a.label.clone();
         }
         if self.labels.len() >= self.cap {
             return SharedString::const_str(names::OTHER);
         }
         let base = sanitize_label(id.as_str());
-        let mut label = base.clone();
+        let mut label = SharedString::from(base.clone());
         let mut n = 2;
         while self.used.contains(&label) {
-            label = format!("{base}~{n}");
+            label = SharedString::from(format!("{base}~{n}"));
             n += 1;
         }
         self.used.insert(label.clone());
-        let shared = SharedString::from(label);
-        self.labels.insert(id.clone(), shared.clone());
-        shared
+        self.labels.insert(
+            id.clone(),
+            Assigned {
+                label: label.clone(),
+                seen: self.tick,
+            },
+        );
+        label
+    }
+
+    /// Starts a gauge tick: every label the tick does not touch ages by one.
+    fn start_tick(&mut self) {
+        self.tick += 1;
+    }
+
+    /// Frees the labels untouched for [`LABEL_RETIRE_TICKS`] ticks (call after a tick's walk).
+    fn retire_absent(&mut self) {
+        let tick = self.tick;
+        let used = &mut self.used;
+        self.labels.retain(|_, a| {
+            let keep = tick - a.seen < LABEL_RETIRE_TICKS;
+            if !keep {
+                used.remove(&a.label);
+            }
+            keep
+        });
     }
 
     fn is_other(label: &SharedString) -> bool {
@@ -355,7 +407,6 @@ impl CandidateLabels {
 pub struct CoordinatorMetrics {
     labels: CandidateLabels,
     last: Counters,
-    primed: bool,
     /// Labelled candidates whose gauges the last tick set.
     shown: HashSet<SharedString>,
     /// Per labelled candidate, its adaptive `limited` count at the last tick.
@@ -405,7 +456,6 @@ impl CoordinatorMetrics {
         CoordinatorMetrics {
             labels: CandidateLabels::new(cap),
             last: Counters::default(),
-            primed: false,
             shown: HashSet::new(),
             limited: HashMap::new(),
             present: Present::default(),
@@ -489,9 +539,9 @@ impl CoordinatorMetrics {
     ///
     /// O(candidates): meant for a periodic tick, not for every message.
     pub fn on_gauges(&mut self, core: &Core) {
-        if !self.primed {
-            self.prime();
-        }
+        // Every tick, so an exporter's idle timeout never drops a series still at zero.
+        self.prime();
+        self.labels.start_tick();
         self.sync_arms(core);
         self.on_shadows(core);
         let limits = core.limits();
@@ -570,6 +620,7 @@ impl CoordinatorMetrics {
         }
         self.limited.retain(|label, _| shown.contains(label));
         self.shown = shown;
+        self.labels.retire_absent();
         if other_count > 0 {
             gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => names::OTHER).set(other_in_flight);
             if other_limit > 0.0 {
@@ -627,10 +678,10 @@ impl CoordinatorMetrics {
         self.shadow_sampled = seen;
     }
 
-    /// Creates the unlabelled and reason-labelled counters at zero, so a dashboard shows 0
-    /// instead of "no data" for things that have not happened yet.
+    /// Creates the unlabelled and reason-labelled counters at zero (touching them again at
+    /// every tick), so a dashboard shows 0 instead of "no data" for things that have not
+    /// happened yet, however long the exporter's idle timeout.
     fn prime(&mut self) {
-        self.primed = true;
         for r in Rejection::ALL {
             counter!(names::REJECTIONS, "reason" => r.as_str()).increment(0);
         }

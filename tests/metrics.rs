@@ -8,7 +8,9 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::core::Reported;
-use selection_coordinator::metrics::{names, sanitize_label, CoordinatorMetrics, MAX_LABEL_LEN};
+use selection_coordinator::metrics::{
+    names, sanitize_label, CoordinatorMetrics, LABEL_RETIRE_TICKS, MAX_LABEL_LEN,
+};
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome, Request,
 };
@@ -410,6 +412,71 @@ fn candidate_labels_are_capped_and_the_rest_is_other() {
         };
         assert_eq!(outcome("c0"), 2);
         assert_eq!(outcome("other"), 7);
+    });
+}
+
+/// A fleet that replaces its members keeps naming them: a departed candidate's label is freed
+/// after a few gauge ticks, never while it is present, and comes back with its candidate.
+#[test]
+fn departed_candidates_free_their_labels_for_newcomers() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(41);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        let mut m = CoordinatorMetrics::new(3);
+        let id = |s: &str| CandidateId::new(s);
+        for name in ["stay", "a0", "a1"] {
+            core.add_candidate(CandidateInfo::new(name), t0, &mut rng)
+                .unwrap();
+        }
+        m.on_gauges(&core);
+        // 300 generations of two members each replace the last two; `stay` stays.
+        for generation in 1..=300 {
+            for old in 0..2 {
+                core.remove_candidate(
+                    &id(&format!("a{}", (generation - 1) * 2 + old)),
+                    t0,
+                    &mut rng,
+                )
+                .unwrap();
+            }
+            for new in 0..2 {
+                let name = format!("a{}", generation * 2 + new);
+                core.add_candidate(CandidateInfo::new(name), t0, &mut rng)
+                    .unwrap();
+            }
+            m.on_gauges(&core);
+            // The departed hold their labels for a while: the newcomers are `other` meanwhile.
+            assert_eq!(
+                m.candidate_label(&id(&format!("a{}", generation * 2)))
+                    .as_ref(),
+                "other"
+            );
+            for _ in 1..LABEL_RETIRE_TICKS {
+                m.on_gauges(&core);
+            }
+            assert!(m.labelled_candidates() <= 3);
+            assert_eq!(m.candidate_label(&id("stay")).as_ref(), "stay");
+            m.on_gauges(&core);
+            for new in 0..2 {
+                let name = format!("a{}", generation * 2 + new);
+                assert_eq!(
+                    m.candidate_label(&id(&name)).as_ref(),
+                    name,
+                    "generation {generation}"
+                );
+            }
+        }
+        // A member that comes back gets its own label again once one is free.
+        core.remove_candidate(&id("a600"), t0, &mut rng).unwrap();
+        core.add_candidate(CandidateInfo::new("a0"), t0, &mut rng)
+            .unwrap();
+        for _ in 0..=LABEL_RETIRE_TICKS {
+            m.on_gauges(&core);
+        }
+        assert_eq!(m.candidate_label(&id("a0")).as_ref(), "a0");
+        assert_eq!(m.labelled_candidates(), 3);
     });
 }
 

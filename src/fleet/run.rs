@@ -372,6 +372,8 @@ async fn publish(
         }
         let now = Instant::now();
         if due == Due::Period {
+            // Still at zero, they stay in the exposition however long its idle timeout.
+            register_metrics();
             // As an interval that delays missed ticks.
             next = later(next, config.period);
             if next < now {

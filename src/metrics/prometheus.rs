@@ -10,7 +10,7 @@ use std::sync::mpsc;
 
 use metrics_exporter_prometheus::{BuildError, ExporterFuture, PrometheusRecorder};
 
-use super::{describe, BUCKETS};
+use super::{describe, BUCKETS, SERIES_IDLE_TIMEOUT};
 
 /// The name of the exporter's thread (visible in debuggers and `top -H`).
 const THREAD_NAME: &str = "selcoord-prometheus";
@@ -46,11 +46,15 @@ pub enum PrometheusInstallError {
     Exporter(String),
 }
 
-/// A Prometheus builder with this crate's histogram buckets (no listener set).
+/// A Prometheus builder with this crate's histogram buckets and an idle timeout of
+/// [`SERIES_IDLE_TIMEOUT`] (no listener set): the series of candidates that left go from the
+/// exposition an hour after their last update. Call `idle_timeout` on it to change that.
 pub fn prometheus_builder(
 ) -> Result<metrics_exporter_prometheus::PrometheusBuilder, PrometheusInstallError> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-    let mut builder = PrometheusBuilder::new();
+    use metrics_util::MetricKindMask;
+    let mut builder =
+        PrometheusBuilder::new().idle_timeout(MetricKindMask::ALL, Some(SERIES_IDLE_TIMEOUT));
     for (name, buckets) in BUCKETS {
         builder = builder
             .set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)
