@@ -626,3 +626,38 @@ fn a_reclaimed_acquire_permit_is_not_counted_as_a_rejection() {
         .sum();
     assert_eq!(counted, 1, "only the worker actor's answer");
 }
+
+/// The actor stopped for ten hours (a paused process or machine: tokio's clock jumps and no
+/// timer runs meanwhile) while an attempt ran: the pause is neither its timeout (the lease is
+/// 30 s) nor its candidate's latency when it then succeeds.
+#[actix::test]
+async fn a_pause_of_the_actor_is_not_blamed_on_the_attempts_running() {
+    tokio::time::pause();
+    let limits = Limits {
+        max_attempt_s: Some(30.0),
+        ..Limits::default()
+    };
+    let handle = Coordinator::with_seed(Config::default(), limits, 3)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    for _ in 0..20 {
+        let mut p = handle.acquire(Request::any()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        p.report(Outcome::success());
+    }
+    let mut held = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::advance(Duration::from_secs(10 * 3600)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    held.report(Outcome::success());
+    drop(held);
+    let s = state(&handle).await;
+    assert_eq!(s.counters.pauses, 1);
+    assert_eq!(s.counters.reclaimed, 0, "the pause is no timeout");
+    // The pause skipped is how late the timer found the clock: up to one refresh period (the
+    // timer's period while idle, 100 ms) before it may still count, as a 140 ms try at most.
+    let attempt_ms = s.candidates[0].stats.attempt_ms.unwrap();
+    assert!(attempt_ms < 140.0, "attempt_ms {attempt_ms}");
+}

@@ -730,3 +730,50 @@ fn a_candidate_excluded_twice_counts_once() {
         "a retry with an untried candidate left is granted: {ev:?}"
     );
 }
+
+/// A driver that says it was paused: the attempts running skip the pause, in their lease and
+/// in the time their outcome measures; without the call the pause is their latency.
+#[test]
+fn a_driver_pause_is_skipped_by_the_attempts_running() {
+    let limits = Limits {
+        max_attempt_s: Some(30.0),
+        ..Limits::default()
+    };
+    let attempt_ms = |told: bool| {
+        let (mut core, mut rng, start) = core_with(1, limits);
+        let mut now = start;
+        for _ in 0..20 {
+            core.ready(Request::any(), now, &mut rng).unwrap();
+            let g = attempts_granted(&events(&mut core))[0];
+            now += Duration::from_millis(20);
+            core.outcome(g, Outcome::success(), now).unwrap();
+            core.done(g, Next::Finish, now, &mut rng).unwrap();
+        }
+        core.ready(Request::any(), now, &mut rng).unwrap();
+        let g = attempts_granted(&events(&mut core))[0];
+        let pause = Duration::from_secs(10 * 3600);
+        now += Duration::from_millis(10) + pause;
+        if told {
+            // Past `now`: no grant time moves beyond it.
+            core.driver_paused(pause * 2, now);
+            assert_eq!(core.counters().pauses, 1);
+        }
+        core.tick(now, &mut rng);
+        let reclaimed = core.counters().reclaimed;
+        assert_eq!(reclaimed, u64::from(!told), "told {told}");
+        if told {
+            now += Duration::from_millis(10);
+            core.outcome(g, Outcome::success(), now).unwrap();
+            core.done(g, Next::Finish, now, &mut rng).unwrap();
+        }
+        core.candidate(&"c0".into())
+            .unwrap()
+            .stats
+            .attempt_ms
+            .unwrap()
+    };
+    let skipped = attempt_ms(true);
+    assert!(skipped < 25.0, "attempt_ms {skipped}");
+    let blamed = attempt_ms(false);
+    assert!(blamed > 1000.0, "attempt_ms {blamed}");
+}

@@ -280,7 +280,9 @@ impl Coordinator {
     /// Runs one core call at the actor's [`now`](timer::now): the one path through which every
     /// handler gives the core the time.
     fn call<T>(&mut self, f: impl FnOnce(&mut Core, &mut SmallRng, Instant) -> T) -> T {
-        f(&mut self.core, &mut self.rng, now())
+        let now = now();
+        self.check_paused(now);
+        f(&mut self.core, &mut self.rng, now)
     }
 
     /// [`Coordinator::call`] for a call that may draw, timing it in real time for the

@@ -31,11 +31,20 @@ pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// How late past its due time the timer (or any call, the timer being always armed) must
+/// find the clock for the actor to take it that it was stopped meanwhile (a paused process or
+/// machine, a suspended laptop): the running attempts' clocks then skip the pause
+/// ([`Core::driver_paused`](crate::core::Core::driver_paused)).
+pub(crate) const PAUSED_AFTER: Duration = Duration::from_secs(2);
+
 /// The one armed timer and the actor's own chores' next due times.
 #[derive(Debug, Default)]
 pub(crate) struct Timer {
     /// The instant the armed timer fires at, and its handle.
     armed: Option<(Instant, actix::SpawnHandle)>,
+    /// When the last armed timer was due (not before it was armed), until a call checks it
+    /// for a pause.
+    due: Option<Instant>,
     /// When housekeeping is next due (set when the actor starts).
     housekeeping_due: Option<Instant>,
     /// When the gauges are next due: at housekeeping, but no more often than the core's
@@ -98,12 +107,32 @@ impl Coordinator {
             }
             ctx.cancel_future(handle);
         }
-        let delay = at.saturating_duration_since(now());
+        let now = now();
+        self.timer.due = Some(at.max(now));
+        let delay = at.saturating_duration_since(now);
         let handle = ctx.run_later(delay, |act, ctx| {
             act.timer.armed = None;
             act.on_timer(ctx);
         });
         self.timer.armed = Some((at, handle));
+    }
+
+    /// Tells the core of a pause when `now` is more than [`PAUSED_AFTER`] past the armed
+    /// timer's due time: the actor was stopped, since the timer would have run. Once per
+    /// arming.
+    pub(crate) fn check_paused(&mut self, now: Instant) {
+        let Some(due) = self.timer.due else {
+            return;
+        };
+        let late = now.saturating_duration_since(due);
+        if late > PAUSED_AFTER {
+            self.timer.due = None;
+            tracing::info!(
+                paused_s = late.as_secs_f64(),
+                "coordinator: stopped for a while; running attempts skip the pause"
+            );
+            self.core.driver_paused(late, now);
+        }
     }
 
     /// Ends `request` if nobody is left to hear about it (its reply is closed): one that waits

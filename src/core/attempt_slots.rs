@@ -130,6 +130,19 @@ impl Attempts {
         }
     }
 
+    /// Moves every running attempt's grant time `by_s` seconds later, none past `now_s`
+    /// ([`Core::driver_paused`](super::Core::driver_paused)); the lease order is kept.
+    pub(super) fn shift_grants(&mut self, by_s: f64, now_s: f64) {
+        for s in self.slots.iter_mut().filter(|s| s.active) {
+            s.granted_s = (s.granted_s + by_s).min(now_s);
+        }
+        if let Some(leases) = &mut self.leases {
+            for lease in leases.iter_mut() {
+                lease.0 = (lease.0 + by_s).min(now_s);
+            }
+        }
+    }
+
     /// The grant time of the oldest attempt in flight, while leases are kept (possibly of an
     /// attempt that ended since: then earlier than it need be).
     #[inline]

@@ -221,6 +221,24 @@ impl Core {
         self.pump(rng);
     }
 
+    /// The driver was stopped for `paused` (its process or machine paused or suspended: it
+    /// saw its timer fire that late): the attempts running leave that time out of their
+    /// elapsed times and leases, so the pause is neither measured as their candidates'
+    /// latency nor reclaimed as their timeout. Call it before the call that follows the pause
+    /// (which brings `now`); no grant time moves past `now`. Counted in
+    /// [`Counters::pauses`](super::Counters::pauses). The actor calls it when its timer fires
+    /// more than two seconds late; a driver that calls the core at its own times has no such
+    /// evidence and need not call it.
+    pub fn driver_paused(&mut self, paused: std::time::Duration, now: Instant) {
+        self.advance(now);
+        if paused.is_zero() || self.attempts.in_flight() == 0 {
+            return;
+        }
+        self.attempts
+            .shift_grants(paused.as_secs_f64(), self.clock.now_s);
+        self.out.counters.pauses += 1;
+    }
+
     /// The earliest deadline among waiting requests (for the driver's timer).
     pub fn next_deadline(&self) -> Option<Instant> {
         self.queue

@@ -271,6 +271,9 @@ pub struct Counters {
     /// Attempts taken over from an earlier core ([`Core::carry`]).
     #[serde(default)]
     pub carried: u64,
+    /// Pauses of the driver the running attempts' clocks skipped ([`Core::driver_paused`]).
+    #[serde(default)]
+    pub pauses: u64,
 }
 
 /// A read-only view of one candidate.
