@@ -86,6 +86,12 @@ pub struct CandidateSnapshot {
 pub struct Snapshot {
     /// Format version ([`SNAPSHOT_VERSION`]).
     pub version: u32,
+    /// When it was taken, milliseconds since the Unix epoch by the wall clock (the actor
+    /// stamps the snapshots it saves or hands out; [`Core::snapshot`](crate::core::Core::snapshot)
+    /// leaves it unset). A restore ages the statistics by the time since
+    /// ([`Snapshot::downtime`], [`Core::restore_after`](crate::core::Core::restore_after)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_at_unix_ms: Option<u64>,
     /// All-candidate averages.
     pub overall: Overall,
     /// Every live candidate.
@@ -158,6 +164,25 @@ impl Snapshot {
             }
         }
         Ok(())
+    }
+
+    /// Stamps the snapshot with the wall-clock time `at` ([`Snapshot::saved_at_unix_ms`]).
+    pub fn stamped(mut self, at: std::time::SystemTime) -> Self {
+        self.saved_at_unix_ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// How long before `now` (wall clock) the snapshot was taken: zero when it carries no
+    /// stamp or the stamp is later than `now` (a clock set back).
+    pub fn downtime(&self, now: std::time::SystemTime) -> std::time::Duration {
+        let Some(ms) = self.saved_at_unix_ms else {
+            return std::time::Duration::ZERO;
+        };
+        let saved = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        now.duration_since(saved).unwrap_or_default()
     }
 
     /// Parses and validates a snapshot document.

@@ -514,6 +514,30 @@ async fn a_snapshot_in_memory_is_restored_through_the_handle() {
     // And it decides on them.
     let mut p = learner.acquire(Request::any()).await.unwrap();
     p.report(Outcome::success());
+    drop(p);
+
+    // The actor stamps what it hands out; one taken a day ago restores a day older (the
+    // ejection it held ended meanwhile).
+    assert!(snapshot.saved_at_unix_ms.is_some(), "stamped");
+    let mut old = snapshot;
+    old.candidates[0].stats.ejected_for_s = Some(60.0);
+    let age = old.candidates[0].stats.last_sample_age_s.unwrap();
+    let day = Duration::from_secs(24 * 3600);
+    let old = old.stamped(std::time::SystemTime::now() - day);
+    let aged = build(0, 4).start_handle();
+    aged.restore_snapshot(old).await.unwrap();
+    let s = state(&aged).await;
+    assert!(
+        !s.candidates[0].ejected,
+        "the ejection ran out during the day"
+    );
+    let restored = aged.take_snapshot().await.unwrap().candidates[0]
+        .stats
+        .last_sample_age_s;
+    assert!(
+        restored.unwrap() >= age + day.as_secs_f64() - 1.0,
+        "{restored:?}"
+    );
 }
 
 /// An `acquire` future dropped while it waits (a caller's timeout) gives its place up at once:

@@ -253,3 +253,66 @@ fn unusable_raw_statistics_are_refused_by_field() {
         .unwrap();
     core.snapshot().validate().unwrap();
 }
+
+/// A snapshot restored a while after it was taken is as old as it is: ages grow by the
+/// downtime, ejections run on, the overload window moves on; the stamp says how long.
+#[test]
+fn a_snapshot_restored_after_downtime_has_aged() {
+    let (core, _) = trained_core(3);
+    let mut snap = core.snapshot();
+    assert!(
+        snap.saved_at_unix_ms.is_none(),
+        "the pure core stamps nothing"
+    );
+    // c0 is ejected for a minute more, with a full overload window.
+    let c0 = snap
+        .candidates
+        .iter_mut()
+        .find(|c| c.info.id.as_str() == "c0")
+        .unwrap();
+    c0.stats.ejected_for_s = Some(60.0);
+    c0.stats.window = vec![(5, 5); 4];
+    let age = c0.stats.last_sample_age_s.unwrap();
+
+    let restored = |downtime: Duration| {
+        let later = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut fresh = Core::new(Config::default(), later).unwrap();
+        fresh
+            .restore_after(&snap, downtime, later, &mut rng)
+            .unwrap();
+        let c0 = fresh
+            .snapshot()
+            .candidates
+            .into_iter()
+            .find(|c| c.info.id.as_str() == "c0");
+        c0.unwrap().stats
+    };
+    let at_once = restored(Duration::ZERO);
+    assert_eq!(at_once.ejected_for_s, Some(60.0));
+    assert_eq!(at_once.window.iter().filter(|b| b.1 > 0).count(), 4);
+    let ten_s = restored(Duration::from_secs(10));
+    assert_eq!(ten_s.ejected_for_s, Some(50.0));
+    assert!((ten_s.last_sample_age_s.unwrap() - (age + 10.0)).abs() < 1e-6);
+    let week = restored(Duration::from_secs(7 * 24 * 3600));
+    assert_eq!(week.ejected_for_s, None, "the ejection ended meanwhile");
+    assert!(week.window.iter().all(|b| b.1 == 0), "{:?}", week.window);
+    assert!(week.last_sample_age_s.unwrap() >= 7.0 * 24.0 * 3600.0);
+
+    // The stamp: a week-old one reads a week; none, or one from the future, reads nothing.
+    let now = std::time::SystemTime::now();
+    let stamped = snap
+        .clone()
+        .stamped(now - Duration::from_secs(7 * 24 * 3600));
+    let downtime = stamped.downtime(now).as_secs_f64();
+    assert!((downtime - 7.0 * 24.0 * 3600.0).abs() < 0.01, "{downtime}");
+    assert_eq!(snap.downtime(now), Duration::ZERO);
+    let future = snap.clone().stamped(now + Duration::from_secs(60));
+    assert_eq!(future.downtime(now), Duration::ZERO);
+    // It survives a round trip through JSON; a snapshot written without it still loads.
+    let json = serde_json::to_string(&stamped).unwrap();
+    assert_eq!(Snapshot::from_json(&json).unwrap(), stamped);
+    assert!(!serde_json::to_string(&snap)
+        .unwrap()
+        .contains("saved_at_unix_ms"));
+}

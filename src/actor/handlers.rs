@@ -357,7 +357,10 @@ impl Handler<RestoreSnapshot> for Coordinator {
     type Result = Result<(), Error>;
 
     fn handle(&mut self, msg: RestoreSnapshot, ctx: &mut Context<Self>) -> Self::Result {
-        self.command(ctx, |core, rng, now| core.restore(&msg.0, now, rng))
+        let downtime = msg.0.downtime(std::time::SystemTime::now());
+        self.command(ctx, |core, rng, now| {
+            core.restore_after(&msg.0, downtime, now, rng)
+        })
     }
 }
 

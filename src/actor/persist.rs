@@ -10,7 +10,7 @@
 //! attempt ids the new core may reuse) are counted as stale and ignored.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -112,7 +112,9 @@ impl Coordinator {
                 LoadOutcome::Quarantined { moved_to, problem }
             }
             Loaded::Snapshot(snapshot) => {
-                match self.call(|core, rng, now| core.restore(&snapshot, now, rng)) {
+                let downtime = snapshot.downtime(SystemTime::now());
+                match self.call(|core, rng, now| core.restore_after(&snapshot, downtime, now, rng))
+                {
                     Ok(()) => LoadOutcome::Restored {
                         candidates: snapshot.candidates.len(),
                     },
@@ -135,7 +137,7 @@ impl Coordinator {
         let Some(p) = &self.persistence else {
             return Ok(None);
         };
-        p.saver.job(self.core.snapshot()).run().map(Some)
+        p.saver.job(self.snapshot()).run().map(Some)
     }
 
     /// A periodic save: the snapshot is taken here, the write runs on tokio's blocking pool.
@@ -144,7 +146,7 @@ impl Coordinator {
         let Some(p) = &self.persistence else {
             return;
         };
-        if let Some(job) = p.saver.periodic_job(|| self.core.snapshot()) {
+        if let Some(job) = p.saver.periodic_job(|| self.snapshot()) {
             job.spawn();
         }
     }
@@ -157,7 +159,7 @@ impl Coordinator {
         let job = self
             .persistence
             .as_ref()
-            .map(|p| p.saver.job(self.core.snapshot()));
+            .map(|p| p.saver.job(self.snapshot()));
         async move {
             match job {
                 Some(job) => job.run_blocking().await.map(Some),
@@ -285,8 +287,9 @@ impl Coordinator {
         self.snapshots.loaded = outcome;
     }
 
-    /// What the coordinator has learned now.
+    /// What the coordinator has learned now, stamped with the wall-clock time, so a restore
+    /// after a while (a restart, a load elsewhere) ages it by as much.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        self.core.snapshot()
+        self.core.snapshot().stamped(SystemTime::now())
     }
 }

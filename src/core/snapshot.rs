@@ -1,6 +1,6 @@
 //! Turning learned statistics into an epoch-free [`Snapshot`] and back.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 
@@ -59,6 +59,7 @@ impl Core {
             .collect();
         Snapshot {
             version: SNAPSHOT_VERSION,
+            saved_at_unix_ms: None,
             overall: self.fleet.overall,
             candidates,
         }
@@ -73,11 +74,30 @@ impl Core {
         now: Instant,
         rng: &mut R,
     ) -> Result<(), Error> {
+        self.restore_after(snapshot, Duration::ZERO, now, rng)
+    }
+
+    /// [`Core::restore`] of a snapshot taken `downtime` ago (the process was down meanwhile:
+    /// [`Snapshot::downtime`] reads it from the snapshot's stamp): the statistics are as old as
+    /// they are, so evidence that ages by time has aged, ejections have run on, and the
+    /// overload windows have moved on by as many buckets.
+    pub fn restore_after<R: Rng + ?Sized>(
+        &mut self,
+        snapshot: &Snapshot,
+        downtime: Duration,
+        now: Instant,
+        rng: &mut R,
+    ) -> Result<(), Error> {
         snapshot.validate()?;
         self.advance(now);
         let now_s = self.clock.now_s;
+        let down_s = downtime.as_secs_f64();
         let bucket = self.bucket();
-        let buckets = self.model.config().window.buckets as usize;
+        let config = self.model.config();
+        let buckets = config.window.buckets as usize;
+        // The windows end `moved` buckets ago (all of them gone past the window's length).
+        let moved = (down_s / config.window.bucket_s).min(u32::MAX as f64) as u64;
+        let window_end = bucket.saturating_sub(moved.min(buckets as u64));
         self.fleet.overall = snapshot.overall;
         for c in &snapshot.candidates {
             let s = &c.stats;
@@ -87,11 +107,19 @@ impl Core {
                 ttfb_ms: s.ttfb_ms,
                 bandwidth_bps: s.bandwidth_bps,
                 attempt_ms: s.attempt_ms,
-                last_sample_s: s.last_sample_age_s.map(|a| now_s - a),
-                window: ErrorWindow::from_relative(&s.window, bucket, buckets),
+                last_sample_s: s.last_sample_age_s.map(|a| now_s - a - down_s),
+                window: if moved >= buckets as u64 {
+                    ErrorWindow::from_relative(&[], bucket, buckets)
+                } else {
+                    ErrorWindow::from_relative(&s.window, window_end, buckets)
+                },
                 consecutive_failures: s.consecutive_failures,
                 ejections: s.ejections,
-                ejected_until_s: s.ejected_for_s.map(|r| now_s + r),
+                ejected_until_s: s
+                    .ejected_for_s
+                    .map(|r| r - down_s)
+                    .filter(|r| *r > 0.0)
+                    .map(|r| now_s + r),
                 attempts: s.attempts,
                 successes: s.successes,
                 overload_evidence: s.overload_evidence,

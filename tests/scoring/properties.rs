@@ -214,6 +214,7 @@ proptest! {
         let (mut core, mut rng, now) = new_core(config);
         let snapshot = Snapshot {
             version: SNAPSHOT_VERSION,
+            saved_at_unix_ms: None,
             overall: Overall {
                 connect_ms: overall.0,
                 ttfb_ms: overall.1,

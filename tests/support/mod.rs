@@ -74,9 +74,10 @@ pub fn load(store: &SnapshotStore) -> Snapshot {
     }
 }
 
-/// The statistics without the ages that grow as time passes.
+/// The statistics without the ages that grow as time passes (and the wall-clock stamp).
 #[allow(dead_code)] // not every test binary saves snapshots
 pub fn without_ages(mut s: Snapshot) -> Snapshot {
+    s.saved_at_unix_ms = None;
     for c in &mut s.candidates {
         c.stats.last_sample_age_s = None;
     }

@@ -412,6 +412,7 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
     // Recorded statistics enter as a snapshot: ages and windows are relative to `now`.
     let snapshot = Snapshot {
         version: SNAPSHOT_VERSION,
+        saved_at_unix_ms: None,
         overall: file.overall(),
         candidates: file
             .candidates
