@@ -381,20 +381,23 @@ impl ScoreModel {
         // component counts as it changes; its time, learned from attempts that finished, lags
         // behind its queue and would only make the draw chase it. Its deviation from the
         // average counts for less, down to a third for a plain queue.
-        if let (Some(ps), Some(o)) = (per_success, ctx.overall.attempt_ms) {
+        // The reference is floored as the tries are: in a fleet answering in under a
+        // millisecond every try would otherwise read as many times the average, and the draw
+        // weights of all would underflow to a uniform draw that ignores failures.
+        let overall_attempt_ms = ctx.overall.attempt_ms.map(|o| o.max(1.0));
+        if let (Some(ps), Some(o)) = (per_success, overall_attempt_ms) {
             let q = self.queueing_share(ctx.queueing);
             if q > 0.0 {
-                let o = if o > 0.0 { o } else { 1.0 };
                 let damp = 1.0 - QUEUE_DAMPING * q;
                 per_success = Some(o * (1.0 + (ps / o - 1.0) * damp).max(0.0));
             }
         }
-        let mut time_to_success = relative(per_success, ctx.overall.attempt_ms, false);
+        let mut time_to_success = relative(per_success, overall_attempt_ms, false);
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
                 self.silent_ms(ctx.pending_ms, stats.last_answer_s(), ctx),
                 stats.attempt_ms(),
-                ctx.overall.attempt_ms,
+                overall_attempt_ms,
                 success,
                 decay,
             ));
@@ -449,14 +452,13 @@ impl ScoreModel {
     fn censored_time(
         pending_ms: f64,
         attempt_ms: Option<f64>,
-        overall_ms: Option<f64>,
+        overall_ms: Option<f64>, // floored at 1 ms by the caller
         success: f64,
         decay: f64,
     ) -> f64 {
         let Some(o) = overall_ms else {
             return 1.0;
         };
-        let o = if o > 0.0 { o } else { 1.0 };
         let expected = attempt_ms.map_or(o, |t| o + (t - o) * decay);
         if pending_ms > expected {
             (-per_success(pending_ms, success) / o).exp()

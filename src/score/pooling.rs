@@ -36,8 +36,8 @@ impl ScoreModel {
         }
         let ema = &self.config.ema;
         let t = stats.attempt_ms()?;
-        let o = ctx.overall.attempt_ms?;
-        let o = if o > 0.0 { o } else { 1.0 };
+        // Floored as the tries are (see `learned`).
+        let o = ctx.overall.attempt_ms?.max(1.0);
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = ema.success_prior;
         let success = stats

@@ -256,3 +256,45 @@ fn ejection_never_exceeds_the_max_share_and_falls_back_when_all_are_out() {
     assert_eq!(record.candidates.len(), 2);
     assert_eq!(record.fallbacks[0].filter, "ejection");
 }
+
+/// A fleet that answers in well under a millisecond still shuns a candidate that fails half
+/// its tries: the tries and the fleet's average are floored alike, so the time component does
+/// not underflow every weight to a uniform draw.
+#[test]
+fn a_sub_millisecond_fleet_still_shuns_failures() {
+    let flaky_share = |ms: f64| {
+        let (mut core, mut rng, now) = new_core(Config::default());
+        add_all(
+            &mut core,
+            &mut rng,
+            now,
+            vec![
+                CandidateInfo::new("a"),
+                CandidateInfo::new("b"),
+                CandidateInfo::new("flaky"),
+            ],
+        );
+        let ok = Outcome::success_with(ms, ms, 1000, ms);
+        let mut now = now;
+        for round in 0..2000 {
+            now += Duration::from_millis(1);
+            for id in ["a", "b"] {
+                attempt_on(&mut core, &mut rng, now, id, ok.clone());
+            }
+            let flaky = if round % 2 == 0 {
+                ok.clone()
+            } else {
+                Outcome::failure(FailureClass::Refused)
+            };
+            attempt_on(&mut core, &mut rng, now, "flaky", flaky);
+        }
+        let p = probs(&mut core, &Request::any(), now);
+        assert_eq!(p["a"], p["b"], "{ms} ms: {p:?}");
+        p["flaky"]
+    };
+    // A third each would be the uniform draw.
+    for ms in [1.0, 0.01, 0.001] {
+        let p = flaky_share(ms);
+        assert!(p < 0.2, "{ms} ms: the flaky candidate's share {p}");
+    }
+}
