@@ -279,6 +279,56 @@ fn instant_failures_do_not_drive_the_limit_down() {
     assert!((n - 50.0).abs() < 5.0, "no-load latency {n} ms, true 50");
 }
 
+/// A window of answers that took 0 ms (cached, a first byte at once) says nothing of waiting:
+/// taken as the window's mean, it set the no-load latency to 0, after which no window could be
+/// judged and the slow start never grew the limit again.
+#[test]
+fn answers_of_zero_ms_do_not_freeze_the_limit() {
+    let c = AdaptiveConfig {
+        enabled: true,
+        ..AdaptiveConfig::default()
+    };
+    let sample = |ms: f64, k: u32, limit: u32, granted_s: f64| Sample {
+        signal: Signal::Success(ms),
+        concurrency: k,
+        limit,
+        granted_s,
+    };
+    let grown = |zero_window: bool| {
+        let mut e = Estimator::new(&c, 0.0);
+        let mut t = 0.0;
+        for _ in 0..10 {
+            e.granted(&c, 1, t);
+            e.observe(&c, sample(50.0, 1, 4, t), t + 0.05);
+            t += 0.05;
+        }
+        if zero_window {
+            for _ in 0..10 {
+                e.granted(&c, 1, t);
+                e.observe(&c, sample(0.0, 1, 4, t), t);
+                t += 0.001;
+            }
+        }
+        // Rounds at the full limit, every answer in 50 ms: the slow start grows it.
+        for _ in 0..20 {
+            let limit = e.limit();
+            let granted = t;
+            for k in 1..=limit {
+                e.granted(&c, k, granted);
+            }
+            t += 0.05;
+            for k in 1..=limit {
+                e.observe(&c, sample(50.0, k, limit, granted), t);
+            }
+        }
+        (e.limit(), e.no_load_ms())
+    };
+    let (plain, plain_base) = grown(false);
+    let (after_zeros, base) = grown(true);
+    assert!(plain >= 32, "limit {plain} without the zero window");
+    assert_eq!((after_zeros, base), (plain, plain_base));
+}
+
 /// Under sustained load (more workers than the capacity, for 10 minutes) the no-load latency
 /// must stay the service time: a minimum or mean over every sample creeps up with the queue,
 /// the limit follows, and the queue grows with it.

@@ -452,7 +452,9 @@ impl Estimator {
             }
             Some(_) => {}
         }
-        if member {
+        // A time of 0 ms (a cached answer) says nothing of waiting, as for the base above: a
+        // window of them would read as no latency at all and set the base to 0.
+        if member && ms > 0.0 {
             self.window.n += 1;
             self.window.sum_ms += ms;
             self.window.sum_sq_ms += ms * ms;

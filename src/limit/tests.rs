@@ -181,11 +181,13 @@ fn a_snapshot_round_trips_and_is_checked() {
         ..s
     };
     assert!(bad.check("a").unwrap_err().contains("a.limit"));
-    let bad = LimitSnapshot {
-        no_load_ms: Some(-1.0),
-        ..s
-    };
-    assert!(bad.check("a").unwrap_err().contains("no_load_ms"));
+    for no_load in [-1.0, 0.0] {
+        let bad = LimitSnapshot {
+            no_load_ms: Some(no_load),
+            ..s
+        };
+        assert!(bad.check("a").unwrap_err().contains("no_load_ms"));
+    }
 }
 
 /// A closed loop of `workers` against one candidate that serves `cap` attempts at once in
