@@ -119,6 +119,10 @@ impl LoadFit {
         let kept = self.evidence * EVIDENCE_KEEP;
         let now = self.compute();
         self.evidence = if now > kept { now } else { kept };
+        // Faded to nothing (without this, `f32` would stop at a subnormal above 0).
+        if self.evidence < crate::score::observe::EVIDENCE_GONE {
+            self.evidence = 0.0;
+        }
     }
 
     /// The fitted slope less [`SIGNIFICANCE`] standard errors; `None` before the fit has
@@ -232,6 +236,24 @@ mod tests {
         }
         assert!(queue.evidence() > 0.5, "{queue:?}");
         assert!(steady.evidence() < 0.05, "{steady:?}");
+    }
+
+    /// Evidence that fades ends at 0, not at a subnormal `f32` the fading cannot move.
+    #[test]
+    fn faded_evidence_reaches_zero() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut fit = LoadFit::default();
+        for _ in 0..2000 {
+            let k: u32 = rng.random_range(1..16);
+            fit.observe(k, 10.0 * (k as f64 / 4.0).max(1.0));
+        }
+        assert!(fit.evidence() > 0.5);
+        // Then the time no longer depends on the load: the evidence fades by the keep factor.
+        for _ in 0..400_000 {
+            let k: u32 = rng.random_range(1..16);
+            fit.observe(k, 10.0);
+        }
+        assert_eq!(fit.evidence(), 0.0, "{fit:?}");
     }
 
     /// Feeds `n` attempts at concurrencies uniform in 1..=8: served ones timed, and overload

@@ -14,6 +14,8 @@ use crate::vocab::{FailureClass, Outcome};
 /// long enough that a candidate that overloads under bursts keeps its load penalty between
 /// them (a window of seconds would forget it and pile work on again).
 const OVERLOAD_EVIDENCE_ALPHA: f32 = 0.02;
+/// Evidence below this is none (see its use).
+pub(crate) const EVIDENCE_GONE: f32 = 1e-6;
 
 /// What an outcome did to a candidate's statistics, for the core to act on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -193,6 +195,11 @@ impl ScoreModel {
         stats.window.record(bucket, buckets, overload);
         let o = if overload { 1.0 } else { 0.0 };
         stats.overload_evidence += OVERLOAD_EVIDENCE_ALPHA * (o - stats.overload_evidence);
+        // In `f32` the fading stops at a subnormal (the step rounds to 0) instead of reaching
+        // 0: what is left after about 700 answers without an overload is none.
+        if stats.overload_evidence < EVIDENCE_GONE {
+            stats.overload_evidence = 0.0;
+        }
         stats.attempts = stats.attempts.saturating_add(1);
         if success_sample > 0.0 {
             stats.successes = stats.successes.saturating_add(1);

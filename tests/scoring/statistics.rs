@@ -298,3 +298,24 @@ fn a_sub_millisecond_fleet_still_shuns_failures() {
         assert!(p < 0.2, "{ms} ms: the flaky candidate's share {p}");
     }
 }
+
+/// One overload failure, then hundreds of answers: its evidence fades to exactly 0, not to a
+/// subnormal number the fading can no longer move.
+#[test]
+fn one_overload_is_forgotten_entirely() {
+    let (mut core, mut rng, now) = new_core(Config::default());
+    add_all(&mut core, &mut rng, now, vec![CandidateInfo::new("a")]);
+    attempt_on(
+        &mut core,
+        &mut rng,
+        now,
+        "a",
+        Outcome::failure(FailureClass::Overload),
+    );
+    let evidence = |core: &Core| core.candidate(&"a".into()).unwrap().stats.overload_evidence;
+    assert!(evidence(&core) > 0.0);
+    for _ in 0..5_000 {
+        attempt_on(&mut core, &mut rng, now, "a", Outcome::success());
+    }
+    assert_eq!(evidence(&core), 0.0);
+}
