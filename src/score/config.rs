@@ -419,6 +419,10 @@ impl Config {
 
 /// The narrowest overload-window bucket, seconds (`window.bucket_s`).
 const MIN_WINDOW_BUCKET_S: f64 = 0.001;
+/// The largest `ema.drift` a config may set (a share per square root of a second).
+const MAX_DRIFT: f64 = 100.0;
+/// The largest `unseen.optimism` a config may set (standard deviations).
+const MAX_OPTIMISM: f64 = 10.0;
 
 /// The names [`Config::preset`] accepts.
 pub const PRESETS: [&str; 3] = ["default", "lassie", "livepeer"];
@@ -535,6 +539,28 @@ impl Config {
         }
         if self.ema.success_prior.is_finite() && self.ema.success_prior > 1.0 {
             problems.push(Problem::new("ema.success_prior", "must be at most 1"));
+        }
+        // Past these, the arithmetic breaks before the meaning changes: a drift whose
+        // variance overflows freezes the estimate at its first sample, an optimism whose bonus
+        // underflows the time factor makes every candidate look free.
+        if self.ema.drift.is_finite() && self.ema.drift > MAX_DRIFT {
+            problems.push(Problem::new(
+                "ema.drift",
+                format!(
+                    "must be at most {MAX_DRIFT} (at that every sample replaces the estimate), \
+                     got {}",
+                    self.ema.drift
+                ),
+            ));
+        }
+        if self.unseen.optimism.is_finite() && self.unseen.optimism > MAX_OPTIMISM {
+            problems.push(Problem::new(
+                "unseen.optimism",
+                format!(
+                    "must be at most {MAX_OPTIMISM} standard deviations, got {}",
+                    self.unseen.optimism
+                ),
+            ));
         }
         if self.ema.half_life_s == Some(0.0) {
             problems.push(Problem::new("ema.half_life_s", "must be greater than 0"));

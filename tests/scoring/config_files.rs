@@ -190,6 +190,15 @@ fn values_past_what_the_core_can_hold_are_refused() {
     assert_eq!(err.paths(), ["window.bucket_s"], "{err}");
     assert!(Config::from_toml_str("[window]\nbucket_s = 0.001\n").is_ok());
 
+    // A drift whose variance overflows froze the estimate at its first sample; an optimism
+    // whose bonus underflowed made every candidate's time free.
+    let err = Config::from_toml_str("[ema]\ndrift = 1e160\n").unwrap_err();
+    assert_eq!(err.paths(), ["ema.drift"], "{err}");
+    assert!(Config::from_toml_str("[ema]\ndrift = 100\n").is_ok());
+    let err = Config::from_toml_str("[unseen]\noptimism = 1e300\n").unwrap_err();
+    assert_eq!(err.paths(), ["unseen.optimism"], "{err}");
+    assert!(Config::from_toml_str("[unseen]\noptimism = 10\n").is_ok());
+
     let err = Config::from_toml_str("[weights]\nsuccess = 1e308\nttfb = 1e308\n").unwrap_err();
     assert_eq!(err.paths(), ["weights"], "{err}");
     assert!(err.to_string().contains("scale them down"), "{err}");
