@@ -40,7 +40,7 @@
 use std::collections::{HashMap, HashSet};
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
-use metrics::{SharedString, Unit};
+use metrics::{Label, SharedString, Unit};
 
 use crate::core::{CandidateId, Core, Counters, Event, Outcome, Reported, UNLIMITED};
 use crate::decision::DecisionReason;
@@ -52,7 +52,10 @@ mod prometheus;
 pub use prometheus::{install_prometheus, prometheus_builder, PrometheusInstallError};
 
 mod labels;
+mod named;
 pub mod names;
+
+pub use named::COORDINATOR_LABEL;
 
 use labels::CandidateLabels;
 pub use labels::{sanitize_label, LABEL_RETIRE_TICKS};
@@ -302,6 +305,8 @@ fn describe_discovery() {
 /// Records the coordinator's metrics, capping candidate labels.
 #[derive(Debug)]
 pub struct CoordinatorMetrics {
+    /// `coordinator="<name>"` on every series, when named.
+    name: Option<Label>,
     labels: CandidateLabels,
     last: Counters,
     /// Labelled candidates whose gauges the last tick set.
@@ -351,6 +356,7 @@ impl CoordinatorMetrics {
     /// A recorder that labels at most `cap` candidates by name; the rest become `other`.
     pub fn new(cap: usize) -> Self {
         CoordinatorMetrics {
+            name: None,
             labels: CandidateLabels::new(cap),
             last: Counters::default(),
             shown: HashSet::new(),
@@ -359,6 +365,21 @@ impl CoordinatorMetrics {
             arms: Vec::new(),
             shadow_sampled: HashMap::new(),
         }
+    }
+
+    /// Labels every series this recorder writes `coordinator="<name>"` (sanitized as a
+    /// candidate label is), so several coordinators in one process keep their series apart:
+    /// unnamed, two would set the same gauges and add to the same counters. The dashboard's
+    /// `coordinator` variable selects among them. Series of an unnamed coordinator carry no
+    /// such label. Costs a key with one more label at each update.
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = Some(Label::new(COORDINATOR_LABEL, sanitize_label(name)));
+        self
+    }
+
+    /// The `coordinator` label's value, when named.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_ref().map(Label::value)
     }
 
     /// Reads the arm names of the config in force; call it after the config changes (grants
@@ -396,6 +417,11 @@ impl CoordinatorMetrics {
 
     /// Records a grant, rejection or reclaim (a request's end records nothing).
     pub fn on_event(&mut self, event: &Event) {
+        let name = self.name.clone();
+        named::recording_as(name.as_ref(), || self.on_event_now(event))
+    }
+
+    fn on_event_now(&mut self, event: &Event) {
         match event {
             Event::Granted(g) => {
                 let candidate = self.labels.get(&g.candidate);
@@ -419,6 +445,11 @@ impl CoordinatorMetrics {
 
     /// Records an attempt's outcome, under the candidate and arm the core says it belonged to.
     pub fn on_outcome(&mut self, reported: &Reported, outcome: &Outcome) {
+        let name = self.name.clone();
+        named::recording_as(name.as_ref(), || self.on_outcome_now(reported, outcome))
+    }
+
+    fn on_outcome_now(&mut self, reported: &Reported, outcome: &Outcome) {
         let candidate = self.labels.get(&reported.candidate);
         let arm = self.arm_label(reported.arm);
         counter!(names::OUTCOMES, "arm" => arm, "candidate" => candidate, "outcome" => outcome.label())
@@ -427,6 +458,11 @@ impl CoordinatorMetrics {
 
     /// Records how long one decision (a handler's core call) took, seconds.
     pub fn on_decision_cost(&mut self, seconds: f64) {
+        let name = self.name.clone();
+        named::recording_as(name.as_ref(), || self.on_decision_cost_now(seconds))
+    }
+
+    fn on_decision_cost_now(&mut self, seconds: f64) {
         if seconds.is_finite() && seconds >= 0.0 {
             histogram!(names::DECISION_COST).record(seconds);
         }
@@ -436,11 +472,16 @@ impl CoordinatorMetrics {
     ///
     /// O(candidates): meant for a periodic tick, not for every message.
     pub fn on_gauges(&mut self, core: &Core) {
+        let name = self.name.clone();
+        named::recording_as(name.as_ref(), || self.on_gauges_now(core))
+    }
+
+    fn on_gauges_now(&mut self, core: &Core) {
         // Every tick, so an exporter's idle timeout never drops a series still at zero.
         self.prime();
         self.labels.start_tick();
         self.sync_arms(core);
-        self.on_shadows(core);
+        self.on_shadows_now(core);
         let limits = core.limits();
         gauge!(names::WAITING).set(core.waiting() as f64);
         gauge!(names::WAITING_LIMIT).set(limits.max_waiting as f64);
@@ -555,6 +596,11 @@ impl CoordinatorMetrics {
     /// Shadow agreement and winner probability gauges, and the decisions each was asked about
     /// since the last call.
     pub fn on_shadows(&mut self, core: &Core) {
+        let name = self.name.clone();
+        named::recording_as(name.as_ref(), || self.on_shadows_now(core))
+    }
+
+    fn on_shadows_now(&mut self, core: &Core) {
         let stats = core.shadow_stats();
         let mut seen = HashMap::with_capacity(stats.len());
         for s in &stats {

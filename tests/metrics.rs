@@ -480,6 +480,62 @@ fn departed_candidates_free_their_labels_for_newcomers() {
     });
 }
 
+/// Several coordinators in one process: named, each keeps its own series; unnamed, its
+/// series carry no coordinator label.
+#[test]
+fn named_coordinators_keep_their_series_apart() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(43);
+        let mut run = |name: Option<&str>, candidates: usize| {
+            let mut core = Core::new(Config::default(), t0).unwrap();
+            for i in 0..candidates {
+                core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
+                    .unwrap();
+            }
+            let mut m = CoordinatorMetrics::new(10);
+            if let Some(name) = name {
+                m = m.named(name);
+            }
+            assert_eq!(m.name(), name);
+            core.ready(Request::any(), t0, &mut rng).unwrap();
+            for g in granted(&drain(&mut core, &mut m)) {
+                let reported = core.outcome(g.attempt, Outcome::success(), t0).unwrap();
+                m.on_outcome(&reported, &Outcome::success());
+            }
+            m.on_gauges(&core);
+        };
+        run(Some("db"), 2);
+        run(Some("cache"), 3);
+        run(None, 1);
+    });
+    let v = values(&snapshotter);
+    assert_eq!(gauge(&v, names::CANDIDATES, &[("coordinator", "db")]), 2.0);
+    assert_eq!(
+        gauge(&v, names::CANDIDATES, &[("coordinator", "cache")]),
+        3.0
+    );
+    assert_eq!(gauge(&v, names::CANDIDATES, &[]), 1.0);
+    let decisions = |coordinator: &str| -> u64 {
+        v.iter()
+            .filter(|((name, labels), _)| {
+                name == names::DECISIONS
+                    && labels.contains(&("coordinator".to_string(), coordinator.to_string()))
+            })
+            .map(|(_, value)| match value {
+                DebugValue::Counter(n) => *n,
+                other => panic!("{other:?}"),
+            })
+            .sum()
+    };
+    assert_eq!((decisions("db"), decisions("cache")), (1, 1));
+    assert!(v.keys().all(|(_, labels)| labels
+        .iter()
+        .all(|(k, value)| k != "coordinator" || value == "db" || value == "cache")));
+}
+
 #[test]
 fn label_values_are_sanitized_and_kept_distinct() {
     assert_eq!(sanitize_label("ok-id.1:9000"), "ok-id.1:9000");
@@ -592,19 +648,37 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         }
     }
     let all = exprs.join("\n");
-    // Importable anywhere: the data source is the dashboard's own variable, the candidate and
-    // the arm the others, and panel ids are unique.
+    // Importable anywhere: the data source is the dashboard's own variable, the coordinator,
+    // the candidate and the arm the others, and panel ids are unique.
     let vars: Vec<&str> = dashboard["templating"]["list"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(vars, ["datasource", "candidate", "arm"]);
+    assert_eq!(vars, ["datasource", "coordinator", "candidate", "arm"]);
     assert_eq!(
-        dashboard["templating"]["list"][2]["query"]["query"],
-        "label_values(selcoord_decisions_total, arm)"
+        dashboard["templating"]["list"][3]["query"]["query"],
+        "label_values(selcoord_decisions_total{coordinator=~\"$coordinator\"}, arm)"
     );
+    // Every series a coordinator records follows the coordinator selector (several named
+    // coordinators in one process: `CoordinatorMetrics::named`).
+    for (at, _) in all.match_indices("selcoord_") {
+        let word: String = all[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| word.strip_suffix(s))
+            .unwrap_or(&word);
+        if names::ALL.contains(&base) {
+            assert!(
+                all[at + word.len()..].starts_with("{coordinator=~\"$coordinator\""),
+                "{word} without the coordinator selector"
+            );
+        }
+    }
     // Every per-arm panel follows the arm selector.
     for metric in [
         names::DECISIONS,
@@ -612,7 +686,7 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         "selcoord_winner_probability_bucket",
         "selcoord_wait_seconds_bucket",
     ] {
-        let filtered = format!("{metric}{{arm=~\"$arm\"");
+        let filtered = format!("{metric}{{coordinator=~\"$coordinator\",arm=~\"$arm\"");
         assert!(
             all.contains(&filtered),
             "no panel filters {metric} by the arm selector"

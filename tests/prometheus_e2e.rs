@@ -138,9 +138,16 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// Replaces Grafana's variables with what Grafana would send for "All" and a 1 s scrape.
+/// The demo's `--metrics-name`: its series carry `coordinator="e2e"`, and the panels are
+/// queried for that coordinator, so each shows it follows the coordinator selector.
+const DEMO_NAME: &str = "e2e";
+
+/// Replaces Grafana's variables with what Grafana would send for the demo's coordinator, "All"
+/// candidates and arms, and a 1 s scrape.
 fn substitute(expr: &str) -> String {
-    expr.replace("${candidate}", ".*")
+    expr.replace("${coordinator}", DEMO_NAME)
+        .replace("$coordinator", DEMO_NAME)
+        .replace("${candidate}", ".*")
         .replace("$candidate", ".*")
         .replace("${arm}", ".*")
         .replace("$arm", ".*")
@@ -218,6 +225,8 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         &demo_arms_config(),
         // Candidates through the discovery actor, so the Discovery row has data.
         "--discovery",
+        "--metrics-name",
+        DEMO_NAME,
     ]);
     if cfg!(feature = "fleet") {
         demo_cmd.args(["--fleet", &format!("nats://127.0.0.1:{nats_port}")]);
@@ -276,7 +285,9 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
     let mut nan_only = 0usize;
     let mut empty = Vec::new();
     for (path, dashboard) in dashboards() {
-        // The variables' own queries must list candidates and both arms too.
+        // The variables' own queries must list the coordinator, candidates and both arms too.
+        let (_, body) = http_get(prom_addr, "/api/v1/label/coordinator/values").unwrap();
+        assert!(body.contains(&format!("\"{DEMO_NAME}\"")), "{body}");
         let (_, body) = http_get(
             prom_addr,
             "/api/v1/label/candidate/values?match[]=selcoord_decisions_total",

@@ -72,6 +72,10 @@ pub(crate) struct Args {
         value_parser = crate::whole::<usize>
     )]
     label_cap: usize,
+    /// Labels every series of the coordinator `coordinator="<NAME>"` (the dashboard's
+    /// `coordinator` variable), as an application running several coordinators names each.
+    #[arg(long, value_name = "NAME")]
+    metrics_name: Option<String>,
     /// Seed of the coordinator's draws and of the simulated candidates.
     #[arg(
         long,
@@ -186,7 +190,10 @@ async fn live(
     });
     let mut coordinator = Coordinator::with_seed(config, scenario.limits, args.seed)
         .map_err(|e| format!("scenario {}: {e}", scenario.name))?
-        .with_metrics(CoordinatorMetrics::new(args.label_cap));
+        .with_metrics(match &args.metrics_name {
+            Some(name) => CoordinatorMetrics::new(args.label_cap).named(name),
+            None => CoordinatorMetrics::new(args.label_cap),
+        });
     let world = Rc::new(RefCell::new(World::new(&scenario, args.seed)));
     let mut infos = std::collections::HashMap::new();
     let mut present = Vec::new();
