@@ -685,3 +685,81 @@ async fn a_pause_of_the_actor_is_not_blamed_on_the_attempts_running() {
     let attempt_ms = s.candidates[0].stats.attempt_ms.unwrap();
     assert!(attempt_ms < 140.0, "attempt_ms {attempt_ms}");
 }
+
+/// A pause seen by a timer that fired for housekeeping while the core itself was not yet due
+/// (a large fleet's refresh stretched to 5 s): the timer's lateness is checked before anything
+/// re-arms it.
+#[actix::test]
+async fn a_pause_is_seen_whatever_the_timer_fired_for() {
+    tokio::time::pause();
+    let limits = Limits {
+        max_attempt_s: Some(30.0),
+        ..Limits::default()
+    };
+    let config = Config {
+        refresh_per_candidate_us: 1_000_000.0,
+        ..Config::default()
+    };
+    let mut c = Coordinator::with_seed(config, limits, 3).unwrap();
+    for id in ["a", "b", "c", "d", "e"] {
+        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+    }
+    let handle = c.start_handle();
+    for _ in 0..20 {
+        let mut p = handle.acquire(Request::any()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        p.report(Outcome::success());
+    }
+    // Past a housekeeping tick, so the next timer is housekeeping's, the core's refresh ahead.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut held = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::advance(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    held.report(Outcome::success());
+    drop(held);
+    assert_eq!(state(&handle).await.counters.pauses, 1);
+}
+
+/// A flooded mailbox delays the timer (actix reads messages first) but is no pause: the actor
+/// runs throughout, and the attempt's real time stands. Real time, on a thread of its own.
+#[test]
+fn a_flooded_actor_is_not_taken_for_a_paused_one() {
+    use selection_coordinator::actor::Explain;
+    System::new().block_on(async {
+        let limits = Limits {
+            max_attempt_s: Some(30.0),
+            ..Limits::default()
+        };
+        let mut c = Coordinator::with_seed(Config::default(), limits, 3)
+            .unwrap()
+            .with_mailbox_capacity(1 << 16);
+        // Enough candidates that an explain costs more than sending one.
+        for i in 0..200 {
+            c = c
+                .with_candidate(CandidateInfo::new(format!("c{i}")))
+                .unwrap();
+        }
+        let handle = c.start_in_thread().unwrap();
+        let mut held = handle.acquire(Request::any()).await.unwrap();
+        let started = std::time::Instant::now();
+        let flood_for = Duration::from_secs(3);
+        let tasks: Vec<_> = (0..2000)
+            .map(|_| {
+                let addr = handle.addr().clone();
+                actix::spawn(async move {
+                    while started.elapsed() < flood_for {
+                        let _ = addr.send(Explain(Request::any())).await;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        held.report(Outcome::success());
+        drop(held);
+        let s = handle.state().await.unwrap();
+        assert_eq!(s.counters.pauses, 0, "the actor ran throughout");
+    });
+}

@@ -6,6 +6,9 @@
 //! `queue_limit` places; an attempt finding it full fails at once with `overload`), or a
 //! candidate whose answers a test dictates.
 
+#[path = "adaptive_limits/pause_probe.rs"]
+mod pause_probe;
+
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 

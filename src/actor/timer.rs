@@ -45,6 +45,9 @@ pub(crate) struct Timer {
     /// When the last armed timer was due (not before it was armed), until a call checks it
     /// for a pause.
     due: Option<Instant>,
+    /// When the actor last called the core: a flooded mailbox delays the timer (actix reads
+    /// messages before timers) but keeps this fresh, a stopped process does not.
+    ran: Option<Instant>,
     /// When housekeeping is next due (set when the actor starts).
     housekeeping_due: Option<Instant>,
     /// When the gauges are next due: at housekeeping, but no more often than the core's
@@ -117,14 +120,16 @@ impl Coordinator {
         self.timer.armed = Some((at, handle));
     }
 
-    /// Tells the core of a pause when `now` is more than [`PAUSED_AFTER`] past the armed
-    /// timer's due time: the actor was stopped, since the timer would have run. Once per
-    /// arming.
+    /// Tells the core of a pause when `now` is more than [`PAUSED_AFTER`] past both the armed
+    /// timer's due time and the actor's last call to the core: the actor was stopped, since
+    /// the timer would have run and nothing else did. Once per arming.
     pub(crate) fn check_paused(&mut self, now: Instant) {
+        let ran = self.timer.ran.replace(now);
         let Some(due) = self.timer.due else {
             return;
         };
-        let late = now.saturating_duration_since(due);
+        // Late past the due time and past the last call: nothing ran in between.
+        let late = now.saturating_duration_since(ran.map_or(due, |r| r.max(due)));
         if late > PAUSED_AFTER {
             self.timer.due = None;
             tracing::info!(
@@ -163,6 +168,8 @@ impl Coordinator {
     /// The timer fired: housekeeping, the core's tick and a snapshot, each if due.
     fn on_timer(&mut self, ctx: &mut Context<Self>) {
         let now = now();
+        // Before anything re-arms the timer (which forgets how late this one ran).
+        self.check_paused(now);
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
         if housekeeping {
             self.timer.housekeeping_due = self.next_housekeeping(now);

@@ -234,8 +234,9 @@ impl Core {
         if paused.is_zero() || self.attempts.in_flight() == 0 {
             return;
         }
-        self.attempts
-            .shift_grants(paused.as_secs_f64(), self.clock.now_s);
+        let (by_s, now_s) = (paused.as_secs_f64(), self.clock.now_s);
+        self.attempts.shift_grants(by_s, now_s);
+        self.adaptive.skip_pause(by_s, now_s);
         self.out.counters.pauses += 1;
     }
 

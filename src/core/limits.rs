@@ -22,6 +22,15 @@ pub(super) struct Adaptive {
     limited: Vec<u64>,
 }
 
+impl Adaptive {
+    /// Every estimator skips a pause of the driver ([`Core::driver_paused`]).
+    pub(super) fn skip_pause(&mut self, by_s: f64, now_s: f64) {
+        for e in self.estimators.iter_mut().flatten() {
+            e.skip_pause(by_s, now_s);
+        }
+    }
+}
+
 /// What an outcome tells the estimator.
 fn signal_of(outcome: &Outcome, elapsed_ms: Option<f64>) -> Signal {
     match outcome {

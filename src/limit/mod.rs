@@ -230,8 +230,10 @@ impl Estimator {
     pub fn restore(config: &AdaptiveConfig, saved: &LimitSnapshot, now_s: f64) -> Self {
         let mut e = Estimator::new(config, now_s);
         e.limit = saved.limit;
-        e.no_load_ms = saved.no_load_ms;
-        e.light_n = u32::from(saved.no_load_ms.is_some()) * 20;
+        // A base of 0 (written by builds that let a window of 0 ms answers set it) judges
+        // nothing: learned again.
+        e.no_load_ms = saved.no_load_ms.filter(|ms| *ms > 0.0);
+        e.light_n = u32::from(e.no_load_ms.is_some()) * 20;
         e.noise = saved.noise;
         e.slow_start = saved.slow_start;
         e.resumed = !saved.slow_start;
@@ -277,6 +279,26 @@ impl Estimator {
         self.limit = self.limit.clamp(lo, hi);
         if self.probe == Probe::Open && self.learned() >= hi as u32 {
             self.probe = Probe::Idle;
+        }
+    }
+
+    /// The driver was paused for `by_s` seconds and the attempts running skip it
+    /// ([`Core::driver_paused`](crate::core::Core::driver_paused)): the times kept here move
+    /// with their grant times, none past `now_s`, so the probe out is still found by its grant
+    /// time and its window still holds it.
+    pub fn skip_pause(&mut self, by_s: f64, now_s: f64) {
+        let shift = |t: f64| (t + by_s).min(now_s);
+        self.window.start_s = shift(self.window.start_s);
+        self.window.closed_s = self.window.closed_s.map(shift);
+        if self.last_cut_s.is_finite() {
+            self.last_cut_s = shift(self.last_cut_s);
+        }
+        self.last_change_s = shift(self.last_change_s);
+        if let Probe::Out { granted_s, .. } = &mut self.probe {
+            *granted_s = shift(*granted_s);
+        }
+        if let Some((_, at)) = &mut self.refused {
+            *at = shift(*at);
         }
     }
 
