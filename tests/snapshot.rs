@@ -316,3 +316,26 @@ fn a_snapshot_restored_after_downtime_has_aged() {
         .unwrap()
         .contains("saved_at_unix_ms"));
 }
+
+/// A stamp from a wall clock never set (1970, a machine without a battery-backed clock before
+/// NTP) reads as decades of downtime: every age is capped, and the restore goes through.
+#[test]
+fn a_snapshot_stamped_before_the_clock_was_set_still_restores() {
+    let (core, _) = trained_core(4);
+    let snap = core
+        .snapshot()
+        .stamped(std::time::UNIX_EPOCH + Duration::from_secs(600));
+    let downtime = snap.downtime(std::time::SystemTime::now());
+    assert!(downtime > Duration::from_secs(50 * 365 * 24 * 3600));
+    let later = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut fresh = Core::new(Config::default(), later).unwrap();
+    fresh
+        .restore_after(&snap, downtime, later, &mut rng)
+        .unwrap();
+    assert_eq!(fresh.candidates().count(), 5);
+    for c in fresh.snapshot().candidates {
+        assert!(c.stats.last_sample_age_s.unwrap() > 1e8, "{:?}", c.stats);
+        assert_eq!(c.stats.ejected_for_s, None);
+    }
+}

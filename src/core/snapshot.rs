@@ -13,6 +13,10 @@ use crate::snapshot::{CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSI
 /// (`now - age`) and the next snapshot subtracts again; on raw floats that round trip can move
 /// the last bit, on whole microseconds it gives the same value back, so a snapshot survives a
 /// restore and a new snapshot unchanged.
+/// The longest age or remaining ejection a restore sets, seconds: half the span a core's
+/// times may have.
+const MAX_SPAN_S: f64 = crate::score::MAX_TIME_S / 2.0;
+
 fn micros(s: f64) -> f64 {
     (s * 1e6).round() / 1e6
 }
@@ -91,7 +95,10 @@ impl Core {
         snapshot.validate()?;
         self.advance(now);
         let now_s = self.clock.now_s;
-        let down_s = downtime.as_secs_f64();
+        // Ages and remaining ejections are kept within half the range a core's times may
+        // span (about 16 years): older is as old, and a stamp from a clock that was never set
+        // (1970) cannot push a time out of range halfway through the restore.
+        let down_s = downtime.as_secs_f64().min(MAX_SPAN_S);
         let bucket = self.bucket();
         let config = self.model.config();
         let buckets = config.window.buckets as usize;
@@ -107,7 +114,9 @@ impl Core {
                 ttfb_ms: s.ttfb_ms,
                 bandwidth_bps: s.bandwidth_bps,
                 attempt_ms: s.attempt_ms,
-                last_sample_s: s.last_sample_age_s.map(|a| now_s - a - down_s),
+                last_sample_s: s
+                    .last_sample_age_s
+                    .map(|a| now_s - (a + down_s).min(MAX_SPAN_S)),
                 window: if moved >= buckets as u64 {
                     ErrorWindow::from_relative(&[], bucket, buckets)
                 } else {
@@ -117,7 +126,7 @@ impl Core {
                 ejections: s.ejections,
                 ejected_until_s: s
                     .ejected_for_s
-                    .map(|r| r - down_s)
+                    .map(|r| r.min(MAX_SPAN_S) - down_s)
                     .filter(|r| *r > 0.0)
                     .map(|r| now_s + r),
                 attempts: s.attempts,

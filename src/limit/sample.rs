@@ -49,9 +49,9 @@ impl LimitSnapshot {
             return Err(format!("{what}.limit = {}: must be at least 1", self.limit));
         }
         if let Some(n) = self.no_load_ms {
-            if !(n.is_finite() && n > 0.0) {
+            if !(n.is_finite() && n >= 0.0) {
                 return Err(format!(
-                    "{what}.no_load_ms = {n}: must be finite and above 0 (a base of 0 judges nothing)"
+                    "{what}.no_load_ms = {n}: must be finite and not negative"
                 ));
             }
         }

@@ -68,7 +68,7 @@ use probes::probe_due;
 pub(crate) use probes::{good_record, ProbePeriods};
 pub use share::ShareConfig;
 pub use stats::{ErrorWindow, Overall, Stats};
-pub(crate) use stats::{PackedStats, StatsView};
+pub(crate) use stats::{PackedStats, StatsView, MAX_TIME_S};
 pub use unseen::{UnseenConfig, UnseenPrior};
 pub use variants::{MAX_ARMS, MAX_SHADOWS};
 

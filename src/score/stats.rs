@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 mod check;
+pub(crate) use check::MAX_TIME_S;
 
 /// Updates an EMA where `alpha` is the weight of the newest sample.
 #[inline]

@@ -4,7 +4,7 @@ use super::Stats;
 
 /// The farthest a time in [`Stats`] may lie from the core's epoch, seconds (about 31 years):
 /// further, its age in a snapshot (microseconds) would overflow.
-const MAX_TIME_S: f64 = 1e9;
+pub(crate) const MAX_TIME_S: f64 = 1e9;
 
 impl Stats {
     /// The first unusable value, as its field name and what is wrong with it: averages must be
