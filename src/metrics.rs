@@ -309,6 +309,8 @@ pub struct CoordinatorMetrics {
     name: Option<Label>,
     labels: CandidateLabels,
     last: Counters,
+    /// The last tick set the `other` in-flight gauge.
+    other_shown: bool,
     /// Labelled candidates whose gauges the last tick set.
     shown: HashSet<SharedString>,
     /// Per labelled candidate, its adaptive `limited` count at the last tick.
@@ -357,6 +359,7 @@ impl CoordinatorMetrics {
     pub fn new(cap: usize) -> Self {
         CoordinatorMetrics {
             name: None,
+            other_shown: false,
             labels: CandidateLabels::new(cap),
             last: Counters::default(),
             shown: HashSet::new(),
@@ -540,11 +543,13 @@ impl CoordinatorMetrics {
                     gauge!(names::CANDIDATE_NO_LOAD, "candidate" => label.clone()).set(ms / 1000.0);
                     no_load_shown.insert(label.clone());
                 }
-                // A restarted core (or a reused label) starts again from zero: take it as the base.
+                // A label new here takes the count as its base (a candidate that was `other`
+                // until a label was freed for it brings its whole count, never exported); a
+                // restarted core starts again from zero, below the base.
                 let last = self
                     .limited
                     .insert(label.clone(), view.limited)
-                    .unwrap_or(0);
+                    .unwrap_or(view.limited);
                 counter!(names::ADAPTIVE_LIMITED, "candidate" => label.clone())
                     .increment(view.limited.saturating_sub(last));
             }
@@ -559,13 +564,14 @@ impl CoordinatorMetrics {
         self.limited.retain(|label, _| shown.contains(label));
         self.shown = shown;
         self.labels.retire_absent();
-        if other_count > 0 {
+        if other_count > 0 || self.other_shown {
+            // Once every `other` candidate got a label of its own, `other` holds nothing.
+            self.other_shown = other_count > 0;
             gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => names::OTHER).set(other_in_flight);
-            if other_limit > 0.0 {
-                gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => names::OTHER)
-                    .set(other_limit);
-                limit_shown.insert(names::OTHER.into());
-            }
+        }
+        if other_count > 0 && other_limit > 0.0 {
+            gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => names::OTHER).set(other_limit);
+            limit_shown.insert(names::OTHER.into());
         }
         for gone in self.present.candidate_limit.difference(&limit_shown) {
             gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => gone.clone()).set(GONE);

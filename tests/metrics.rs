@@ -1229,3 +1229,148 @@ fn parked_waiters_are_shown_beside_the_waiting_ones() {
         assert_eq!(gauge(&v, names::WAITING_PARKED, &[]), 3.0);
     });
 }
+
+/// The `candidate_in_flight` gauges by label, sorted.
+fn in_flight_gauges(snap: &Snapshotter) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = snap
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            if key.name() != names::CANDIDATE_IN_FLIGHT {
+                return None;
+            }
+            let label = key
+                .labels()
+                .find(|l| l.key() == "candidate")
+                .map(|l| l.value().to_string())?;
+            match value {
+                DebugValue::Gauge(v) => Some((label, v.into_inner())),
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Once the last candidate counted as `other` takes a freed label, `other` holds nothing:
+/// the in-flight gauges sum to what is in flight, not twice it.
+#[test]
+fn the_other_in_flight_gauge_follows_its_candidates_to_their_new_labels() {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        let mut m = CoordinatorMetrics::new(1);
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        m.on_gauges(&core);
+        assert_eq!(m.candidate_label(&CandidateId::new("b")).as_ref(), "other");
+        // One attempt held on `b` (the ones drawn on `a` end at once).
+        let mut held = None;
+        for _ in 0..200 {
+            core.ready(Request::any(), t0, &mut rng).unwrap();
+            while let Some(ev) = core.poll_event() {
+                m.on_event(&ev);
+                if let Event::Granted(g) = ev {
+                    if g.candidate.as_str() == "b" && held.is_none() {
+                        held = Some(g.attempt);
+                    } else {
+                        core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+                    }
+                }
+            }
+            if held.is_some() {
+                break;
+            }
+        }
+        assert!(held.is_some());
+        m.on_gauges(&core);
+        assert_eq!(
+            in_flight_gauges(&snap),
+            vec![("a".to_string(), 0.0), ("other".to_string(), 1.0)]
+        );
+        // `a` leaves; after its label is freed `b` takes one of its own.
+        core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
+            .unwrap();
+        for _ in 0..=LABEL_RETIRE_TICKS {
+            m.on_gauges(&core);
+        }
+        assert_eq!(m.candidate_label(&CandidateId::new("b")).as_ref(), "b");
+        let gauges = in_flight_gauges(&snap);
+        let sum: f64 = gauges.iter().map(|g| g.1).sum();
+        assert_eq!(
+            sum,
+            f64::from(core.in_flight()),
+            "sum(candidate_in_flight) over the labels {gauges:?} vs {} in flight",
+            core.in_flight()
+        );
+    });
+}
+
+/// A candidate long counted as `other` that takes a freed label: its adaptive `limited`
+/// count of its whole life (never exported while it was `other`) lands on the new label's
+/// counter in one tick, a spike `rate()` dates to the moment of the relabel.
+#[test]
+fn a_relabelled_candidate_does_not_dump_its_past_limited_count() {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let config = Config {
+            adaptive: selection_coordinator::limit::AdaptiveConfig {
+                enabled: true,
+                initial: 1,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let mut core = Core::new(config, t0).unwrap();
+        let mut m = CoordinatorMetrics::new(1);
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        m.on_gauges(&core);
+        for _ in 0..200 {
+            core.ready(Request::any(), t0, &mut rng).unwrap();
+            while let Some(ev) = core.poll_event() {
+                m.on_event(&ev);
+                if let Event::Granted(g) = ev {
+                    core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+                }
+            }
+            m.on_gauges(&core);
+        }
+        let limited_b = core.candidate(&CandidateId::new("b")).unwrap().limited;
+        assert!(limited_b > 0);
+        core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
+            .unwrap();
+        for _ in 0..=LABEL_RETIRE_TICKS {
+            m.on_gauges(&core);
+        }
+        assert_eq!(m.candidate_label(&CandidateId::new("b")).as_ref(), "b");
+        let counted = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find_map(|(key, _, _, value)| {
+                let (_, key) = key.into_parts();
+                let is_b = key
+                    .labels()
+                    .any(|l| l.key() == "candidate" && l.value() == "b");
+                (key.name() == names::ADAPTIVE_LIMITED && is_b).then_some(value)
+            });
+        assert!(
+            matches!(counted, None | Some(DebugValue::Counter(0))),
+            "{counted:?}: b's {limited_b} limited grants from before its label, counted at once"
+        );
+    });
+}

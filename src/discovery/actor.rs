@@ -161,7 +161,12 @@ pub struct Discovery<F: Fetcher> {
     running: HashMap<CandidateId, SpawnHandle>,
     timer: Option<(Instant, SpawnHandle)>,
     reported: CatalogueStats,
+    /// When the cache gauges were last set.
+    cache_gauges_at: Option<Instant>,
 }
+
+/// The longest the cache gauges go without being set again (see `record_metrics`).
+const CACHE_GAUGES_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl<F: Fetcher> fmt::Debug for Discovery<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -221,6 +226,7 @@ impl<F: Fetcher> Discovery<F> {
             running: HashMap::new(),
             timer: None,
             reported: CatalogueStats::default(),
+            cache_gauges_at: None,
         })
     }
 
@@ -286,7 +292,8 @@ impl<F: Fetcher> Discovery<F> {
     }
 
     /// Counters and the in-flight gauge every time; the cache gauges (a scan of the cache)
-    /// only when the coordinator's set changed.
+    /// when the coordinator's set changed, and at least every [`CACHE_GAUGES_EVERY`] (the
+    /// oldest info ages meanwhile, and an exporter drops a series left unset for long).
     fn record_metrics(&mut self, changed: bool) {
         let s = self.catalogue.stats();
         let r = self.reported;
@@ -302,8 +309,12 @@ impl<F: Fetcher> Discovery<F> {
         }
         self.reported = s;
         metrics::gauge!(METRIC_IN_FLIGHT).set(self.catalogue.in_flight() as f64);
-        if changed {
-            let t = now();
+        let t = now();
+        let due = self
+            .cache_gauges_at
+            .is_none_or(|at| t.saturating_duration_since(at) >= CACHE_GAUGES_EVERY);
+        if changed || due {
+            self.cache_gauges_at = Some(t);
             metrics::gauge!(METRIC_CACHE_SIZE).set(self.catalogue.cache_size() as f64);
             let age = self
                 .catalogue

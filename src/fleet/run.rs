@@ -106,10 +106,7 @@ pub(super) async fn start(
     };
     let counters = Arc::new(Counters::default());
     register_metrics();
-    gauge!(names::FLEET_CONNECTED).set(match client.connection_state() {
-        async_nats::connection::State::Connected => 1.0,
-        _ => 0.0,
-    });
+    set_connected(&client);
     let subscriber = client
         .subscribe(wire::fleet_wildcard(&config.fleet))
         .await
@@ -190,6 +187,14 @@ async fn background(
             url: url.to_string(),
             message: e.to_string(),
         })
+}
+
+/// The connection gauge from the client's state.
+fn set_connected(client: &async_nats::Client) {
+    gauge!(names::FLEET_CONNECTED).set(match client.connection_state() {
+        async_nats::connection::State::Connected => 1.0,
+        _ => 0.0,
+    });
 }
 
 /// Every label combination starts at 0, so a dashboard shows the series before the first
@@ -372,8 +377,10 @@ async fn publish(
         }
         let now = Instant::now();
         if due == Due::Period {
-            // Still at zero, they stay in the exposition however long its idle timeout.
+            // Still at zero, they stay in the exposition however long its idle timeout, and
+            // so does the connection state (set otherwise only when it changes).
             register_metrics();
+            set_connected(&client);
             // As an interval that delays missed ticks.
             next = later(next, config.period);
             if next < now {
