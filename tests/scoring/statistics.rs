@@ -279,10 +279,10 @@ fn a_sub_millisecond_fleet_still_shuns_failures() {
         for round in 0..2000 {
             now += Duration::from_millis(1);
             for id in ["a", "b"] {
-                attempt_on(&mut core, &mut rng, now, id, ok.clone());
+                attempt_on(&mut core, &mut rng, now, id, ok);
             }
             let flaky = if round % 2 == 0 {
-                ok.clone()
+                ok
             } else {
                 Outcome::failure(FailureClass::Refused)
             };
