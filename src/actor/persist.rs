@@ -238,6 +238,9 @@ impl Coordinator {
             }
         }
         core.set_close_events(true);
+        // A worker of the old incarnation may still name its request (Cancel, Reask,
+        // Finish): the new core's ids must not reach another request with it.
+        core.continue_request_ids(&self.core);
         // What the shell set on the old core goes on: its subscribers' records and its name
         // in a fleet, with digests numbered after the old core's.
         core.set_record_rate(self.subscribers.core_rate());

@@ -397,6 +397,8 @@ pub struct Core {
 
     requests: Vec<ReqSlot>,
     free_requests: Vec<u32>,
+    /// The generation a new request slot starts at ([`Core::continue_request_ids`]).
+    first_request_gen: u32,
     queue: WaitQueue,
 
     attempts: Attempts,
@@ -428,6 +430,7 @@ impl Core {
             fleet: Fleet::new(channels),
             requests: Vec::new(),
             free_requests: Vec::new(),
+            first_request_gen: 0,
             queue: WaitQueue::default(),
             attempts: Attempts::default(),
             pool: pool::Pool::default(),

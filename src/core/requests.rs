@@ -124,10 +124,29 @@ impl Core {
         match self.free_requests.pop() {
             Some(i) => (i, self.requests[i as usize].gen.wrapping_add(1)),
             None => {
-                self.requests.push(ReqSlot::default());
-                (self.requests.len() as u32 - 1, 0)
+                let gen = self.first_request_gen;
+                self.requests.push(ReqSlot {
+                    gen,
+                    ..ReqSlot::default()
+                });
+                (self.requests.len() as u32 - 1, gen)
             }
         }
+    }
+
+    /// Hands out request ids none of which `earlier` gave (a core replacing it after a
+    /// restart): a caller still holding an id of the earlier core is told the request is
+    /// unknown instead of reaching another caller's request with the same id. Call it on a
+    /// core with no request yet.
+    pub fn continue_request_ids(&mut self, earlier: &Core) {
+        let last = earlier
+            .requests
+            .iter()
+            .map(|r| r.gen)
+            .chain([earlier.first_request_gen])
+            .max()
+            .unwrap_or(0);
+        self.first_request_gen = self.first_request_gen.max(last.wrapping_add(1));
     }
 
     /// Takes over an attempt a caller already runs on `candidate`, one this core did not grant
