@@ -232,6 +232,29 @@ pub enum SnapshotError {
     /// The snapshot could not be serialized.
     #[error("cannot serialize the snapshot: {0}")]
     Serialize(String),
+    /// Another coordinator of this process saves to the same file: each would overwrite the
+    /// other's statistics, and a restart would load the other's candidates.
+    #[error(
+        "snapshot file {0} is in use by another coordinator of this process; give each \
+         coordinator a file of its own"
+    )]
+    InUse(PathBuf),
+}
+
+/// The snapshot files claimed by coordinators of this process ([`SnapshotStore::claim`]).
+static CLAIMED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A snapshot file claimed for one owner in this process; released when dropped.
+#[derive(Debug)]
+pub struct FileClaim(PathBuf);
+
+impl Drop for FileClaim {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = claimed.iter().position(|p| *p == self.0) {
+            claimed.swap_remove(i);
+        }
+    }
 }
 
 /// Reads and writes one snapshot file inside one directory.
@@ -310,6 +333,19 @@ impl SnapshotStore {
         }
     }
 
+    /// Claims the store's file for one owner in this process (a coordinator, for as long as
+    /// it saves there): [`SnapshotError::InUse`] while another claim on the same file is held.
+    /// The claim ends when the returned value is dropped.
+    pub fn claim(&self) -> Result<FileClaim, SnapshotError> {
+        let path = std::path::absolute(self.path()).unwrap_or_else(|_| self.path());
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        if claimed.contains(&path) {
+            return Err(SnapshotError::InUse(path));
+        }
+        claimed.push(path.clone());
+        Ok(FileClaim(path))
+    }
+
     /// Writes atomically: a new temporary file in the same directory, fsync, rename, fsync of
     /// the directory. A reader sees the old snapshot or the new one, never a torn one. The
     /// directory is created first if it does not exist. The JSON is compact (`jq .` shows it
@@ -325,19 +361,28 @@ impl SnapshotStore {
         }
         let body =
             serde_json::to_vec(snapshot).map_err(|e| SnapshotError::Serialize(e.to_string()))?;
+        // A name of this write's own: two writers of one process (two stores on one file, or
+        // a caller's save beside the coordinator's) never touch each other's temporary file.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = self
             .dir
-            .join(format!(".{}.tmp-{}", self.name, std::process::id()));
-        let _ = fs::remove_file(&tmp);
+            .join(format!(".{}.tmp-{}-{write}", self.name, std::process::id()));
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
             .map_err(Self::io(&tmp))?;
-        file.write_all(&body).map_err(Self::io(&tmp))?;
-        file.sync_all().map_err(Self::io(&tmp))?;
+        let written = file
+            .write_all(&body)
+            .and_then(|()| file.sync_all())
+            .map_err(Self::io(&tmp));
         drop(file);
-        fs::rename(&tmp, &target).map_err(Self::io(&target))?;
+        if let Err(e) = written.and_then(|()| fs::rename(&tmp, &target).map_err(Self::io(&target)))
+        {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         if let Ok(dir) = File::open(&self.dir) {
             let _ = dir.sync_all();
         }

@@ -763,3 +763,22 @@ fn a_flooded_actor_is_not_taken_for_a_paused_one() {
         assert_eq!(s.counters.pauses, 0, "the actor ran throughout");
     });
 }
+
+/// Two coordinators of one process given the same snapshot file: the second is refused (each
+/// would overwrite the other's statistics, and a restart would load the other's candidates);
+/// once the first is gone the file is free.
+#[test]
+fn two_coordinators_cannot_share_a_snapshot_file() {
+    use selection_coordinator::snapshot::SnapshotError;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let db = build(2, 4).with_snapshots(store.clone(), None).unwrap();
+    match build(1, 4).with_snapshots(store.clone(), None) {
+        Err(SnapshotError::InUse(path)) => assert!(path.ends_with("pool.json")),
+        other => panic!("expected the file in use, got {:?}", other.map(|_| ())),
+    }
+    let elsewhere = SnapshotStore::new(dir.path(), "cache.json").unwrap();
+    let _cache = build(1, 4).with_snapshots(elsewhere, None).unwrap();
+    drop(db);
+    let _db_again = build(2, 4).with_snapshots(store, None).unwrap();
+}

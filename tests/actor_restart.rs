@@ -330,8 +330,12 @@ async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
     assert!(problem.contains("not a snapshot"), "{problem}");
     assert_eq!(s.candidate("a").unwrap().stats.attempts, 0);
 
-    // Incompatible version: same treatment.
+    // Incompatible version: same treatment. (One coordinator per file: the first stops.)
     let mut snap = c.send(TakeSnapshot).await.unwrap();
+    c.send(Stop).await.unwrap();
+    while c.connected() && c.send(GetState).await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     snap.version = 99;
     std::fs::write(store.path(), serde_json::to_vec(&snap).unwrap()).unwrap();
     let c2 = build(&["a"], 4)

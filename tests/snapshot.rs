@@ -339,3 +339,39 @@ fn a_snapshot_stamped_before_the_clock_was_set_still_restores() {
         assert_eq!(c.stats.ejected_for_s, None);
     }
 }
+
+/// One file per owner in a process: a second claim on the same file is refused until the
+/// first is dropped; a file elsewhere is free.
+#[test]
+fn a_snapshot_file_is_claimed_by_one_owner_at_a_time() {
+    use selection_coordinator::snapshot::SnapshotError;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let first = store.claim().unwrap();
+    let same = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    match same.claim() {
+        Err(SnapshotError::InUse(path)) => assert!(path.ends_with("pool.json")),
+        other => panic!("expected the file in use, got {other:?}"),
+    }
+    let other = SnapshotStore::new(dir.path(), "cache.json").unwrap();
+    let _cache = other.claim().unwrap();
+    drop(first);
+    let _again = same.claim().unwrap();
+}
+
+/// A save never removes another writer's temporary file (two stores of one process on one
+/// file, or a caller's save beside the coordinator's): each write has a file of its own.
+#[test]
+fn a_save_leaves_another_writers_temporary_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "shared.json").unwrap();
+    // Where a writer of this process put its write in progress, by the process id alone.
+    let other = dir
+        .path()
+        .join(format!(".shared.json.tmp-{}", std::process::id()));
+    std::fs::write(&other, b"half a snapshot").unwrap();
+    let (core, _) = trained_core(6);
+    store.save(&core.snapshot()).unwrap();
+    assert_eq!(std::fs::read(&other).unwrap(), b"half a snapshot");
+    assert!(matches!(store.load().unwrap(), Loaded::Snapshot(_)));
+}

@@ -22,7 +22,7 @@ use super::timer::now;
 use super::Coordinator;
 use crate::core::{CandidateInfo, Core};
 use crate::error::Rejection;
-use crate::snapshot::{Loaded, Snapshot, SnapshotError, SnapshotStore};
+use crate::snapshot::{FileClaim, Loaded, Snapshot, SnapshotError, SnapshotStore};
 
 /// What the last snapshot load found (at start, and at every restart).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -77,6 +77,8 @@ pub struct SnapshotStatus {
 pub(crate) struct Persistence {
     pub(crate) saver: Saver,
     pub(crate) every: Option<Duration>,
+    /// No other coordinator of the process saves to this file while this one does.
+    _claim: FileClaim,
 }
 
 impl Coordinator {
@@ -90,15 +92,26 @@ impl Coordinator {
     /// A corrupt or incompatible file is moved aside with a warning and the coordinator starts
     /// fresh ([`LoadOutcome::Quarantined`] in [`State::snapshots`](super::State::snapshots));
     /// only an I/O error that prevents even that is returned.
+    ///
+    /// One file per coordinator: while this coordinator lives, another of the process given
+    /// the same file is refused with [`SnapshotError::InUse`] (two would overwrite each
+    /// other's statistics, and a restart would load the other's candidates).
     pub fn with_snapshots(
         mut self,
         store: SnapshotStore,
         every: Option<Duration>,
     ) -> Result<Self, SnapshotError> {
+        // Released first if this coordinator had a store already.
+        self.persistence = None;
+        let claim = store.claim()?;
         self.snapshots.path = Some(store.path());
         let loaded = store.load()?;
         let saver = Saver::new(store);
-        self.persistence = Some(Persistence { saver, every });
+        self.persistence = Some(Persistence {
+            saver,
+            every,
+            _claim: claim,
+        });
         let outcome = self.apply_loaded(loaded);
         self.snapshots.loaded = outcome;
         Ok(self)
