@@ -78,6 +78,12 @@ fn metrics_answer_while_the_actix_thread_is_blocked() {
             matches!(again, Err(PrometheusInstallError::AlreadyInstalled)),
             "{again:?}"
         );
+        // On the address the first one holds too: not a port in use.
+        let same = install_prometheus(addr);
+        assert!(
+            matches!(same, Err(PrometheusInstallError::AlreadyInstalled)),
+            "{same:?}"
+        );
         assert!(scrape(addr).is_ok_and(|(s, _)| s.contains("200")));
     });
 }

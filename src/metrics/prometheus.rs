@@ -12,6 +12,9 @@ use metrics_exporter_prometheus::{BuildError, ExporterFuture, PrometheusRecorder
 
 use super::{describe, BUCKETS, SERIES_IDLE_TIMEOUT};
 
+/// Whether [`install_prometheus`] installed an exporter in this process.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The name of the exporter's thread (visible in debuggers and `top -H`).
 const THREAD_NAME: &str = "selcoord-prometheus";
 
@@ -93,6 +96,11 @@ pub fn install_prometheus(
     if addrs.is_empty() {
         return Err(bad("it resolves to no address".into()));
     }
+    // Installed by an earlier call: say so before binding the address (which that exporter
+    // may hold), or the error would point at the port.
+    if INSTALLED.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(PrometheusInstallError::AlreadyInstalled);
+    }
     // The exporter's thread builds everything on a runtime of its own (the listener registers
     // with it, the exporter's upkeep task is spawned on it), hands back the recorder, and
     // serves only once the recorder is installed; told otherwise it drops it all and ends.
@@ -137,6 +145,7 @@ pub fn install_prometheus(
         PrometheusInstallError::Exporter("its thread ended before building it".into())
     })??;
     let installed = metrics::set_global_recorder(recorder).is_ok();
+    INSTALLED.store(installed, std::sync::atomic::Ordering::Release);
     let _ = go_tx.send(installed);
     if !installed {
         return Err(PrometheusInstallError::AlreadyInstalled);
