@@ -56,6 +56,7 @@ mod named;
 pub mod names;
 
 pub use named::COORDINATOR_LABEL;
+pub(crate) use named::{coordinator_label, recording_as};
 
 use labels::CandidateLabels;
 pub use labels::{sanitize_label, LABEL_RETIRE_TICKS};
@@ -376,7 +377,7 @@ impl CoordinatorMetrics {
     /// `coordinator` variable selects among them. Series of an unnamed coordinator carry no
     /// such label. Costs a key with one more label at each update.
     pub fn named(mut self, name: &str) -> Self {
-        self.name = Some(Label::new(COORDINATOR_LABEL, sanitize_label(name)));
+        self.name = Some(coordinator_label(name));
         self
     }
 

@@ -661,8 +661,15 @@ fn the_dashboard_covers_every_metric_and_only_those() {
         dashboard["templating"]["list"][3]["query"]["query"],
         "label_values(selcoord_decisions_total{coordinator=~\"$coordinator\"}, arm)"
     );
-    // Every series a coordinator records follows the coordinator selector (several named
-    // coordinators in one process: `CoordinatorMetrics::named`).
+    // Every series a coordinator, its discovery or its fleet link records follows the
+    // coordinator selector (several named coordinators in one process:
+    // `CoordinatorMetrics::named`, `Discovery::with_metrics_name`, `FleetConfig::metrics_name`).
+    let per_coordinator = |name: &str| {
+        names::ALL.contains(&name)
+            || names::FLEET.contains(&name)
+            || (names::DISCOVERY.contains(&name)
+                && ![names::PERF_SCORE_ERRORS, names::PERF_SCORE_UPDATES].contains(&name))
+    };
     for (at, _) in all.match_indices("selcoord_") {
         let word: String = all[at..]
             .chars()
@@ -672,7 +679,7 @@ fn the_dashboard_covers_every_metric_and_only_those() {
             .iter()
             .find_map(|s| word.strip_suffix(s))
             .unwrap_or(&word);
-        if names::ALL.contains(&base) {
+        if per_coordinator(base) {
             assert!(
                 all[at + word.len()..].starts_with("{coordinator=~\"$coordinator\""),
                 "{word} without the coordinator selector"

@@ -161,12 +161,9 @@ pub struct Discovery<F: Fetcher> {
     running: HashMap<CandidateId, SpawnHandle>,
     timer: Option<(Instant, SpawnHandle)>,
     reported: CatalogueStats,
-    /// When the cache gauges were last set.
-    cache_gauges_at: Option<Instant>,
+    /// The `coordinator` label of every series ([`Discovery::with_metrics_name`]).
+    label: Option<metrics::Label>,
 }
-
-/// The longest the cache gauges go without being set again (see `record_metrics`).
-const CACHE_GAUGES_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl<F: Fetcher> fmt::Debug for Discovery<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -226,8 +223,17 @@ impl<F: Fetcher> Discovery<F> {
             running: HashMap::new(),
             timer: None,
             reported: CatalogueStats::default(),
-            cache_gauges_at: None,
+            label: None,
         })
+    }
+
+    /// Labels every discovery series `coordinator="<name>"` (builder style), as
+    /// [`CoordinatorMetrics::named`](crate::metrics::CoordinatorMetrics::named) labels the
+    /// coordinator's it feeds: for a process running several coordinators, each with its
+    /// discovery.
+    pub fn with_metrics_name(mut self, name: &str) -> Self {
+        self.label = Some(crate::metrics::coordinator_label(name));
+        self
     }
 
     /// Fixes the shuffle order's seed (builder style).
@@ -281,8 +287,10 @@ impl<F: Fetcher> Discovery<F> {
                 Action::Update(info) => self.sink.apply(CandidateChange::Update(info)),
                 Action::Remove(id) => self.sink.apply(CandidateChange::Remove(id)),
                 Action::RefreshDone(report) => {
-                    metrics::histogram!(METRIC_REFRESH_DURATION)
-                        .record(report.duration.as_secs_f64());
+                    crate::metrics::recording_as(self.label.as_ref(), || {
+                        metrics::histogram!(METRIC_REFRESH_DURATION)
+                            .record(report.duration.as_secs_f64());
+                    });
                     tracing::debug!(?report, "discovery refresh done");
                 }
             }
@@ -292,9 +300,14 @@ impl<F: Fetcher> Discovery<F> {
     }
 
     /// Counters and the in-flight gauge every time; the cache gauges (a scan of the cache)
-    /// when the coordinator's set changed, and at least every [`CACHE_GAUGES_EVERY`] (the
-    /// oldest info ages meanwhile, and an exporter drops a series left unset for long).
+    /// only when the coordinator's set changed (and every [`GAUGE_INTERVAL`]), under the
+    /// coordinator's name when one is given.
     fn record_metrics(&mut self, changed: bool) {
+        let label = self.label.clone();
+        crate::metrics::recording_as(label.as_ref(), || self.record_metrics_now(changed));
+    }
+
+    fn record_metrics_now(&mut self, changed: bool) {
         let s = self.catalogue.stats();
         let r = self.reported;
         for (result, now, before) in [
@@ -309,12 +322,8 @@ impl<F: Fetcher> Discovery<F> {
         }
         self.reported = s;
         metrics::gauge!(METRIC_IN_FLIGHT).set(self.catalogue.in_flight() as f64);
-        let t = now();
-        let due = self
-            .cache_gauges_at
-            .is_none_or(|at| t.saturating_duration_since(at) >= CACHE_GAUGES_EVERY);
-        if changed || due {
-            self.cache_gauges_at = Some(t);
+        if changed {
+            let t = now();
             metrics::gauge!(METRIC_CACHE_SIZE).set(self.catalogue.cache_size() as f64);
             let age = self
                 .catalogue

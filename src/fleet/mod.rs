@@ -102,6 +102,11 @@ pub struct FleetConfig {
     /// so this bounds how long a silent partition goes unnoticed. At most
     /// [`FleetConfig::MAX_DURATION`].
     pub ping_interval: Duration,
+    /// Labels every fleet series `coordinator="<name>"`, as
+    /// [`CoordinatorMetrics::named`](crate::metrics::CoordinatorMetrics::named) labels the
+    /// coordinator's: give it the coordinator's name when a process runs several links.
+    /// `None` (the default): unlabelled.
+    pub metrics_name: Option<String>,
 }
 
 impl FleetConfig {
@@ -133,7 +138,15 @@ impl FleetConfig {
             connect_timeout: Duration::from_secs(2),
             max_reconnect_delay: Duration::from_secs(2),
             ping_interval: Duration::from_secs(5),
+            metrics_name: None,
         }
+    }
+
+    /// The `coordinator` label of [`FleetConfig::metrics_name`].
+    pub(crate) fn label(&self) -> Option<metrics::Label> {
+        self.metrics_name
+            .as_deref()
+            .map(crate::metrics::coordinator_label)
     }
 
     /// Checks every field; the error says which one to fix. Durations must be above 0 and at
@@ -248,6 +261,8 @@ pub struct FleetCounts {
 
 #[derive(Debug, Default)]
 struct Counters {
+    /// The `coordinator` label of every fleet series ([`FleetConfig::metrics_name`]).
+    label: Option<metrics::Label>,
     sent: AtomicU64,
     parts: AtomicU64,
     urgent: AtomicU64,

@@ -17,7 +17,7 @@ use crate::actor::{
     WatchUrgentDigests,
 };
 use crate::digest::{Digest, DigestError};
-use crate::metrics::names;
+use crate::metrics::{names, recording_as};
 
 /// `reason` labels of the dropped-digest counter.
 pub(super) const DROP_DISCONNECTED: &str = "disconnected";
@@ -41,6 +41,7 @@ async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
         };
     let max_delay = config.max_reconnect_delay;
     let sender = config.sender.clone();
+    let label = config.label();
     Ok(options
         .name(format!("selcoord {}/{}", config.fleet, config.sender))
         .connection_timeout(config.connect_timeout)
@@ -51,8 +52,8 @@ async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
             Duration::from_millis(exp).min(max_delay)
         })
         .event_callback(move |event| {
-            let sender = sender.clone();
-            async move { on_event(&sender, event) }
+            let (sender, label) = (sender.clone(), label.clone());
+            async move { recording_as(label.as_ref(), || on_event(&sender, event)) }
         }))
 }
 
@@ -104,9 +105,14 @@ pub(super) async fn start(
         },
         Err(_) => background(&config, &url, "timed out").await?,
     };
-    let counters = Arc::new(Counters::default());
-    register_metrics();
-    set_connected(&client);
+    let counters = Arc::new(Counters {
+        label: config.label(),
+        ..Counters::default()
+    });
+    recording_as(counters.label.as_ref(), || {
+        register_metrics();
+        set_connected(&client);
+    });
     let subscriber = client
         .subscribe(wire::fleet_wildcard(&config.fleet))
         .await
@@ -219,7 +225,9 @@ fn register_metrics() {
 
 fn dropped(counters: &Counters, reason: &'static str) {
     counters.dropped.fetch_add(1, Ordering::Relaxed);
-    counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
+    recording_as(counters.label.as_ref(), || {
+        counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
+    });
 }
 
 /// How many of its latest sequence numbers a member remembers to recognise its own digests
@@ -262,7 +270,9 @@ fn connected(client: &async_nats::Client) -> bool {
 
 fn rejected(counters: &Counters, reason: &'static str) {
     counters.rejected.fetch_add(1, Ordering::Relaxed);
-    counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
+    recording_as(counters.label.as_ref(), || {
+        counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
+    });
 }
 
 /// `at + by`, or a deadline too far to ever come when that does not fit the clock (the
@@ -370,7 +380,9 @@ async fn publish(
                     last_urgent = Some(at);
                     if sent == Publish::Sent {
                         counters.urgent.fetch_add(1, Ordering::Relaxed);
-                        counter!(names::FLEET_DIGESTS_URGENT).increment(1);
+                        recording_as(counters.label.as_ref(), || {
+                            counter!(names::FLEET_DIGESTS_URGENT).increment(1);
+                        });
                     }
                 }
             }
@@ -379,8 +391,10 @@ async fn publish(
         if due == Due::Period {
             // Still at zero, they stay in the exposition however long its idle timeout, and
             // so does the connection state (set otherwise only when it changes).
-            register_metrics();
-            set_connected(&client);
+            recording_as(counters.label.as_ref(), || {
+                register_metrics();
+                set_connected(&client);
+            });
             // As an interval that delays missed ticks.
             next = later(next, config.period);
             if next < now {
@@ -504,7 +518,9 @@ impl Out<'_> {
         match tokio::time::timeout(self.config.period, all).await {
             Ok(Ok(())) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);
-                counter!(names::FLEET_DIGESTS_SENT).increment(1);
+                recording_as(counters.label.as_ref(), || {
+                    counter!(names::FLEET_DIGESTS_SENT).increment(1);
+                });
                 Publish::Sent
             }
             Ok(Err(e)) => {
@@ -585,14 +601,18 @@ async fn apply(
         match coordinator.send(ApplyDigest { from, digest }).await {
             Ok(Ok(applied)) => {
                 counters.applied.fetch_add(1, Ordering::Relaxed);
-                counter!(names::FLEET_DIGESTS_APPLIED).increment(1);
+                recording_as(counters.label.as_ref(), || {
+                    counter!(names::FLEET_DIGESTS_APPLIED).increment(1);
+                });
                 for (reason, n) in DigestError::REASONS.iter().zip(applied.rejected) {
                     if n > 0 {
                         counters
                             .entries_rejected
                             .fetch_add(n as u64, Ordering::Relaxed);
-                        counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => *reason)
-                            .increment(n as u64);
+                        recording_as(counters.label.as_ref(), || {
+                            counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => *reason)
+                                .increment(n as u64);
+                        });
                     }
                 }
             }

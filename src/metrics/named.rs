@@ -49,11 +49,16 @@ impl Recorder for Named<'_> {
 
 /// Runs `f` with every series it records labelled `coordinator = label`'s value (`None`: as
 /// they are), through whichever recorder is in force at the call.
-pub(super) fn recording_as<T>(label: Option<&Label>, f: impl FnOnce() -> T) -> T {
+pub(crate) fn recording_as<T>(label: Option<&Label>, f: impl FnOnce() -> T) -> T {
     match label {
         None => f(),
         Some(label) => {
             metrics::with_recorder(|inner| metrics::with_local_recorder(&Named { inner, label }, f))
         }
     }
+}
+
+/// The `coordinator` label for `name`, sanitized as a candidate label is.
+pub(crate) fn coordinator_label(name: &str) -> Label {
+    Label::new(COORDINATOR_LABEL, super::sanitize_label(name))
 }

@@ -72,8 +72,9 @@ pub(crate) struct Args {
         value_parser = crate::whole::<usize>
     )]
     label_cap: usize,
-    /// Labels every series of the coordinator `coordinator="<NAME>"` (the dashboard's
-    /// `coordinator` variable), as an application running several coordinators names each.
+    /// Labels every series of the coordinator, its discovery and its fleet link
+    /// `coordinator="<NAME>"` (the dashboard's `coordinator` variable), as an application
+    /// running several coordinators names each.
     #[arg(long, value_name = "NAME")]
     metrics_name: Option<String>,
     /// Seed of the coordinator's draws and of the simulated candidates.
@@ -217,8 +218,8 @@ async fn live(
         &coordinator,
         infos,
         present,
-        args.seed,
-        args.speed,
+        (args.seed, args.speed),
+        args.metrics_name.as_deref(),
     )?;
     if membership.discovers() {
         eprintln!(
@@ -226,7 +227,10 @@ async fn live(
             args.discovery.interval_s()
         );
     }
-    let sharing = args.fleet.start(coordinator.clone()).await?;
+    let sharing = args
+        .fleet
+        .start(coordinator.clone(), args.metrics_name.as_deref())
+        .await?;
     let watcher = args
         .config
         .clone()

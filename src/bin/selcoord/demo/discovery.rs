@@ -117,8 +117,8 @@ impl Membership {
         coordinator: &Addr<Coordinator>,
         infos: HashMap<String, CandidateInfo>,
         present: Vec<String>,
-        seed: u64,
-        speed: f64,
+        (seed, speed): (u64, f64),
+        metrics_name: Option<&str>,
     ) -> Result<Self, String> {
         let Some(config) = config else {
             return Ok(Membership::Direct(coordinator.clone()));
@@ -129,10 +129,13 @@ impl Membership {
             speed,
         };
         let ids = present.iter().map(CandidateId::new).collect();
-        let discovery = Discovery::new(config, ids, fetcher, coordinator.clone())
+        let mut discovery = Discovery::new(config, ids, fetcher, coordinator.clone())
             .map_err(|e| format!("discovery: {e}"))?
-            .with_seed(seed)
-            .start();
+            .with_seed(seed);
+        if let Some(name) = metrics_name {
+            discovery = discovery.with_metrics_name(name);
+        }
+        let discovery = discovery.start();
         Ok(Membership::Discovered {
             discovery,
             present: Rc::new(RefCell::new(present.into_iter().collect())),

@@ -145,15 +145,18 @@ impl FleetArgs {
     }
 
     /// Starts sharing when `--fleet` is given.
+    /// `metrics_name`: the coordinator's (`--metrics-name`), for the fleet's series too.
     #[cfg(feature = "fleet")]
     pub(crate) async fn start(
         &self,
         coordinator: Addr<Coordinator>,
+        metrics_name: Option<&str>,
     ) -> Result<Option<Sharing>, String> {
         use selection_coordinator::fleet::Fleet;
-        let Some(config) = self.config()? else {
+        let Some(mut config) = self.config()? else {
             return Ok(None);
         };
+        config.metrics_name = metrics_name.map(str::to_string);
         let fleet = Fleet::start(config, coordinator)
             .await
             .map_err(|e| format!("--fleet: {e}"))?;
@@ -165,6 +168,7 @@ impl FleetArgs {
     pub(crate) async fn start(
         &self,
         _coordinator: Addr<Coordinator>,
+        _metrics_name: Option<&str>,
     ) -> Result<Option<Sharing>, String> {
         Ok(None)
     }
