@@ -254,6 +254,18 @@ fn unusable_raw_statistics_are_refused_by_field() {
     core.snapshot().validate().unwrap();
 }
 
+/// A new core (another epoch, as after a process restart) with `snap` restored as taken
+/// `downtime` ago.
+fn restored_after(snap: &Snapshot, downtime: Duration) -> Core {
+    let later = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut fresh = Core::new(Config::default(), later).unwrap();
+    fresh
+        .restore_after(snap, downtime, later, &mut rng)
+        .unwrap();
+    fresh
+}
+
 /// A snapshot restored a while after it was taken is as old as it is: ages grow by the
 /// downtime, ejections run on, the overload window moves on; the stamp says how long.
 #[test]
@@ -275,13 +287,7 @@ fn a_snapshot_restored_after_downtime_has_aged() {
     let age = c0.stats.last_sample_age_s.unwrap();
 
     let restored = |downtime: Duration| {
-        let later = Instant::now();
-        let mut rng = SmallRng::seed_from_u64(9);
-        let mut fresh = Core::new(Config::default(), later).unwrap();
-        fresh
-            .restore_after(&snap, downtime, later, &mut rng)
-            .unwrap();
-        let c0 = fresh
+        let c0 = restored_after(&snap, downtime)
             .snapshot()
             .candidates
             .into_iter()
@@ -327,12 +333,7 @@ fn a_snapshot_stamped_before_the_clock_was_set_still_restores() {
         .stamped(std::time::UNIX_EPOCH + Duration::from_secs(600));
     let downtime = snap.downtime(std::time::SystemTime::now());
     assert!(downtime > Duration::from_secs(50 * 365 * 24 * 3600));
-    let later = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(9);
-    let mut fresh = Core::new(Config::default(), later).unwrap();
-    fresh
-        .restore_after(&snap, downtime, later, &mut rng)
-        .unwrap();
+    let fresh = restored_after(&snap, downtime);
     assert_eq!(fresh.candidates().count(), 5);
     for c in fresh.snapshot().candidates {
         assert!(c.stats.last_sample_age_s.unwrap() > 1e8, "{:?}", c.stats);
