@@ -226,9 +226,10 @@ impl Core {
     /// elapsed times and leases, so the pause is neither measured as their candidates'
     /// latency nor reclaimed as their timeout. Call it before the call that follows the pause
     /// (which brings `now`); no grant time moves past `now`. Counted in
-    /// [`Counters::pauses`](super::Counters::pauses). The actor calls it when its timer fires
-    /// more than two seconds late; a driver that calls the core at its own times has no such
-    /// evidence and need not call it.
+    /// [`Counters::pauses`](super::Counters::pauses). The actor calls it when a call finds the
+    /// clock more than two seconds past both its timer's due time and its previous call to the
+    /// core; a driver that calls the core at its own times has no such evidence and need not
+    /// call it.
     pub fn driver_paused(&mut self, paused: std::time::Duration, now: Instant) {
         self.advance(now);
         if paused.is_zero() || self.attempts.in_flight() == 0 {
