@@ -337,7 +337,12 @@ impl SnapshotStore {
     /// it saves there): [`SnapshotError::InUse`] while another claim on the same file is held.
     /// The claim ends when the returned value is dropped.
     pub fn claim(&self) -> Result<FileClaim, SnapshotError> {
-        let path = std::path::absolute(self.path()).unwrap_or_else(|_| self.path());
+        // The same file however it is named (`dir/sub/..`, a symbolic link to the directory).
+        let _ = fs::create_dir_all(&self.dir);
+        let path = fs::canonicalize(&self.dir)
+            .map(|dir| dir.join(&self.name))
+            .or_else(|_| std::path::absolute(self.path()))
+            .unwrap_or_else(|_| self.path());
         let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
         if claimed.contains(&path) {
             return Err(SnapshotError::InUse(path));
@@ -368,11 +373,17 @@ impl SnapshotStore {
         let tmp = self
             .dir
             .join(format!(".{}.tmp-{}-{write}", self.name, std::process::id()));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(Self::io(&tmp))?;
+        let create = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+        let mut file = match create() {
+            // Left by an earlier process with this process id (a crash in a container
+            // always running as process 1): never a write of this process.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = fs::remove_file(&tmp);
+                create()
+            }
+            other => other,
+        }
+        .map_err(Self::io(&tmp))?;
         let written = file
             .write_all(&body)
             .and_then(|()| file.sync_all())

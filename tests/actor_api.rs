@@ -782,3 +782,33 @@ fn two_coordinators_cannot_share_a_snapshot_file() {
     drop(db);
     let _db_again = build(2, 4).with_snapshots(store, None).unwrap();
 }
+
+/// A coordinator whose every address is dropped stops at its next housekeeping pass, supervised
+/// or not: it writes its snapshot as at any stop and frees the file for a new coordinator (its
+/// self-arming timer kept it alive for good before).
+#[actix::test]
+async fn a_coordinator_with_no_address_left_stops_and_frees_its_file() {
+    tokio::time::pause();
+    for supervised in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+        let c = build(2, 4).with_snapshots(store.clone(), None).unwrap();
+        let addr = if supervised {
+            c.start_supervised()
+        } else {
+            c.start()
+        };
+        addr.send(GetState).await.unwrap();
+        drop(addr);
+        let mut waited_ms = 0;
+        while build(2, 4).with_snapshots(store.clone(), None).is_err() {
+            assert!(
+                waited_ms < 5_000,
+                "supervised {supervised}: still claimed after 5 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            waited_ms += 10;
+        }
+        assert!(store.path().exists(), "the stop wrote its snapshot");
+    }
+}

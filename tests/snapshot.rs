@@ -354,10 +354,34 @@ fn a_snapshot_file_is_claimed_by_one_owner_at_a_time() {
         Err(SnapshotError::InUse(path)) => assert!(path.ends_with("pool.json")),
         other => panic!("expected the file in use, got {other:?}"),
     }
+    // The same file under another name: through `..`, and through a symbolic link.
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    let dotdot = SnapshotStore::new(dir.path().join("sub/.."), "pool.json").unwrap();
+    assert!(matches!(dotdot.claim(), Err(SnapshotError::InUse(_))));
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+    let linked = SnapshotStore::new(&link, "pool.json").unwrap();
+    assert!(matches!(linked.claim(), Err(SnapshotError::InUse(_))));
     let other = SnapshotStore::new(dir.path(), "cache.json").unwrap();
     let _cache = other.claim().unwrap();
     drop(first);
     let _again = same.claim().unwrap();
+}
+
+/// Temporary files an earlier process left with this process's id (a crash in a container
+/// always running as process 1) do not stop a save.
+#[test]
+fn stale_temporary_files_of_an_earlier_process_do_not_stop_a_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let pid = std::process::id();
+    // Many, so the test does not depend on the process-wide count of writes so far.
+    for n in 0..2_000u64 {
+        std::fs::write(dir.path().join(format!(".pool.json.tmp-{pid}-{n}")), b"{").unwrap();
+    }
+    let (core, _) = trained_core(7);
+    store.save(&core.snapshot()).unwrap();
+    assert!(matches!(store.load().unwrap(), Loaded::Snapshot(_)));
 }
 
 /// A save never removes another writer's temporary file (two stores of one process on one

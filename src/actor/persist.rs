@@ -95,7 +95,9 @@ impl Coordinator {
     ///
     /// One file per coordinator: while this coordinator lives, another of the process given
     /// the same file is refused with [`SnapshotError::InUse`] (two would overwrite each
-    /// other's statistics, and a restart would load the other's candidates).
+    /// other's statistics, and a restart would load the other's candidates). The file is free
+    /// once the coordinator has stopped: after `CoordinatorHandle::stop().await`, or at its
+    /// next housekeeping pass once no address, handle or permit of it is left.
     pub fn with_snapshots(
         mut self,
         store: SnapshotStore,

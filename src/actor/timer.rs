@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use actix::{AsyncContext, Context};
+use actix::{ActorContext, AsyncContext, Context};
 
 use super::Coordinator;
 use crate::core::RequestId;
@@ -171,6 +171,14 @@ impl Coordinator {
         // Before anything re-arms the timer (which forgets how late this one ran).
         self.check_paused(now);
         let housekeeping = self.timer.housekeeping_due.is_some_and(|due| due <= now);
+        if housekeeping && !ctx.connected() {
+            // No address, handle or permit is left: nobody can ask anything more. The timer
+            // re-arming itself would keep the actor (its snapshot file, its thread) alive for
+            // good; it stops instead, saving its snapshot as at any stop.
+            tracing::debug!("coordinator stops: no address of it is left");
+            ctx.stop();
+            return;
+        }
         if housekeeping {
             self.timer.housekeeping_due = self.next_housekeeping(now);
             // Open requests whose worker is gone.

@@ -146,7 +146,7 @@ impl Core {
             .chain([earlier.first_request_gen])
             .max()
             .unwrap_or(0);
-        self.first_request_gen = self.first_request_gen.max(last.wrapping_add(1));
+        self.first_request_gen = self.first_request_gen.max(last.saturating_add(1));
     }
 
     /// Takes over an attempt a caller already runs on `candidate`, one this core did not grant

@@ -145,7 +145,10 @@ pub fn install_prometheus(
         PrometheusInstallError::Exporter("its thread ended before building it".into())
     })??;
     let installed = metrics::set_global_recorder(recorder).is_ok();
-    INSTALLED.store(installed, std::sync::atomic::Ordering::Release);
+    if installed {
+        // Never set back: a call that lost a race to install must not clear it.
+        INSTALLED.store(true, std::sync::atomic::Ordering::Release);
+    }
     let _ = go_tx.send(installed);
     if !installed {
         return Err(PrometheusInstallError::AlreadyInstalled);
