@@ -651,6 +651,25 @@ fn a_reclaimed_acquire_permit_is_not_counted_as_a_rejection() {
     assert_eq!(counted, 1, "only the worker actor's answer");
 }
 
+/// `n` attempts of 20 ms of (paused) tokio time, each a success.
+async fn learn_in_time(handle: &CoordinatorHandle, n: usize) {
+    for _ in 0..n {
+        let mut p = handle.acquire(Request::any()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        p.report(Outcome::success());
+    }
+}
+
+/// An attempt that runs 20 ms, then across a jump of tokio's clock by `pause` (no timer runs
+/// meanwhile, as when the process is stopped), then 20 ms more, and succeeds.
+async fn succeed_across_a_pause(handle: &CoordinatorHandle, pause: Duration) {
+    let mut held = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::advance(pause).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    held.report(Outcome::success());
+}
+
 /// The actor stopped for ten hours (a paused process or machine: tokio's clock jumps and no
 /// timer runs meanwhile) while an attempt ran: the pause is neither its timeout (the lease is
 /// 30 s) nor its candidate's latency when it then succeeds.
@@ -666,17 +685,8 @@ async fn a_pause_of_the_actor_is_not_blamed_on_the_attempts_running() {
         .with_candidate(CandidateInfo::new("a"))
         .unwrap()
         .start_handle();
-    for _ in 0..20 {
-        let mut p = handle.acquire(Request::any()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        p.report(Outcome::success());
-    }
-    let mut held = handle.acquire(Request::any()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    tokio::time::advance(Duration::from_secs(10 * 3600)).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    held.report(Outcome::success());
-    drop(held);
+    learn_in_time(&handle, 20).await;
+    succeed_across_a_pause(&handle, Duration::from_secs(10 * 3600)).await;
     let s = state(&handle).await;
     assert_eq!(s.counters.pauses, 1);
     assert_eq!(s.counters.reclaimed, 0, "the pause is no timeout");
@@ -705,19 +715,10 @@ async fn a_pause_is_seen_whatever_the_timer_fired_for() {
         c = c.with_candidate(CandidateInfo::new(id)).unwrap();
     }
     let handle = c.start_handle();
-    for _ in 0..20 {
-        let mut p = handle.acquire(Request::any()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        p.report(Outcome::success());
-    }
+    learn_in_time(&handle, 20).await;
     // Past a housekeeping tick, so the next timer is housekeeping's, the core's refresh ahead.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let mut held = handle.acquire(Request::any()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    tokio::time::advance(Duration::from_secs(3)).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    held.report(Outcome::success());
-    drop(held);
+    succeed_across_a_pause(&handle, Duration::from_secs(3)).await;
     assert_eq!(state(&handle).await.counters.pauses, 1);
 }
 
