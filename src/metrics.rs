@@ -307,7 +307,7 @@ fn describe_discovery() {
 #[derive(Debug)]
 pub struct CoordinatorMetrics {
     /// `coordinator="<name>"` on every series, when named.
-    name: Option<Label>,
+    name: Option<std::sync::Arc<Label>>,
     labels: CandidateLabels,
     last: Counters,
     /// The last tick set the `other` in-flight gauge.
@@ -377,13 +377,21 @@ impl CoordinatorMetrics {
     /// `coordinator` variable selects among them. Series of an unnamed coordinator carry no
     /// such label. Costs a key with one more label at each update.
     pub fn named(mut self, name: &str) -> Self {
-        self.name = Some(coordinator_label(name));
+        self.name = Some(std::sync::Arc::new(coordinator_label(name)));
         self
+    }
+
+    /// Runs `f` with what it records labelled by this recorder's name, if it has one.
+    #[inline]
+    fn as_named<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        // Shared, so naming costs no copy of the label per update.
+        let name = self.name.clone();
+        named::recording_as(name.as_deref(), || f(self))
     }
 
     /// The `coordinator` label's value, when named.
     pub fn name(&self) -> Option<&str> {
-        self.name.as_ref().map(Label::value)
+        self.name.as_deref().map(Label::value)
     }
 
     /// Reads the arm names of the config in force; call it after the config changes (grants
@@ -421,8 +429,7 @@ impl CoordinatorMetrics {
 
     /// Records a grant, rejection or reclaim (a request's end records nothing).
     pub fn on_event(&mut self, event: &Event) {
-        let name = self.name.clone();
-        named::recording_as(name.as_ref(), || self.on_event_now(event))
+        self.as_named(|m| m.on_event_now(event))
     }
 
     fn on_event_now(&mut self, event: &Event) {
@@ -449,8 +456,7 @@ impl CoordinatorMetrics {
 
     /// Records an attempt's outcome, under the candidate and arm the core says it belonged to.
     pub fn on_outcome(&mut self, reported: &Reported, outcome: &Outcome) {
-        let name = self.name.clone();
-        named::recording_as(name.as_ref(), || self.on_outcome_now(reported, outcome))
+        self.as_named(|m| m.on_outcome_now(reported, outcome))
     }
 
     fn on_outcome_now(&mut self, reported: &Reported, outcome: &Outcome) {
@@ -462,8 +468,7 @@ impl CoordinatorMetrics {
 
     /// Records how long one decision (a handler's core call) took, seconds.
     pub fn on_decision_cost(&mut self, seconds: f64) {
-        let name = self.name.clone();
-        named::recording_as(name.as_ref(), || self.on_decision_cost_now(seconds))
+        self.as_named(|m| m.on_decision_cost_now(seconds))
     }
 
     fn on_decision_cost_now(&mut self, seconds: f64) {
@@ -476,8 +481,7 @@ impl CoordinatorMetrics {
     ///
     /// O(candidates): meant for a periodic tick, not for every message.
     pub fn on_gauges(&mut self, core: &Core) {
-        let name = self.name.clone();
-        named::recording_as(name.as_ref(), || self.on_gauges_now(core))
+        self.as_named(|m| m.on_gauges_now(core))
     }
 
     fn on_gauges_now(&mut self, core: &Core) {
@@ -603,8 +607,7 @@ impl CoordinatorMetrics {
     /// Shadow agreement and winner probability gauges, and the decisions each was asked about
     /// since the last call.
     pub fn on_shadows(&mut self, core: &Core) {
-        let name = self.name.clone();
-        named::recording_as(name.as_ref(), || self.on_shadows_now(core))
+        self.as_named(|m| m.on_shadows_now(core))
     }
 
     fn on_shadows_now(&mut self, core: &Core) {

@@ -282,6 +282,11 @@ struct Counters {
 }
 
 impl Counters {
+    /// Runs `f` with what it records labelled by the link's metrics name, if it has one.
+    fn record(&self, f: impl FnOnce()) {
+        crate::metrics::recording_as(self.label.as_ref(), f);
+    }
+
     fn read(&self) -> FleetCounts {
         FleetCounts {
             sent: self.sent.load(Ordering::Relaxed),

@@ -109,10 +109,7 @@ pub(super) async fn start(
         label: config.label(),
         ..Counters::default()
     });
-    recording_as(counters.label.as_ref(), || {
-        register_metrics();
-        set_connected(&client);
-    });
+    touch_metrics(&counters, &client);
     let subscriber = client
         .subscribe(wire::fleet_wildcard(&config.fleet))
         .await
@@ -195,6 +192,14 @@ async fn background(
         })
 }
 
+/// Sets the zero-primed counters and the connection gauge (at the start and every period).
+fn touch_metrics(counters: &Counters, client: &async_nats::Client) {
+    counters.record(|| {
+        register_metrics();
+        set_connected(client);
+    });
+}
+
 /// The connection gauge from the client's state.
 fn set_connected(client: &async_nats::Client) {
     gauge!(names::FLEET_CONNECTED).set(match client.connection_state() {
@@ -225,7 +230,7 @@ fn register_metrics() {
 
 fn dropped(counters: &Counters, reason: &'static str) {
     counters.dropped.fetch_add(1, Ordering::Relaxed);
-    recording_as(counters.label.as_ref(), || {
+    counters.record(|| {
         counter!(names::FLEET_DIGESTS_DROPPED, "reason" => reason).increment(1);
     });
 }
@@ -270,7 +275,7 @@ fn connected(client: &async_nats::Client) -> bool {
 
 fn rejected(counters: &Counters, reason: &'static str) {
     counters.rejected.fetch_add(1, Ordering::Relaxed);
-    recording_as(counters.label.as_ref(), || {
+    counters.record(|| {
         counter!(names::FLEET_DIGESTS_REJECTED, "reason" => reason).increment(1);
     });
 }
@@ -380,7 +385,7 @@ async fn publish(
                     last_urgent = Some(at);
                     if sent == Publish::Sent {
                         counters.urgent.fetch_add(1, Ordering::Relaxed);
-                        recording_as(counters.label.as_ref(), || {
+                        counters.record(|| {
                             counter!(names::FLEET_DIGESTS_URGENT).increment(1);
                         });
                     }
@@ -391,10 +396,7 @@ async fn publish(
         if due == Due::Period {
             // Still at zero, they stay in the exposition however long its idle timeout, and
             // so does the connection state (set otherwise only when it changes).
-            recording_as(counters.label.as_ref(), || {
-                register_metrics();
-                set_connected(&client);
-            });
+            touch_metrics(&counters, &client);
             // As an interval that delays missed ticks.
             next = later(next, config.period);
             if next < now {
@@ -518,7 +520,7 @@ impl Out<'_> {
         match tokio::time::timeout(self.config.period, all).await {
             Ok(Ok(())) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);
-                recording_as(counters.label.as_ref(), || {
+                counters.record(|| {
                     counter!(names::FLEET_DIGESTS_SENT).increment(1);
                 });
                 Publish::Sent
@@ -601,7 +603,7 @@ async fn apply(
         match coordinator.send(ApplyDigest { from, digest }).await {
             Ok(Ok(applied)) => {
                 counters.applied.fetch_add(1, Ordering::Relaxed);
-                recording_as(counters.label.as_ref(), || {
+                counters.record(|| {
                     counter!(names::FLEET_DIGESTS_APPLIED).increment(1);
                 });
                 for (reason, n) in DigestError::REASONS.iter().zip(applied.rejected) {
@@ -609,7 +611,7 @@ async fn apply(
                         counters
                             .entries_rejected
                             .fetch_add(n as u64, Ordering::Relaxed);
-                        recording_as(counters.label.as_ref(), || {
+                        counters.record(|| {
                             counter!(names::FLEET_DIGEST_ENTRIES_REJECTED, "reason" => *reason)
                                 .increment(n as u64);
                         });
