@@ -203,13 +203,18 @@ impl World {
         }
     }
 
-    /// Runs `workers` closed-loop workers until `until_s`, recording into `trace`.
-    fn run(&mut self, workers: u32, until_s: f64, trace: &mut Trace) {
+    /// `workers` closed-loop workers ask, each once, now.
+    fn start(&mut self, workers: u32) {
         for _ in 0..workers {
             let now = self.at(self.now_s);
             self.core.ready(Request::any(), now, &mut self.rng).unwrap();
         }
         self.drain();
+    }
+
+    /// Runs `workers` closed-loop workers until `until_s`, recording into `trace`.
+    fn run(&mut self, workers: u32, until_s: f64, trace: &mut Trace) {
+        self.start(workers);
         while let Some(a) = self.heap.pop() {
             let t = a.at_ns as f64 / 1e9;
             if t > until_s {
