@@ -168,6 +168,17 @@ pub(crate) struct ScoreContext {
     pub(crate) heal_at_s: f64,
 }
 
+impl ScoreContext {
+    /// The fleet's attempt time that a candidate's time per success is read against, floored
+    /// at a millisecond as the tries are: in a fleet answering in under a millisecond every
+    /// try would otherwise read as many times the average, and the draw weights of all would
+    /// underflow to a uniform draw that ignores failures.
+    #[inline]
+    pub(crate) fn attempt_reference_ms(&self) -> Option<f64> {
+        self.overall.attempt_ms.map(|o| o.max(1.0))
+    }
+}
+
 /// A validated config turned into the channel layout and scoring rules.
 #[derive(Clone, Debug)]
 pub struct ScoreModel {
@@ -381,10 +392,7 @@ impl ScoreModel {
         // component counts as it changes; its time, learned from attempts that finished, lags
         // behind its queue and would only make the draw chase it. Its deviation from the
         // average counts for less, down to a third for a plain queue.
-        // The reference is floored as the tries are: in a fleet answering in under a
-        // millisecond every try would otherwise read as many times the average, and the draw
-        // weights of all would underflow to a uniform draw that ignores failures.
-        let overall_attempt_ms = ctx.overall.attempt_ms.map(|o| o.max(1.0));
+        let overall_attempt_ms = ctx.attempt_reference_ms();
         if let (Some(ps), Some(o)) = (per_success, overall_attempt_ms) {
             let q = self.queueing_share(ctx.queueing);
             if q > 0.0 {

@@ -36,8 +36,7 @@ impl ScoreModel {
         }
         let ema = &self.config.ema;
         let t = stats.attempt_ms()?;
-        // Floored as the tries are (see `learned`).
-        let o = ctx.overall.attempt_ms?.max(1.0);
+        let o = ctx.attempt_reference_ms()?;
         let decay = self.decay_factor(stats, ctx.now_s);
         let prior = ema.success_prior;
         let success = stats
