@@ -122,6 +122,37 @@ fn the_multiple_follows_the_fleets_spread() {
     assert!((fresh - 10.0).abs() < 1e-9, "no spread yet: {fresh} x");
 }
 
+/// A snapshot written before the spread was saved restores no spread and no count of its
+/// answers: its spread is learned as a fresh core's, its first answers averaged evenly, and
+/// does not read as warmed up (its newest answer weighing 1 % from the start).
+#[test]
+fn a_snapshot_without_a_spread_learns_it_as_a_fresh_core() {
+    let (old, now, mut rng) = core_with(Config::default(), 3, 100.0);
+    let mut saved = serde_json::to_value(old.snapshot()).unwrap();
+    let overall = saved["overall"].as_object_mut().unwrap();
+    overall.remove("ttfb_spread");
+    overall.remove("ttfb_spread_answers");
+    let saved: selection_coordinator::snapshot::Snapshot = serde_json::from_value(saved).unwrap();
+    assert_eq!(saved.overall.ttfb_spread, None);
+    let mut core = Core::new(Config::default(), now).unwrap();
+    core.restore(&saved, now, &mut rng).unwrap();
+    assert_eq!(core.overall().ttfb_spread_answers, 0);
+    // Answers straying by a tenth of their average either way: a handful brings the
+    // multiple near its floor, as for a fresh core.
+    let mut now = now;
+    for k in 0..12 {
+        let only = Request::only([["a", "b"][k % 2]]);
+        let g = grant(&mut core, only, now, &mut rng);
+        let t = if (k / 2) % 2 == 0 { 90.0 } else { 110.0 };
+        now += Duration::from_secs_f64(t / 1000.0);
+        core.outcome(g.attempt, Outcome::success_with(1.0, t, 1000, t + 1.0), now)
+            .unwrap();
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    }
+    let m = core.deadline_multiple().unwrap();
+    assert!(m < 3.0, "a dozen steady answers after the restore: {m} x");
+}
+
 /// The spread's first answers are averaged evenly with its starting value, so a fleet is
 /// advised by its own answers after a handful of them: ten answers at their averages bring the
 /// multiple to about 2 (with the newest weighing 1 % from the start it would be about 9).

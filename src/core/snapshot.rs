@@ -106,6 +106,11 @@ impl Core {
         let moved = (down_s / config.window.bucket_s).min(u32::MAX as f64) as u64;
         let window_end = bucket.saturating_sub(moved.min(buckets as u64));
         self.fleet.overall = snapshot.overall;
+        // A snapshot without the answers' count reads as warmed up (serde's default), which
+        // only holds for a spread it saved: with none, the spread is learned afresh.
+        if self.fleet.overall.ttfb_spread.is_none() {
+            self.fleet.overall.ttfb_spread_answers = 0;
+        }
         for c in &snapshot.candidates {
             let s = &c.stats;
             let stats = Stats {

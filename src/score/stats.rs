@@ -521,7 +521,8 @@ pub struct Overall {
     pub ttfb_spread: Option<f64>,
     /// The answers [`ttfb_spread`](Self::ttfb_spread) was learned from (saturating): its
     /// first answers are averaged evenly, then the newest weighs 1 %. A snapshot without it
-    /// reads as warmed up.
+    /// reads as warmed up, unless it saved no spread either: then a restore starts the count
+    /// at 0.
     #[serde(default = "spread_warm")]
     pub ttfb_spread_answers: u32,
 }
