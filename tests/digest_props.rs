@@ -613,6 +613,68 @@ fn a_sharp_change_in_local_outcomes_makes_the_digest_urgent() {
 }
 
 /// Any number, hostile ones included.
+/// An entry that reports a candidate's times as they are but its estimate as uncertain as the
+/// codec allows moves the candidate no further than the same entry reporting certainty: a
+/// remote variance counts no higher than a local estimate's right after a sample, so it cannot
+/// shrink a slow candidate's well-sampled time to the fleet's.
+#[test]
+fn a_claim_of_uncertainty_alone_does_not_move_a_time() {
+    let t0 = Instant::now();
+    let with_var = |attempt_var: f64| {
+        let mut t = t0;
+        let mut b = core("b", t0);
+        let fast = Outcome::success_with(5.0, 50.0, 1000, 60.0);
+        let slow = Outcome::success_with(5.0, 400.0, 1000, 410.0);
+        for id in ["a", "b", "d"] {
+            drive(&mut b, id, 20, &fast, 50, &mut t);
+        }
+        drive(&mut b, "c", 20, &slow, 400, &mut t);
+        let entry = CandidateDigest {
+            id: CandidateId::new("c"),
+            success: 1.0,
+            attempt_ms: Some(410.0),
+            attempt_var,
+            ttfb_ms: Some(400.0),
+            connect_ms: Some(5.0),
+            bandwidth_bps: None,
+            overload_errors: 0,
+            overload_total: 0,
+            samples: 1000,
+            successes: 1000,
+            age_s: 0.0,
+        };
+        // Two digests, the second past the sender's blackout.
+        for (seq, after_ms) in [(10, 100), (20, 1200)] {
+            let d = Digest {
+                sender: "x".into(),
+                seq,
+                prev_seq: None,
+                part: None,
+                entries: vec![entry.clone()],
+            };
+            b.apply_digest(t + Duration::from_millis(after_ms), &d)
+                .unwrap();
+        }
+        b.tick(
+            t + Duration::from_millis(1200),
+            &mut SmallRng::seed_from_u64(9),
+        );
+        let v = b.candidate(&CandidateId::new("c")).unwrap();
+        (v.components.time_to_success, probability(&b, "c"))
+    };
+    let (certain_time, certain_p) = with_var(0.0);
+    let (uncertain_time, uncertain_p) = with_var(selection_coordinator::digest::MAX_VARIANCE);
+    println!("c: time {certain_time:.3} p {certain_p:.5} certain, {uncertain_time:.3} p {uncertain_p:.5} uncertain");
+    assert!(
+        uncertain_time - certain_time < 0.1,
+        "time_to_success {certain_time} -> {uncertain_time}"
+    );
+    assert!(
+        uncertain_p < 10.0 * certain_p,
+        "probability {certain_p} -> {uncertain_p}"
+    );
+}
+
 fn any_number() -> impl Strategy<Value = f64> {
     prop_oneof![
         4 => 0.0..1.0f64,

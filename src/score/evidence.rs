@@ -73,6 +73,10 @@ const MAX_NOISE: f64 = 0.5;
 /// (exponential ones spread by about 1.6 natural-log units squared) average to an estimate
 /// noisier than the gain assumes, and [`estimate_var`] says so to pooling.
 const NOISE_CEILING: f64 = 2.0 * MAX_NOISE;
+/// The largest variance an estimate reads right after a sample: the filter's is below the
+/// sample's, at most [`MAX_NOISE`], and [`estimate_var`] at most doubles it. Remote evidence
+/// claims no more when blended as a prior.
+pub(crate) const MAX_SAMPLED_VAR: f64 = NOISE_CEILING;
 /// What a sample's variance is taken to be before any is learned (about 50 % spread).
 const PRIOR_NOISE: f64 = 0.25;
 /// Weight of the newest squared surprise in the learned sample variance, after the warm-up.

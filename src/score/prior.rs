@@ -7,6 +7,7 @@
 //! bandwidth finite and non-negative, error counts at most the totals). The prior's weight is
 //! at most [`ShareConfig::max_prior_samples`](super::ShareConfig) local samples.
 
+use super::evidence::MAX_SAMPLED_VAR;
 use super::stats::ErrorWindow;
 use super::{ScoreModel, Stats};
 
@@ -233,15 +234,19 @@ impl ScoreModel {
         );
         // The time blends as the averages do; its estimate's variance (log units) as that of
         // independent estimates weighted by their samples, the remote one inflated by what a
-        // remote sample is worth.
+        // remote sample is worth. The remote variance counts no higher than a local
+        // estimate's right after a sample, nor than the local estimate's own: pooling shrinks
+        // a time towards the fleet's by its variance, and a sender claiming doubt would
+        // otherwise pull a well-sampled time all the way there, further than local outcomes
+        // could move it. Evidence heard never makes a local estimate less certain.
         if let Some(t) = pooled.attempt_ms {
-            let var_remote = pooled.time_var / share.remote_weight;
+            let var_remote = (pooled.time_var / share.remote_weight).min(MAX_SAMPLED_VAR);
             out.attempt_ms = mix(local.attempt_ms, local_weight, Some(t), remote_weight);
             let var = match local.attempt_ms {
                 Some(_) if local_weight + remote_weight > 0.0 => {
                     let (a, b) = (local_weight, remote_weight);
-                    (a * a * f64::from(local.attempt_var) + b * b * var_remote)
-                        / ((a + b) * (a + b))
+                    let own = f64::from(local.attempt_var);
+                    (a * a * own + b * b * var_remote.min(own)) / ((a + b) * (a + b))
                 }
                 Some(_) => f64::from(local.attempt_var),
                 None => var_remote,
