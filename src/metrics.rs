@@ -42,7 +42,9 @@ use std::collections::{HashMap, HashSet};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics::{Label, SharedString, Unit};
 
-use crate::core::{CandidateId, Core, Counters, Event, Outcome, Reported, UNLIMITED};
+use crate::core::{
+    CandidateId, CandidateView, Core, Counters, Event, Outcome, Reported, UNLIMITED,
+};
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
 
@@ -338,8 +340,27 @@ struct Present {
 /// limits turned off, a candidate removed): no value, until the exporter forgets the series.
 const GONE: f64 = f64::NAN;
 
+/// The attempts still running on candidates removed and then added again under the same id,
+/// by id (usually none): both are listed while those attempts run.
+fn removed_and_added_again(views: &[CandidateView<'_>]) -> HashMap<CandidateId, u32> {
+    let mut removed: HashMap<CandidateId, u32> = HashMap::new();
+    for view in views.iter().filter(|v| v.removed) {
+        *removed.entry(view.info.id.clone()).or_default() += view.in_flight;
+    }
+    if !removed.is_empty() {
+        let live: HashSet<&CandidateId> = views
+            .iter()
+            .filter(|v| !v.removed)
+            .map(|v| &v.info.id)
+            .collect();
+        removed.retain(|id, _| live.contains(id));
+    }
+    removed
+}
+
 /// Sets gauge `name` to `value` while there is one; the first tick without marks it
 /// [`GONE`]. `present` says whether the last tick set it.
+
 fn set_while(name: &'static str, value: Option<f64>, present: &mut bool) {
     match value {
         Some(v) => gauge!(name).set(v),
@@ -516,22 +537,31 @@ impl CoordinatorMetrics {
         let mut limit_shown = HashSet::new();
         let mut no_load_shown = HashSet::new();
         let preference: HashMap<CandidateId, f64> = core.preference().into_iter().collect();
-        for view in core.candidates() {
+        let views: Vec<CandidateView<'_>> = core.candidates().collect();
+        let held = removed_and_added_again(&views);
+        for view in &views {
+            // One label per id: the live candidate's, counting the attempts still running on
+            // the one removed before it was added again.
+            let held_by_removed = match held.get(&view.info.id) {
+                Some(_) if view.removed => continue,
+                Some(&n) => n,
+                None => 0,
+            };
+            let in_flight = f64::from(view.in_flight + held_by_removed);
             if view.ejected {
                 ejected += 1;
             }
             let label = self.labels.get(&view.info.id);
             let limited = view.limit != UNLIMITED;
             if CandidateLabels::is_other(&label) {
-                other_in_flight += f64::from(view.in_flight);
+                other_in_flight += in_flight;
                 if limited {
                     other_limit += f64::from(view.limit);
                 }
                 other_count += 1;
                 continue;
             }
-            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => label.clone())
-                .set(f64::from(view.in_flight));
+            gauge!(names::CANDIDATE_IN_FLIGHT, "candidate" => label.clone()).set(in_flight);
             if limited {
                 gauge!(names::CANDIDATE_IN_FLIGHT_LIMIT, "candidate" => label.clone())
                     .set(f64::from(view.limit));

@@ -738,3 +738,30 @@ async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
         "taken: no longer urgent"
     );
 }
+
+/// A candidate removed while a permit holds it and added again under its id is listed twice
+/// until that permit ends; the state's lookup by id finds the live one.
+#[actix::test]
+async fn the_state_finds_the_live_candidate_of_an_id_added_again() {
+    let handle = Coordinator::with_seed(Config::default(), Limits::default(), 5)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let old = handle.acquire(Request::only(["a"])).await.unwrap();
+    handle.remove_candidate("a").await.unwrap();
+    handle.add_candidate(CandidateInfo::new("a")).await.unwrap();
+    let new = handle.acquire(Request::only(["a"])).await.unwrap();
+    let s = handle.state().await.unwrap();
+    assert_eq!(
+        s.candidates
+            .iter()
+            .filter(|c| c.info.id.as_str() == "a")
+            .count(),
+        2
+    );
+    let a = s.candidate("a").unwrap();
+    assert!(!a.removed);
+    assert_eq!(a.in_flight, 1);
+    drop((old, new));
+}

@@ -767,6 +767,54 @@ fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
     });
 }
 
+/// A candidate removed while attempts run on it and added again under the same id is listed
+/// twice until those attempts end; its gauges show one candidate holding both sets of attempts
+/// (the per-candidate gauges add up to the total), not whichever was written last.
+#[test]
+fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        let hold = |core: &mut Core, m: &mut CoordinatorMetrics, rng: &mut SmallRng, n| {
+            for _ in 0..n {
+                core.ready(Request::only(["a"]), t0, rng).unwrap();
+            }
+            granted(&drain(core, m)).len()
+        };
+        assert_eq!(hold(&mut core, &mut m, &mut rng, 3), 3);
+        core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
+            .unwrap();
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        assert_eq!(hold(&mut core, &mut m, &mut rng, 2), 2);
+        assert_eq!(
+            core.candidates()
+                .filter(|v| v.info.id.as_str() == "a")
+                .count(),
+            2
+        );
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(gauge(&v, names::IN_FLIGHT, &[]), 5.0);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "a")]),
+            5.0
+        );
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "b")]),
+            0.0
+        );
+    });
+}
+
 /// The gauges shown only while what they show exists (the global and per-candidate limits, the
 /// no-load latency, the deadline multiple) read NaN, no value, once it is gone: a limit
 /// removed, adaptive limits turned off, the advice turned off, a candidate removed.

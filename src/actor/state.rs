@@ -146,8 +146,12 @@ impl State {
         }
     }
 
-    /// The candidate with this id.
+    /// The candidate with this id: the live one when a candidate removed with attempts still
+    /// running was added again under its id (both are listed until those attempts end).
     pub fn candidate(&self, id: &str) -> Option<&CandidateState> {
-        self.candidates.iter().find(|c| c.info.id.as_str() == id)
+        self.candidates
+            .iter()
+            .filter(|c| c.info.id.as_str() == id)
+            .min_by_key(|c| c.removed)
     }
 }
