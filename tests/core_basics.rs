@@ -777,3 +777,52 @@ fn a_driver_pause_is_skipped_by_the_attempts_running() {
     let blamed = attempt_ms(false);
     assert!(blamed > 1000.0, "attempt_ms {blamed}");
 }
+
+/// A hot reload that widens the overload window's buckets keeps the window counting: each
+/// bucket stays as far back as it was, and overload failures after the reload are counted
+/// (the buckets were numbered by the old width, so new outcomes landed in buckets the window
+/// took for the past and were dropped for as long as the run had lasted).
+#[test]
+fn widening_the_window_buckets_on_a_reload_keeps_the_window_counting() {
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(8);
+    let mut core = Core::new(Config::default(), t0).unwrap();
+    for id in ["a", "b"] {
+        core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+            .unwrap();
+    }
+    let mut ms = 0u64;
+    let mut run = |core: &mut Core, rng: &mut SmallRng, outcome: Outcome, n: usize| {
+        for _ in 0..n {
+            ms += 100;
+            let now = t0 + Duration::from_millis(ms);
+            core.ready(Request::only(["a"]), now, rng).unwrap();
+            let g = grants(&events(core)).next().unwrap().attempt;
+            core.outcome(g, outcome, now).unwrap();
+            core.done(g, Next::Finish, now, rng).unwrap();
+            events(core);
+        }
+        t0 + Duration::from_millis(ms)
+    };
+    // 200 s of successes, then buckets ten times as wide, then 30 s of overload failures.
+    let ok = Outcome::success_with(1.0, 10.0, 1000, 10.0);
+    let now = run(&mut core, &mut rng, ok, 2000);
+    let overload = |core: &Core| core.candidate(&"a".into()).unwrap().components.overload;
+    assert_eq!(overload(&core), 1.0);
+    let mut wide = Config::default();
+    wide.window.bucket_s = 10.0;
+    core.set_config(wide, now, &mut rng).unwrap();
+    let now = run(
+        &mut core,
+        &mut rng,
+        Outcome::failure(FailureClass::Overload),
+        300,
+    );
+    core.tick(now, &mut rng);
+    let after = overload(&core);
+    assert!(
+        after < 0.5,
+        "overload failures after the reload uncounted: {after}"
+    );
+    assert!(core.check_invariants().is_ok());
+}

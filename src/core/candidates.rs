@@ -178,6 +178,7 @@ impl Core {
     ) -> Result<(), Error> {
         let model = ScoreModel::new(config)?;
         self.advance(now);
+        let old_window = self.model.config().window.clone();
         let old_arms: Vec<String> = self.arm_names().into_iter().map(String::from).collect();
         let old = std::mem::replace(&mut self.model, model);
         if let Err(e) = self.build_variants() {
@@ -187,7 +188,18 @@ impl Core {
         }
         self.remap_arms(&old_arms, rng);
         self.limits_reconfigured();
-        self.clock.derive(self.model.config().window.bucket_s); // the width may have changed
+        let window = self.model.config().window.clone();
+        let from = self.clock.bucket();
+        self.clock.derive(window.bucket_s); // the width may have changed
+        let to = self.clock.bucket();
+        if window.bucket_s != old_window.bucket_s {
+            // Buckets are numbered by their width: each window keeps its buckets as far back
+            // as they were, or outcomes would land in buckets it takes for the past.
+            let (from_n, to_n) = (old_window.buckets as usize, window.buckets as usize);
+            for slot in &mut self.fleet.slots {
+                slot.stats.rebase_window(from, from_n, to, to_n);
+            }
+        }
         self.rebuild_trees();
         self.reject_ineligible();
         self.pump(rng);

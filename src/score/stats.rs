@@ -275,6 +275,19 @@ pub(super) fn unpack_opt(x: f64) -> Option<f64> {
 }
 
 impl PackedStats {
+    /// Moves the overload window from bucket `from` (of `from_buckets`) to bucket `to`, each
+    /// bucket as far back as it was: the buckets' width changed, and with it their numbering.
+    pub(crate) fn rebase_window(
+        &mut self,
+        from: u64,
+        from_buckets: usize,
+        to: u64,
+        buckets: usize,
+    ) {
+        self.window =
+            ErrorWindow::from_relative(&self.window.relative(from, from_buckets), to, buckets);
+    }
+
     /// Packs statistics; a `Some(NaN)` (possible only from hostile input) becomes `None`.
     #[inline]
     pub(crate) fn pack(s: &Stats) -> Self {
