@@ -112,11 +112,14 @@ fn a_digest_carries_what_one_learned_to_another() {
         b.apply_digest(t, &b.digest(t)).map_err(|e| e.reason()),
         Err("own_sender")
     );
-    // The evidence expires.
+    // The evidence expires, and the sender, silent since, is forgotten with no other digest
+    // coming in.
+    assert_eq!(b.share_senders().len(), 1);
     t += Duration::from_secs(120);
     b.tick(t, &mut SmallRng::seed_from_u64(3));
     let expired = probability(&b, "c");
     assert!(expired > 0.5 * before, "before {before}, expired {expired}");
+    assert_eq!(b.share_senders(), vec![]);
 }
 
 /// A coordinator that shares learns the fleet's first-byte spread (its deadline advice) from

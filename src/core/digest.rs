@@ -122,13 +122,16 @@ impl ShareState {
 }
 
 impl Core {
-    /// Pools again every slot's reports whose pooled form is out of date (full refresh).
+    /// Forgets the senders silent for `expiry_s` and pools again every slot's reports whose
+    /// pooled form is out of date (full refresh).
     pub(super) fn refresh_share(&mut self) {
         let Some(share) = self.share.as_deref_mut() else {
             return;
         };
         let now_s = self.clock.now_s;
         let expiry_s = self.model.config().share.expiry_s;
+        // A sender that fell silent is forgotten here too, not only when another is heard.
+        forget_silent(share, now_s, expiry_s);
         for &idx in &share.changed {
             if let Some(slot) = share.by_slot.get_mut(idx as usize) {
                 slot.queued = false;
