@@ -394,3 +394,32 @@ fn workers_that_follow_the_advice_pay_less_for_a_hang() {
         "errors {advised_errors} with the advice, {waiting_errors} without"
     );
 }
+
+/// An attempt reclaimed at its lease end counts as a timeout for its request too: the
+/// request's next attempt gets no deadline advice, as after a reported timeout.
+#[test]
+fn an_attempt_reclaimed_at_its_lease_end_ends_the_requests_advice() {
+    let (mut core, now, mut rng) = core_with(Config::default(), 5, 20.0);
+    let limits = selection_coordinator::Limits {
+        global: 1,
+        max_attempt_s: Some(1.0),
+        ..selection_coordinator::Limits::default()
+    };
+    core.set_limits(limits, now, &mut rng).unwrap();
+    let first = grant(&mut core, Request::any().with_parallelism(2), now, &mut rng);
+    assert!(first.deadline_ms.is_some(), "the first attempt is advised");
+    core.tick(now + Duration::from_secs(2), &mut rng);
+    let events: Vec<Event> = std::iter::from_fn(|| core.poll_event()).collect();
+    assert!(
+        matches!(events.first(), Some(Event::Reclaimed { attempt, .. }) if *attempt == first.attempt),
+        "{events:?}"
+    );
+    let next = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Granted(g) if g.request == first.request => Some(g),
+            _ => None,
+        })
+        .expect("the request's next attempt is granted");
+    assert_eq!(next.deadline_ms, None);
+}

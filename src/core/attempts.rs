@@ -203,6 +203,8 @@ impl Core {
                         &Outcome::Failure(FailureClass::Timeout),
                         Some((self.clock.now_s - att.granted_s) * 1000.0),
                     );
+                    // As a reported timeout: the request's next attempts are not advised.
+                    self.requests[att.request as usize].timed_out = true;
                 }
                 let candidate = self.fleet.infos[att.key.idx as usize].id.clone();
                 self.release_attempt(a);
