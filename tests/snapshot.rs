@@ -400,3 +400,117 @@ fn a_save_leaves_another_writers_temporary_file_alone() {
     assert_eq!(std::fs::read(&other).unwrap(), b"half a snapshot");
     assert!(matches!(store.load().unwrap(), Loaded::Snapshot(_)));
 }
+
+/// A path that is not a regular file is refused before it is opened, and left as it is: a
+/// FIFO blocked the load (and a save replaced it), a device was read without end or moved
+/// aside as a corrupt snapshot. A symbolic link is refused on load as on save, so a store
+/// that could never save fails at its start.
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_a_regular_file_is_refused_and_left_alone() {
+    use selection_coordinator::snapshot::SnapshotError;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let store = SnapshotStore::at(&fifo).unwrap();
+    assert!(matches!(store.load(), Err(SnapshotError::NotAFile(_))));
+    let (core, _) = trained_core(8);
+    assert!(matches!(
+        store.save(&core.snapshot()),
+        Err(SnapshotError::NotAFile(_))
+    ));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    let as_dir = SnapshotStore::at(dir.path()).unwrap();
+    assert!(matches!(as_dir.load(), Err(SnapshotError::NotAFile(_))));
+
+    let real = dir.path().join("real.json");
+    SnapshotStore::at(&real)
+        .unwrap()
+        .save(&core.snapshot())
+        .unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let linked = SnapshotStore::at(&link).unwrap();
+    assert!(matches!(linked.load(), Err(SnapshotError::Symlink(_))));
+}
+
+/// Across processes the claim is an exclusive lock on `.<name>.lock` beside the file: held
+/// elsewhere (here by another open file of this process, as another process would hold it),
+/// the claim is refused; once free, the claim removes the temporary files of writes that
+/// never finished.
+#[test]
+fn a_claim_locks_the_file_across_processes_and_clears_unfinished_writes() {
+    use selection_coordinator::snapshot::SnapshotError;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.path().join(".pool.json.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    match store.claim() {
+        Err(SnapshotError::InUseElsewhere(path)) => assert!(path.ends_with("pool.json")),
+        other => panic!("expected the file in use elsewhere, got {other:?}"),
+    }
+    let unfinished = dir.path().join(".pool.json.tmp-1-00000000000000ab-3");
+    std::fs::write(&unfinished, b"half a snap").unwrap();
+    let unrelated = dir.path().join(".cache.json.tmp-1-00000000000000ab-3");
+    std::fs::write(&unrelated, b"another file's").unwrap();
+    drop(lock);
+    let claim = store.claim().unwrap();
+    assert!(!unfinished.exists());
+    assert!(unrelated.exists());
+    drop(claim);
+}
+
+/// Names the file system would refuse once the temporary file's suffix is added, and names
+/// that are not UTF-8, are refused with errors that say so.
+#[cfg(unix)]
+#[test]
+fn names_too_long_or_not_utf8_are_refused_as_such() {
+    use selection_coordinator::snapshot::{SnapshotError, MAX_NAME_LEN};
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let long = "n".repeat(MAX_NAME_LEN + 1);
+    assert!(matches!(
+        SnapshotStore::new(dir.path(), &long),
+        Err(SnapshotError::NameTooLong(_))
+    ));
+    let longest = SnapshotStore::new(dir.path(), &"n".repeat(MAX_NAME_LEN)).unwrap();
+    let (core, _) = trained_core(9);
+    longest.save(&core.snapshot()).unwrap();
+    let odd = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"sn\xffap.json"));
+    assert!(matches!(
+        SnapshotStore::at(&odd),
+        Err(SnapshotError::NotUtf8(_))
+    ));
+}
+
+/// A save keeps the permissions of the file it replaces (a snapshot an operator made private
+/// stays private).
+#[cfg(unix)]
+#[test]
+fn a_save_keeps_the_files_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let (core, _) = trained_core(10);
+    store.save(&core.snapshot()).unwrap();
+    let path = store.path();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    store.save(&core.snapshot()).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
