@@ -360,7 +360,6 @@ fn removed_and_added_again(views: &[CandidateView<'_>]) -> HashMap<CandidateId, 
 
 /// Sets gauge `name` to `value` while there is one; the first tick without marks it
 /// [`GONE`]. `present` says whether the last tick set it.
-
 fn set_while(name: &'static str, value: Option<f64>, present: &mut bool) {
     match value {
         Some(v) => gauge!(name).set(v),
