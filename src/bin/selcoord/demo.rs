@@ -129,6 +129,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too"))?
     };
     let config = args.config.as_deref().map(reload::load).transpose()?;
+    // A log streamed as the run goes, written in place: not replaced atomically as the
+    // reports of `simulate` are (`report_file`).
     let log = match &args.decision_log {
         Some(path) => Some(
             std::fs::File::create(path)

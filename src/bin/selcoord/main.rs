@@ -8,6 +8,7 @@ mod demo;
 mod explain;
 mod heartbeat;
 mod out;
+mod report_file;
 mod simulate;
 mod suite;
 

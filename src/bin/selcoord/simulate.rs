@@ -1,7 +1,7 @@
 //! `selcoord simulate`: run a scenario in virtual time with several policies side by side.
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::heartbeat::Heartbeat;
@@ -84,10 +84,14 @@ pub(crate) struct Args {
         value_parser = crate::positive::<usize>,
     )]
     threads: Option<usize>,
-    /// Write the report as JSON (see docs/simulate-json.md).
+    /// Write the report as JSON (see docs/simulate-json.md). A file is replaced whole once the
+    /// report is complete (a failed write leaves the earlier file as it was); a FIFO or
+    /// /dev/stdout is written directly; a symbolic link to a file that does not exist is
+    /// refused.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Write an SVG plot: traffic share over time per candidate, error rate per policy.
+    /// Write an SVG plot: traffic share over time per candidate, error rate per policy. Written
+    /// as --json is.
     #[arg(long)]
     plot: Option<PathBuf>,
     /// List the built-in scenarios and exit.
@@ -318,22 +322,9 @@ fn check_options(args: &Args) -> Result<(), String> {
     }
     for (option, path) in [("--json", &args.json), ("--plot", &args.plot)] {
         if let Some(path) = path {
-            writable(path)
+            crate::report_file::check(path)
                 .map_err(|e| format!("{option} {}: cannot write it: {e}", path.display()))?;
         }
-    }
-    Ok(())
-}
-
-/// Opens `path` for writing without truncating it; a file this created is removed again.
-fn writable(path: &Path) -> std::io::Result<()> {
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)?;
-    if !existed {
-        std::fs::remove_file(path)?;
     }
     Ok(())
 }
@@ -414,16 +405,21 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     crate::out::print(&report.table())?;
     if let Some(path) = &args.json {
-        let write = || -> std::io::Result<()> {
-            let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-            report.write_json(&mut w)?;
-            writeln!(w)?;
-            w.flush()
-        };
-        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        crate::report_file::write(path, |w| {
+            report.write_json(&mut *w)?;
+            writeln!(w)
+        })
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if let Some(path) = &args.plot {
-        plot_svg(&report, path)?;
+        crate::report_file::write_with(path, |at| {
+            // The plot names the file it writes, here the temporary one: name `path` instead.
+            plot_svg(&report, at).map_err(|e| {
+                let prefix = format!("plot {}: ", at.display());
+                std::io::Error::other(e.strip_prefix(&prefix).unwrap_or(&e).to_string())
+            })
+        })
+        .map_err(|e| format!("plot {}: {e}", path.display()))?;
     }
     Ok(())
 }
@@ -473,7 +469,7 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
     let report = report?;
     crate::out::print(&report.table())?;
     if let Some(path) = &args.json {
-        std::fs::write(path, report.to_json() + "\n")
+        crate::report_file::write_str(path, &(report.to_json() + "\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
@@ -544,7 +540,7 @@ fn run_discovery(text: &str, name: &str, args: &Args) -> Result<(), String> {
     crate::out::print(&discovery_sim::render_table(&report))?;
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, json + "\n")
+        crate::report_file::write_str(path, &(json + "\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())

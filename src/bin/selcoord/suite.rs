@@ -75,7 +75,7 @@ pub(crate) fn run(
             .map_err(|e| format!("--dump {}: cannot create it: {e}", dir.display()))?;
         for g in &scenarios {
             let path = dir.join(format!("{}.toml", g.scenario.name));
-            std::fs::write(&path, &g.text)
+            crate::report_file::write_str(&path, &g.text)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         eprintln!(
@@ -107,7 +107,7 @@ pub(crate) fn run(
     }
     crate::out::print(&report.table())?;
     if let Some(path) = json {
-        std::fs::write(path, report.to_json() + "\n")
+        crate::report_file::write_str(path, &(report.to_json() + "\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
