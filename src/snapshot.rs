@@ -282,6 +282,37 @@ pub enum SnapshotError {
     InUseElsewhere(PathBuf),
 }
 
+/// Takes `file`'s exclusive lock, trying again for up to [`LOCK_PATIENCE`] while another
+/// holds it: a process that forks (to run a command) lends its open files, the lock of one
+/// just released included, to the child until the child runs the command.
+fn lock_soon(file: &File) -> Result<(), std::fs::TryLockError> {
+    let until = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long a claim waits for a lock held elsewhere before it is refused.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// What names this process's temporary files, `<pid>-<token>-`: the token is drawn once per
+/// process, so two processes of one id (in two containers sharing a volume) differ by it.
+fn this_process() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let token = *TOKEN.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    format!("{}-{token:016x}-", std::process::id())
+}
+
 /// The longest snapshot file name, in bytes: file systems allow 255, and the temporary file
 /// of a write (`.<name>.tmp-<pid>-<token>-<n>`) takes up to 55 more.
 pub const MAX_NAME_LEN: usize = 200;
@@ -296,12 +327,15 @@ pub struct FileClaim {
     path: PathBuf,
     /// The open lock file (closing it releases the lock); `None` where no lock file could be
     /// made (a read-only directory, where no process can save either).
-    _lock: Option<File>,
+    lock: Option<File>,
 }
 
 impl Drop for FileClaim {
     fn drop(&mut self) {
         let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        // Unlocked before the path is free in this process: a claim that finds it free here
+        // finds the lock free too.
+        drop(self.lock.take());
         if let Some(i) = claimed.iter().position(|p| *p == self.path) {
             claimed.swap_remove(i);
         }
@@ -413,7 +447,7 @@ impl SnapshotStore {
             .truncate(false)
             .open(&lock)
         {
-            Ok(file) => match file.try_lock() {
+            Ok(file) => match lock_soon(&file) {
                 Ok(()) => {
                     self.remove_stale_temporaries();
                     Some(file)
@@ -434,7 +468,7 @@ impl SnapshotStore {
             }
         };
         claimed.push(path.clone());
-        Ok(FileClaim { path, _lock: lock })
+        Ok(FileClaim { path, lock })
     }
 
     /// The prefix of this store's temporary files.
@@ -443,9 +477,9 @@ impl SnapshotStore {
     }
 
     /// Removes the temporary files of writes that never finished (the process stopped
-    /// mid-write). Only under the lock: no other process writes here then.
+    /// mid-write). Only under the lock: no other process writes here then; this process's
+    /// own writes (a caller's save beside the coordinator's) are left alone.
     fn remove_stale_temporaries(&self) {
-        let prefix = self.temporary_prefix();
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return;
         };
@@ -453,10 +487,29 @@ impl SnapshotStore {
             let stale = entry
                 .file_name()
                 .to_str()
-                .is_some_and(|n| n.starts_with(&prefix));
+                .is_some_and(|n| self.is_stale_temporary(n));
             if stale && entry.file_type().is_ok_and(|t| t.is_file()) {
                 let _ = fs::remove_file(entry.path());
             }
+        }
+    }
+
+    /// Whether `file` is a temporary file of this store's written by another process:
+    /// `.<name>.tmp-<pid>-<token>-<n>`, or `.<name>.tmp-<pid>-<n>` of earlier builds, and
+    /// nothing else (another store's name may begin as `<name>.tmp-`).
+    fn is_stale_temporary(&self, file: &str) -> bool {
+        let Some(rest) = file.strip_prefix(&self.temporary_prefix()) else {
+            return false;
+        };
+        if rest.starts_with(&this_process()) {
+            return false;
+        }
+        let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+        let token = |p: &str| p.len() == 16 && p.bytes().all(|b| b.is_ascii_hexdigit());
+        match rest.split('-').collect::<Vec<_>>()[..] {
+            [pid, n] => digits(pid) && digits(n),
+            [pid, t, n] => digits(pid) && token(t) && digits(n),
+            _ => false,
         }
     }
 
@@ -512,23 +565,15 @@ impl SnapshotStore {
     /// volume, differ by it) and a count of the process's writes (two writers of one process
     /// differ by it).
     fn create_temporary(&self) -> Result<(PathBuf, File), SnapshotError> {
-        use std::hash::{BuildHasher, Hasher};
         use std::sync::atomic::{AtomicU64, Ordering};
-        use std::sync::OnceLock;
-        static TOKEN: OnceLock<u64> = OnceLock::new();
         static WRITES: AtomicU64 = AtomicU64::new(0);
-        let token = *TOKEN.get_or_init(|| {
-            std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish()
-        });
-        let pid = std::process::id();
         let mut tries = 0;
         loop {
             let write = WRITES.fetch_add(1, Ordering::Relaxed);
             let tmp = self.dir.join(format!(
-                "{}{pid}-{token:016x}-{write}",
-                self.temporary_prefix()
+                "{}{}{write}",
+                self.temporary_prefix(),
+                this_process()
             ));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(file) => return Ok((tmp, file)),

@@ -466,11 +466,49 @@ fn a_claim_locks_the_file_across_processes_and_clears_unfinished_writes() {
     std::fs::write(&unfinished, b"half a snap").unwrap();
     let unrelated = dir.path().join(".cache.json.tmp-1-00000000000000ab-3");
     std::fs::write(&unrelated, b"another file's").unwrap();
+    // Another store whose name begins as this one's temporary files do: its lock file and
+    // its temporary files are its own.
+    let other = SnapshotStore::new(dir.path(), "pool.json.tmp-old").unwrap();
+    let other_claim = other.claim().unwrap();
+    let others_lock = dir.path().join(".pool.json.tmp-old.lock");
+    let others_unfinished = dir
+        .path()
+        .join(".pool.json.tmp-old.tmp-1-00000000000000ab-3");
+    std::fs::write(&others_unfinished, b"half of its snap").unwrap();
     drop(lock);
     let claim = store.claim().unwrap();
     assert!(!unfinished.exists());
     assert!(unrelated.exists());
-    drop(claim);
+    assert!(others_lock.exists());
+    assert!(others_unfinished.exists());
+    drop((claim, other_claim));
+}
+
+/// A claim removes no temporary file of this process: a save beside the coordinator's (a
+/// caller's own `SnapshotStore::save` on the file) keeps its write while claims come and go.
+#[test]
+fn a_claim_leaves_this_processs_writes_in_progress_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let mut core = Core::new(Config::default(), Instant::now()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(3);
+    for i in 0..3_000 {
+        core.add_candidate(
+            CandidateInfo::new(format!("c{i}")),
+            Instant::now(),
+            &mut rng,
+        )
+        .unwrap();
+    }
+    let snapshot = core.snapshot();
+    let saving = {
+        let store = store.clone();
+        std::thread::spawn(move || (0..40).filter(|_| store.save(&snapshot).is_err()).count())
+    };
+    while !saving.is_finished() {
+        drop(store.claim().unwrap());
+    }
+    assert_eq!(saving.join().unwrap(), 0, "saves failed");
 }
 
 /// Names the file system would refuse once the temporary file's suffix is added, and names
