@@ -340,22 +340,30 @@ struct Present {
 /// limits turned off, a candidate removed): no value, until the exporter forgets the series.
 const GONE: f64 = f64::NAN;
 
-/// The attempts still running on candidates removed and then added again under the same id,
-/// by id (usually none): both are listed while those attempts run.
-fn removed_and_added_again(views: &[CandidateView<'_>]) -> HashMap<CandidateId, u32> {
-    let mut removed: HashMap<CandidateId, u32> = HashMap::new();
-    for view in views.iter().filter(|v| v.removed) {
-        *removed.entry(view.info.id.clone()).or_default() += view.in_flight;
+/// The ids listed more than once (a candidate removed while attempts ran on it, then added
+/// again, perhaps removed again: each copy is listed until its attempts end), by id: the
+/// attempts running on all its copies, and the index of the copy its gauges show (the live
+/// one, else the last). Usually none.
+fn listed_more_than_once(views: &[CandidateView<'_>]) -> HashMap<CandidateId, (u32, usize)> {
+    let mut merged: HashMap<CandidateId, (u32, usize)> = HashMap::new();
+    if !views.iter().any(|v| v.removed) {
+        return merged;
     }
-    if !removed.is_empty() {
-        let live: HashSet<&CandidateId> = views
-            .iter()
-            .filter(|v| !v.removed)
-            .map(|v| &v.info.id)
-            .collect();
-        removed.retain(|id, _| live.contains(id));
+    let mut copies: HashMap<&CandidateId, u32> = HashMap::new();
+    for view in views {
+        *copies.entry(&view.info.id).or_default() += 1;
     }
-    removed
+    for (i, view) in views.iter().enumerate() {
+        if copies[&view.info.id] < 2 {
+            continue;
+        }
+        let (in_flight, shown) = merged.entry(view.info.id.clone()).or_insert((0, i));
+        *in_flight += view.in_flight;
+        if !view.removed || views[*shown].removed {
+            *shown = i;
+        }
+    }
+    merged
 }
 
 /// Sets gauge `name` to `value` while there is one; the first tick without marks it
@@ -537,16 +545,15 @@ impl CoordinatorMetrics {
         let mut no_load_shown = HashSet::new();
         let preference: HashMap<CandidateId, f64> = core.preference().into_iter().collect();
         let views: Vec<CandidateView<'_>> = core.candidates().collect();
-        let held = removed_and_added_again(&views);
-        for view in &views {
-            // One label per id: the live candidate's, counting the attempts still running on
-            // the one removed before it was added again.
-            let held_by_removed = match held.get(&view.info.id) {
-                Some(_) if view.removed => continue,
-                Some(&n) => n,
-                None => 0,
+        let merged = listed_more_than_once(&views);
+        for (i, view) in views.iter().enumerate() {
+            // One label per id: the live copy's gauges (else the last's), counting the
+            // attempts running on every copy.
+            let in_flight = match merged.get(&view.info.id) {
+                Some(&(_, shown)) if shown != i => continue,
+                Some(&(all, _)) => f64::from(all),
+                None => f64::from(view.in_flight),
             };
-            let in_flight = f64::from(view.in_flight + held_by_removed);
             if view.ejected {
                 ejected += 1;
             }

@@ -812,6 +812,15 @@ fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
             gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "b")]),
             0.0
         );
+        // Removed again: two removed copies, still one candidate holding all five.
+        core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "a")]),
+            5.0
+        );
     });
 }
 
