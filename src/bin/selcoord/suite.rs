@@ -98,7 +98,7 @@ pub(crate) fn run(
     let step = (runs / 10).max(1);
     let progress = |done: usize, all: usize| match &bar {
         Some(b) => b.set_position(done as u64),
-        None if done % step == 0 || done == all => eprintln!("suite: {done}/{all} runs"),
+        None if done.is_multiple_of(step) || done == all => eprintln!("suite: {done}/{all} runs"),
         None => {}
     };
     let report = run_suite(seed, &scenarios, &specs, threads, Some(&progress))?;
