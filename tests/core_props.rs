@@ -27,8 +27,8 @@ fn info(i: usize) -> CandidateInfo {
         .with_stake((i + 1) as f64)
         .with_price(10.0 * i as f64)
         .with_perf_score("FRA", 0.2 * i as f64)
-        .with_capability(if i % 2 == 0 { "gpu" } else { "cpu" });
-    if i % 3 == 0 {
+        .with_capability(if i.is_multiple_of(2) { "gpu" } else { "cpu" });
+    if i.is_multiple_of(3) {
         info = info.with_tag("fast");
     }
     if i == 5 {
