@@ -149,7 +149,7 @@ pub(crate) fn write(
     })
 }
 
-/// Writes `text` to `path` ([`write`]).
+/// Writes `text` to `path` ([`write()`]).
 pub(crate) fn write_str(path: &Path, text: &str) -> io::Result<()> {
     write(path, |w| w.write_all(text.as_bytes()))
 }
