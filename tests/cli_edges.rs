@@ -14,17 +14,9 @@ fn repo(rel: &str) -> String {
         .into_owned()
 }
 
-fn selcoord(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_selcoord"))
-        .args(args)
-        .env_remove("SELCOORD_LOG")
-        .output()
-        .expect("run selcoord")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{selcoord, stderr};
 
 /// Runs `args` with stdout on a pipe whose reader reads `lines` lines (0: none) and then
 /// closes it; the process's output and status once it has finished.

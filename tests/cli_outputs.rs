@@ -9,17 +9,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn selcoord(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_selcoord"))
-        .args(args)
-        .env_remove("SELCOORD_LOG")
-        .output()
-        .expect("run selcoord")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{selcoord, stderr};
 
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

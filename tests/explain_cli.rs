@@ -2,7 +2,6 @@
 //! and a bad config whose error names each bad field.
 
 use std::path::Path;
-use std::process::Command;
 
 fn repo(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -11,12 +10,9 @@ fn repo(rel: &str) -> String {
         .into_owned()
 }
 
-fn selcoord(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_selcoord"))
-        .args(args)
-        .output()
-        .expect("run selcoord")
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::selcoord;
 
 #[test]
 fn livepeer_published_case_through_the_cli() {

@@ -2,16 +2,11 @@
 //! `selcoord simulate` options that could only fail at the end of a run (checked before it),
 //! and the table's header.
 
-use std::process::Command;
-
 use selection_coordinator::sim::{Scenario, BUILTIN};
 
-fn selcoord(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_selcoord"))
-        .args(args)
-        .output()
-        .expect("run selcoord")
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::selcoord;
 
 /// Every built-in, the discovery one included.
 fn builtin_names() -> Vec<&'static str> {
