@@ -276,6 +276,7 @@ struct Counters {
     /// Said once: a digest the server cannot take, another member under this name.
     warned_payload: std::sync::atomic::AtomicBool,
     warned_name: std::sync::atomic::AtomicBool,
+    warned_slow: std::sync::atomic::AtomicBool,
     /// Said once: digests are split into parts; some entries are left out.
     warned_split: std::sync::atomic::AtomicBool,
     warned_left_out: std::sync::atomic::AtomicBool,

@@ -17,15 +17,25 @@ use crate::actor::{
     WatchUrgentDigests,
 };
 use crate::digest::{Digest, DigestError};
-use crate::metrics::{names, recording_as};
+use crate::metrics::names;
 
 /// `reason` labels of the dropped-digest counter.
 pub(super) const DROP_DISCONNECTED: &str = "disconnected";
 pub(super) const DROP_PUBLISH_ERROR: &str = "publish_error";
 pub(super) const DROP_QUEUE_FULL: &str = "queue_full";
-pub(super) const DROP_REASONS: [&str; 3] = [DROP_DISCONNECTED, DROP_PUBLISH_ERROR, DROP_QUEUE_FULL];
+/// The NATS client's buffer for received messages was full (it says so once a message).
+pub(super) const DROP_SLOW_CONSUMER: &str = "slow_consumer";
+pub(super) const DROP_REASONS: [&str; 4] = [
+    DROP_DISCONNECTED,
+    DROP_PUBLISH_ERROR,
+    DROP_QUEUE_FULL,
+    DROP_SLOW_CONSUMER,
+];
 
-async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
+async fn options(
+    config: &FleetConfig,
+    counters: &Arc<Counters>,
+) -> Result<ConnectOptions, FleetError> {
     let options =
         match &config.auth {
             Auth::None => ConnectOptions::new(),
@@ -41,7 +51,7 @@ async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
         };
     let max_delay = config.max_reconnect_delay;
     let sender = config.sender.clone();
-    let label = config.label();
+    let counters = counters.clone();
     Ok(options
         .name(format!("selcoord {}/{}", config.fleet, config.sender))
         .connection_timeout(config.connect_timeout)
@@ -52,12 +62,12 @@ async fn options(config: &FleetConfig) -> Result<ConnectOptions, FleetError> {
             Duration::from_millis(exp).min(max_delay)
         })
         .event_callback(move |event| {
-            let (sender, label) = (sender.clone(), label.clone());
-            async move { recording_as(label.as_ref(), || on_event(&sender, event)) }
+            let (sender, counters) = (sender.clone(), counters.clone());
+            async move { counters.record(|| on_event(&sender, event, &counters)) }
         }))
 }
 
-fn on_event(sender: &str, event: Event) {
+fn on_event(sender: &str, event: Event, counters: &Counters) {
     match event {
         Event::Connected => {
             tracing::info!(sender, "fleet: connected to NATS");
@@ -72,6 +82,19 @@ fn on_event(sender: &str, event: Event) {
         Event::ClientError(e) => tracing::debug!(sender, error = %e, "fleet: NATS client error"),
         // Sharing stopped (the fleet handle was dropped): expected.
         Event::Closed => tracing::info!(sender, "fleet: NATS connection closed"),
+        // Once a message the client had no room for (a flood of messages on the subject):
+        // counted, and said once.
+        Event::SlowConsumer(_) => {
+            dropped(counters, DROP_SLOW_CONSUMER);
+            if !counters.warned_slow.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    sender,
+                    "fleet: the NATS client dropped received messages (slow consumer: more \
+                     arrive than are read); counted in \
+                     selcoord_fleet_digests_dropped_total{{reason=\"slow_consumer\"}}"
+                );
+            }
+        }
         other => tracing::warn!(sender, event = %other, "fleet: NATS event"),
     }
 }
@@ -81,9 +104,13 @@ pub(super) async fn start(
     coordinator: Addr<Coordinator>,
 ) -> Result<Fleet, FleetError> {
     let url = config.url.clone();
+    let counters = Arc::new(Counters {
+        label: config.label(),
+        ..Counters::default()
+    });
     let first = tokio::time::timeout(
         config.connect_timeout,
-        options(&config).await?.connect(url.as_str()),
+        options(&config, &counters).await?.connect(url.as_str()),
     )
     .await;
     let client = match first {
@@ -101,14 +128,10 @@ pub(super) async fn start(
                     message: e.to_string(),
                 })
             }
-            _ => background(&config, &url, &e.to_string()).await?,
+            _ => background(&config, &counters, &url, &e.to_string()).await?,
         },
-        Err(_) => background(&config, &url, "timed out").await?,
+        Err(_) => background(&config, &counters, &url, "timed out").await?,
     };
-    let counters = Arc::new(Counters {
-        label: config.label(),
-        ..Counters::default()
-    });
     touch_metrics(&counters, &client);
     let subscriber = client
         .subscribe(wire::fleet_wildcard(&config.fleet))
@@ -173,6 +196,7 @@ async fn identify(coordinator: &Addr<Coordinator>, sender: &str) {
 /// The server could not be reached now: a client that keeps trying in the background.
 async fn background(
     config: &FleetConfig,
+    counters: &Arc<Counters>,
     url: &str,
     why: &str,
 ) -> Result<async_nats::Client, FleetError> {
@@ -181,7 +205,7 @@ async fn background(
         why,
         "fleet: NATS not reachable; the coordinator runs alone until it is"
     );
-    options(config)
+    options(config, counters)
         .await?
         .retry_on_initial_connect()
         .connect(url)
@@ -641,5 +665,16 @@ mod tests {
         let far = later(now, Duration::MAX);
         assert!(far > now + Duration::from_secs(86_400 * 365));
         assert!(later(far, Duration::MAX) >= far);
+    }
+
+    /// Messages the NATS client had no room for are counted as dropped, each, and said once.
+    #[test]
+    fn slow_consumer_drops_are_counted_and_said_once() {
+        let counters = Counters::default();
+        for _ in 0..3 {
+            on_event("b", Event::SlowConsumer(1), &counters);
+        }
+        assert_eq!(counters.read().dropped, 3);
+        assert!(counters.warned_slow.load(Ordering::Relaxed));
     }
 }
