@@ -163,6 +163,8 @@ pub struct Discovery<F: Fetcher> {
     reported: CatalogueStats,
     /// The `coordinator` label of every series ([`Discovery::with_metrics_name`]).
     label: Option<metrics::Label>,
+    /// Fetcher panics since the last warning of them, and when that was.
+    panics: (u64, Option<Instant>),
 }
 
 impl<F: Fetcher> fmt::Debug for Discovery<F> {
@@ -198,6 +200,21 @@ impl<Fut: Future> Future for CatchUnwind<Fut> {
     }
 }
 
+/// At most one warning of fetcher panics in this long: a source that is down can make every
+/// fetch of a pass panic, and each is counted as a failed fetch anyway.
+const PANIC_WARNING_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest panic message kept (in the warning and the fetch's error), in characters.
+const PANIC_MESSAGE_CHARS: usize = 200;
+
+/// `message` cut to [`PANIC_MESSAGE_CHARS`] characters, marked where it was cut.
+fn shortened(message: &str) -> String {
+    match message.char_indices().nth(PANIC_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}...", &message[..at]),
+        None => message.to_string(),
+    }
+}
+
 /// How often the cache gauges are refreshed when nothing changes.
 const GAUGE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -207,6 +224,28 @@ fn now() -> Instant {
 }
 
 impl<F: Fetcher> Discovery<F> {
+    /// Warns of a fetcher panic, at most once in [`PANIC_WARNING_EVERY`], with the count since
+    /// the last warning.
+    fn said_panic(&mut self, id: &CandidateId, panic: &str) {
+        let now = now();
+        self.panics.0 += 1;
+        if self
+            .panics
+            .1
+            .is_none_or(|said| now.duration_since(said) >= PANIC_WARNING_EVERY)
+        {
+            tracing::warn!(
+                candidate = %id,
+                panic,
+                panics = self.panics.0,
+                "discovery fetcher panicked ({} time(s) since the last warning, each counted as \
+                 a failed fetch; the next warning in a minute at the earliest)",
+                self.panics.0
+            );
+            self.panics = (0, Some(now));
+        }
+    }
+
     /// Discovery over `candidates`, fetching with `fetcher`, pushing changes to `sink`.
     /// The shuffle order comes from entropy; use [`Discovery::with_seed`] to fix it.
     pub fn new<S: CandidateSink>(
@@ -224,6 +263,7 @@ impl<F: Fetcher> Discovery<F> {
             timer: None,
             reported: CatalogueStats::default(),
             label: None,
+            panics: (0, None),
         })
     }
 
@@ -259,11 +299,8 @@ impl<F: Fetcher> Discovery<F> {
                     let handle = ctx.spawn(fut.into_actor(self).map(
                         move |result, act: &mut Self, ctx| {
                             let result = result.unwrap_or_else(|panic| {
-                                tracing::warn!(
-                                    candidate = %id,
-                                    panic = %panic,
-                                    "discovery fetcher panicked; counted as a failed fetch"
-                                );
+                                let panic = shortened(&panic);
+                                act.said_panic(&id, &panic);
                                 Err(FetchError::Failed(format!("fetcher panicked: {panic}")))
                             });
                             act.running.remove(&id);
