@@ -207,14 +207,6 @@ const PANIC_WARNING_EVERY: std::time::Duration = std::time::Duration::from_secs(
 /// The longest panic message kept (in the warning and the fetch's error), in characters.
 const PANIC_MESSAGE_CHARS: usize = 200;
 
-/// `message` cut to [`PANIC_MESSAGE_CHARS`] characters, marked where it was cut.
-fn shortened(message: &str) -> String {
-    match message.char_indices().nth(PANIC_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}...", &message[..at]),
-        None => message.to_string(),
-    }
-}
-
 /// How often the cache gauges are refreshed when nothing changes.
 const GAUGE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -299,7 +291,7 @@ impl<F: Fetcher> Discovery<F> {
                     let handle = ctx.spawn(fut.into_actor(self).map(
                         move |result, act: &mut Self, ctx| {
                             let result = result.unwrap_or_else(|panic| {
-                                let panic = shortened(&panic);
+                                let panic = super::shortened(&panic, PANIC_MESSAGE_CHARS);
                                 act.said_panic(&id, &panic);
                                 Err(FetchError::Failed(format!("fetcher panicked: {panic}")))
                             });

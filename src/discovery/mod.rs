@@ -102,6 +102,16 @@ pub use events::{Action, CatalogueStats, EntryView, RefreshReason, RefreshReport
 
 use crate::vocab::{CandidateId, CandidateInfo};
 
+/// `text` (from a fetcher or a remote document, for a log line or an error) cut to `chars`
+/// characters, marked where it was cut.
+#[cfg(feature = "actor")]
+pub(crate) fn shortened(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 #[cfg(feature = "actor")]
 pub use crate::metrics::names::{
     DISCOVERY_CACHE_AGE as METRIC_CACHE_AGE, DISCOVERY_CACHE_SIZE as METRIC_CACHE_SIZE,

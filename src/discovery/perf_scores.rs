@@ -227,6 +227,8 @@ pub fn parse_scores(body: &[u8], region: &str) -> Result<Scores, PerfScoreError>
     let mut scores = Scores::new();
     for (id, regions) in candidates {
         let regions = regions.as_object().ok_or_else(|| {
+            // A key of the document may be as long as the body: cut for the error (and log).
+            let id = super::shortened(id, 64);
             PerfScoreError::Malformed(format!("`{id}` is not an object of regions"))
         })?;
         let score = regions
@@ -273,7 +275,12 @@ impl PerfScores {
             Err(e) => {
                 self.errors += 1;
                 metrics::counter!(METRIC_PERF_SCORE_ERRORS, "reason" => e.reason()).increment(1);
-                tracing::warn!(error = %e, "perf scores kept from the previous fetch");
+                tracing::warn!(
+                    url = %self.source.uri,
+                    region = %self.source.region,
+                    error = %e,
+                    "perf scores kept from the previous fetch"
+                );
                 Err(e)
             }
         }
@@ -332,6 +339,20 @@ mod tests {
         assert_eq!(connect_host(uri.host().unwrap()), "::1");
         assert_eq!(connect_host("127.0.0.1"), "127.0.0.1");
         assert_eq!(connect_host("scores.example.org"), "scores.example.org");
+    }
+
+    /// A malformed document's error names the offending key cut short: a key may be as
+    /// long as the body (up to the 1 MiB cap), and the error reaches the log.
+    #[test]
+    fn a_malformed_documents_error_names_its_key_cut_short() {
+        let body = format!("{{\"{}\": 1}}", "k".repeat(500_000));
+        let e = parse_scores(body.as_bytes(), "FRA").unwrap_err();
+        let text = e.to_string();
+        assert!(text.len() < 200, "{} bytes", text.len());
+        assert!(
+            text.contains("kkk...` is not an object of regions"),
+            "{text}"
+        );
     }
 
     #[test]
