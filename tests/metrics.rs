@@ -737,18 +737,24 @@ fn the_dashboard_covers_every_metric_and_only_those() {
     }
 }
 
+/// A default core with candidates `ids`, its seeded randomness and its start.
+fn core_of(ids: &[&str]) -> (Core, SmallRng, Instant) {
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut core = Core::new(Config::default(), t0).unwrap();
+    for id in ids {
+        core.add_candidate(CandidateInfo::new(*id), t0, &mut rng)
+            .unwrap();
+    }
+    (core, rng, t0)
+}
+
 #[test]
 fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let t0 = Instant::now();
-        let mut rng = SmallRng::seed_from_u64(9);
-        let mut core = Core::new(Config::default(), t0).unwrap();
-        for id in ["stay", "go"] {
-            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
-                .unwrap();
-        }
+        let (mut core, mut rng, t0) = core_of(&["stay", "go"]);
         let mut m = CoordinatorMetrics::new(10);
         m.on_gauges(&core);
         let v = values(&snapshotter);
@@ -775,13 +781,7 @@ fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let t0 = Instant::now();
-        let mut rng = SmallRng::seed_from_u64(9);
-        let mut core = Core::new(Config::default(), t0).unwrap();
-        for id in ["a", "b"] {
-            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
-                .unwrap();
-        }
+        let (mut core, mut rng, t0) = core_of(&["a", "b"]);
         let mut m = CoordinatorMetrics::new(10);
         let hold = |core: &mut Core, m: &mut CoordinatorMetrics, rng: &mut SmallRng, n| {
             for _ in 0..n {
