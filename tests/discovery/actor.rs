@@ -208,57 +208,6 @@ fn a_panicking_fetch_counts_as_an_error_and_the_actor_carries_on() {
     });
 }
 
-/// Counts the warnings discovery logs.
-struct Warnings(Arc<AtomicUsize>);
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let m = event.metadata();
-        if *m.level() == tracing::Level::WARN && m.target().contains("discovery") {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-/// A fetcher that panics on every candidate (a source that is down, met with an `unwrap`)
-/// is warned of at most once a minute, however many fetches panic: each is counted as a
-/// failed fetch already.
-#[test]
-fn fetcher_panics_are_warned_of_at_most_once_a_minute() {
-    let warnings = Arc::new(AtomicUsize::new(0));
-    let _quiet = tracing::subscriber::set_default(Warnings(warnings.clone()));
-    System::new().block_on(async {
-        tokio::time::pause();
-        let all = ids(50);
-        let fetcher = FakeFetcher::with_latencies(&all, 4, 50);
-        for id in &all {
-            fetcher.panicking.lock().unwrap().insert(id.clone());
-        }
-        let config = DiscoveryConfig {
-            interval_s: 10.0,
-            idle_pause_s: None,
-            ..DiscoveryConfig::default()
-        };
-        let (addr, _log) = start(config, all.clone(), fetcher.clone());
-        tokio::time::sleep(secs(30)).await;
-        let errors = addr.send(Snapshot).await.unwrap().stats.errors;
-        assert!(errors >= 50, "every candidate's fetch failed: {errors}");
-        assert_eq!(warnings.load(Ordering::SeqCst), 1);
-        tokio::time::sleep(secs(60)).await;
-        assert_eq!(warnings.load(Ordering::SeqCst), 2);
-    });
-}
-
 #[test]
 fn stop_ends_the_fetching() {
     System::new().block_on(async {
