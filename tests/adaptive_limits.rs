@@ -141,6 +141,18 @@ impl World {
         self.t0 + Duration::from_secs_f64(s)
     }
 
+    /// The next answer due by `until_s`, with the clock moved to it (`None`: none is).
+    fn next_answer(&mut self, until_s: f64) -> Option<(Answer, Instant)> {
+        let a = self.heap.pop()?;
+        let t = a.at_ns as f64 / 1e9;
+        if t > until_s {
+            self.heap.push(a);
+            return None;
+        }
+        self.now_s = t;
+        Some((a, self.at(t)))
+    }
+
     /// The answer to an attempt granted now.
     fn answer(&mut self, attempt: AttemptId) {
         let now = self.now_s;
@@ -215,14 +227,8 @@ impl World {
     /// Runs `workers` closed-loop workers until `until_s`, recording into `trace`.
     fn run(&mut self, workers: u32, until_s: f64, trace: &mut Trace) {
         self.start(workers);
-        while let Some(a) = self.heap.pop() {
-            let t = a.at_ns as f64 / 1e9;
-            if t > until_s {
-                self.heap.push(a);
-                break;
-            }
-            self.now_s = t;
-            let now = self.at(t);
+        while let Some((a, now)) = self.next_answer(until_s) {
+            let t = self.now_s;
             trace.answers += 1;
             match a.outcome {
                 Outcome::Success(_) => trace.successes += 1,

@@ -35,14 +35,7 @@ impl World {
         let mut paused = false;
         let mut max_limit = 0;
         let mut prev_over = true;
-        while let Some(a) = self.heap.pop() {
-            let t = a.at_ns as f64 / 1e9;
-            if t > until_s {
-                self.heap.push(a);
-                break;
-            }
-            self.now_s = t;
-            let now = self.at(t);
+        while let Some((a, now)) = self.next_answer(until_s) {
             let (_, learned_before) = self.limits();
             self.core.outcome(a.attempt, a.outcome, now).unwrap();
             self.core
