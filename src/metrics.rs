@@ -223,6 +223,11 @@ pub fn describe() {
         Unit::Count,
         "Decisions a shadow policy was asked about."
     );
+    describe_counter!(
+        SNAPSHOT_SAVES,
+        Unit::Count,
+        "Snapshot saves by result: written, failed or skipped."
+    );
     describe_discovery();
     describe_fleet();
 }
@@ -665,6 +670,20 @@ impl CoordinatorMetrics {
             seen.insert(s.name.clone(), s.sampled);
         }
         self.shadow_sampled = seen;
+    }
+
+    /// The save counts so far (written, failed, skipped) of a coordinator with a snapshot
+    /// store, as [`SnapshotStatus`](crate::actor::SnapshotStatus) reads them; each tick.
+    pub fn on_snapshot_saves(&mut self, written: u64, failed: u64, skipped: u64) {
+        self.as_named(|_| {
+            for (result, n) in [
+                ("written", written),
+                ("failed", failed),
+                ("skipped", skipped),
+            ] {
+                counter!(names::SNAPSHOT_SAVES, "result" => result).absolute(n);
+            }
+        })
     }
 
     /// Creates the unlabelled and reason-labelled counters at zero (touching them again at

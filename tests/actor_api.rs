@@ -813,3 +813,62 @@ async fn a_coordinator_with_no_address_left_stops_and_frees_its_file() {
         assert!(store.path().exists(), "the stop wrote its snapshot");
     }
 }
+
+/// Snapshot saves are counted by result in the metrics, so a store that stopped taking them
+/// shows on the dashboard and in alerts, not only in `State::snapshots`.
+#[test]
+fn snapshot_saves_are_counted_by_result_in_the_metrics() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    let store = SnapshotStore::new(&snaps, "snap.json").unwrap();
+    // One reading of every counter (the debugging recorder's snapshot resets them to 0), and
+    // the count of `result` in it.
+    let read = || snapshotter.snapshot().into_vec();
+    let saves = |values: &[(_, _, _, DebugValue)], result: &str| -> u64 {
+        values
+            .iter()
+            .filter(|(key, ..)| {
+                let key: &metrics_util::CompositeKey = key;
+                key.key().name() == names::SNAPSHOT_SAVES
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "result" && l.value() == result)
+            })
+            .map(|(.., value)| match value {
+                DebugValue::Counter(n) => *n,
+                other => panic!("{} is a counter, got {other:?}", names::SNAPSHOT_SAVES),
+            })
+            .sum()
+    };
+    System::new().block_on(async {
+        tokio::time::pause();
+        let handle = build(3, 4)
+            .with_snapshots(store, Some(Duration::from_millis(10)))
+            .unwrap()
+            .start_handle();
+        learn(&handle, 5, 20.0).await;
+        wait_until(&handle, "a first save", |s| s.snapshots.saves >= 1).await;
+        // The store's directory becomes a file: every save from now on fails.
+        std::fs::remove_dir_all(&snaps).unwrap();
+        std::fs::write(&snaps, b"not a directory").unwrap();
+        wait_until(&handle, "a failed save", |s| s.snapshots.save_errors >= 1).await;
+        // Past the next gauge tick (the refresh period).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The counters read as the last tick set them: no more than the state says now.
+        let s = state(&handle).await.snapshots;
+        let values = read();
+        let (written, failed) = (saves(&values, "written"), saves(&values, "failed"));
+        assert!((1..=s.saves).contains(&written), "{written} written, {s:?}");
+        assert!(
+            (1..=s.save_errors).contains(&failed),
+            "{failed} failed, {s:?}"
+        );
+        assert!(saves(&values, "skipped") <= s.skipped);
+        handle.stop().await;
+    });
+}

@@ -301,6 +301,10 @@ fn negative_numbers_get_the_programs_own_message() {
             "--sample-rate must be between 0 and 1",
         ),
         (
+            &["demo", "--snapshot", "s.json", "--snapshot-every", "-1"],
+            "--snapshot-every must be between 0.001 and 1e9 seconds, got -1.0",
+        ),
+        (
             &["simulate", "--scenario", "recovery", "--seed", "-5"],
             "must be a whole number >= 0",
         ),
@@ -706,4 +710,38 @@ fn the_demo_shows_the_port_it_serves_on() {
         .collect();
     let port: u16 = port.parse().unwrap_or_else(|_| panic!("no port in {err}"));
     assert_ne!(port, 0, "{err}");
+}
+
+/// `--snapshot FILE`: the first run starts fresh and saves at stop; a second run with the same
+/// file starts from what the first learned, and both say so.
+#[test]
+fn the_demo_keeps_what_it_learned_in_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.json");
+    let run = || {
+        let out = selcoord(&[
+            "demo",
+            "--duration",
+            "1.5",
+            "--listen",
+            "127.0.0.1:0",
+            "--snapshot",
+            file.to_str().unwrap(),
+        ]);
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    let first = run();
+    assert!(first.contains("no file yet: starting fresh"), "{first}");
+    assert!(
+        first.contains("0 failed (last: none), and one at stop"),
+        "{first}"
+    );
+    assert!(file.is_file(), "no snapshot after the first run: {first}");
+    let second = run();
+    assert!(
+        second.contains("restored what an earlier run learned of 6 candidates"),
+        "{second}"
+    );
 }

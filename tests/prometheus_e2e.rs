@@ -227,6 +227,11 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         "--discovery",
         "--metrics-name",
         DEMO_NAME,
+        // A snapshot store, so the snapshot panel has data.
+        "--snapshot",
+        dir.path().join("demo-snapshot.json").to_str().unwrap(),
+        "--snapshot-every",
+        "1",
     ]);
     if cfg!(feature = "fleet") {
         demo_cmd.args(["--fleet", &format!("nats://127.0.0.1:{nats_port}")]);

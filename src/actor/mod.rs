@@ -404,6 +404,7 @@ impl Actor for Coordinator {
         }
         // The gauges (and the counters at zero) from the start, not from the first tick.
         self.metrics.on_gauges(&self.core);
+        self.snapshot_metrics();
         self.start_timer(ctx);
     }
 

@@ -193,6 +193,15 @@ impl Coordinator {
         status
     }
 
+    /// Sets the snapshot-save counters (only with a store: without one they stay absent).
+    pub(crate) fn snapshot_metrics(&mut self) {
+        if self.persistence.is_some() {
+            let s = self.snapshot_status();
+            self.metrics
+                .on_snapshot_saves(s.saves, s.save_errors, s.skipped);
+        }
+    }
+
     /// For fault-injection tests: runs `hook` on the writing thread at the start of each
     /// snapshot write (before it waits for the writes ahead of it), so a test can hold a save
     /// in flight. Call it after [`Coordinator::with_snapshots`]; without a store it does

@@ -207,6 +207,7 @@ impl Coordinator {
         self.settle(ctx);
         if housekeeping && self.timer.gauges_due.is_none_or(|due| due <= now) {
             self.metrics.on_gauges(&self.core);
+            self.snapshot_metrics();
             let every = self
                 .core
                 .config()

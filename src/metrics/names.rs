@@ -65,6 +65,11 @@ pub const SHADOW_AGREEMENT: &str = "selcoord_shadow_agreement";
 pub const SHADOW_WINNER_PROBABILITY: &str = "selcoord_shadow_winner_probability";
 /// Counter: decisions a shadow policy was asked about, label `shadow`.
 pub const SHADOW_DECISIONS: &str = "selcoord_shadow_decisions_total";
+/// Counter: snapshot saves of a coordinator with a snapshot store, label `result`:
+/// `written`, `failed` (the coordinator kept running; the file before stays intact) or
+/// `skipped` (a periodic save due while the last was still being written, or a save older
+/// than one already written). Absent without a store.
+pub const SNAPSHOT_SAVES: &str = "selcoord_snapshot_saves_total";
 
 // Discovery's metrics (emitted by `crate::discovery`), kept here with the others.
 
@@ -119,7 +124,7 @@ pub const FLEET: [&str; 7] = [
 ];
 
 /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 29] = [
     DECISIONS,
     WINNER_PROBABILITY,
     WAIT_SECONDS,
@@ -148,6 +153,7 @@ pub const ALL: [&str; 28] = [
     SHADOW_AGREEMENT,
     SHADOW_WINNER_PROBABILITY,
     SHADOW_DECISIONS,
+    SNAPSHOT_SAVES,
 ];
 
 /// Every discovery metric name above.

@@ -5,15 +5,18 @@
 use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use selection_coordinator::actor::{Answer, Coordinator, GetState, Ready, Stop, SubscribeChannel};
+use selection_coordinator::actor::{
+    Answer, Coordinator, GetState, LoadOutcome, Ready, Stop, SubscribeChannel,
+};
 use selection_coordinator::input::Num;
 use selection_coordinator::metrics::CoordinatorMetrics;
 use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
+use selection_coordinator::snapshot::SnapshotStore;
 use selection_coordinator::{Next, Outcome};
 
 mod discovery;
@@ -85,6 +88,15 @@ pub(crate) struct Args {
         value_parser = crate::whole::<u64>,
     )]
     seed: u64,
+    /// Keeps what the coordinator learns in this snapshot file: loaded at start (a corrupt or
+    /// incompatible file is moved aside and the run starts fresh), saved every
+    /// `--snapshot-every` seconds and at stop. A demo run again with the same file starts
+    /// from what the last one learned.
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<PathBuf>,
+    /// Seconds between snapshot saves (with `--snapshot`).
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    snapshot_every: f64,
     #[command(flatten)]
     fleet: fleet::FleetArgs,
     #[command(flatten)]
@@ -114,6 +126,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     args.fleet.check()?;
     let discovery = args.discovery.config()?;
+    let snapshots = snapshot_store(&args)?;
     if let Some(d) = args.duration {
         if !(d > 0.0 && d <= MAX_DURATION_S) {
             return Err(format!(
@@ -147,7 +160,33 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     };
     #[cfg(not(feature = "prometheus"))]
     eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
-    System::new().block_on(live(args, scenario, config, discovery, log))
+    System::new().block_on(live(args, scenario, config, discovery, log, snapshots))
+}
+
+/// The store and period of `--snapshot` / `--snapshot-every`, checked before anything starts.
+fn snapshot_store(args: &Args) -> Result<Option<(SnapshotStore, Duration)>, String> {
+    let Some(path) = &args.snapshot else {
+        return Ok(None);
+    };
+    let every = args.snapshot_every;
+    if !(0.001..=MAX_DURATION_S).contains(&every) {
+        return Err(format!(
+            "--snapshot-every must be between 0.001 and 1e9 seconds, got {every:?}"
+        ));
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        format!(
+            "--snapshot {}: give a file path whose last part is a UTF-8 file name",
+            path.display()
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let store =
+        SnapshotStore::new(dir, name).map_err(|e| format!("--snapshot {}: {e}", path.display()))?;
+    Ok(Some((store, Duration::from_secs_f64(every))))
 }
 
 /// Installs the Prometheus exporter on `listen` and returns the address it serves on. The
@@ -182,6 +221,7 @@ async fn live(
     config: Option<selection_coordinator::Config>,
     discovery: Option<selection_coordinator::discovery::DiscoveryConfig>,
     log: Option<std::fs::File>,
+    snapshots: Option<(SnapshotStore, Duration)>,
 ) -> Result<(), String> {
     let hup = args.config.as_ref().map(|_| reload::hangup());
     let config = config.unwrap_or_else(|| {
@@ -214,7 +254,27 @@ async fn live(
         }
         infos.insert(id, info);
     }
+    if let Some((store, every)) = snapshots {
+        let path = store.path();
+        coordinator = coordinator
+            .with_snapshots(store, Some(every))
+            .map_err(|e| format!("--snapshot {}: {e}", path.display()))?;
+    }
     let coordinator = coordinator.start();
+    if args.snapshot.is_some() {
+        if let Ok(state) = coordinator.send(GetState).await {
+            eprintln!(
+                "selcoord demo: snapshot {}: {}",
+                state
+                    .snapshots
+                    .path
+                    .as_deref()
+                    .unwrap_or(Path::new(""))
+                    .display(),
+                load_outcome(&state.snapshots.loaded)
+            );
+        }
+    }
     let membership = Membership::start(
         discovery,
         &coordinator,
@@ -328,17 +388,43 @@ async fn live(
     };
     let w = world.borrow();
     eprintln!(
-        "\nselcoord demo: stopped after {:.1} s: {} decisions, {} attempts ({} failed){}",
+        "\nselcoord demo: stopped after {:.1} s: {} decisions, {} attempts ({} failed){}{}",
         started.elapsed().as_secs_f64(),
-        state.map_or(0, |s| s.counters.decisions),
+        state.as_ref().map_or(0, |s| s.counters.decisions),
         w.attempts,
         w.failures,
         match (written, &args.decision_log) {
             (Some(n), Some(p)) => format!(", {n} decision records in {}", p.display()),
             _ => String::new(),
+        },
+        match (&state, &args.snapshot) {
+            (Some(s), Some(p)) => format!(
+                ", snapshots in {}: {} written while running, {} failed (last: {}), and one at stop",
+                p.display(),
+                s.snapshots.saves,
+                s.snapshots.save_errors,
+                s.snapshots.last_error.as_deref().unwrap_or("none"),
+            ),
+            _ => String::new(),
         }
     );
     Ok(())
+}
+
+/// What the snapshot load found, in a few words.
+fn load_outcome(loaded: &LoadOutcome) -> String {
+    match loaded {
+        LoadOutcome::NotConfigured => "no store".into(),
+        LoadOutcome::Missing => "no file yet: starting fresh".into(),
+        LoadOutcome::Restored { candidates } => {
+            format!("restored what an earlier run learned of {candidates} candidates")
+        }
+        LoadOutcome::Quarantined { moved_to, problem } => format!(
+            "unreadable ({problem}): moved to {} and starting fresh",
+            moved_to.display()
+        ),
+        LoadOutcome::Failed { error } => format!("not loaded ({error}): starting fresh"),
+    }
 }
 
 /// Writes decision records as JSON lines until the subscription closes; returns how many.
