@@ -45,6 +45,12 @@ pub enum AcquireError {
     /// The coordinator stopped before answering.
     #[error(transparent)]
     CoordinatorGone(#[from] CoordinatorGone),
+    /// [`Permit::retry`] on a permit a worker actor received: its request's next grant goes
+    /// to the worker, as with `done(Next::Retry)`, not to this call.
+    #[error(
+        "retry() is for permits from acquire(); this permit's next grant goes to its worker actor"
+    )]
+    NotFromAcquire,
 }
 
 /// Why a [`CoordinatorHandle`] method other than `acquire` failed: one flat error instead of
@@ -72,14 +78,14 @@ where
 }
 
 /// Cancels a waiting request when the `acquire` future that waits for it is dropped.
-struct AbandonOnDrop<'a> {
-    addr: &'a Addr<Coordinator>,
-    request: Option<RequestId>,
+pub(crate) struct AbandonOnDrop<'a> {
+    pub(crate) addr: &'a Addr<Coordinator>,
+    pub(crate) request: Option<RequestId>,
 }
 
 impl AbandonOnDrop<'_> {
     /// The answer came: nothing to cancel.
-    fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.request = None;
     }
 }
@@ -89,6 +95,22 @@ impl Drop for AbandonOnDrop<'_> {
         if let Some(request) = self.request.take() {
             self.addr.do_send(Abandon(request));
         }
+    }
+}
+
+/// Waits for the one answer of an `acquire` call (or of [`Permit::retry`]); `guard` cancels
+/// the request if this is dropped first.
+pub(crate) async fn answer_of(
+    rx: oneshot::Receiver<Answer>,
+    guard: AbandonOnDrop<'_>,
+) -> Result<Permit, AcquireError> {
+    let answer = rx.await;
+    guard.disarm();
+    match answer {
+        Ok(Answer::Granted(permit)) => Ok(permit),
+        Ok(Answer::Rejected { reason, .. }) => Err(AcquireError::Rejected(reason)),
+        // The reply was dropped without an answer: only a stopping coordinator does that.
+        Err(_) => Err(CoordinatorGone.into()),
     }
 }
 
@@ -178,14 +200,7 @@ impl CoordinatorHandle {
             addr: &self.addr,
             request: Some(id),
         };
-        let answer = rx.await;
-        guard.disarm();
-        match answer {
-            Ok(Answer::Granted(permit)) => Ok(permit),
-            Ok(Answer::Rejected { reason, .. }) => Err(AcquireError::Rejected(reason)),
-            // The reply was dropped without an answer: only a stopping coordinator does that.
-            Err(_) => Err(CoordinatorGone.into()),
-        }
+        answer_of(rx, guard).await
     }
 
     /// A snapshot of the coordinator's state.

@@ -7,14 +7,16 @@ use tokio::sync::mpsc;
 
 use super::messages::{
     Abandon, AddCandidate, Cancel, Crash, Done, Dropped, Explain, Finish, FirstByte, GetState,
-    Ready, Reask, RemoveCandidate, Report, RestoreSnapshot, SaveSnapshot, SetArmShare, SetConfig,
-    SetLimits, Stop, StopAndWatch, Subscribe, SubscribeChannel, TakeSnapshot, UpdateCandidate,
+    Ready, Reask, RemoveCandidate, Reply, Report, RestoreSnapshot, RetryAcquire, SaveSnapshot,
+    SetArmShare, SetConfig, SetLimits, Stop, StopAndWatch, Subscribe, SubscribeChannel,
+    TakeSnapshot, UpdateCandidate,
 };
 use super::state::State;
+use super::AcquireError;
 use super::Coordinator;
 use crate::core::{AttemptId, Next, RequestId};
 use crate::decision::DecisionRecord;
-use crate::error::Error;
+use crate::error::{Error, Rejection};
 use crate::score::{Config, ConfigError};
 use crate::snapshot::SnapshotError;
 
@@ -95,13 +97,13 @@ impl Coordinator {
     }
 
     fn release(&mut self, attempt: AttemptId, next: Next, ctx: &mut Context<Self>) -> bool {
-        // An `acquire` caller has nowhere to receive a second grant.
-        let single = self
+        // An `acquire` caller has nowhere to receive a second grant (unless it asks again).
+        let answered = self
             .core
             .attempt_request(attempt)
             .and_then(|request| self.ledger.reply(request))
-            .is_some_and(|reply| reply.is_single());
-        let next = if single { Next::Finish } else { next };
+            .is_some_and(|reply| !reply.can_answer());
+        let next = if answered { Next::Finish } else { next };
         let result = self.timed(|core, rng, now| core.done(attempt, next, now, rng));
         let ok = result.is_ok();
         self.ignore(result);
@@ -119,6 +121,50 @@ impl Handler<Done> for Coordinator {
         };
         self.release(attempt, msg.next, ctx);
         self.released(msg.incarnation, msg.attempt);
+    }
+}
+
+impl Handler<RetryAcquire> for Coordinator {
+    type Result = Result<(), AcquireError>;
+
+    fn handle(&mut self, msg: RetryAcquire, ctx: &mut Context<Self>) -> Self::Result {
+        let restarted = msg.incarnation != self.incarnation;
+        let Some((attempt, request)) = self
+            .current(msg.incarnation, msg.attempt)
+            .and_then(|a| Some((a, self.core.attempt_request(a)?)))
+        else {
+            // Gone with an earlier incarnation, or taken back at its lease end.
+            return Err(AcquireError::Rejected(if restarted {
+                Rejection::CoordinatorRestarted
+            } else {
+                Rejection::Reclaimed
+            }));
+        };
+        let result = match self.ledger.reply_mut(request) {
+            Some(reply) if reply.is_single() && self.core.is_open(request) => {
+                *reply = Reply::Once(Some(msg.reply));
+                Ok(Next::Retry)
+            }
+            // A worker actor's request: its next grant goes to the worker, as with
+            // `done(Next::Retry)`.
+            Some(reply) if !reply.is_single() => Err((Next::Retry, AcquireError::NotFromAcquire)),
+            // Closed (cancelled), or carried over from an earlier incarnation with no
+            // caller to answer.
+            _ => Err((
+                Next::Finish,
+                AcquireError::Rejected(if restarted {
+                    Rejection::CoordinatorRestarted
+                } else {
+                    Rejection::Cancelled
+                }),
+            )),
+        };
+        let next = match &result {
+            Ok(next) | Err((next, _)) => *next,
+        };
+        self.release(attempt, next, ctx);
+        self.released(msg.incarnation, msg.attempt);
+        result.map(|_| ()).map_err(|(_, e)| e)
     }
 }
 

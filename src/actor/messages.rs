@@ -43,6 +43,12 @@ impl Reply {
         matches!(self, Reply::Once(_))
     }
 
+    /// Whether an answer can still be delivered: a worker, or an `acquire` call not yet
+    /// answered (or asking again, [`Permit::retry`](super::Permit::retry)).
+    pub(crate) fn can_answer(&self) -> bool {
+        !matches!(self, Reply::Once(None))
+    }
+
     /// Delivers an answer; gives it back (boxed: an undelivered answer is the rare case) if
     /// nobody is listening.
     pub(crate) fn deliver(&mut self, answer: Answer) -> Result<(), Box<Answer>> {
@@ -126,6 +132,16 @@ pub struct Done {
     pub incarnation: u64,
     /// What the request does next.
     pub next: Next,
+}
+
+/// A permit from `acquire` releases its attempt and asks for the request's next one
+/// ([`Permit::retry`](super::Permit::retry)): the answer goes to `reply`.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), crate::actor::AcquireError>")]
+pub(crate) struct RetryAcquire {
+    pub(crate) attempt: AttemptId,
+    pub(crate) incarnation: u64,
+    pub(crate) reply: oneshot::Sender<Answer>,
 }
 
 /// A permit was dropped without `Done`.

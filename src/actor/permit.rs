@@ -4,9 +4,11 @@ use std::fmt;
 use std::time::Duration;
 
 use actix::{Addr, Message};
+use tokio::sync::oneshot;
 
-use super::messages::{Done, Dropped, FirstByte, Report};
-use super::Coordinator;
+use super::handle::{answer_of, AbandonOnDrop};
+use super::messages::{Done, Dropped, FirstByte, Report, RetryAcquire};
+use super::{AcquireError, Coordinator, CoordinatorGone};
 use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
 use crate::error::Rejection;
 
@@ -120,7 +122,8 @@ impl Permit {
     /// [`Next::Retry`] asks for another attempt (excluding every candidate tried); the grant
     /// arrives as a new [`Answer`] at the worker that sent the `Ready`. A permit from
     /// [`CoordinatorHandle::acquire`](super::CoordinatorHandle::acquire) has nowhere to deliver
-    /// a second answer, so for it every `next` acts as [`Next::Finish`]: acquire again instead.
+    /// a second answer, so for it every `next` acts as [`Next::Finish`]: call
+    /// [`Permit::retry`] instead.
     pub fn done(mut self, next: Next) {
         if let Some(addr) = self.coordinator.take() {
             addr.do_send(Done {
@@ -129,6 +132,43 @@ impl Permit {
                 next,
             });
         }
+    }
+
+    /// Ends this attempt and waits for its request's next one: what [`Permit::done`] with
+    /// [`Next::Retry`] does for a worker actor, for a permit from
+    /// [`CoordinatorHandle::acquire`](super::CoordinatorHandle::acquire). Report the
+    /// outcome first. The request goes on (its deadline, its key and arm, its place among the
+    /// coordinator's counts) and every candidate it tried is excluded, so the retry never
+    /// draws a candidate that just failed it; a fresh `acquire` could. This is how the
+    /// simulator runs a scenario's `retries`.
+    ///
+    /// Errors: [`AcquireError::Rejected`] when no attempt comes (no untried candidate is
+    /// left: [`Rejection::NoEligibleCandidate`]; the deadline passed; the request was
+    /// cancelled or its attempt taken back at its lease end), [`AcquireError::NotFromAcquire`]
+    /// for a worker actor's permit (its next grant goes to the worker). Dropping the future
+    /// while it waits cancels the request.
+    pub async fn retry(mut self) -> Result<Permit, AcquireError> {
+        let Some(addr) = self.coordinator.clone() else {
+            return Err(CoordinatorGone.into());
+        };
+        let (tx, rx) = oneshot::channel();
+        let request = self.grant.request;
+        let sent = addr
+            .send(RetryAcquire {
+                attempt: self.grant.attempt,
+                incarnation: self.incarnation,
+                reply: tx,
+            })
+            .await;
+        // The coordinator has the attempt now (released with the retry, or refused): nothing
+        // is left for the drop to free. Dropped before this, the permit frees it itself.
+        self.coordinator = None;
+        sent.map_err(|_| CoordinatorGone)??;
+        let guard = AbandonOnDrop {
+            addr: &addr,
+            request: Some(request),
+        };
+        answer_of(rx, guard).await
     }
 
     /// Disarms the drop release: the coordinator has already taken the slot back.

@@ -1,0 +1,147 @@
+//! `Permit::retry`: a caller of `acquire` retries within its request, as a worker actor does
+//! with `done(Next::Retry)` and as the simulator runs a scenario's `retries`: candidates the
+//! request tried are excluded, and dropping the wait cancels the request.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use selection_coordinator::actor::{
+    AcquireError, Answer, Coordinator, CoordinatorHandle, Permit, Ready,
+};
+use selection_coordinator::{
+    CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Rejection, Request,
+};
+
+fn handle(ids: &[&str], limits: Limits, seed: u64) -> CoordinatorHandle {
+    let mut c = Coordinator::with_seed(Config::default(), limits, seed).unwrap();
+    for id in ids {
+        c = c.with_candidate(CandidateInfo::new(*id)).unwrap();
+    }
+    c.start_handle()
+}
+
+fn failed(permit: &mut Permit) {
+    permit.report(Outcome::failure(FailureClass::Transport));
+}
+
+/// Each retry goes to a candidate the request has not tried; with none left it is refused.
+/// The attempts report nothing (as attempts cut short by the caller), so the statistics do not
+/// steer the draws away from a tried candidate: only the exclusion does. A fresh `acquire`
+/// after such an attempt may draw the same candidate again, and over these seeds it does.
+#[actix::test]
+async fn a_retry_never_draws_a_candidate_the_request_tried() {
+    tokio::time::pause();
+    let ids = ["a", "b", "c"];
+    for seed in 0..20 {
+        let h = handle(&ids, Limits::default(), seed);
+        let first = h.acquire(Request::any()).await.unwrap();
+        let request = first.request();
+        let mut tried = vec![first.candidate().clone()];
+        let second = first.retry().await.unwrap();
+        assert_eq!(second.request(), request, "the same request goes on");
+        assert!(
+            !tried.contains(second.candidate()),
+            "seed {seed}: {tried:?}"
+        );
+        tried.push(second.candidate().clone());
+        let mut third = second.retry().await.unwrap();
+        assert!(!tried.contains(third.candidate()), "seed {seed}: {tried:?}");
+        failed(&mut third);
+        assert_eq!(
+            third.retry().await.unwrap_err(),
+            AcquireError::Rejected(Rejection::NoEligibleCandidate)
+        );
+        let s = h.state().await.unwrap();
+        assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+        h.stop().await;
+    }
+    // The same attempt followed by a fresh acquire: nothing excludes its candidate.
+    let mut again = 0;
+    for seed in 0..20 {
+        let h = handle(&ids, Limits::default(), seed);
+        let first = h.acquire(Request::any()).await.unwrap();
+        let failed_on = first.candidate().clone();
+        drop(first);
+        let next = h.acquire(Request::any()).await.unwrap();
+        again += usize::from(*next.candidate() == failed_on);
+        drop(next);
+        h.stop().await;
+    }
+    assert!(
+        again > 0,
+        "a fresh acquire never drew the failed candidate again"
+    );
+}
+
+/// A retry waiting for a slot holds the request's place; dropping it cancels the request,
+/// as dropping `acquire` does.
+#[actix::test]
+async fn dropping_a_waiting_retry_cancels_its_request() {
+    tokio::time::pause();
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let h = handle(&["a", "b"], limits, 3);
+    let mut first = h.acquire(Request::any()).await.unwrap();
+    // The other candidate is held by another request: the retry, which excludes the first
+    // candidate, must wait.
+    let held = h
+        .acquire(Request::any().excluding(first.candidate().clone()))
+        .await
+        .unwrap();
+    failed(&mut first);
+    let waited = tokio::time::timeout(Duration::from_millis(50), first.retry()).await;
+    assert!(waited.is_err(), "no slot was free: {waited:?}");
+    let s = h.state().await.unwrap();
+    assert_eq!(
+        (s.waiting, s.open_requests, s.in_flight),
+        (0, 1, 1),
+        "{s:?}"
+    );
+    drop(held);
+    h.stop().await;
+}
+
+struct Worker(tokio::sync::mpsc::UnboundedSender<Answer>);
+
+impl Actor for Worker {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Worker {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+        let _ = self.0.send(answer);
+    }
+}
+
+/// A worker actor's permit: `retry` says it is not for it, and the next grant still reaches
+/// the worker, as `done(Next::Retry)` would send it.
+#[actix::test]
+async fn a_worker_permit_retries_to_its_worker() {
+    tokio::time::pause();
+    let h = handle(&["a", "b"], Limits::default(), 5);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker(tx).start();
+    h.addr()
+        .send(Ready::new(Request::any(), worker.recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    let Some(Answer::Granted(mut first)) = rx.recv().await else {
+        panic!("no grant");
+    };
+    let tried = first.candidate().clone();
+    failed(&mut first);
+    assert_eq!(
+        first.retry().await.unwrap_err(),
+        AcquireError::NotFromAcquire
+    );
+    let Some(Answer::Granted(second)) = rx.recv().await else {
+        panic!("the worker got no second grant");
+    };
+    assert_ne!(*second.candidate(), tried);
+    second.done(Next::Finish);
+    h.stop().await;
+}
