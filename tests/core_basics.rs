@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use selection_coordinator::{
-    CandidateId, CandidateInfo, Config, Core, Event, FailureClass, Limits, Next, Outcome,
+    CandidateId, CandidateInfo, Config, Core, Error, Event, FailureClass, Limits, Next, Outcome,
     Rejection, Request,
 };
 
@@ -825,4 +825,103 @@ fn widening_the_window_buckets_on_a_reload_keeps_the_window_counting() {
         "overload failures after the reload uncounted: {after}"
     );
     assert!(core.check_invariants().is_ok());
+}
+
+/// A slot freed at the very instant a waiter's deadline passes does not go to it: the waiter
+/// is refused as `tick` and `ready` would refuse it, with no tick in between.
+#[test]
+fn a_slot_freed_at_a_waiters_deadline_rejects_it() {
+    let (mut core, mut rng, t0) = core_with(
+        1,
+        Limits {
+            global: 1,
+            ..Limits::default()
+        },
+    );
+    core.ready(Request::any(), t0, &mut rng).unwrap();
+    let first = attempts_granted(&events(&mut core))[0];
+    // Whole seconds: exact in the core's clock.
+    let deadline = t0 + Duration::from_secs(1);
+    let late = core
+        .ready(Request::any().with_deadline(deadline), t0, &mut rng)
+        .unwrap();
+    assert!(events(&mut core).is_empty());
+    core.done(first, Next::Finish, deadline, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert_eq!(grants(&ev).count(), 0, "{ev:?}");
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Rejected { request, reason: Rejection::DeadlinePassed } if *request == late
+        )),
+        "{ev:?}"
+    );
+}
+
+/// A second outcome for one attempt is refused with its own error and changes nothing.
+#[test]
+fn a_second_outcome_for_an_attempt_is_refused_and_not_counted() {
+    let (mut core, mut rng, now) = core_with(1, Limits::default());
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let a = attempts_granted(&events(&mut core))[0];
+    core.outcome(a, Outcome::success(), now).unwrap();
+    assert_eq!(
+        core.outcome(a, Outcome::failure(FailureClass::Timeout), now),
+        Err(Error::DuplicateOutcome(a))
+    );
+    let stats = &core.candidate(&"c0".into()).unwrap().stats;
+    assert_eq!((stats.attempts, stats.successes), (1, 1), "{stats:?}");
+}
+
+/// A candidate limited to 0 in flight is refused with the field to fix, not read as "no
+/// limit of its own".
+#[test]
+fn a_candidate_limit_of_zero_is_refused() {
+    let (mut core, mut rng, now) = core_with(0, Limits::default());
+    let err = core
+        .add_candidate(CandidateInfo::new("c").with_max_in_flight(0), now, &mut rng)
+        .unwrap_err();
+    assert!(err.to_string().contains("max_in_flight"), "{err}");
+    assert!(core.candidate(&"c".into()).is_none());
+}
+
+/// A request waiting for a capability whose only candidate is full is granted at once when a
+/// candidate with that capability is added.
+#[test]
+fn a_parked_waiter_is_granted_when_a_candidate_it_can_use_is_added() {
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let (mut core, mut rng, now) = core_with(1, limits);
+    core.add_candidate(
+        CandidateInfo::new("g1").with_capability("gpu"),
+        now,
+        &mut rng,
+    )
+    .unwrap();
+    core.ready(Request::any().requiring("gpu"), now, &mut rng)
+        .unwrap();
+    assert_eq!(attempts_granted(&events(&mut core)).len(), 1);
+    let waiting = core
+        .ready(Request::any().requiring("gpu"), now, &mut rng)
+        .unwrap();
+    // Plain requests take c0 and pump past the waiter (which parks).
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let ev = events(&mut core);
+    assert_eq!(granted(&ev).len(), 1, "{ev:?}");
+    assert!(granted(&ev).iter().all(|(r, _)| *r != waiting), "{ev:?}");
+    assert_eq!(core.parked(), 1, "the gpu waiter is parked");
+    core.add_candidate(
+        CandidateInfo::new("g2").with_capability("gpu"),
+        now,
+        &mut rng,
+    )
+    .unwrap();
+    let ev = events(&mut core);
+    assert_eq!(
+        granted(&ev),
+        vec![(waiting, CandidateId::from("g2"))],
+        "{ev:?}"
+    );
 }

@@ -304,6 +304,18 @@ mod tests {
         pick_linear_from(&t.leaves[base..base + BLOCK], u).map(|j| base + j)
     }
 
+    /// A roll at the total (rounding can bring one there) goes to the last leaf with weight,
+    /// never down into a subtree with none.
+    #[test]
+    fn a_roll_at_the_total_stays_out_of_empty_subtrees() {
+        let mut t = SumTree::default();
+        t.reserve_leaves(4 * BLOCK);
+        t.set(0, 1.0);
+        t.set(1, 2.0);
+        assert_eq!(t.sample(t.total()), Some(1));
+        assert_eq!(t.sample(t.total() * (1.0 + f64::EPSILON)), Some(1));
+    }
+
     #[test]
     fn sample_respects_boundaries() {
         let mut t = SumTree::default();
