@@ -141,10 +141,12 @@ impl ScoreModel {
                 (f64::from(overload_evidence) - gate.background_overload).max(0.0)
             };
             let evidence = (gate.gate * shed).max(unknown).max(queueing).min(1.0);
-            // Full or no evidence, the usual cases: no power to take.
+            // Full or no evidence, the usual cases: no power to take. Nor for an idle
+            // candidate (most of a large fleet at each coarse refresh): 1 to any power is
+            // exactly 1 (IEEE 754 `pow(+1, y)`), so the call is skipped without moving a bit.
             if evidence <= 0.0 {
                 load = 1.0;
-            } else if evidence < 1.0 {
+            } else if evidence < 1.0 && load != 1.0 {
                 load = load.max(0.0).powf(evidence);
             }
         }
