@@ -3,7 +3,8 @@
 //! synchronous call until another thread has scraped the endpoint over 127.0.0.1.
 //!
 //! A global recorder can be installed once per process, so the test that installs one lives in
-//! this file of its own; the other tests here fail before installing anything.
+//! this file of its own; the other tests here fail before installing anything (a taken port
+//! binds, so its check runs inside the installing test, before the install).
 #![cfg(feature = "prometheus")]
 
 use std::io::{Read, Write};
@@ -37,6 +38,8 @@ fn scrape(addr: SocketAddr) -> std::io::Result<(String, String)> {
 
 #[test]
 fn metrics_answer_while_the_actix_thread_is_blocked() {
+    // In this test, before the install: run as a test of its own it could come after it.
+    a_taken_port_is_a_listen_error_naming_the_address();
     let addr = free_port();
     let (scraped_tx, scraped_rx) = mpsc::channel();
     actix::System::new().block_on(async move {
@@ -102,7 +105,8 @@ fn an_unreadable_address_is_a_typed_error() {
     }
 }
 
-#[test]
+/// A port in use is a listen error naming the address. Called before the one install of the
+/// process: after it, every install says `AlreadyInstalled` first.
 fn a_taken_port_is_a_listen_error_naming_the_address() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
