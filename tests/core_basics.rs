@@ -925,3 +925,24 @@ fn a_parked_waiter_is_granted_when_a_candidate_it_can_use_is_added() {
         "{ev:?}"
     );
 }
+
+#[test]
+fn a_lease_of_zero_seconds_is_refused() {
+    for s in [0.0, -0.0, -1.0, f64::INFINITY, f64::NAN] {
+        let limits = Limits {
+            max_attempt_s: Some(s),
+            ..Limits::default()
+        };
+        assert!(
+            matches!(limits.validate(), Err(Error::InvalidLimits(ref m)) if m.contains("max_attempt_s")),
+            "max_attempt_s {s} accepted"
+        );
+        let core = Core::new(Config::default(), Instant::now()).unwrap();
+        assert!(core.with_limits(limits).is_err(), "{s}");
+    }
+    let tiny = Limits {
+        max_attempt_s: Some(1e-9),
+        ..Limits::default()
+    };
+    assert!(tiny.validate().is_ok());
+}

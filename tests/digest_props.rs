@@ -812,3 +812,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_sender_past_max_senders_is_turned_away() {
+    let t = Instant::now();
+    let mut config = Config::default();
+    config.share.max_senders = 2;
+    let mut b = core_with("b", t, config.clone());
+    for name in ["s1", "s2"] {
+        let s = core_with(name, t, config.clone());
+        b.apply_digest(t, &s.digest(t)).unwrap();
+    }
+    let third = core_with("s3", t, config.clone());
+    assert_eq!(
+        b.apply_digest(t, &third.digest(t)).map_err(|e| e.reason()),
+        Err("too_many_senders")
+    );
+    assert_eq!(b.share_senders().len(), 2);
+}

@@ -348,3 +348,23 @@ fn the_oldest_attempts_lease_end_is_the_next_wakeup_whatever_the_refresh_period(
     let wake = core2.next_wakeup();
     assert!(wake >= t1 + lease && wake <= t1 + lease + Duration::from_millis(1));
 }
+
+#[test]
+fn an_attempt_is_reclaimed_at_exactly_its_lease_end() {
+    // 0.25 s is exact in binary: granted at 0.0, the cutoff at 0.25 s is exactly 0.0.
+    let limits = Limits {
+        max_attempt_s: Some(0.25),
+        ..Limits::default()
+    };
+    let (mut core, mut rng, t0) = core_with(1, limits);
+    core.ready(Request::any(), t0, &mut rng).unwrap();
+    let g = grant(&events(&mut core));
+    core.tick(t0 + Duration::from_millis(249), &mut rng);
+    assert!(events(&mut core).is_empty(), "not before its lease ends");
+    core.tick(t0 + Duration::from_millis(250), &mut rng);
+    let ev = events(&mut core);
+    assert!(
+        matches!(&ev[..], [Event::Reclaimed { attempt, .. }, ..] if *attempt == g.attempt),
+        "reclaimed at its lease end, not a tick later: {ev:?}"
+    );
+}

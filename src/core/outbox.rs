@@ -117,4 +117,12 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn the_accumulator_keeps_its_remainder() {
+        let mut out = Outbox::default();
+        out.set_record_rate(0.4);
+        let n = (0..100).filter(|_| out.sample_record()).count();
+        assert!((39..=40).contains(&n), "{n} of 100 at 0.4");
+    }
 }

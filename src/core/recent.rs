@@ -71,3 +71,39 @@ pub(super) fn change_step(p0: f64, success: bool) -> f64 {
         ((1.0 - 0.5 * p0) / (1.0 - p0)).ln()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After the change test fires, the next success is added to the outcomes since the
+    /// change (the statistic restarts from 0); it does not fire again.
+    #[test]
+    fn the_change_test_restarts_after_it_fires() {
+        let mut r = RecentOutcomes::default();
+        r.add(100.0, 99.0, 0.0, 1e9);
+        r.add(5.0, 0.0, 0.0, 1e9);
+        assert_eq!(
+            r.as_tuple(),
+            (5.0, 0.0, 0.0),
+            "the outcomes before the fall are dropped"
+        );
+        r.add(1.0, 1.0, 0.0, 1e9);
+        assert_eq!(r.as_tuple(), (6.0, 1.0, 0.0));
+    }
+
+    /// A rise of the statistic that falls back to 0 is forgotten: when it fires later, only
+    /// the outcomes since it last left 0 are kept.
+    #[test]
+    fn a_rise_that_fell_back_is_not_kept_in_the_run() {
+        let mut r = RecentOutcomes::default();
+        r.add(100.0, 90.0, 0.0, 1e9);
+        r.add(1.0, 0.0, 0.0, 1e9);
+        for _ in 0..3 {
+            r.add(1.0, 1.0, 0.0, 1e9);
+        }
+        r.add(1.0, 0.0, 0.0, 1e9);
+        r.add(1.0, 0.0, 0.0, 1e9);
+        assert_eq!(r.as_tuple(), (2.0, 0.0, 0.0));
+    }
+}

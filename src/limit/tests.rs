@@ -483,3 +483,28 @@ fn an_outliers_noise_comes_down_with_a_steady_window() {
     }
     assert!(e.snapshot().noise < 1e-9, "noise {}", e.snapshot().noise);
 }
+
+/// The same, from a window holding two answers only (the 20 ms one granted at 0.02 s and one of
+/// these ten; the other nine are ignored failures): two answers already have a spread.
+#[test]
+fn two_answers_in_a_window_are_enough_to_bring_the_noise_down() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    e.observe(&c, at(Signal::Success(0.5), 1, 4, 0.0), 0.001);
+    e.observe(&c, at(Signal::Overload, 4, 4, 0.01), 0.01);
+    e.observe(&c, at(Signal::Success(20.0), 1, 3, 0.02), 0.04);
+    assert!(e.snapshot().noise > 100.0);
+    let t = 1.0;
+    for _ in 0..10 {
+        e.granted(&c, 3, t);
+    }
+    for i in 0..10 {
+        let signal = if i < 1 {
+            Signal::Success(20.0)
+        } else {
+            Signal::Other
+        };
+        e.observe(&c, at(signal, 3, 3, t), t + 0.02);
+    }
+    assert!(e.snapshot().noise < 1e-9, "noise {}", e.snapshot().noise);
+}

@@ -509,3 +509,27 @@ fn failures_leave_the_lag_sum_alone() {
     );
     assert_eq!(f.lag, -3.0);
 }
+
+#[test]
+fn a_lag_that_fires_on_a_close_answer_gives_it_half_the_weight() {
+    // 70 ms against 100 ms: 0.64 standard deviations under, no surprise; the lag sum at its
+    // threshold fires on it. Its own deviation (e^2 = 0.13) is below the sample variance
+    // (0.3): the floor `p >= r` gives it half the weight.
+    let f = update(
+        Some(100.0),
+        0.01,
+        0.3,
+        70.0,
+        0.0,
+        0.1,
+        500,
+        Sample::Answer,
+        false,
+        1.0,
+        -6.0,
+        None,
+    );
+    assert!(f.changed && !f.surprise, "{f:?}");
+    assert!(f.gain >= 0.5 - 1e-9, "{f:?}");
+    assert!(f.mean_ms < 100.0 * 0.7f64.powf(0.49), "{f:?}");
+}
