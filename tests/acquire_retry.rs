@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
-    AcquireError, Answer, Coordinator, CoordinatorHandle, Permit, Ready,
+    AcquireError, Answer, Coordinator, CoordinatorHandle, Crash, Permit, Ready,
 };
 use selection_coordinator::{
     CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Rejection, Request,
@@ -143,5 +143,85 @@ async fn a_worker_permit_retries_to_its_worker() {
     };
     assert_ne!(*second.candidate(), tried);
     second.done(Next::Finish);
+    h.stop().await;
+}
+
+/// A request cancelled, or carried over a restart, while its attempt ran: `retry` says so
+/// (not that the coordinator is gone), and nothing is left behind.
+#[actix::test]
+async fn a_retry_after_a_cancel_or_a_restart_says_which() {
+    tokio::time::pause();
+    let h = handle(&["a", "b", "c"], Limits::default(), 1);
+    let mut p = h.acquire(Request::any()).await.unwrap();
+    h.cancel(p.request()).await.unwrap();
+    failed(&mut p);
+    assert_eq!(
+        p.retry().await.unwrap_err(),
+        AcquireError::Rejected(Rejection::Cancelled)
+    );
+    let s = h.state().await.unwrap();
+    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+    h.stop().await;
+
+    let mut c = Coordinator::with_seed(Config::default(), Limits::default(), 1).unwrap();
+    for id in ["a", "b", "c"] {
+        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+    }
+    let h = c.start_supervised_handle();
+    let mut p = h.acquire(Request::any()).await.unwrap();
+    h.addr().do_send(Crash);
+    while h.state().await.unwrap().incarnation == 0 {
+        tokio::task::yield_now().await;
+    }
+    failed(&mut p);
+    assert_eq!(
+        p.retry().await.unwrap_err(),
+        AcquireError::Rejected(Rejection::CoordinatorRestarted)
+    );
+    let s = h.state().await.unwrap();
+    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+    h.stop().await;
+}
+
+/// A retry dropped after the coordinator took it in, before its answer: the waiting request
+/// is cancelled at once, the attempt it released is not released twice, and no grant goes to
+/// nobody when a slot frees.
+#[actix::test]
+async fn a_retry_dropped_after_the_coordinator_took_it_cancels_its_request() {
+    use std::future::Future;
+    use std::task::{Context as TaskContext, Poll, Waker};
+    tokio::time::pause();
+    let limits = Limits {
+        per_candidate: 1,
+        ..Limits::default()
+    };
+    let h = handle(&["a", "b"], limits, 3);
+    let mut first = h.acquire(Request::any()).await.unwrap();
+    let held = h
+        .acquire(Request::any().excluding(first.candidate().clone()))
+        .await
+        .unwrap();
+    failed(&mut first);
+    {
+        let mut retry = std::pin::pin!(first.retry());
+        let mut cx = TaskContext::from_waker(Waker::noop());
+        assert!(retry.as_mut().poll(&mut cx).is_pending());
+        // A round trip behind the retry in the mailbox: the coordinator has handled it.
+        assert_eq!(h.state().await.unwrap().waiting, 1);
+    }
+    tokio::task::yield_now().await;
+    let s = h.state().await.unwrap();
+    assert_eq!(
+        (s.waiting, s.open_requests, s.in_flight),
+        (0, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.shell.unknown_attempt, 0, "{:?}", s.shell);
+    let decisions = s.counters.decisions;
+    drop(held);
+    tokio::task::yield_now().await;
+    let s = h.state().await.unwrap();
+    assert_eq!(s.counters.decisions, decisions, "a grant to nobody");
+    assert_eq!((s.open_requests, s.in_flight), (0, 0));
     h.stop().await;
 }

@@ -127,7 +127,8 @@ impl Handler<Done> for Coordinator {
 impl Handler<RetryAcquire> for Coordinator {
     type Result = Result<(), AcquireError>;
 
-    fn handle(&mut self, msg: RetryAcquire, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, mut msg: RetryAcquire, ctx: &mut Context<Self>) -> Self::Result {
+        msg.release.disarm();
         let restarted = msg.incarnation != self.incarnation;
         let Some((attempt, request)) = self
             .current(msg.incarnation, msg.attempt)
@@ -141,15 +142,15 @@ impl Handler<RetryAcquire> for Coordinator {
             }));
         };
         let result = match self.ledger.reply_mut(request) {
-            Some(reply) if reply.is_single() && self.core.is_open(request) => {
+            Some(reply) if reply.is_single() && self.core.takes_retry(request) => {
                 *reply = Reply::Once(Some(msg.reply));
                 Ok(Next::Retry)
             }
             // A worker actor's request: its next grant goes to the worker, as with
             // `done(Next::Retry)`.
             Some(reply) if !reply.is_single() => Err((Next::Retry, AcquireError::NotFromAcquire)),
-            // Closed (cancelled), or carried over from an earlier incarnation with no
-            // caller to answer.
+            // Closed (cancelled; or carried over from an earlier incarnation, with no caller
+            // to answer): a retry would end it, not ask again.
             _ => Err((
                 Next::Finish,
                 AcquireError::Rejected(if restarted {

@@ -7,7 +7,7 @@ use actix::{Addr, Message};
 use tokio::sync::oneshot;
 
 use super::handle::{answer_of, AbandonOnDrop};
-use super::messages::{Done, Dropped, FirstByte, Report, RetryAcquire};
+use super::messages::{Done, Dropped, FirstByte, ReleaseOnDrop, Report, RetryAcquire};
 use super::{AcquireError, Coordinator, CoordinatorGone};
 use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
 use crate::error::Rejection;
@@ -144,31 +144,43 @@ impl Permit {
     ///
     /// Errors: [`AcquireError::Rejected`] when no attempt comes (no untried candidate is
     /// left: [`Rejection::NoEligibleCandidate`]; the deadline passed; the request was
-    /// cancelled or its attempt taken back at its lease end), [`AcquireError::NotFromAcquire`]
+    /// cancelled or its attempt taken back at its lease end; the coordinator restarted, which,
+    /// unlike `acquire`, it does not ask past), [`AcquireError::NotFromAcquire`]
     /// for a worker actor's permit (its next grant goes to the worker). Dropping the future
     /// while it waits cancels the request.
     pub async fn retry(mut self) -> Result<Permit, AcquireError> {
-        let Some(addr) = self.coordinator.clone() else {
+        // The message takes over the permit's release: if it is dropped unread (this future
+        // dropped first), it frees the attempt as the permit's drop would.
+        let Some(addr) = self.coordinator.take() else {
             return Err(CoordinatorGone.into());
         };
         let (tx, rx) = oneshot::channel();
-        let request = self.grant.request;
-        let sent = addr
-            .send(RetryAcquire {
+        let message = RetryAcquire {
+            attempt: self.grant.attempt,
+            incarnation: self.incarnation,
+            reply: tx,
+            release: ReleaseOnDrop {
+                addr: Some(addr.clone()),
                 attempt: self.grant.attempt,
                 incarnation: self.incarnation,
-                reply: tx,
-            })
-            .await;
-        // The coordinator has the attempt now (released with the retry, or refused): nothing
-        // is left for the drop to free. Dropped before this, the permit frees it itself.
-        self.coordinator = None;
-        sent.map_err(|_| CoordinatorGone)??;
+            },
+        };
+        // Dropped once the coordinator has the retry, this cancels the waiting request.
         let guard = AbandonOnDrop {
             addr: &addr,
-            request: Some(request),
+            request: Some(self.grant.request),
         };
-        answer_of(rx, guard).await
+        match addr.send(message).await {
+            Ok(Ok(())) => answer_of(rx, guard).await,
+            Ok(Err(e)) => {
+                guard.disarm();
+                Err(e)
+            }
+            Err(_) => {
+                guard.disarm();
+                Err(CoordinatorGone.into())
+            }
+        }
     }
 
     /// Disarms the drop release: the coordinator has already taken the slot back.

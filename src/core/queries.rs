@@ -223,6 +223,12 @@ impl Core {
         self.request_index(id).is_ok()
     }
 
+    /// Whether `id` is open and not closed (cancelled, rejected, carried over a restart):
+    /// whether [`Next::Retry`](crate::Next::Retry) on its attempt would ask again.
+    pub(crate) fn takes_retry(&self, id: RequestId) -> bool {
+        matches!(self.request_index(id), Ok(i) if self.requests[i as usize].closed.is_none())
+    }
+
     /// Requests waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.queue.len()
