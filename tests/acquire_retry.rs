@@ -189,7 +189,7 @@ async fn a_retry_after_a_cancel_or_a_restart_says_which() {
 #[actix::test]
 async fn a_retry_dropped_after_the_coordinator_took_it_cancels_its_request() {
     use std::future::Future;
-    use std::task::{Context as TaskContext, Poll, Waker};
+    use std::task::{Context as TaskContext, Waker};
     tokio::time::pause();
     let limits = Limits {
         per_candidate: 1,
