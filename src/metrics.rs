@@ -56,6 +56,7 @@ pub use prometheus::{install_prometheus, prometheus_builder, PrometheusInstallEr
 mod labels;
 mod named;
 pub mod names;
+mod saves;
 
 pub use named::COORDINATOR_LABEL;
 pub(crate) use named::{coordinator_label, recording_as};
@@ -330,6 +331,8 @@ pub struct CoordinatorMetrics {
     arms: Vec<SharedString>,
     /// Each shadow's `sampled` count at the last tick (a config change restarts them).
     shadow_sampled: HashMap<String, u64>,
+    /// The snapshot saves (written, failed, skipped) counted up to the last tick.
+    saves: [u64; 3],
 }
 
 /// The conditional gauges the last tick set.
@@ -401,6 +404,7 @@ impl CoordinatorMetrics {
             present: Present::default(),
             arms: Vec::new(),
             shadow_sampled: HashMap::new(),
+            saves: [0; 3],
         }
     }
 
@@ -670,20 +674,6 @@ impl CoordinatorMetrics {
             seen.insert(s.name.clone(), s.sampled);
         }
         self.shadow_sampled = seen;
-    }
-
-    /// The save counts so far (written, failed, skipped) of a coordinator with a snapshot
-    /// store, as [`SnapshotStatus`](crate::actor::SnapshotStatus) reads them; each tick.
-    pub fn on_snapshot_saves(&mut self, written: u64, failed: u64, skipped: u64) {
-        self.as_named(|_| {
-            for (result, n) in [
-                ("written", written),
-                ("failed", failed),
-                ("skipped", skipped),
-            ] {
-                counter!(names::SNAPSHOT_SAVES, "result" => result).absolute(n);
-            }
-        })
     }
 
     /// Creates the unlabelled and reason-labelled counters at zero (touching them again at

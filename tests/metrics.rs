@@ -536,6 +536,37 @@ fn named_coordinators_keep_their_series_apart() {
         .all(|(k, value)| k != "coordinator" || value == "db" || value == "cache")));
 }
 
+/// Snapshot saves add up over coordinators sharing a name, as every counter does, and a
+/// coordinator replacing another under its name adds its own failures to the series (an
+/// alert on the rate of failed saves sees them).
+#[test]
+fn snapshot_saves_add_up_over_coordinators_sharing_a_name() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let mut first = CoordinatorMetrics::new(10).named("svc");
+        let mut second = CoordinatorMetrics::new(10).named("svc");
+        first.on_snapshot_saves(100, 4, 0);
+        second.on_snapshot_saves(30, 1, 0);
+        second.on_snapshot_saves(31, 3, 2);
+        // The first is replaced: its successor's counts start again from 0.
+        let mut successor = CoordinatorMetrics::new(10).named("svc");
+        successor.on_snapshot_saves(2, 1, 0);
+    });
+    let v = values(&snapshotter);
+    let saves = |result: &str| {
+        counter(
+            &v,
+            names::SNAPSHOT_SAVES,
+            &[("coordinator", "svc"), ("result", result)],
+        )
+    };
+    assert_eq!(
+        (saves("written"), saves("failed"), saves("skipped")),
+        (133, 8, 2)
+    );
+}
+
 #[test]
 fn label_values_are_sanitized_and_kept_distinct() {
     assert_eq!(sanitize_label("ok-id.1:9000"), "ok-id.1:9000");
