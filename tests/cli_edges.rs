@@ -305,6 +305,10 @@ fn negative_numbers_get_the_programs_own_message() {
             "--snapshot-every must be between 0.001 and 1e9 seconds, got -1.0",
         ),
         (
+            &["demo", "--snapshot-every", "5"],
+            "the following required arguments were not provided",
+        ),
+        (
             &["simulate", "--scenario", "recovery", "--seed", "-5"],
             "must be a whole number >= 0",
         ),
@@ -735,7 +739,7 @@ fn the_demo_keeps_what_it_learned_in_its_snapshot() {
     let first = run();
     assert!(first.contains("no file yet: starting fresh"), "{first}");
     assert!(
-        first.contains("0 failed (last: none), and one at stop"),
+        first.contains("0 failed (last error: none); the last save at stop written"),
         "{first}"
     );
     assert!(file.is_file(), "no snapshot after the first run: {first}");

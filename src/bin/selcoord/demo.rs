@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use selection_coordinator::actor::{
-    Answer, Coordinator, GetState, LoadOutcome, Ready, Stop, SubscribeChannel,
+    Answer, Coordinator, GetState, LoadOutcome, Ready, SaveSnapshot, Stop, SubscribeChannel,
 };
 use selection_coordinator::input::Num;
 use selection_coordinator::metrics::CoordinatorMetrics;
@@ -95,7 +95,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE")]
     snapshot: Option<PathBuf>,
     /// Seconds between snapshot saves (with `--snapshot`).
-    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        allow_negative_numbers = true,
+        requires = "snapshot"
+    )]
     snapshot_every: f64,
     #[command(flatten)]
     fleet: fleet::FleetArgs,
@@ -254,8 +259,7 @@ async fn live(
         }
         infos.insert(id, info);
     }
-    if let Some((store, every)) = snapshots {
-        let path = store.path();
+    if let Some(((store, every), path)) = snapshots.zip(args.snapshot.as_ref()) {
         coordinator = coordinator
             .with_snapshots(store, Some(every))
             .map_err(|e| format!("--snapshot {}: {e}", path.display()))?;
@@ -377,6 +381,16 @@ async fn live(
     // Built without the fleet feature, `Sharing` holds nothing to drop.
     #[cfg_attr(not(feature = "fleet"), allow(clippy::drop_non_drop))]
     drop(sharing);
+    // The last save, answered here (the one at stop is not), so the summary can say whether
+    // the file holds this run.
+    let last_save = match &args.snapshot {
+        Some(_) => match coordinator.send(SaveSnapshot).await {
+            Ok(Ok(_)) => Some("written".to_string()),
+            Ok(Err(e)) => Some(format!("failed: {e}")),
+            Err(_) => Some("not made: the coordinator is gone".to_string()),
+        },
+        None => None,
+    };
     let _ = coordinator.send(Stop).await;
     let written = match writer {
         // The subscription ends with the coordinator, which ends the writer.
@@ -397,9 +411,10 @@ async fn live(
             (Some(n), Some(p)) => format!(", {n} decision records in {}", p.display()),
             _ => String::new(),
         },
-        match (&state, &args.snapshot) {
-            (Some(s), Some(p)) => format!(
-                ", snapshots in {}: {} written while running, {} failed (last: {}), and one at stop",
+        match (&state, &args.snapshot, &last_save) {
+            (Some(s), Some(p), Some(last)) => format!(
+                ", snapshots in {}: {} written while running, {} failed (last error: {}); \
+                 the last save at stop {last}",
                 p.display(),
                 s.snapshots.saves,
                 s.snapshots.save_errors,
