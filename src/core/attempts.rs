@@ -257,21 +257,41 @@ impl Core {
     /// timer armed at this
     /// instant and reads it again after every call, since any call may move it.
     pub fn next_wakeup(&self) -> Instant {
-        // Nanoseconds since the epoch. The float-to-integer cast saturates; the ceiling and the
-        // microsecond after it make sure a `tick` at the instant returned finds the work due,
-        // whatever the rounding between seconds and nanoseconds.
-        const MARGIN_NS: u64 = 1_000;
         let refresh_ns = (self.clock.next_refresh_s * 1e9).ceil() as u64;
-        let mut due_ns = match self.queue.first_deadline() {
-            Some(d) => d.min(refresh_ns),
-            None => refresh_ns,
-        };
+        let due_ns = self
+            .timed_due_ns()
+            .map_or(refresh_ns, |d| d.min(refresh_ns));
+        self.instant_after(due_ns)
+    }
+
+    /// The part of [`Core::next_wakeup`] that decides something at a set instant: the
+    /// earliest waiting deadline or the end of the oldest attempt's lease, without the
+    /// periodic refresh (`None`: neither). The simulator calls [`Core::tick`] then, as the
+    /// actor's timer does.
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
+    pub(crate) fn next_timed_wakeup(&self) -> Option<Instant> {
+        self.timed_due_ns().map(|d| self.instant_after(d))
+    }
+
+    /// Nanoseconds since the epoch of the earliest waiting deadline or lease end. The
+    /// float-to-integer cast saturates.
+    fn timed_due_ns(&self) -> Option<u64> {
         // The oldest attempt's lease.
-        if let (Some(lease), Some(granted_s)) =
-            (self.limits.max_attempt_s, self.attempts.oldest_grant_s())
-        {
-            due_ns = due_ns.min(((granted_s + lease) * 1e9).ceil() as u64);
+        let lease_ns = match (self.limits.max_attempt_s, self.attempts.oldest_grant_s()) {
+            (Some(lease), Some(granted_s)) => Some(((granted_s + lease) * 1e9).ceil() as u64),
+            _ => None,
+        };
+        match (self.queue.first_deadline(), lease_ns) {
+            (Some(d), Some(l)) => Some(d.min(l)),
+            (d, l) => d.or(l),
         }
+    }
+
+    /// The instant just after `due_ns` nanoseconds since the epoch: the ceilings and the
+    /// microsecond after them make sure a `tick` at the instant returned finds the work due,
+    /// whatever the rounding between seconds and nanoseconds.
+    fn instant_after(&self, due_ns: u64) -> Instant {
+        const MARGIN_NS: u64 = 1_000;
         let after = std::time::Duration::from_nanos(due_ns.saturating_add(MARGIN_NS));
         // Past what an `Instant` can hold (a refresh period of centuries): a year is as good.
         self.clock

@@ -41,6 +41,8 @@ enum Ev {
     Wake,
     /// Periodic tick while work remains.
     Tick,
+    /// The policy's next timed decision is due (`Policy::next_wakeup_s`).
+    Timed,
     /// A queueing candidate finished serving an attempt: (candidate, attempt slot, the slot's
     /// generation when it queued).
     ServiceDone(u32, u32, u32),
@@ -101,6 +103,9 @@ macro_rules! world {
     };
 }
 
+// After the macro, which it uses.
+mod timed;
+
 /// One run of one policy on one seed.
 pub(crate) struct Engine<'a> {
     sc: &'a Scenario,
@@ -133,7 +138,11 @@ pub(crate) struct Engine<'a> {
     truth_rng: SmallRng,
     stats: RunStats,
     now: f64,
-    subset_scratch: Vec<Cand>,
+    /// Per request slot, the candidates its caller may use (empty: any), kept for the request
+    /// its worker makes anew after a reclaim.
+    subsets: Vec<Vec<Cand>>,
+    /// The `Timed` wake-up pushed and not yet run (ns), if any.
+    timed_ns: Option<u64>,
 }
 
 impl<'a> Engine<'a> {
@@ -201,7 +210,8 @@ impl<'a> Engine<'a> {
             truth_rng: stream(seed, 2),
             stats,
             now: 0.0,
-            subset_scratch: Vec::new(),
+            subsets: Vec::new(),
+            timed_ns: None,
         }
     }
 
@@ -242,7 +252,7 @@ impl<'a> Engine<'a> {
         while let Some((ns, ev)) = self.heap.pop() {
             self.now = ns as f64 / 1e9;
             let now = self.now;
-            if !matches!(ev, Ev::Tick | Ev::Wake) {
+            if !matches!(ev, Ev::Tick | Ev::Wake | Ev::Timed) {
                 last_event_s = now;
             }
             match ev {
@@ -274,6 +284,7 @@ impl<'a> Engine<'a> {
                     let world = world!(self, now);
                     self.policy.tick(now, &world);
                 }
+                Ev::Timed => self.timed(ns, now),
                 Ev::Tick => {
                     let world = world!(self, now);
                     self.policy.tick(now, &world);
@@ -296,6 +307,7 @@ impl<'a> Engine<'a> {
                 }
             }
             self.drain(now);
+            self.arm_timed(now);
         }
         // A request a policy rejected from its tick ends at that tick: never before it.
         let end_s = last_event_s.max(self.stats.last_request_s);
@@ -400,13 +412,14 @@ impl<'a> Engine<'a> {
             );
         }
         let k = self.sc.workload.subset as usize;
-        let subset = if k == 0 || k >= self.live.len() {
-            None
-        } else {
+        if self.subsets.len() <= req as usize {
+            self.subsets.resize(req as usize + 1, Vec::new());
+        }
+        let mut picked = std::mem::take(&mut self.subsets[req as usize]);
+        picked.clear();
+        if k > 0 && k < self.live.len() {
             // Floyd's algorithm: k distinct indices without building a permutation.
             let n = self.live.len();
-            let mut picked = std::mem::take(&mut self.subset_scratch);
-            picked.clear();
             for j in n - k..n {
                 let t = self.wl_rng.random_range(0..=j);
                 let c = self.live[t];
@@ -416,15 +429,13 @@ impl<'a> Engine<'a> {
                     picked.push(c);
                 }
             }
-            Some(picked)
-        };
+        }
         self.policy
             .assign(req, (worker != NO_WORKER).then_some(worker));
         let world = world!(self, now);
-        self.policy.ready(req, subset.as_deref(), now, &world);
-        if let Some(s) = subset {
-            self.subset_scratch = s;
-        }
+        let subset = (!picked.is_empty()).then_some(picked.as_slice());
+        self.policy.ready(req, subset, now, &world);
+        self.subsets[req as usize] = picked;
     }
 
     fn drain(&mut self, now: f64) {
@@ -440,6 +451,7 @@ impl<'a> Engine<'a> {
                 }
                 Decision::Grant { req, cand } => self.start_attempt(req, cand, now),
                 Decision::Reject { req } => self.end_failed(req, now),
+                Decision::Reclaimed { req } => self.reclaimed(req, now),
                 Decision::Stall { retry_at } => self.at(retry_at, Ev::Wake),
             }
         }
@@ -662,37 +674,5 @@ impl<'a> Engine<'a> {
         self.reqs[req as usize].expired = false;
         self.free_reqs.push(req);
         self.req_gen[req as usize] = self.req_gen[req as usize].wrapping_add(1);
-    }
-
-    /// The caller of request slot `req` (generation `gen`) gives up: the request fails now. Its
-    /// running attempt, if any, ends for the policy as a `timeout` (a server serving it does
-    /// not know and finishes it); a request the policy holds waits for its grant or
-    /// rejection to be handed back.
-    fn deadline(&mut self, req: Req, gen: u32, now: f64) {
-        if self.req_gen[req as usize] != gen || !self.reqs[req as usize].open {
-            return;
-        }
-        let a = self.reqs[req as usize].att;
-        if a == NO_ATT {
-            self.reqs[req as usize].expired = true;
-            self.finish_request(req, None, now);
-            return;
-        }
-        let att = self.atts[a as usize];
-        if !att.queued && att.result.ok && att.granted + att.result.first_byte_s <= now {
-            // Its first byte came in time: the caller has its answer.
-            return;
-        }
-        self.free_atts.push(a);
-        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
-        self.load[att.cand as usize] -= 1;
-        self.stats.attempt_end(now);
-        self.reqs[req as usize].att = NO_ATT;
-        let world = world!(self, now);
-        let timeout = Outcome::failure(FailureClass::Timeout);
-        self.policy.outcome(req, att.cand, &timeout, now);
-        self.policy.done(req, att.cand, false, now, &world);
-        self.sample_limit(att.cand as usize, now);
-        self.finish_request(req, None, now);
     }
 }

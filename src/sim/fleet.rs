@@ -309,7 +309,8 @@ impl FleetPolicy {
                     }
                 }
                 Decision::Reject { .. } => self.open = self.open.saturating_sub(1),
-                Decision::Stall { .. } => {}
+                // The engine's worker asks again or ends the request (`done`).
+                Decision::Stall { .. } | Decision::Reclaimed { .. } => {}
             }
             self.out.push_back(d);
         }
@@ -541,6 +542,34 @@ impl Policy for FleetPolicy {
             self.clients[k].tick(now, world);
             self.collect(k, now);
         }
+    }
+
+    fn next_wakeup_s(&self) -> Option<f64> {
+        self.clients
+            .iter()
+            .filter_map(Policy::next_wakeup_s)
+            .reduce(f64::min)
+    }
+
+    fn cancel(&mut self, req: Req, now: f64) {
+        let k = self.client(req);
+        self.clients[k].cancel(req, now);
+        self.collect(k, now);
+    }
+
+    fn ask_again(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        attempts: u32,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        // Still open here: the reclaim left it so.
+        self.catch_up(now);
+        let k = self.client(req);
+        self.clients[k].ask_again(req, eligible, attempts, now, world);
+        self.collect(k, now);
     }
 
     fn poll(&mut self) -> Option<Decision> {

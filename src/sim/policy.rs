@@ -1,5 +1,5 @@
 //! The `Policy` trait the engine drives, policy names, and the `coordinator` policy, which
-//! hands every decision to the real [`Core`].
+//! hands every decision to the real [`Core`](crate::core::Core).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,9 +12,11 @@ use super::baselines::limiters;
 use super::queue::Queues;
 use super::scenario::Workload;
 use super::truth::Truth;
-use crate::core::{AttemptId, CandidateId, CandidateInfo, Core, Event, Limits, Next, Outcome};
-use crate::core::{Request, RequestId};
+
+mod coordinator;
+use crate::core::{CandidateId, CandidateInfo, Limits, Outcome};
 use crate::score::Config;
+pub(crate) use coordinator::CoordinatorPolicy;
 
 /// A candidate by its index in the scenario's expanded list.
 pub(crate) type Cand = u32;
@@ -30,6 +32,10 @@ pub(crate) enum Decision {
     Reject { req: Req },
     /// The policy could not decide for `req`; look again at `retry_at` seconds.
     Stall { retry_at: f64 },
+    /// The lease of `req`'s running attempt (`limits.max_attempt_s`) ran out: the policy took
+    /// its slot back, ended the request and hears nothing more of that attempt. Only the
+    /// coordinator reclaims.
+    Reclaimed { req: Req },
 }
 
 /// What only the oracles (`oracle`, `clairvoyant`) may look at: the hidden truth, the real
@@ -94,6 +100,32 @@ pub(crate) trait Policy: Send {
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>);
     /// Time passes (refreshes, deadlines, stalled requests).
     fn tick(&mut self, now: f64, world: &World<'_>);
+    /// When the policy next decides something at a set time (virtual seconds): a waiting
+    /// request's deadline or an attempt's lease end. The engine calls [`Policy::tick`] then,
+    /// as the actor's timer calls the core at [`Core::next_wakeup`]. `None` (the default):
+    /// nothing timed; the periodic tick does.
+    ///
+    /// [`Core::next_wakeup`]: crate::core::Core::next_wakeup
+    fn next_wakeup_s(&self) -> Option<f64> {
+        None
+    }
+    /// The caller of `req`, which waits for a grant, gave up: the policy may drop it at once
+    /// (then it answers `Reject`). By default it keeps it, and the engine hands back the
+    /// grant it later makes.
+    fn cancel(&mut self, _req: Req, _now: f64) {}
+    /// `req`'s attempt was reclaimed ([`Decision::Reclaimed`]) and its worker asks again,
+    /// with a new request to the policy of the same caller: the same `eligible` candidates,
+    /// the same caller's deadline, `attempts` attempts left in its retry loop.
+    fn ask_again(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        _attempts: u32,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        self.ready(req, eligible, now, world);
+    }
     /// How long a caller waits for its request (`workload.timeout_ms`, seconds), told once
     /// before the first request; a policy that takes deadlines gives each request its own.
     fn caller_timeout(&mut self, _timeout_s: Option<f64>) {}
@@ -396,8 +428,8 @@ impl std::hash::Hasher for FastHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
-/// Candidate ids by candidate, for policies that talk to a [`Core`] (a grant names its
-/// candidate by slot, see `CoordinatorPolicy::by_slot`).
+/// Candidate ids by candidate, for policies that talk to a [`Core`](crate::core::Core) (a
+/// grant names its candidate by slot, see `CoordinatorPolicy::by_slot`).
 #[derive(Debug, Default)]
 pub(crate) struct Ids {
     pub(crate) by_cand: Vec<Option<CandidateId>>,
@@ -414,282 +446,5 @@ impl Ids {
 
     pub(crate) fn id(&self, cand: Cand) -> Option<&CandidateId> {
         self.by_cand.get(cand as usize).and_then(|x| x.as_ref())
-    }
-}
-
-/// The coordinator: every decision goes through [`Core::ready`], [`Core::outcome`],
-/// [`Core::done`] and [`Core::tick`].
-#[derive(Debug)]
-pub(crate) struct CoordinatorPolicy {
-    core: Core,
-    clock: Clock,
-    rng: SmallRng,
-    ids: Ids,
-    /// Core slot -> the candidate in it, written when a candidate is added (a grant is always
-    /// of a live candidate, so its slot names it).
-    by_slot: Vec<Cand>,
-    /// Engine request -> core request and its running attempt.
-    requests: Vec<(Option<RequestId>, Option<AttemptId>)>,
-    /// Engine request -> the arm of its latest grant and the deadline advised with it.
-    latest: Vec<(Option<usize>, Option<f64>)>,
-    /// Core requests waiting for a grant that will come during some other call. Most grants
-    /// come during the `ready` or `done` of their own request and never enter this map.
-    waiting: FastMap<u64, Req>,
-    out: std::collections::VecDeque<Decision>,
-    /// The caller's timeout: each request's deadline is its arrival plus this.
-    timeout_s: Option<f64>,
-    /// Whether any limit can be in force (adaptive limits, a per-candidate limit, or a
-    /// candidate's own `max_in_flight`); without one, [`Policy::limit`] is `None` for every
-    /// candidate and needs no lookup.
-    limited: bool,
-    /// The latest virtual time converted for the core, and its instant: an event's calls
-    /// (an outcome and the release after it) share one conversion.
-    last_at: (f64, Instant),
-}
-
-impl CoordinatorPolicy {
-    pub(crate) fn new(config: Config, limits: Limits, rng: SmallRng) -> Result<Self, String> {
-        let base = Instant::now();
-        let limited = config.adaptive.enabled || limits.per_candidate != crate::core::UNLIMITED;
-        let core = Core::new(config, base)
-            .and_then(|c| c.with_limits(limits))
-            .map_err(|e| e.to_string())?;
-        Ok(CoordinatorPolicy {
-            core,
-            clock: Clock(base),
-            rng,
-            ids: Ids::default(),
-            by_slot: Vec::new(),
-            requests: Vec::new(),
-            latest: Vec::new(),
-            waiting: FastMap::default(),
-            limited,
-            out: Default::default(),
-            timeout_s: None,
-            last_at: (f64::NAN, base),
-        })
-    }
-
-    /// [`Clock::at`], remembering the latest conversion.
-    #[inline]
-    fn instant(&mut self, now: f64) -> Instant {
-        if now != self.last_at.0 {
-            self.last_at = (now, self.clock.at(now));
-        }
-        self.last_at.1
-    }
-
-    /// The core (the fleet reads and feeds it digests).
-    pub(crate) fn core_mut(&mut self) -> &mut Core {
-        &mut self.core
-    }
-
-    /// The core, read-only.
-    pub(crate) fn core(&self) -> &Core {
-        &self.core
-    }
-
-    /// [`Policy::tick`] without the world (the coordinator never reads it).
-    pub(crate) fn tick_core(&mut self, now: f64) {
-        let at = self.instant(now);
-        self.core.tick(at, &mut self.rng);
-        self.drain(None);
-    }
-
-    /// The probability that an unrestricted request draws `cand` now (0 if unknown).
-    pub(crate) fn probability_of(&self, cand: Cand) -> f64 {
-        self.ids
-            .id(cand)
-            .map_or(0.0, |id| self.core.tree_probability(id))
-    }
-
-    /// The clock the core runs on.
-    pub(crate) fn clock(&self) -> Clock {
-        self.clock
-    }
-
-    /// Turns core events into decisions. `current`: the request whose own call this was; if
-    /// it is still open and neither granted nor rejected, it now waits.
-    fn drain(&mut self, current: Option<(RequestId, Req)>) {
-        let mut current_answered = false;
-        while let Some(ev) = self.core.poll_event() {
-            let (request, granted) = match ev {
-                Event::Granted(g) => (g.request, Some((g.attempt, g.arm, g.deadline_ms))),
-                Event::Rejected { request, .. } => (request, None),
-                // The engine ends attempts itself; a lease reclaim is only possible with
-                // `limits.max_attempt_s` shorter than the attempt timeout.
-                Event::Reclaimed { .. } => continue,
-                // Only with `set_close_events`, which the policy leaves off.
-                Event::Closed { .. } => continue,
-            };
-            let req = match current {
-                Some((id, req)) if id == request => {
-                    current_answered = true;
-                    req
-                }
-                _ => match self.waiting.remove(&request.as_u64()) {
-                    Some(req) => req,
-                    None => continue,
-                },
-            };
-            match granted {
-                Some((attempt, arm, deadline_ms)) => {
-                    let Some(&cand) = self
-                        .core
-                        .attempt_slot(attempt)
-                        .and_then(|s| self.by_slot.get(s))
-                    else {
-                        continue;
-                    };
-                    self.requests[req as usize].1 = Some(attempt);
-                    self.latest[req as usize] = (arm, deadline_ms);
-                    self.out.push_back(Decision::Grant { req, cand });
-                }
-                None => self.out.push_back(Decision::Reject { req }),
-            }
-        }
-        if let Some((id, req)) = current {
-            if !current_answered {
-                self.waiting.insert(id.as_u64(), req);
-            }
-        }
-    }
-}
-
-impl Policy for CoordinatorPolicy {
-    fn add(&mut self, cand: Cand, info: &CandidateInfo, now: f64) {
-        self.limited |= info.max_in_flight.is_some();
-        self.ids.insert(cand, info.id.clone());
-        // Ids are unique and info validated by the scenario; a refusal would be a bug there.
-        let at = self.instant(now);
-        if self
-            .core
-            .add_candidate(info.clone(), at, &mut self.rng)
-            .is_ok()
-        {
-            if let Some(s) = self.core.candidate_slot(&info.id) {
-                if self.by_slot.len() <= s {
-                    self.by_slot.resize(s + 1, cand);
-                }
-                self.by_slot[s] = cand;
-            }
-        }
-        self.drain(None);
-    }
-
-    fn remove(&mut self, cand: Cand, now: f64, _world: &World<'_>) {
-        if let Some(id) = self.ids.id(cand).cloned() {
-            let at = self.instant(now);
-            let _ = self.core.remove_candidate(&id, at, &mut self.rng);
-        }
-        self.drain(None);
-    }
-
-    fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>) {
-        let request = match eligible {
-            None => Request::any(),
-            Some(list) => Request::only(list.iter().filter_map(|&c| self.ids.id(c).cloned())),
-        };
-        // The caller's retry loop, as the scenario says: its last attempt is drawn by its
-        // odds of success as well.
-        let request = request.with_attempts(world.workload.retries.saturating_add(1));
-        if self.requests.len() <= req as usize {
-            self.requests.resize(req as usize + 1, (None, None));
-            self.latest.resize(req as usize + 1, (None, None));
-        }
-        self.latest[req as usize] = (None, None);
-        let request = match self.timeout_s {
-            Some(t) => request.with_deadline(self.clock.at(now + t)),
-            None => request,
-        };
-        let at = self.instant(now);
-        match self.core.ready(request, at, &mut self.rng) {
-            Ok(id) => {
-                self.requests[req as usize] = (Some(id), None);
-                self.drain(Some((id, req)));
-            }
-            // An eligible candidate that left between sampling and asking: nothing to use.
-            Err(_) => {
-                self.out.push_back(Decision::Reject { req });
-                self.drain(None);
-            }
-        }
-    }
-
-    fn first_byte(&mut self, req: Req, _cand: Cand, _now: f64) {
-        if let Some(attempt) = self.requests[req as usize].1 {
-            let _ = self.core.first_byte(attempt);
-        }
-    }
-
-    fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
-        if let Some(attempt) = self.requests[req as usize].1 {
-            let at = self.instant(now);
-            let _ = self.core.outcome(attempt, *outcome, at);
-        }
-    }
-
-    fn done(&mut self, req: Req, _cand: Cand, retry: bool, now: f64, _world: &World<'_>) {
-        let (request, attempt) = self.requests[req as usize];
-        if let Some(attempt) = attempt {
-            let next = if retry { Next::Retry } else { Next::Finish };
-            let at = self.instant(now);
-            let _ = self.core.done(attempt, next, at, &mut self.rng);
-            self.requests[req as usize].1 = None;
-        }
-        match (retry, request) {
-            (true, Some(id)) => self.drain(Some((id, req))),
-            _ => self.drain(None),
-        }
-    }
-
-    fn tick(&mut self, now: f64, _world: &World<'_>) {
-        let at = self.instant(now);
-        self.core.tick(at, &mut self.rng);
-        self.drain(None);
-    }
-
-    fn caller_timeout(&mut self, timeout_s: Option<f64>) {
-        self.timeout_s = timeout_s;
-    }
-
-    fn reserve(&mut self, candidates: usize) {
-        self.core.reserve_candidates(candidates);
-    }
-
-    fn poll(&mut self) -> Option<Decision> {
-        self.out.pop_front()
-    }
-
-    fn decisions(&self) -> u64 {
-        self.core.counters().decisions
-    }
-
-    fn stalls(&self) -> u64 {
-        0
-    }
-
-    fn arm_names(&self) -> Vec<String> {
-        self.core
-            .arm_names()
-            .into_iter()
-            .map(str::to_string)
-            .collect()
-    }
-
-    fn arm(&self, req: Req) -> Option<usize> {
-        self.latest.get(req as usize).and_then(|l| l.0)
-    }
-
-    fn deadline_ms(&self, req: Req) -> Option<f64> {
-        self.latest.get(req as usize).and_then(|l| l.1)
-    }
-
-    fn limit(&self, cand: Cand) -> Option<f64> {
-        if !self.limited {
-            return None;
-        }
-        let id = self.ids.id(cand)?;
-        self.core.candidate_limit(id).map(f64::from)
     }
 }
