@@ -73,24 +73,29 @@ async fn a_retry_never_draws_a_candidate_the_request_tried() {
     );
 }
 
-/// A retry waiting for a slot holds the request's place; dropping it cancels the request,
-/// as dropping `acquire` does.
-#[actix::test]
-async fn dropping_a_waiting_retry_cancels_its_request() {
-    tokio::time::pause();
+/// Two candidates with room for one attempt each: a failed attempt on one, and the other held
+/// by another request, so the failed one's retry (which excludes its candidate) must wait.
+async fn a_failed_attempt_whose_retry_must_wait() -> (CoordinatorHandle, Permit, Permit) {
     let limits = Limits {
         per_candidate: 1,
         ..Limits::default()
     };
     let h = handle(&["a", "b"], limits, 3);
     let mut first = h.acquire(Request::any()).await.unwrap();
-    // The other candidate is held by another request: the retry, which excludes the first
-    // candidate, must wait.
     let held = h
         .acquire(Request::any().excluding(first.candidate().clone()))
         .await
         .unwrap();
     failed(&mut first);
+    (h, first, held)
+}
+
+/// A retry waiting for a slot holds the request's place; dropping it cancels the request,
+/// as dropping `acquire` does.
+#[actix::test]
+async fn dropping_a_waiting_retry_cancels_its_request() {
+    tokio::time::pause();
+    let (h, first, held) = a_failed_attempt_whose_retry_must_wait().await;
     let waited = tokio::time::timeout(Duration::from_millis(50), first.retry()).await;
     assert!(waited.is_err(), "no slot was free: {waited:?}");
     let s = h.state().await.unwrap();
@@ -191,17 +196,7 @@ async fn a_retry_dropped_after_the_coordinator_took_it_cancels_its_request() {
     use std::future::Future;
     use std::task::{Context as TaskContext, Waker};
     tokio::time::pause();
-    let limits = Limits {
-        per_candidate: 1,
-        ..Limits::default()
-    };
-    let h = handle(&["a", "b"], limits, 3);
-    let mut first = h.acquire(Request::any()).await.unwrap();
-    let held = h
-        .acquire(Request::any().excluding(first.candidate().clone()))
-        .await
-        .unwrap();
-    failed(&mut first);
+    let (h, first, held) = a_failed_attempt_whose_retry_must_wait().await;
     {
         let mut retry = std::pin::pin!(first.retry());
         let mut cx = TaskContext::from_waker(Waker::noop());

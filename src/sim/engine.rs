@@ -602,12 +602,8 @@ impl<'a> Engine<'a> {
     }
 
     fn end_attempt(&mut self, a: u32, now: f64) {
-        self.free_atts.push(a);
-        self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
-        self.load[att.cand as usize] -= 1;
-        self.stats.attempt_end(now);
-        self.reqs[att.req as usize].att = NO_ATT;
+        self.abandon(a, now);
         let outcome = self.reported(att.cand as usize, &att.result.outcome, now);
         let world = world!(self, now);
         self.policy.outcome(att.req, att.cand, &outcome, now);

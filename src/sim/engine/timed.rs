@@ -41,9 +41,9 @@ impl Engine<'_> {
         }
     }
 
-    /// Frees attempt slot `a`, which its worker abandons at `now`: it no longer loads its
-    /// candidate, and events of it still to come are stale.
-    fn abandon(&mut self, a: u32, now: f64) {
+    /// Frees attempt slot `a`, which ends or its worker abandons at `now`: it no longer loads
+    /// its candidate, and events of it still to come are stale.
+    pub(super) fn abandon(&mut self, a: u32, now: f64) {
         self.free_atts.push(a);
         self.att_gen[a as usize] = self.att_gen[a as usize].wrapping_add(1);
         let att = self.atts[a as usize];
