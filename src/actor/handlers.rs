@@ -127,11 +127,12 @@ impl Handler<Done> for Coordinator {
 impl Handler<RetryAcquire> for Coordinator {
     type Result = Result<(), AcquireError>;
 
-    fn handle(&mut self, mut msg: RetryAcquire, ctx: &mut Context<Self>) -> Self::Result {
-        msg.release.disarm();
-        let restarted = msg.incarnation != self.incarnation;
+    fn handle(&mut self, msg: RetryAcquire, ctx: &mut Context<Self>) -> Self::Result {
+        let incarnation = msg.permit.incarnation();
+        let granted = msg.permit.disarm();
+        let restarted = incarnation != self.incarnation;
         let Some((attempt, request)) = self
-            .current(msg.incarnation, msg.attempt)
+            .current(incarnation, granted)
             .and_then(|a| Some((a, self.core.attempt_request(a)?)))
         else {
             // Gone with an earlier incarnation, or taken back at its lease end.
@@ -164,7 +165,7 @@ impl Handler<RetryAcquire> for Coordinator {
             Ok(next) | Err((next, _)) => *next,
         };
         self.release(attempt, next, ctx);
-        self.released(msg.incarnation, msg.attempt);
+        self.released(incarnation, granted);
         result.map(|_| ()).map_err(|(_, e)| e)
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use actix::{Message, Recipient};
 use tokio::sync::{mpsc, oneshot};
 
-use super::permit::Answer;
+use super::permit::{Answer, Permit};
 use super::state::State;
 use crate::core::{
     AttemptId, CandidateId, CandidateInfo, Limits, Next, Outcome, Request, RequestId,
@@ -139,39 +139,11 @@ pub struct Done {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<(), crate::actor::AcquireError>")]
 pub(crate) struct RetryAcquire {
-    pub(crate) attempt: AttemptId,
-    pub(crate) incarnation: u64,
+    /// The attempt's permit, carried so that a message dropped unhandled (its sender gave up
+    /// before the coordinator read it) releases the attempt as the permit's drop does; the
+    /// handler disarms it.
+    pub(crate) permit: Permit,
     pub(crate) reply: oneshot::Sender<Answer>,
-    /// Releases the attempt if the message is dropped unhandled (its sender gave up before
-    /// the coordinator read it); the handler disarms it.
-    pub(crate) release: ReleaseOnDrop,
-}
-
-/// Sends [`Dropped`] for an attempt when dropped armed: the permit's own release, carried by
-/// a message that takes the permit's place.
-#[derive(Debug)]
-pub(crate) struct ReleaseOnDrop {
-    pub(crate) addr: Option<actix::Addr<super::Coordinator>>,
-    pub(crate) attempt: AttemptId,
-    pub(crate) incarnation: u64,
-}
-
-impl ReleaseOnDrop {
-    /// The coordinator has the attempt: nothing to release.
-    pub(crate) fn disarm(&mut self) {
-        self.addr = None;
-    }
-}
-
-impl Drop for ReleaseOnDrop {
-    fn drop(&mut self) {
-        if let Some(addr) = self.addr.take() {
-            addr.do_send(Dropped {
-                attempt: self.attempt,
-                incarnation: self.incarnation,
-            });
-        }
-    }
 }
 
 /// A permit was dropped without `Done`.

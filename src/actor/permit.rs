@@ -7,7 +7,7 @@ use actix::{Addr, Message};
 use tokio::sync::oneshot;
 
 use super::handle::{answer_of, AbandonOnDrop};
-use super::messages::{Done, Dropped, FirstByte, ReleaseOnDrop, Report, RetryAcquire};
+use super::messages::{Done, Dropped, FirstByte, Report, RetryAcquire};
 use super::{AcquireError, Coordinator, CoordinatorGone};
 use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
 use crate::error::Rejection;
@@ -148,29 +148,25 @@ impl Permit {
     /// unlike `acquire`, it does not ask past), [`AcquireError::NotFromAcquire`]
     /// for a worker actor's permit (its next grant goes to the worker). Dropping the future
     /// while it waits cancels the request.
-    pub async fn retry(mut self) -> Result<Permit, AcquireError> {
-        // The message takes over the permit's release: if it is dropped unread (this future
-        // dropped first), it frees the attempt as the permit's drop would.
-        let Some(addr) = self.coordinator.take() else {
+    pub async fn retry(self) -> Result<Permit, AcquireError> {
+        let Some(addr) = self.coordinator.clone() else {
             return Err(CoordinatorGone.into());
         };
         let (tx, rx) = oneshot::channel();
-        let message = RetryAcquire {
-            attempt: self.grant.attempt,
-            incarnation: self.incarnation,
-            reply: tx,
-            release: ReleaseOnDrop {
-                addr: Some(addr.clone()),
-                attempt: self.grant.attempt,
-                incarnation: self.incarnation,
-            },
-        };
         // Dropped once the coordinator has the retry, this cancels the waiting request.
         let guard = AbandonOnDrop {
             addr: &addr,
             request: Some(self.grant.request),
         };
-        match addr.send(message).await {
+        // The permit travels with the message: dropped unread (this future dropped first),
+        // it frees the attempt as it would here.
+        match addr
+            .send(RetryAcquire {
+                permit: self,
+                reply: tx,
+            })
+            .await
+        {
             Ok(Ok(())) => answer_of(rx, guard).await,
             Ok(Err(e)) => {
                 guard.disarm();

@@ -195,8 +195,10 @@ impl Coordinator {
 
     /// Sets the snapshot-save counters (only with a store: without one they stay absent).
     pub(crate) fn snapshot_metrics(&mut self) {
-        if self.persistence.is_some() {
-            let s = self.snapshot_status();
+        if let Some(p) = &self.persistence {
+            // The saver's counts only: the load's outcome and the last error are not needed.
+            let mut s = SnapshotStatus::default();
+            p.saver.fill(&mut s);
             self.metrics
                 .on_snapshot_saves(s.saves, s.save_errors, s.skipped);
         }
