@@ -13,7 +13,7 @@ use super::events::{round_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
-use super::scenario::{Action, LoopKind, Scenario};
+use super::scenario::{Action, Caller, LoopKind, Scenario};
 use super::truth::{sooner, AttemptResult, Truth};
 use crate::core::{FailureClass, Outcome};
 
@@ -103,7 +103,8 @@ macro_rules! world {
     };
 }
 
-// After the macro, which it uses.
+// After the macro, which they use.
+mod caller;
 mod timed;
 
 /// One run of one policy on one seed.
@@ -143,6 +144,9 @@ pub(crate) struct Engine<'a> {
     subsets: Vec<Vec<Cand>>,
     /// The `Timed` wake-up pushed and not yet run (ns), if any.
     timed_ns: Option<u64>,
+    /// How the callers use the policy: the scenario's `[caller]` for a coordinator, else the
+    /// default.
+    caller: Caller,
 }
 
 impl<'a> Engine<'a> {
@@ -178,7 +182,8 @@ impl<'a> Engine<'a> {
             .collect();
         let timeout_s = sc.workload.timeout_ms.map(|t| t / 1000.0);
         let mut policy = policy;
-        policy.caller_timeout(timeout_s);
+        let caller = Caller::of(sc, policy.as_ref());
+        policy.caller_timeout(timeout_s.filter(|_| caller.deadline));
         stats.timeout_s = timeout_s;
         for a in &mut stats.arms {
             a.timeout_s = timeout_s;
@@ -212,6 +217,7 @@ impl<'a> Engine<'a> {
             now: 0.0,
             subsets: Vec::new(),
             timed_ns: None,
+            caller,
         }
     }
 
@@ -460,7 +466,7 @@ impl<'a> Engine<'a> {
     fn start_attempt(&mut self, req: Req, cand: Cand, now: f64) {
         let c = cand as usize;
         self.load[c] += 1;
-        let advised = self.policy.deadline_ms(req);
+        let advised = self.advised(req);
         let timeout_ms = sooner(self.sc.workload.attempt_timeout_ms, advised);
         let truth = &self.truth[c];
         // A queueing candidate's result is known only once a server has served the attempt;
@@ -588,7 +594,7 @@ impl<'a> Engine<'a> {
 
     /// Attempt `a`'s first byte, if generation `g` of it still runs.
     fn first_byte(&mut self, a: u32, g: u32, now: f64) {
-        if self.att_gen[a as usize] == g {
+        if self.att_gen[a as usize] == g && self.caller.first_byte {
             let att = self.atts[a as usize];
             self.policy.first_byte(att.req, att.cand, now);
         }
@@ -604,9 +610,11 @@ impl<'a> Engine<'a> {
     fn end_attempt(&mut self, a: u32, now: f64) {
         let att = self.atts[a as usize];
         self.abandon(a, now);
-        let outcome = self.reported(att.cand as usize, &att.result.outcome, now);
+        if !self.drops(&att) {
+            let outcome = self.reported(att.cand as usize, &att.result.outcome, now);
+            self.policy.outcome(att.req, att.cand, &outcome, now);
+        }
         let world = world!(self, now);
-        self.policy.outcome(att.req, att.cand, &outcome, now);
         let r = &mut self.reqs[att.req as usize];
         r.overloaded = att.result.outcome == Outcome::failure(FailureClass::Overload);
         if att.result.ok {
@@ -615,7 +623,7 @@ impl<'a> Engine<'a> {
         } else if r.retries_left > 0 {
             r.retries_left -= 1;
             // A retry the policy then rejects (no candidate left) ends on this failure.
-            self.policy.done(att.req, att.cand, true, now, &world);
+            self.retry(att.req, att.cand, now);
         } else {
             self.policy.done(att.req, att.cand, false, now, &world);
             self.end_failed(att.req, now);

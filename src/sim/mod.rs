@@ -54,8 +54,8 @@ pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, CandidateSpec, CoordinatorSpec, Knee, LoopKind, Scenario, ScenarioError, Slowdown,
-    TimelineEvent, Workload, BUILTIN,
+    Action, CandidateSpec, Caller, CoordinatorSpec, Knee, LoopKind, Scenario, ScenarioError, Slowdown,
+    OnTimeout, Retry, TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
 

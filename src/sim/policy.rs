@@ -126,6 +126,24 @@ pub(crate) trait Policy: Send {
     ) {
         self.ready(req, eligible, now, world);
     }
+    /// `req`'s caller retries with a new request after its attempt failed (`caller.retry =
+    /// "fresh"`), the old one ended with `done`: the same `eligible` candidates, the same
+    /// caller's deadline, `attempts` attempts left, and nothing excluded.
+    fn ask_fresh(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        attempts: u32,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        self.ask_again(req, eligible, attempts, now, world);
+    }
+    /// Whether the policy's callers act as the scenario's `[caller]` says (the coordinators);
+    /// the others keep their own callers.
+    fn takes_caller(&self) -> bool {
+        false
+    }
     /// How long a caller waits for its request (`workload.timeout_ms`, seconds), told once
     /// before the first request; a policy that takes deadlines gives each request its own.
     fn caller_timeout(&mut self, _timeout_s: Option<f64>) {}

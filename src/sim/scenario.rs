@@ -16,7 +16,9 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::input::Num;
 use crate::score::Config;
 
+mod caller;
 mod parse;
+pub use caller::{Caller, OnTimeout, Retry};
 pub(crate) use parse::{deserialize, did_you_mean};
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
@@ -556,6 +558,10 @@ pub struct Scenario {
     /// Fleet mode: several coordinators over these candidates (`docs/fleet.md`).
     #[serde(default)]
     pub fleet: Option<super::fleet::FleetSpec>,
+    /// How the `coordinator` policies' callers use the coordinator (default: as documented in
+    /// `docs/deploying.md`).
+    #[serde(default)]
+    pub caller: Caller,
 }
 
 /// The most candidates a scenario may expand to (replicas included).

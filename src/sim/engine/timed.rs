@@ -81,9 +81,11 @@ impl Engine<'_> {
         }
         let cand = self.atts[a as usize].cand;
         self.abandon(a, now);
+        if !self.caller.drops_timeouts() {
+            let timeout = Outcome::failure(FailureClass::Timeout);
+            self.policy.outcome(req, cand, &timeout, now);
+        }
         let world = world!(self, now);
-        let timeout = Outcome::failure(FailureClass::Timeout);
-        self.policy.outcome(req, cand, &timeout, now);
         self.policy.done(req, cand, false, now, &world);
         self.sample_limit(cand as usize, now);
         self.finish_request(req, None, now);

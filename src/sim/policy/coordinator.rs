@@ -285,6 +285,24 @@ impl Policy for CoordinatorPolicy {
         self.ask(req, eligible, attempts, now);
     }
 
+    fn ask_fresh(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        attempts: u32,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        if let Some(tried) = self.tried.get_mut(req as usize) {
+            tried.clear();
+        }
+        self.ask_again(req, eligible, attempts, now, world);
+    }
+
+    fn takes_caller(&self) -> bool {
+        true
+    }
+
     fn cancel(&mut self, req: Req, now: f64) {
         let Some(&(Some(id), None)) = self.requests.get(req as usize) else {
             return;

@@ -521,6 +521,9 @@ impl Scenario {
             let field = e.split_whitespace().next().unwrap_or("fleet").to_string();
             return Err(err(&field, whole_key("[fleet]"), e));
         }
+        if let Err((field, e)) = self.caller.check(self) {
+            return Err(err(field, whole_key("[caller]"), e));
+        }
         if let Err(e) = check_limits(self.limits) {
             return Err(err("limits", whole_key("[limits]"), e));
         }
