@@ -891,3 +891,41 @@ async fn an_acquire_permits_done_with_retry_ends_its_request() {
         (0, 0, 0, 0)
     );
 }
+
+/// A permit dropped after its lease ended released nothing: it counts as a stray, not as a
+/// dropped permit.
+#[actix::test]
+async fn a_permit_dropped_after_its_lease_ended_is_not_counted_as_dropped() {
+    tokio::time::pause();
+    let limits = Limits {
+        global: 1,
+        max_attempt_s: Some(0.02),
+        ..Limits::default()
+    };
+    let handle = Coordinator::with_seed(Config::default(), limits, 3)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let stuck = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(handle.state().await.unwrap().counters.reclaimed, 1);
+    drop(stuck);
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.shell.permits_dropped, s.shell.unknown_attempt), (0, 1));
+}
+
+/// A subscriber at a tenth of the rate of the fastest one takes one record of every ten,
+/// from the tenth on: the shares add up to whole records although tenths do not add up
+/// exactly in floating point.
+#[actix::test]
+async fn a_subscriber_at_a_tenth_of_the_rate_takes_every_tenth_record() {
+    tokio::time::pause();
+    let handle = two_candidates();
+    let _all = handle.subscribe_channel(1.0, 64).await.unwrap();
+    let mut tenth = handle.subscribe_channel(0.1, 64).await.unwrap();
+    decide(&handle, 10).await;
+    assert_eq!(drain(&mut tenth), 1);
+    decide(&handle, 20).await;
+    assert_eq!(drain(&mut tenth), 2);
+}
