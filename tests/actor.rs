@@ -807,8 +807,15 @@ async fn a_subscriber_that_stays_keeps_its_rate_when_a_faster_one_leaves() {
     assert_eq!(handle.state().await.unwrap().subscribers, 1);
     drain(&mut half);
     decide(&handle, 10).await;
-    assert_eq!(drain(&mut half), 5, "the remaining subscriber keeps its rate");
-    assert!(!half.is_closed(), "the remaining subscriber is still subscribed");
+    assert_eq!(
+        drain(&mut half),
+        5,
+        "the remaining subscriber keeps its rate"
+    );
+    assert!(
+        !half.is_closed(),
+        "the remaining subscriber is still subscribed"
+    );
 }
 
 /// The same when housekeeping finds the subscriber gone before any record is published.
@@ -823,7 +830,11 @@ async fn a_subscriber_gone_at_housekeeping_leaves_the_others_their_rate() {
     tokio::time::sleep(Duration::from_millis(refresh * 3)).await;
     assert_eq!(handle.state().await.unwrap().subscribers, 1);
     decide(&handle, 10).await;
-    assert_eq!(drain(&mut half), 5, "the remaining subscriber keeps its rate");
+    assert_eq!(
+        drain(&mut half),
+        5,
+        "the remaining subscriber keeps its rate"
+    );
 }
 
 /// A watcher that comes after an urgent change is woken at once: the change is still news.

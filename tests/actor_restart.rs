@@ -599,7 +599,10 @@ async fn a_stop_after_a_crash_saves_the_snapshot_again() {
         .iter()
         .map(|c| c.stats.attempts)
         .sum();
-    assert_eq!(attempts, 3, "the stop saved what was learned after the crash");
+    assert_eq!(
+        attempts, 3,
+        "the stop saved what was learned after the crash"
+    );
 }
 
 /// A snapshot file loaded at the start has aged by the time since it was written: an

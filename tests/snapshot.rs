@@ -597,6 +597,12 @@ fn a_claim_removes_unfinished_writes_of_both_forms_and_nothing_else() {
     }
     let _claim = store.claim().unwrap();
     assert!(!current.exists(), "an unfinished write is removed");
-    assert!(!earlier.exists(), "an unfinished write of the earlier form is removed");
-    assert!(short_token.exists(), "a name that is not a temporary file's is left");
+    assert!(
+        !earlier.exists(),
+        "an unfinished write of the earlier form is removed"
+    );
+    assert!(
+        short_token.exists(),
+        "a name that is not a temporary file's is left"
+    );
 }
