@@ -220,3 +220,28 @@ async fn a_retry_dropped_after_the_coordinator_took_it_cancels_its_request() {
     assert_eq!((s.open_requests, s.in_flight), (0, 0));
     h.stop().await;
 }
+
+/// A permit whose attempt did not outlive a restart (its candidate was removed before it)
+/// is told the coordinator restarted when it retries, not that its lease ran out.
+#[actix::test]
+async fn a_retry_of_an_attempt_lost_in_a_restart_says_the_coordinator_restarted() {
+    tokio::time::pause();
+    let mut c = Coordinator::with_seed(Config::default(), Limits::default(), 1).unwrap();
+    for id in ["a", "b"] {
+        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+    }
+    let h = c.start_supervised_handle();
+    let mut p = h.acquire(Request::any()).await.unwrap();
+    h.remove_candidate(p.candidate().clone()).await.unwrap();
+    h.addr().do_send(Crash);
+    while h.state().await.unwrap().incarnation == 0 {
+        tokio::task::yield_now().await;
+    }
+    failed(&mut p);
+    assert_eq!(
+        p.retry().await.unwrap_err(),
+        AcquireError::Rejected(Rejection::CoordinatorRestarted)
+    );
+    let s = h.state().await.unwrap();
+    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+}

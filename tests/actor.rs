@@ -765,3 +765,178 @@ async fn the_state_finds_the_live_candidate_of_an_id_added_again() {
     assert_eq!(a.in_flight, 1);
     drop((old, new));
 }
+
+/// A coordinator handle with two candidates, for the subscriber tests.
+fn two_candidates() -> CoordinatorHandle {
+    Coordinator::with_seed(Config::default(), Limits::default(), 5)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .with_candidate(CandidateInfo::new("b"))
+        .unwrap()
+        .start_handle()
+}
+
+async fn decide(handle: &CoordinatorHandle, n: usize) {
+    for _ in 0..n {
+        drop(handle.acquire(Request::any()).await.unwrap());
+    }
+}
+
+fn drain(rx: &mut mpsc::Receiver<selection_coordinator::DecisionRecord>) -> usize {
+    let mut n = 0;
+    while rx.try_recv().is_ok() {
+        n += 1;
+    }
+    n
+}
+
+/// When the subscriber with the highest rate goes away (found while a record is published),
+/// the one that stays keeps its own rate: half of the decisions, not all of them.
+#[actix::test]
+async fn a_subscriber_that_stays_keeps_its_rate_when_a_faster_one_leaves() {
+    tokio::time::pause();
+    let handle = two_candidates();
+    let mut half = handle.subscribe_channel(0.5, 64).await.unwrap();
+    let all = handle.subscribe_channel(1.0, 64).await.unwrap();
+    decide(&handle, 10).await;
+    assert_eq!(drain(&mut half), 5);
+    drop(all);
+    // The first decision after the drop finds the subscriber gone.
+    decide(&handle, 1).await;
+    assert_eq!(handle.state().await.unwrap().subscribers, 1);
+    drain(&mut half);
+    decide(&handle, 10).await;
+    assert_eq!(
+        drain(&mut half),
+        5,
+        "the remaining subscriber keeps its rate"
+    );
+    assert!(
+        !half.is_closed(),
+        "the remaining subscriber is still subscribed"
+    );
+}
+
+/// The same when housekeeping finds the subscriber gone before any record is published.
+#[actix::test]
+async fn a_subscriber_gone_at_housekeeping_leaves_the_others_their_rate() {
+    tokio::time::pause();
+    let handle = two_candidates();
+    let mut half = handle.subscribe_channel(0.5, 64).await.unwrap();
+    let all = handle.subscribe_channel(1.0, 64).await.unwrap();
+    drop(all);
+    let refresh = Config::default().refresh_ms;
+    tokio::time::sleep(Duration::from_millis(refresh * 3)).await;
+    assert_eq!(handle.state().await.unwrap().subscribers, 1);
+    decide(&handle, 10).await;
+    assert_eq!(
+        drain(&mut half),
+        5,
+        "the remaining subscriber keeps its rate"
+    );
+}
+
+/// A watcher that comes after an urgent change is woken at once: the change is still news.
+#[actix::test]
+async fn an_urgent_digest_from_before_the_watch_wakes_the_watcher() {
+    use selection_coordinator::actor::{SetShareIdentity, TakeUrgentDigest, WatchUrgentDigests};
+    use selection_coordinator::FailureClass;
+    tokio::time::pause();
+    let addr = coordinator(&["a", "b"], Limits::default());
+    addr.send(SetShareIdentity {
+        name: "me".into(),
+        seq_base: 0,
+    })
+    .await
+    .unwrap();
+    let handle = CoordinatorHandle::new(addr.clone());
+    for _ in 0..20 {
+        let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
+        p.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
+        p.done(Next::Finish);
+    }
+    let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
+    p.report(Outcome::failure(FailureClass::Timeout));
+    p.done(Next::Finish);
+    let notify = addr.send(WatchUrgentDigests).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(1), notify.notified())
+        .await
+        .expect("a failure seen before the watch still wakes it");
+    assert!(addr.send(TakeUrgentDigest).await.unwrap().is_some());
+}
+
+/// `ShellCounters::errors` sums every ignored input, malformed outcomes included.
+#[actix::test]
+async fn ignored_input_of_every_kind_counts_as_an_error() {
+    tokio::time::pause();
+    let c = coordinator(&["a"], Limits::default());
+    let (w, mut rx) = probe();
+    ready(&c, &w, Request::any()).await;
+    let mut p = next_permit(&mut rx).await;
+    p.report(Outcome::success_with(f64::NAN, 1.0, 1, 1.0));
+    p.done(Next::Finish);
+    let s = state(&c).await;
+    assert_eq!(s.shell.invalid_input, 1);
+    assert_eq!(s.shell.errors(), 1);
+}
+
+/// A permit from `acquire` has nowhere to receive a second grant: its `done(Next::Retry)`
+/// ends the request, with no second draw and nothing left waiting.
+#[actix::test]
+async fn an_acquire_permits_done_with_retry_ends_its_request() {
+    tokio::time::pause();
+    let handle = Coordinator::with_seed(Config::default(), global(1), 9)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .with_candidate(CandidateInfo::new("b"))
+        .unwrap()
+        .start_handle();
+    let held = handle.acquire(Request::any()).await.unwrap();
+    held.done(Next::Retry);
+    let s = handle.state().await.unwrap();
+    assert_eq!(s.counters.decisions, 1, "no second draw");
+    assert_eq!(
+        (s.in_flight, s.waiting, s.open_requests, s.shell.taken_back),
+        (0, 0, 0, 0)
+    );
+}
+
+/// A permit dropped after its lease ended released nothing: it counts as a stray, not as a
+/// dropped permit.
+#[actix::test]
+async fn a_permit_dropped_after_its_lease_ended_is_not_counted_as_dropped() {
+    tokio::time::pause();
+    let limits = Limits {
+        global: 1,
+        max_attempt_s: Some(0.02),
+        ..Limits::default()
+    };
+    let handle = Coordinator::with_seed(Config::default(), limits, 3)
+        .unwrap()
+        .with_candidate(CandidateInfo::new("a"))
+        .unwrap()
+        .start_handle();
+    let stuck = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(handle.state().await.unwrap().counters.reclaimed, 1);
+    drop(stuck);
+    let s = handle.state().await.unwrap();
+    assert_eq!((s.shell.permits_dropped, s.shell.unknown_attempt), (0, 1));
+}
+
+/// A subscriber at a tenth of the rate of the fastest one takes one record of every ten,
+/// from the tenth on: the shares add up to whole records although tenths do not add up
+/// exactly in floating point.
+#[actix::test]
+async fn a_subscriber_at_a_tenth_of_the_rate_takes_every_tenth_record() {
+    tokio::time::pause();
+    let handle = two_candidates();
+    let _all = handle.subscribe_channel(1.0, 64).await.unwrap();
+    let mut tenth = handle.subscribe_channel(0.1, 64).await.unwrap();
+    decide(&handle, 10).await;
+    assert_eq!(drain(&mut tenth), 1);
+    decide(&handle, 20).await;
+    assert_eq!(drain(&mut tenth), 2);
+}

@@ -573,3 +573,99 @@ async fn a_request_id_of_an_earlier_incarnation_reaches_no_request_of_the_new_on
         other => panic!("expected the new request's grant, got {other:?}"),
     }
 }
+
+/// A crash skips the save at stop only once: a later clean stop of the restarted coordinator
+/// saves what it learned, as any stop does.
+#[actix::test]
+async fn a_stop_after_a_crash_saves_the_snapshot_again() {
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let c = build(&["a", "b"], 1)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start_supervised();
+    let (w, mut rx) = probe();
+    c.do_send(Crash);
+    assert_eq!(state(&c).await.incarnation, 1);
+    assert!(!store.path().exists(), "a crash saves nothing");
+    learn(&c, &mut rx, &w, 3, 20.0).await;
+    c.do_send(Stop);
+    let s = state(&c).await;
+    assert_eq!(s.incarnation, 2);
+    assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
+    let attempts: u64 = load(&store)
+        .candidates
+        .iter()
+        .map(|c| c.stats.attempts)
+        .sum();
+    assert_eq!(
+        attempts, 3,
+        "the stop saved what was learned after the crash"
+    );
+}
+
+/// A snapshot file loaded at the start has aged by the time since it was written: an
+/// ejection that would have ended meanwhile is over.
+#[actix::test]
+async fn a_snapshot_file_loaded_a_day_later_has_aged() {
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let c = build(&["a", "b"], 1).start();
+    let (w, mut rx) = probe();
+    learn(&c, &mut rx, &w, 4, 20.0).await;
+    let mut snapshot = c.send(TakeSnapshot).await.unwrap();
+    let day_ago = std::time::SystemTime::now() - Duration::from_secs(24 * 3600);
+    snapshot = snapshot.stamped(day_ago);
+    for cand in &mut snapshot.candidates {
+        cand.stats.ejections = 1;
+        cand.stats.ejected_for_s = Some(600.0);
+    }
+    store.save(&snapshot).unwrap();
+    let fresh = build(&[], 1)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
+    let s = state(&fresh).await;
+    assert_eq!(s.snapshots.loaded, LoadOutcome::Restored { candidates: 2 });
+    let ejected = |snap: selection_coordinator::snapshot::Snapshot| {
+        snap.candidates
+            .iter()
+            .filter(|c| c.stats.ejected_for_s.is_some())
+            .count()
+    };
+    assert_eq!(
+        ejected(fresh.send(TakeSnapshot).await.unwrap()),
+        0,
+        "a ten-minute ejection written a day ago has ended"
+    );
+
+    // The same snapshot stamped now restores the ejections as current.
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    store
+        .save(&snapshot.stamped(std::time::SystemTime::now()))
+        .unwrap();
+    let fresh = build(&[], 1)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .start();
+    assert_eq!(ejected(fresh.send(TakeSnapshot).await.unwrap()), 2);
+}
+
+/// Giving a coordinator its snapshot store again (to change the period) replaces the first:
+/// the coordinator does not refuse its own file as in use.
+#[test]
+fn a_coordinator_given_its_store_again_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let c = build(&["a"], 1)
+        .with_snapshots(store.clone(), None)
+        .unwrap()
+        .with_snapshots(store.clone(), Some(Duration::from_secs(60)))
+        .expect("its own file is not in use by another coordinator");
+    drop(c);
+    // Dropped, it frees the file for another coordinator.
+    build(&["a"], 1).with_snapshots(store, None).unwrap();
+}

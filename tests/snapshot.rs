@@ -552,3 +552,57 @@ fn a_save_keeps_the_files_permissions() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+/// Each unusable file is moved aside under a name of its own: a second one never overwrites
+/// the first, so both can be looked at.
+#[test]
+fn every_quarantined_file_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "stats.json").unwrap();
+    let mut moved = Vec::new();
+    for body in [&b"first bad"[..], &b"second bad"[..]] {
+        std::fs::write(store.path(), body).unwrap();
+        match store.load().unwrap() {
+            Loaded::Quarantined { moved_to, .. } => moved.push(moved_to),
+            other => panic!("expected quarantine, got {other:?}"),
+        }
+    }
+    assert_ne!(moved[0], moved[1]);
+    assert_eq!(std::fs::read(&moved[0]).unwrap(), b"first bad");
+    assert_eq!(std::fs::read(&moved[1]).unwrap(), b"second bad");
+}
+
+/// A backslash is a separator on some systems: a name with one is refused as not plain.
+#[test]
+fn a_name_with_a_backslash_is_refused() {
+    use selection_coordinator::snapshot::SnapshotError;
+    match SnapshotStore::new(std::env::temp_dir(), "..\\escape.json") {
+        Err(SnapshotError::BadName(name)) => assert_eq!(name, "..\\escape.json"),
+        other => panic!("expected a bad name, got {other:?}"),
+    }
+}
+
+/// A claim removes what unfinished writes of other processes left, in the current form
+/// (process id, a 16-digit token, a count) and in the earlier one (process id and count), and
+/// leaves files that only look alike.
+#[test]
+fn a_claim_removes_unfinished_writes_of_both_forms_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let current = dir.path().join(".pool.json.tmp-1-00000000000000ab-3");
+    let earlier = dir.path().join(".pool.json.tmp-1-3");
+    let short_token = dir.path().join(".pool.json.tmp-1-00ab-3");
+    for f in [&current, &earlier, &short_token] {
+        std::fs::write(f, b"half a snap").unwrap();
+    }
+    let _claim = store.claim().unwrap();
+    assert!(!current.exists(), "an unfinished write is removed");
+    assert!(
+        !earlier.exists(),
+        "an unfinished write of the earlier form is removed"
+    );
+    assert!(
+        short_token.exists(),
+        "a name that is not a temporary file's is left"
+    );
+}

@@ -284,3 +284,71 @@ async fn a_request_kept_open_by_a_worker_that_is_gone_is_finished() {
     assert_eq!((s.open_requests, s.in_flight, s.waiting), (0, 0, 0));
     assert_eq!(s.shell.abandoned, 3);
 }
+
+/// Hands its grants over to the test (which runs them on its behalf) and stops when told to.
+struct Waiter(mpsc::UnboundedSender<Permit>);
+
+impl Actor for Waiter {
+    type Context = Context<Self>;
+}
+
+impl Handler<Answer> for Waiter {
+    type Result = ();
+    fn handle(&mut self, answer: Answer, _: &mut Context<Self>) {
+        if let Answer::Granted(p) = answer {
+            let _ = self.0.send(p);
+        }
+    }
+}
+
+impl Handler<Fault> for Waiter {
+    type Result = ();
+    fn handle(&mut self, _: Fault, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// A worker actor that stops while its request waits for a slot gives its place up at the
+/// next housekeeping pass, even while an attempt of that request still runs: the waiting ask
+/// is cancelled, and a slot that frees goes to nobody gone.
+#[actix::test]
+async fn a_request_waiting_for_a_worker_that_is_gone_is_cancelled() {
+    tokio::time::pause();
+    let c = coordinator();
+    let (tx, mut granted) = mpsc::unbounded_channel();
+    let holder = Holder {
+        permits: Vec::new(),
+        granted: tx,
+    }
+    .start();
+    for _ in 0..HOLDERS - 1 {
+        c.send(Ready::new(Request::any(), holder.clone().recipient()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    recv_n(&mut granted, HOLDERS - 1, "all slots but one held").await;
+    let (tx, mut handed) = mpsc::unbounded_channel();
+    let waiter = Waiter(tx).start();
+    let mut two = Request::any();
+    two.parallelism = 2;
+    c.send(Ready::new(two, waiter.clone().recipient()))
+        .await
+        .unwrap()
+        .unwrap();
+    // One attempt runs (its permit outlives the worker), the other waits.
+    let running = tokio::time::timeout(Duration::from_secs(5), handed.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.send(GetState).await.unwrap().waiting, 1);
+    waiter.send(Fault::Stop).await.unwrap();
+    let refresh = Config::default().refresh_ms;
+    tokio::time::sleep(Duration::from_millis(refresh * 3)).await;
+    let s = c.send(GetState).await.unwrap();
+    assert_eq!((s.waiting, s.shell.abandoned), (0, 1));
+    drop(running);
+    tokio::time::sleep(Duration::from_millis(refresh)).await;
+    let s = c.send(GetState).await.unwrap();
+    assert_eq!((s.in_flight as usize, s.shell.taken_back), (HOLDERS - 1, 0));
+}
