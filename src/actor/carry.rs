@@ -6,7 +6,9 @@
 //! and the permit's report is learned. Permits still carry the incarnation that granted them;
 //! this map turns (incarnation, attempt) into the attempt the current core knows it by.
 //! Attempt ids are generational, so an entry whose attempt ended some other way (a lease ran
-//! out) names nothing in the core and the message is counted as an unknown attempt.
+//! out) names nothing in the core: until the next housekeeping tick prunes the entry, its
+//! permit's message is counted as an unknown attempt, and after it as stale (a message from an
+//! earlier incarnation).
 
 use std::collections::HashMap;
 
