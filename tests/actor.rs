@@ -940,3 +940,52 @@ async fn a_subscriber_at_a_tenth_of_the_rate_takes_every_tenth_record() {
     decide(&handle, 20).await;
     assert_eq!(drain(&mut tenth), 2);
 }
+
+/// The time component of the candidate holding an attempt that has run 3 s, before and
+/// after, with the attempt's first byte reported or not. Both candidates first learn from 40
+/// quick successes (20 ms).
+async fn time_component_around_a_long_attempt(first_byte: bool) -> (f64, f64) {
+    let c = coordinator(&["a", "b"], global(1));
+    let (w, mut rx) = probe();
+    for _ in 0..40 {
+        ready(&c, &w, Request::any()).await;
+        let mut p = next_permit(&mut rx).await;
+        p.first_byte();
+        p.report(Outcome::success_with(5.0, 10.0, 1000, 20.0));
+        p.done(Next::Finish);
+    }
+    ready(&c, &w, Request::any()).await;
+    let long = next_permit(&mut rx).await;
+    let id = long.candidate().clone();
+    let time = |s: &State| s.candidate(id.as_str()).unwrap().components.time_to_success;
+    let before = time(&state(&c).await);
+    if first_byte {
+        long.first_byte();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = time(&state(&c).await);
+    drop(long);
+    (before, after)
+}
+
+/// An attempt whose first byte came is an answer still transferring, not a hang: a long
+/// transfer leaves its candidate's time component where it was, while the same attempt with
+/// no first byte reported counts against it as a censored sample.
+#[actix::test]
+async fn a_first_byte_keeps_a_long_transfer_from_counting_as_a_hang() {
+    tokio::time::pause();
+    let (before, answered) = time_component_around_a_long_attempt(true).await;
+    let (same, silent) = time_component_around_a_long_attempt(false).await;
+    assert_eq!(
+        before, same,
+        "the two runs learn alike up to the long attempt"
+    );
+    assert!(
+        answered >= 0.9 * before,
+        "an answered attempt must not count as a hang: {before} -> {answered}"
+    );
+    assert!(
+        silent < 0.5 * before,
+        "a silent attempt of 3 s against 20 ms answers must: {before} -> {silent}"
+    );
+}
