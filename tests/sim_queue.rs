@@ -339,3 +339,109 @@ service_ms = { kind = "exp", mean = 45.0 }
         o.ttfb_ms.p99
     );
 }
+
+/// One worker on a one-server station serving in `service_ms`, its response as `response`,
+/// with an attempt timeout of 100 ms.
+fn timed_station(service_ms: f64, response: &str) -> String {
+    format!(
+        r#"
+name = "t"
+[workload]
+loop = "closed"
+workers = 1
+operations = 50
+attempt_timeout_ms = 100.0
+
+[[candidates]]
+id = "s"
+success = 1.0
+service_ms = {service_ms}
+{response}
+"#
+    )
+}
+
+#[test]
+fn a_response_due_past_the_timeout_times_out_even_when_its_service_ended_in_time() {
+    // Served in 10 ms, answered 200 ms later: every attempt times out at 100 ms.
+    let p = run(&timed_station(10.0, "duration_ms = 200.0"), &[1]);
+    assert_eq!(p.error_rate, 1.0);
+    assert!(p.latency_ms.p99 <= 100.0 + 1e-6, "{:?}", p.latency_ms);
+}
+
+#[test]
+fn a_first_byte_in_time_is_a_success_however_long_the_transfer_after_it() {
+    // Served in 10 ms, first byte 5 ms later, then a 500 ms transfer past the timeout.
+    let p = run(
+        &timed_station(10.0, "ttfb_ms = 5.0\nduration_ms = 500.0"),
+        &[1],
+    );
+    assert_eq!(p.error_rate, 0.0);
+    assert!(
+        (p.latency_ms.mean - 515.0).abs() < 1e-6,
+        "{:?}",
+        p.latency_ms
+    );
+}
+
+#[test]
+fn servers_added_by_a_heal_or_a_degrade_start_on_the_waiting_attempts_at_once() {
+    // Four workers, two requests each, 1 s services. One server from 0.5 s: the second round
+    // (at 1 s) has one served and three waiting when the heal at 1.5 s brings four servers
+    // back, and they start then (not when the busy one finishes at 2 s).
+    let toml = |servers: u32, at: [(f64, &str); 2]| {
+        let mut s = format!(
+            r#"
+name = "h"
+[workload]
+loop = "closed"
+workers = 4
+operations = 2
+
+[[candidates]]
+id = "s"
+success = 1.0
+servers = {servers}
+service_ms = 1000.0
+"#
+        );
+        for (at_s, what) in at {
+            s += &format!("[[timeline]]\nat_s = {at_s}\ncandidate = 's'\n{what}\n");
+        }
+        s
+    };
+    let healed = run(
+        &toml(
+            4,
+            [
+                (0.5, "action = 'degrade'\nservers = 1"),
+                (1.5, "action = 'heal'"),
+            ],
+        ),
+        &[1],
+    );
+    let want = (4.0 * 1000.0 + 1000.0 + 3.0 * 1500.0) / 8.0;
+    assert!(
+        (healed.latency_ms.mean - want).abs() < 1e-6,
+        "{:?}",
+        healed.latency_ms
+    );
+    // A degrade that adds servers: one server until 1.5 s, then four. The first round queues
+    // behind one server; at 1.5 s the three waiting attempts start at once.
+    let added = run(
+        &toml(
+            1,
+            [
+                (1.5, "action = 'degrade'\nservers = 4"),
+                (9.0, "action = 'heal'"),
+            ],
+        ),
+        &[1],
+    );
+    let want = (1000.0 + 2000.0 + 2500.0 + 2500.0 + 1500.0 + 3.0 * 1000.0) / 8.0;
+    assert!(
+        (added.latency_ms.mean - want).abs() < 1e-6,
+        "{:?}",
+        added.latency_ms
+    );
+}

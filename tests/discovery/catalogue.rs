@@ -419,3 +419,200 @@ fn candidates_dropped_by_the_source_are_removed_and_new_ones_fetched() {
     assert!(actions.contains(&Action::Remove(CandidateId::new("c0002"))));
     assert_eq!(fetches(&actions), vec![CandidateId::new("new")]);
 }
+
+#[test]
+fn a_success_resets_the_failure_count() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 100.0,
+        expiry_s: 150.0,
+        idle_pause_s: None,
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(1), t0);
+    let batch = fetches(&drain(&mut cat));
+    cat.fetched(&batch[0], Err(FetchError::Timeout), t0 + ms(10));
+    drain(&mut cat);
+    assert_eq!(cat.entry(&batch[0]).unwrap().failures, 1);
+    cat.tick(t0 + secs(100));
+    let again = fetches(&drain(&mut cat));
+    assert_eq!(again, batch);
+    answer_all(&mut cat, &again, t0 + secs(100) + ms(10));
+    assert_eq!(cat.entry(&batch[0]).unwrap().failures, 0);
+}
+
+#[test]
+fn a_perf_score_of_zero_is_merged() {
+    let t0 = Instant::now();
+    let mut cat = catalogue(DiscoveryConfig::default(), 1, t0);
+    cat.set_candidates(ids(1), t0);
+    let batch = fetches(&drain(&mut cat));
+    answer_all(&mut cat, &batch, t0 + ms(5));
+    cat.set_perf_scores("FRA", vec![(batch[0].clone(), 0.0)], t0 + ms(6));
+    match drain(&mut cat).as_slice() {
+        [Action::Update(info)] => assert_eq!(info.perf_scores.get("FRA"), Some(&0.0)),
+        other => panic!("expected one update, got {other:?}"),
+    }
+}
+
+#[test]
+fn candidates_added_while_idle_are_fetched_when_requests_resume() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 300.0,
+        expiry_s: 600.0,
+        idle_pause_s: Some(100.0),
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(2), t0);
+    let batch = fetches(&drain(&mut cat));
+    answer_all(&mut cat, &batch, t0 + ms(10));
+    assert!(cat.paused(t0 + secs(150)));
+    cat.set_candidates(ids(3), t0 + secs(150));
+    assert!(fetches(&drain(&mut cat)).is_empty(), "fetched while idle");
+    cat.demand(&[], t0 + secs(160));
+    assert_eq!(fetches(&drain(&mut cat)), vec![CandidateId::new("c0002")]);
+}
+
+#[test]
+fn a_candidate_that_failed_before_going_idle_is_fetched_when_requests_resume() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 300.0,
+        expiry_s: 600.0,
+        idle_pause_s: Some(100.0),
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(2), t0);
+    let batch = fetches(&drain(&mut cat));
+    cat.fetched(
+        &batch[0],
+        Ok(CandidateInfo::new(batch[0].clone())),
+        t0 + ms(10),
+    );
+    cat.fetched(&batch[1], Err(FetchError::Timeout), t0 + ms(10));
+    drain(&mut cat);
+    // Resumed before the next pass is due: the one without info is fetched at once.
+    cat.demand(&[], t0 + secs(150));
+    assert_eq!(fetches(&drain(&mut cat)), vec![batch[1].clone()]);
+}
+
+#[test]
+fn info_that_expires_again_is_refetched_again() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 100.0,
+        expiry_s: 170.0,
+        idle_pause_s: None,
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(1), t0);
+    let id = fetches(&drain(&mut cat))[0].clone();
+    let ok = || Ok(CandidateInfo::new(ids(1)[0].clone()));
+    cat.fetched(&id, ok(), t0);
+    drain(&mut cat);
+    // Every pass fails; each expiry removes the candidate and fetches it at once.
+    let mut refetched_at = Vec::new();
+    for s in [100, 170, 200, 300, 340] {
+        let t = t0 + secs(s);
+        assert_eq!(cat.next_deadline(), Some(t));
+        cat.tick(t);
+        let actions = drain(&mut cat);
+        if actions.contains(&Action::Remove(id.clone())) {
+            assert_eq!(fetches(&actions), vec![id.clone()], "at {s} s");
+            refetched_at.push(s);
+            cat.fetched(&id, ok(), t);
+        } else {
+            assert_eq!(fetches(&actions), vec![id.clone()], "pass at {s} s");
+            cat.fetched(&id, Err(FetchError::Failed("down".into())), t);
+        }
+        drain(&mut cat);
+    }
+    assert_eq!(refetched_at, vec![170, 340]);
+}
+
+#[test]
+fn a_pool_at_the_threshold_triggers_no_refresh() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        idle_pause_s: None,
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(10), t0);
+    let batch = fetches(&drain(&mut cat));
+    for (k, id) in batch.iter().enumerate() {
+        let r = if k < 5 {
+            Ok(CandidateInfo::new(id.clone()))
+        } else {
+            Err(FetchError::Failed("down".into()))
+        };
+        cat.fetched(id, r, t0 + ms(10));
+    }
+    drain(&mut cat);
+    assert_eq!(cat.demand(&[], t0 + secs(1)), 5);
+    assert!(fetches(&drain(&mut cat)).is_empty());
+    assert_eq!(cat.stats().threshold_refreshes, 0);
+}
+
+#[test]
+fn a_request_during_a_pass_triggers_no_second_pass() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        idle_pause_s: None,
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(10), t0);
+    let batch = fetches(&drain(&mut cat));
+    // The first fill is running: nothing is eligible yet, and no other pass is asked for.
+    assert_eq!(cat.demand(&[], t0 + ms(1)), 0);
+    cat.pool_low(t0 + ms(2));
+    answer_all(&mut cat, &batch, t0 + ms(10));
+    assert!(!cat.refreshing());
+    assert_eq!(cat.stats().threshold_refreshes, 0);
+    assert_eq!(cat.next_deadline(), Some(t0 + secs(900)));
+}
+
+#[test]
+fn expired_info_leaves_the_pool_at_its_expiry_instant() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 100.0,
+        expiry_s: 150.0,
+        idle_pause_s: None,
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(2), t0);
+    let batch = fetches(&drain(&mut cat));
+    answer_all(&mut cat, &batch, t0);
+    let before = t0 + secs(150) - ms(1);
+    assert_eq!(cat.eligible(&[], before).len(), 2);
+    let at = t0 + secs(150);
+    assert!(cat.eligible(&[], at).is_empty());
+    assert_eq!(cat.eligible_count(&[], at), 0);
+}
+
+#[test]
+fn no_deadline_is_given_for_a_refresh_due_as_the_idle_pause_begins() {
+    let t0 = Instant::now();
+    let config = DiscoveryConfig {
+        interval_s: 100.0,
+        expiry_s: 200.0,
+        idle_pause_s: Some(100.0),
+        ..DiscoveryConfig::default()
+    };
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(2), t0);
+    let batch = fetches(&drain(&mut cat));
+    answer_all(&mut cat, &batch, t0);
+    // The refresh due at 100 s never starts (idle from 100 s): the next thing is the expiry.
+    assert_eq!(cat.next_deadline(), Some(t0 + secs(200)));
+    cat.tick(t0 + secs(100));
+    assert!(drain(&mut cat).is_empty());
+}

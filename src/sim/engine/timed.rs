@@ -53,10 +53,14 @@ impl Engine<'_> {
     }
 
     /// Whether attempt slot `a` has answered its caller by `now`: a success whose first byte
-    /// came (the rest of the transfer follows).
+    /// came (the rest of the transfer follows). Compared on the event clock (whole ns), so a
+    /// first byte due at the very instant of the caller's deadline is an answer whatever the
+    /// rounding of the two sums.
     fn answered(&self, a: u32, now: f64) -> bool {
         let att = &self.atts[a as usize];
-        !att.queued && att.result.ok && att.granted + att.result.first_byte_s <= now
+        !att.queued
+            && att.result.ok
+            && round_ns((att.granted + att.result.first_byte_s) * 1e9) <= round_ns(now * 1e9)
     }
 
     /// The caller of request slot `req` (generation `gen`) gives up: the request fails now. Its
