@@ -168,24 +168,7 @@ async fn a_retry_after_a_cancel_or_a_restart_says_which() {
     assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
     h.stop().await;
 
-    let mut c = Coordinator::with_seed(Config::default(), Limits::default(), 1).unwrap();
-    for id in ["a", "b", "c"] {
-        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
-    }
-    let h = c.start_supervised_handle();
-    let mut p = h.acquire(Request::any()).await.unwrap();
-    h.addr().do_send(Crash);
-    while h.state().await.unwrap().incarnation == 0 {
-        tokio::task::yield_now().await;
-    }
-    failed(&mut p);
-    assert_eq!(
-        p.retry().await.unwrap_err(),
-        AcquireError::Rejected(Rejection::CoordinatorRestarted)
-    );
-    let s = h.state().await.unwrap();
-    assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
-    h.stop().await;
+    retry_after_a_crash_says_the_coordinator_restarted(&["a", "b", "c"], false).await;
 }
 
 /// A retry dropped after the coordinator took it in, before its answer: the waiting request
@@ -226,13 +209,22 @@ async fn a_retry_dropped_after_the_coordinator_took_it_cancels_its_request() {
 #[actix::test]
 async fn a_retry_of_an_attempt_lost_in_a_restart_says_the_coordinator_restarted() {
     tokio::time::pause();
+    retry_after_a_crash_says_the_coordinator_restarted(&["a", "b"], true).await;
+}
+
+/// A supervised coordinator over `ids` grants an attempt, (if `remove`, loses the attempt's
+/// candidate,) crashes and restarts; the attempt then fails and its retry is told the
+/// coordinator restarted, with nothing left behind.
+async fn retry_after_a_crash_says_the_coordinator_restarted(ids: &[&str], remove: bool) {
     let mut c = Coordinator::with_seed(Config::default(), Limits::default(), 1).unwrap();
-    for id in ["a", "b"] {
-        c = c.with_candidate(CandidateInfo::new(id)).unwrap();
+    for id in ids {
+        c = c.with_candidate(CandidateInfo::new(*id)).unwrap();
     }
     let h = c.start_supervised_handle();
     let mut p = h.acquire(Request::any()).await.unwrap();
-    h.remove_candidate(p.candidate().clone()).await.unwrap();
+    if remove {
+        h.remove_candidate(p.candidate().clone()).await.unwrap();
+    }
     h.addr().do_send(Crash);
     while h.state().await.unwrap().incarnation == 0 {
         tokio::task::yield_now().await;
@@ -244,4 +236,5 @@ async fn a_retry_of_an_attempt_lost_in_a_restart_says_the_coordinator_restarted(
     );
     let s = h.state().await.unwrap();
     assert_eq!((s.in_flight, s.waiting, s.open_requests), (0, 0, 0));
+    h.stop().await;
 }

@@ -9,10 +9,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use selection_coordinator::actor::{
     AcquireError, Answer, Coordinator, CoordinatorHandle, Decision, Done, GetState, Permit, Ready,
-    Report, SetConfig, SetLimits, State, Stop, Subscribe,
+    Report, SetConfig, SetLimits, SetShareIdentity, State, Stop, Subscribe, TakeUrgentDigest,
+    WatchUrgentDigests,
 };
 use selection_coordinator::{
-    CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
+    CandidateInfo, Config, Error, FailureClass, Limits, Next, Outcome, Rejection, Request,
 };
 use tokio::sync::mpsc;
 
@@ -690,14 +691,9 @@ async fn a_permit_carries_the_deadline_advice() {
     assert_eq!(last.deadline(), None, "none on a last attempt");
 }
 
-/// What a fleet transport reads to publish at once: `WatchUrgentDigests` is notified after an
-/// outcome that makes the core's digest urgent (a failure on a candidate that never failed),
-/// and `TakeUrgentDigest` answers the digest once, `None` before and after.
-#[actix::test]
-async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
-    use selection_coordinator::actor::{SetShareIdentity, TakeUrgentDigest, WatchUrgentDigests};
-    use selection_coordinator::FailureClass;
-    tokio::time::pause();
+/// A coordinator over `a` and `b` that shares what it learns under the name `me`, and a
+/// handle to it.
+async fn sharing_coordinator() -> (Addr<Coordinator>, CoordinatorHandle) {
     let addr = coordinator(&["a", "b"], Limits::default());
     addr.send(SetShareIdentity {
         name: "me".into(),
@@ -705,13 +701,28 @@ async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
     })
     .await
     .unwrap();
-    let notify = addr.send(WatchUrgentDigests).await.unwrap();
     let handle = CoordinatorHandle::new(addr.clone());
-    for _ in 0..20 {
+    (addr, handle)
+}
+
+/// `n` attempts on `a`, each reporting `outcome`.
+async fn attempts_on_a(handle: &CoordinatorHandle, n: usize, outcome: Outcome) {
+    for _ in 0..n {
         let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
-        p.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
+        p.report(outcome);
         p.done(Next::Finish);
     }
+}
+
+/// What a fleet transport reads to publish at once: `WatchUrgentDigests` is notified after an
+/// outcome that makes the core's digest urgent (a failure on a candidate that never failed),
+/// and `TakeUrgentDigest` answers the digest once, `None` before and after.
+#[actix::test]
+async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
+    tokio::time::pause();
+    let (addr, handle) = sharing_coordinator().await;
+    let notify = addr.send(WatchUrgentDigests).await.unwrap();
+    attempts_on_a(&handle, 20, Outcome::success_with(1.0, 20.0, 1000, 21.0)).await;
     assert!(
         tokio::time::timeout(Duration::from_millis(100), notify.notified())
             .await
@@ -720,9 +731,7 @@ async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
     );
     assert!(addr.send(TakeUrgentDigest).await.unwrap().is_none());
 
-    let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
-    p.report(Outcome::failure(FailureClass::Timeout));
-    p.done(Next::Finish);
+    attempts_on_a(&handle, 1, Outcome::failure(FailureClass::Timeout)).await;
     tokio::time::timeout(Duration::from_secs(1), notify.notified())
         .await
         .expect("a failure on a candidate that never failed is urgent");
@@ -840,25 +849,10 @@ async fn a_subscriber_gone_at_housekeeping_leaves_the_others_their_rate() {
 /// A watcher that comes after an urgent change is woken at once: the change is still news.
 #[actix::test]
 async fn an_urgent_digest_from_before_the_watch_wakes_the_watcher() {
-    use selection_coordinator::actor::{SetShareIdentity, TakeUrgentDigest, WatchUrgentDigests};
-    use selection_coordinator::FailureClass;
     tokio::time::pause();
-    let addr = coordinator(&["a", "b"], Limits::default());
-    addr.send(SetShareIdentity {
-        name: "me".into(),
-        seq_base: 0,
-    })
-    .await
-    .unwrap();
-    let handle = CoordinatorHandle::new(addr.clone());
-    for _ in 0..20 {
-        let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
-        p.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
-        p.done(Next::Finish);
-    }
-    let mut p = handle.acquire(Request::only(["a"])).await.unwrap();
-    p.report(Outcome::failure(FailureClass::Timeout));
-    p.done(Next::Finish);
+    let (addr, handle) = sharing_coordinator().await;
+    attempts_on_a(&handle, 20, Outcome::success_with(1.0, 20.0, 1000, 21.0)).await;
+    attempts_on_a(&handle, 1, Outcome::failure(FailureClass::Timeout)).await;
     let notify = addr.send(WatchUrgentDigests).await.unwrap();
     tokio::time::timeout(Duration::from_secs(1), notify.notified())
         .await

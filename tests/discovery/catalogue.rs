@@ -161,10 +161,7 @@ fn expired_info_is_removed_then_refetched_and_added_back() {
         idle_pause_s: None,
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(3), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(10));
+    let (mut cat, _) = answered_pass(config, 3, t0, t0 + ms(10));
     // The refresh at 100 s fails for everyone: the info stays valid until it expires.
     cat.tick(t0 + secs(100));
     for id in fetches(&drain(&mut cat)) {
@@ -223,10 +220,7 @@ fn a_failed_refresh_keeps_valid_info_until_it_expires() {
         idle_pause_s: None,
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(1), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0);
+    let (mut cat, batch) = answered_pass(config, 1, t0, t0);
     cat.tick(t0 + secs(100));
     let again = fetches(&drain(&mut cat));
     assert_eq!(again, batch);
@@ -247,10 +241,7 @@ fn refreshing_pauses_when_idle_and_resumes_on_demand() {
         idle_pause_s: Some(100.0),
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(5), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(10));
+    let (mut cat, _) = answered_pass(config, 5, t0, t0 + ms(10));
     cat.tick(t0 + secs(50));
     let batch = fetches(&drain(&mut cat));
     assert_eq!(batch.len(), 5, "second pass before going idle");
@@ -382,10 +373,7 @@ fn info_for_another_id_or_with_bad_numbers_is_refused() {
 #[test]
 fn perf_scores_are_merged_and_pushed_as_updates() {
     let t0 = Instant::now();
-    let mut cat = catalogue(DiscoveryConfig::default(), 1, t0);
-    cat.set_candidates(ids(2), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(5));
+    let (mut cat, batch) = answered_pass(DiscoveryConfig::default(), 2, t0, t0 + ms(5));
     cat.set_perf_scores(
         "FRA",
         vec![(batch[0].clone(), 0.8), (batch[1].clone(), f64::NAN)],
@@ -408,10 +396,7 @@ fn perf_scores_are_merged_and_pushed_as_updates() {
 #[test]
 fn candidates_dropped_by_the_source_are_removed_and_new_ones_fetched() {
     let t0 = Instant::now();
-    let mut cat = catalogue(DiscoveryConfig::default(), 1, t0);
-    cat.set_candidates(ids(3), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(5));
+    let (mut cat, _) = answered_pass(DiscoveryConfig::default(), 3, t0, t0 + ms(5));
     let mut next = ids(2);
     next.push(CandidateId::new("new"));
     cat.set_candidates(next, t0 + secs(1));
@@ -445,10 +430,7 @@ fn a_success_resets_the_failure_count() {
 #[test]
 fn a_perf_score_of_zero_is_merged() {
     let t0 = Instant::now();
-    let mut cat = catalogue(DiscoveryConfig::default(), 1, t0);
-    cat.set_candidates(ids(1), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(5));
+    let (mut cat, batch) = answered_pass(DiscoveryConfig::default(), 1, t0, t0 + ms(5));
     cat.set_perf_scores("FRA", vec![(batch[0].clone(), 0.0)], t0 + ms(6));
     match drain(&mut cat).as_slice() {
         [Action::Update(info)] => assert_eq!(info.perf_scores.get("FRA"), Some(&0.0)),
@@ -465,10 +447,7 @@ fn candidates_added_while_idle_are_fetched_when_requests_resume() {
         idle_pause_s: Some(100.0),
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(2), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0 + ms(10));
+    let (mut cat, _) = answered_pass(config, 2, t0, t0 + ms(10));
     assert!(cat.paused(t0 + secs(150)));
     cat.set_candidates(ids(3), t0 + secs(150));
     assert!(fetches(&drain(&mut cat)).is_empty(), "fetched while idle");
@@ -587,10 +566,7 @@ fn expired_info_leaves_the_pool_at_its_expiry_instant() {
         idle_pause_s: None,
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(2), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0);
+    let (cat, _) = answered_pass(config, 2, t0, t0);
     let before = t0 + secs(150) - ms(1);
     assert_eq!(cat.eligible(&[], before).len(), 2);
     let at = t0 + secs(150);
@@ -607,12 +583,24 @@ fn no_deadline_is_given_for_a_refresh_due_as_the_idle_pause_begins() {
         idle_pause_s: Some(100.0),
         ..DiscoveryConfig::default()
     };
-    let mut cat = catalogue(config, 1, t0);
-    cat.set_candidates(ids(2), t0);
-    let batch = fetches(&drain(&mut cat));
-    answer_all(&mut cat, &batch, t0);
+    let (mut cat, _) = answered_pass(config, 2, t0, t0);
     // The refresh due at 100 s never starts (idle from 100 s): the next thing is the expiry.
     assert_eq!(cat.next_deadline(), Some(t0 + secs(200)));
     cat.tick(t0 + secs(100));
     assert!(drain(&mut cat).is_empty());
+}
+
+/// A catalogue (seed 1) over `n` candidates set at `t0`, whose first pass's fetches were all
+/// answered at `at`; with the ids fetched.
+fn answered_pass(
+    config: DiscoveryConfig,
+    n: usize,
+    t0: Instant,
+    at: Instant,
+) -> (Catalogue, Vec<CandidateId>) {
+    let mut cat = catalogue(config, 1, t0);
+    cat.set_candidates(ids(n), t0);
+    let batch = fetches(&drain(&mut cat));
+    answer_all(&mut cat, &batch, at);
+    (cat, batch)
 }
