@@ -620,6 +620,38 @@ async fn a_periodic_digest_after_an_urgent_one_waits_the_gap_and_is_not_refused(
     assert_eq!(cb.applied, ca.sent, "{cb:?}");
 }
 
+/// A coordinator with no evidence of its own has nothing to share: it publishes nothing,
+/// period after period (an empty digest would only cost the others a message and reset their
+/// flood control), and publishes once it has evidence.
+#[actix::test]
+async fn a_coordinator_with_nothing_to_share_publishes_nothing() {
+    if !nats_present("a_coordinator_with_nothing_to_share_publishes_nothing") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let a = coordinator(71);
+    let b = coordinator(72);
+    let mut ca = config(&server.url(), "a");
+    ca.period = Duration::from_millis(20);
+    ca.urgent_gap = None;
+    let (fa, fb) = share_both(&a, ca, &b, config(&server.url(), "b")).await;
+    // Twenty-five periods.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (ca, cb) = (fa.counts(), fb.counts());
+    assert_eq!(
+        (ca.sent, ca.parts, ca.dropped),
+        (0, 0, 0),
+        "a published with nothing to share: {ca:?}"
+    );
+    assert_eq!(cb.applied + cb.rejected, 0, "b heard from a: {cb:?}");
+    // With evidence, it does publish.
+    warm_up(&a).await;
+    eventually("a's first digest", Duration::from_secs(10), || {
+        fa.counts().sent >= 1
+    })
+    .await;
+}
 /// The same with 50,000 candidates: 12 parts a digest.
 #[actix::test]
 #[ignore = "slow: 50,000 candidates; cargo test --release -- --ignored"]
