@@ -560,6 +560,98 @@ async fn failing_sends_are_attempted_at_most_once_a_period_not_at_every_urgent_c
     assert_eq!(errors(&a).await, 0);
 }
 
+/// A periodic digest due soon after an urgent one waits until the urgent gap has passed, as
+/// the next urgent one would: the others take it (a receiver refuses a digest sooner than its
+/// `share.min_interval_s` after the previous one from the same sender). Here the period is
+/// 1 s, the gap 0.7 s and `b` refuses digests less than 0.5 s apart; the urgent digest goes
+/// out 0.7 s after a periodic one, so the next period comes 0.3 s after it.
+#[actix::test]
+async fn a_periodic_digest_after_an_urgent_one_waits_the_gap_and_is_not_refused() {
+    if !nats_present("a_periodic_digest_after_an_urgent_one_waits_the_gap_and_is_not_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let mut strict = scoring();
+    strict.share.min_interval_s = 0.5;
+    strict.share.blackout_s = 0.0;
+    let a = coordinator(61);
+    let b = coordinator_with(strict, 62);
+    let gap = Duration::from_millis(700);
+    let mut ca = config(&server.url(), "a");
+    ca.period = Duration::from_secs(1);
+    ca.urgent_gap = Some(gap);
+    let (fa, fb) = share_both(&a, ca, &b, config(&server.url(), "b")).await;
+    warm_up(&a).await;
+    stream(&a, "c1", 40, ok()).await;
+    // Right after a periodic digest, c1, which never failed, fails once at a: a sharp change.
+    let sent = fa.counts().sent;
+    eventually("a periodic digest", Duration::from_secs(10), || {
+        fa.counts().sent > sent
+    })
+    .await;
+    stream(&a, "c1", 1, failed()).await;
+    eventually("the urgent digest", Duration::from_secs(10), || {
+        fa.counts().urgent == 1
+    })
+    .await;
+    let urgent_at = Instant::now();
+    let after_urgent = fa.counts().sent;
+    eventually(
+        "the periodic digest after it",
+        Duration::from_secs(10),
+        || fa.counts().sent > after_urgent,
+    )
+    .await;
+    let waited = urgent_at.elapsed();
+    eventually("b to hear every digest", Duration::from_secs(10), || {
+        let c = fb.counts();
+        c.applied + c.rejected >= fa.counts().sent
+    })
+    .await;
+    let (ca, cb) = (fa.counts(), fb.counts());
+    println!("the periodic digest followed the urgent one after {waited:?}; a: {ca:?}; b: {cb:?}");
+    // The two are observed by polling: a little slack for the observation of each.
+    assert!(
+        waited >= gap - Duration::from_millis(100),
+        "a periodic digest followed the urgent one after {waited:?}, within the gap {gap:?}"
+    );
+    assert_eq!(cb.rejected, 0, "b refused a digest from a: {cb:?}");
+    assert_eq!(cb.applied, ca.sent, "{cb:?}");
+}
+
+/// A coordinator with no evidence of its own has nothing to share: it publishes nothing,
+/// period after period (an empty digest would only cost the others a message and reset their
+/// flood control), and publishes once it has evidence.
+#[actix::test]
+async fn a_coordinator_with_nothing_to_share_publishes_nothing() {
+    if !nats_present("a_coordinator_with_nothing_to_share_publishes_nothing") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let a = coordinator(71);
+    let b = coordinator(72);
+    let mut ca = config(&server.url(), "a");
+    ca.period = Duration::from_millis(20);
+    ca.urgent_gap = None;
+    let (fa, fb) = share_both(&a, ca, &b, config(&server.url(), "b")).await;
+    // Twenty-five periods.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (ca, cb) = (fa.counts(), fb.counts());
+    assert_eq!(
+        (ca.sent, ca.parts, ca.dropped),
+        (0, 0, 0),
+        "a published with nothing to share: {ca:?}"
+    );
+    assert_eq!(cb.applied + cb.rejected, 0, "b heard from a: {cb:?}");
+    // With evidence, it does publish.
+    warm_up(&a).await;
+    eventually("a's first digest", Duration::from_secs(10), || {
+        fa.counts().sent >= 1
+    })
+    .await;
+}
 /// The same with 50,000 candidates: 12 parts a digest.
 #[actix::test]
 #[ignore = "slow: 50,000 candidates; cargo test --release -- --ignored"]

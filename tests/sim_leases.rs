@@ -138,3 +138,42 @@ duration_ms = 800.0
     assert!(near(r.ttfb_ms.mean, 120.0, 0.5), "{:?}", r.ttfb_ms);
     assert!(near(r.ttfb_ms.p99, 230.0, 0.5), "{:?}", r.ttfb_ms);
 }
+
+/// A request whose caller gives up while its retry waits for a slot ends on the caller's
+/// timeout, not as an overload, even if the attempt before was refused with one: the
+/// overload rate counts requests whose last attempt was refused. Two workers, one slot on
+/// each of two candidates: `busy` holds its slot 2 s, `full` refuses every attempt at once
+/// (overload). The request refused by `full` retries on `busy`, waits for its slot and is
+/// given up at the caller's 0.5 s timeout, as is the one on `busy`.
+#[test]
+fn a_request_given_up_while_its_retry_waits_is_not_an_overload() {
+    let r = run(r#"
+name = "overload-then-wait"
+[limits]
+per_candidate = 1
+
+[workload]
+loop = "closed"
+workers = 2
+operations = 1
+retries = 1
+timeout_ms = 500.0
+
+[[candidates]]
+id = "busy"
+success = 1.0
+ttfb_ms = 2000.0
+
+[[candidates]]
+id = "full"
+success = 0.0
+failure = "overload"
+failure_ms = 10.0
+"#);
+    assert_eq!(r.requests, 2.0);
+    assert_eq!(r.errors, 2.0, "both callers give up: {r:?}");
+    // Two attempts, one on each candidate: the retry never had one.
+    assert_eq!(r.share["busy"], 0.5, "{r:?}");
+    assert_eq!(r.share["full"], 0.5, "{r:?}");
+    assert_eq!(r.overload_rate, 0.0, "{r:?}");
+}

@@ -667,6 +667,25 @@ mod tests {
         assert!(later(far, Duration::MAX) >= far);
     }
 
+    /// A digest names the one before it under the number that one was published with (after
+    /// a split digest, not the coordinator's): else receivers take that one for lost.
+    #[test]
+    fn prev_seq_names_the_previous_digest_as_published() {
+        let (mut n, d) = (Numbering::default(), |seq, prev| Digest {
+            sender: "a".into(),
+            seq,
+            prev_seq: Some(prev),
+            part: None,
+            entries: Vec::new(),
+        });
+        n.renumber(d(100, 0));
+        n.used = 104; // published in 5 parts: 100 to 104
+        let second = n.renumber(d(102, 100));
+        assert_eq!((second.seq, second.prev_seq), (105, Some(100)));
+        let third = n.renumber(d(103, 102));
+        assert_eq!((third.seq, third.prev_seq), (106, Some(105)));
+    }
+
     /// Messages the NATS client had no room for are counted as dropped, each, and said once.
     #[test]
     fn slow_consumer_drops_are_counted_and_said_once() {

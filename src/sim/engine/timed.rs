@@ -129,3 +129,87 @@ impl Engine<'_> {
         self.sample_limit(cand as usize, now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use super::super::Engine;
+    use crate::core::Outcome;
+    use crate::sim::policy::{Cand, Decision, Policy, Req, World};
+    use crate::sim::scenario::Scenario;
+    use crate::CandidateInfo;
+
+    /// Grants every request at once and reclaims its attempt 0.3 s later, as a lease would;
+    /// records how many attempts each request asked again for.
+    #[derive(Default)]
+    struct Reclaims {
+        out: VecDeque<Decision>,
+        lease: Option<(Req, f64)>,
+        asked_with: Arc<Mutex<Vec<u32>>>,
+    }
+
+    impl Policy for Reclaims {
+        fn add(&mut self, _: Cand, _: &CandidateInfo, _: f64) {}
+        fn remove(&mut self, _: Cand, _: f64, _: &World<'_>) {}
+        fn ready(&mut self, req: Req, _: Option<&[Cand]>, now: f64, _: &World<'_>) {
+            self.out.push_back(Decision::Grant { req, cand: 0 });
+            self.lease = Some((req, now + 0.3));
+        }
+        fn outcome(&mut self, _: Req, _: Cand, _: &Outcome, _: f64) {}
+        fn done(&mut self, _: Req, _: Cand, _: bool, _: f64, _: &World<'_>) {}
+        fn tick(&mut self, now: f64, _: &World<'_>) {
+            if let Some((req, _)) = self.lease.filter(|l| l.1 <= now) {
+                self.lease = None;
+                self.out.push_back(Decision::Reclaimed { req });
+            }
+        }
+        fn next_wakeup_s(&self) -> Option<f64> {
+            self.lease.map(|l| l.1)
+        }
+        fn ask_again(&mut self, req: Req, e: Option<&[Cand]>, n: u32, now: f64, w: &World<'_>) {
+            self.asked_with.lock().unwrap().push(n);
+            self.ready(req, e, now, w);
+        }
+        fn poll(&mut self) -> Option<Decision> {
+            self.out.pop_front()
+        }
+        fn decisions(&self) -> u64 {
+            0
+        }
+        fn stalls(&self) -> u64 {
+            0
+        }
+    }
+
+    /// A worker whose attempt a lease reclaims asks again with every attempt it has left (its
+    /// retries left, plus this one), so the request it makes anew is drawn as its last
+    /// attempt only when it is: with two retries, it asks again for 2 attempts, then 1; the
+    /// third reclaim ends the request.
+    #[test]
+    fn a_reclaimed_request_asks_again_with_the_attempts_its_worker_has_left() {
+        let sc = Scenario::parse(
+            r#"
+name = "reclaims"
+[workload]
+loop = "closed"
+workers = 1
+operations = 1
+retries = 2
+
+[[candidates]]
+id = "hangs"
+success = 1.0
+ttfb_ms = 5000.0
+"#,
+            "test",
+        )
+        .unwrap();
+        let policy = Reclaims::default();
+        let asked_with = policy.asked_with.clone();
+        let stats = Engine::with_policy(&sc, Box::new(policy), "reclaims", 1).run();
+        assert_eq!(*asked_with.lock().unwrap(), vec![2, 1]);
+        assert_eq!((stats.requests, stats.errors, stats.attempts), (1, 1, 3));
+    }
+}
