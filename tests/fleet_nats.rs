@@ -611,9 +611,11 @@ async fn a_periodic_digest_after_an_urgent_one_waits_the_gap_and_is_not_refused(
     .await;
     let (ca, cb) = (fa.counts(), fb.counts());
     println!("the periodic digest followed the urgent one after {waited:?}; a: {ca:?}; b: {cb:?}");
-    // The two are observed by polling: a little slack for the observation of each.
+    // The two are observed by polling, late by as much as a loaded machine delays a poll:
+    // slack for that (without the gap the periodic digest comes 0.3 s after the urgent one,
+    // and `b` refuses it).
     assert!(
-        waited >= gap - Duration::from_millis(100),
+        waited >= gap - Duration::from_millis(250),
         "a periodic digest followed the urgent one after {waited:?}, within the gap {gap:?}"
     );
     assert_eq!(cb.rejected, 0, "b refused a digest from a: {cb:?}");
