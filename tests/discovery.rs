@@ -14,7 +14,7 @@ use rand::{RngExt, SeedableRng};
 use selection_coordinator::discovery::sim::{self, DiscoveryScenario};
 use selection_coordinator::discovery::{
     Action, CandidateChange, Catalogue, Demand, Discovery, DiscoveryConfig, FetchError, Fetcher,
-    Pool, RefreshReason, SetCandidates, Snapshot,
+    Pool, PoolLow, RefreshNow, RefreshReason, SetCandidates, SetPerfScores, Snapshot,
 };
 use selection_coordinator::{CandidateId, CandidateInfo};
 

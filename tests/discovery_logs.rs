@@ -3,7 +3,7 @@
 //! the same warning first, with no subscriber, would hide it from the one installed here.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -12,18 +12,36 @@ use selection_coordinator::discovery::{
 };
 use selection_coordinator::{CandidateId, CandidateInfo};
 
-/// A fetcher for a source that is down, met with an `unwrap`.
-struct Panicking;
+/// A fetcher for a source that is down, met with an `unwrap`; counts its panics.
+struct Panicking(Arc<AtomicUsize>);
 
 impl Fetcher for Panicking {
     async fn fetch(&self, id: &CandidateId) -> Result<CandidateInfo, FetchError> {
         tokio::time::sleep(Duration::from_millis(10)).await;
+        self.0.fetch_add(1, Ordering::SeqCst);
         panic!("the source is down ({id})");
     }
 }
 
-/// Counts the warnings discovery logs.
-struct Warnings(Arc<AtomicUsize>);
+/// Counts the warnings discovery logs, noting each one's `panics` field with the fetcher's
+/// panics so far.
+struct Warnings {
+    count: Arc<AtomicUsize>,
+    panics: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<(u64, usize)>>>,
+}
+
+/// Reads the `panics` field of an event.
+struct PanicsField(Option<u64>);
+
+impl tracing::field::Visit for PanicsField {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        if field.name() == "panics" {
+            self.0 = Some(value);
+        }
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
 
 impl tracing::Subscriber for Warnings {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
@@ -37,7 +55,14 @@ impl tracing::Subscriber for Warnings {
     fn event(&self, event: &tracing::Event<'_>) {
         let m = event.metadata();
         if *m.level() == tracing::Level::WARN && m.target().contains("discovery") {
-            self.0.fetch_add(1, Ordering::SeqCst);
+            self.count.fetch_add(1, Ordering::SeqCst);
+            let mut field = PanicsField(None);
+            event.record(&mut field);
+            let panics = field.0.expect("the warning says how many panics");
+            self.seen
+                .lock()
+                .unwrap()
+                .push((panics, self.panics.load(Ordering::SeqCst)));
         }
     }
     fn enter(&self, _: &tracing::span::Id) {}
@@ -45,11 +70,18 @@ impl tracing::Subscriber for Warnings {
 }
 
 /// A fetcher that panics on every candidate is warned of at most once a minute, however many
-/// fetches panic: each is counted as a failed fetch already.
+/// fetches panic: each is counted as a failed fetch already. Each warning counts the panics
+/// since the one before.
 #[test]
 fn fetcher_panics_are_warned_of_at_most_once_a_minute() {
     let warnings = Arc::new(AtomicUsize::new(0));
-    let _counting = tracing::subscriber::set_default(Warnings(warnings.clone()));
+    let panics = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _counting = tracing::subscriber::set_default(Warnings {
+        count: warnings.clone(),
+        panics: panics.clone(),
+        seen: seen.clone(),
+    });
     // The fetcher's panics are caught, and their reports would fill the test's output; any
     // other panic (a failed assertion) is reported as usual.
     let report = std::panic::take_hook();
@@ -68,10 +100,15 @@ fn fetcher_panics_are_warned_of_at_most_once_a_minute() {
             idle_pause_s: None,
             ..DiscoveryConfig::default()
         };
-        let addr = Discovery::new(config, all, Panicking, |_: CandidateChange| {})
-            .unwrap()
-            .with_seed(5)
-            .start();
+        let addr = Discovery::new(
+            config,
+            all,
+            Panicking(panics.clone()),
+            |_: CandidateChange| {},
+        )
+        .unwrap()
+        .with_seed(5)
+        .start();
         tokio::time::sleep(Duration::from_secs(30)).await;
         let errors = addr.send(Snapshot).await.unwrap().stats.errors;
         assert!(errors >= 50, "every candidate's fetch failed: {errors}");
@@ -79,4 +116,12 @@ fn fetcher_panics_are_warned_of_at_most_once_a_minute() {
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(warnings.load(Ordering::SeqCst), 2);
     });
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen[0], (1, 1), "the first panic is warned of at once");
+    let (said, so_far) = seen[1];
+    assert_eq!(
+        said as usize,
+        so_far - seen[0].1,
+        "the second warning counts the panics since the first: {seen:?}"
+    );
 }

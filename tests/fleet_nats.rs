@@ -432,6 +432,27 @@ async fn a_candidate_degraded_at_one_coordinator_is_learned_by_the_other_within_
 
 /// Two members started under one sender name would each take the other's digests for the
 /// echo of its own: they are counted as rejected (`own_sender`) instead of vanishing.
+/// Stopping a member's sharing ends its publishing: the other applies nothing more from it,
+/// though its coordinator keeps learning.
+#[actix::test]
+async fn a_stopped_fleet_publishes_no_more() {
+    if !nats_present("a_stopped_fleet_publishes_no_more") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(dir.path(), None);
+    let (a, fa, _b, fb) = pair(&server.url()).await;
+    fa.stop();
+    // A digest on its way when sharing stopped may still arrive.
+    tokio::time::sleep(PERIOD * 2).await;
+    let applied = fb.counts().applied;
+    for _ in 0..5 {
+        warm_up(&a).await;
+        tokio::time::sleep(PERIOD).await;
+    }
+    assert_eq!(fb.counts().applied, applied, "{:?}", fb.counts());
+}
+
 #[actix::test]
 async fn two_members_under_one_name_are_told_not_silently_ignored() {
     if !nats_present("two_members_under_one_name_are_told_not_silently_ignored") {
@@ -1055,6 +1076,17 @@ async fn unreachable_server_is_not_an_error_and_the_fleet_connects_when_it_comes
         fleet.connected()
     })
     .await;
+}
+
+/// An empty URL (which the NATS client would take for its default server) is refused.
+#[test]
+fn an_empty_url_is_refused() {
+    for url in ["", "  "] {
+        match FleetConfig::new(url, "test", "a").validate() {
+            Err(FleetError::Config(m)) => assert!(m.contains("empty"), "{url:?}: {m}"),
+            other => panic!("the URL {url:?} must be refused: {other:?}"),
+        }
+    }
 }
 
 #[actix::test]

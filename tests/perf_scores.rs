@@ -35,12 +35,13 @@ fn ok(body: &[u8]) -> Vec<u8> {
     r
 }
 
+/// The document [`Mode::Good`] serves.
+const GOOD: &[u8] =
+    br#"{"a":{"FRA":{"score":0.9},"LAX":{"score":0.2}},"b":{"FRA":{"score":0.4}},"c":{"LAX":{"score":1}}}"#;
+
 fn response(mode: Mode) -> (Vec<u8>, Option<Duration>) {
     match mode {
-        Mode::Good => (
-            ok(br#"{"a":{"FRA":{"score":0.9},"LAX":{"score":0.2}},"b":{"FRA":{"score":0.4}},"c":{"LAX":{"score":1}}}"#),
-            None,
-        ),
+        Mode::Good => (ok(GOOD), None),
         Mode::Changed => (ok(br#"{"a":{"FRA":{"score":0.1}}}"#), None),
         Mode::Slow => (ok(b"{}"), Some(Duration::from_secs(5))),
         Mode::Malformed => (ok(b"{\"a\": {\"FRA\": "), None),
@@ -232,5 +233,43 @@ async fn run_polls_every_interval() {
             .unwrap();
     }
     assert_eq!(latest, ("FRA".to_string(), 1));
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_document_exactly_at_the_body_cap_is_read() {
+    let url = serve(Arc::new(Mutex::new(Mode::Good))).await;
+    let source = PerfScoreSource::new(&url, "FRA").unwrap();
+    let at_cap = source.clone().with_max_body(GOOD.len()).fetch().await;
+    assert_eq!(at_cap.map(|s| s.len()), Ok(2));
+    let over = source.with_max_body(GOOD.len() - 1).fetch().await;
+    assert_eq!(
+        over,
+        Err(PerfScoreError::TooLarge {
+            limit: GOOD.len() - 1
+        })
+    );
+}
+
+#[tokio::test]
+async fn run_calls_back_only_after_a_successful_fetch() {
+    let mode = Arc::new(Mutex::new(Mode::Error500));
+    let url = serve(mode.clone()).await;
+    // Real time, as in `run_polls_every_interval`.
+    let source = PerfScoreSource::new(&url, "FRA")
+        .unwrap()
+        .with_interval(Duration::from_millis(20));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(PerfScores::new(source).run(move |_, s| {
+        let _ = tx.send(s.len());
+    }));
+    // Many failed fetches: none is passed on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rx.try_recv().ok(), None, "a failed fetch was passed on");
+    *mode.lock().unwrap() = Mode::Good;
+    let first = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap();
+    assert_eq!(first, Some(2));
     task.abort();
 }

@@ -234,4 +234,57 @@ mod tests {
         };
         assert!(equal.validate().is_ok());
     }
+
+    #[test]
+    fn the_smallest_and_largest_allowed_values_are_accepted() {
+        let smallest = DiscoveryConfig {
+            batch_size: 1,
+            cutoff_start_s: 2.0,
+            cutoff_max_s: 2.0,
+            threshold_backoff_s: 0.0,
+            ..DiscoveryConfig::default()
+        };
+        assert_eq!(smallest.validate(), Ok(()));
+        let largest = DiscoveryConfig {
+            interval_s: MAX_SECONDS,
+            cutoff_start_s: MAX_SECONDS,
+            cutoff_max_s: MAX_SECONDS,
+            expiry_s: MAX_SECONDS,
+            idle_pause_s: Some(MAX_SECONDS),
+            threshold_backoff_s: MAX_SECONDS,
+            ..DiscoveryConfig::default()
+        };
+        assert_eq!(largest.validate(), Ok(()));
+    }
+
+    #[test]
+    fn zero_and_negative_times_are_refused() {
+        type Set = fn(&mut DiscoveryConfig, f64);
+        let fields: [(&str, Set); 6] = [
+            ("interval_s", |c, v| c.interval_s = v),
+            ("cutoff_start_s", |c, v| c.cutoff_start_s = v),
+            ("cutoff_max_s", |c, v| c.cutoff_max_s = v),
+            ("expiry_s", |c, v| c.expiry_s = v),
+            ("idle_pause_s", |c, v| c.idle_pause_s = Some(v)),
+            ("threshold_backoff_s", |c, v| c.threshold_backoff_s = v),
+        ];
+        for (field, set) in fields {
+            // A zero backoff is allowed (no backoff); the other times must be positive.
+            let values: &[f64] = if field == "threshold_backoff_s" {
+                &[-1.0, -1e-9]
+            } else {
+                &[0.0, -1.0]
+            };
+            for &v in values {
+                let mut config = DiscoveryConfig::default();
+                set(&mut config, v);
+                match config.validate() {
+                    Err(DiscoveryError::InvalidConfig { field: f, .. }) => {
+                        assert_eq!(f, field, "{field} = {v}")
+                    }
+                    Ok(()) => panic!("{field} = {v} accepted"),
+                }
+            }
+        }
+    }
 }

@@ -146,3 +146,16 @@ pub trait Fetcher: Send + Sync + 'static {
         id: &CandidateId,
     ) -> impl Future<Output = Result<CandidateInfo, FetchError>> + Send;
 }
+
+#[cfg(all(test, feature = "actor"))]
+mod tests {
+    use super::shortened;
+
+    #[test]
+    fn shortened_keeps_exactly_the_given_number_of_characters() {
+        assert_eq!(shortened("abcdef", 3), "abc...");
+        assert_eq!(shortened("äöüß", 2), "äö...");
+        assert_eq!(shortened("abc", 3), "abc");
+        assert_eq!(shortened("", 0), "");
+    }
+}

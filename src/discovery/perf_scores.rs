@@ -369,6 +369,17 @@ mod tests {
     }
 
     #[test]
+    fn a_score_of_zero_is_kept() {
+        let s = parse_scores(
+            br#"{"a": {"FRA": {"score": 0}}, "b": {"FRA": {"score": 0.0}}}"#,
+            "FRA",
+        )
+        .unwrap();
+        assert_eq!(s.get(&CandidateId::new("a")), Some(&0.0));
+        assert_eq!(s.get(&CandidateId::new("b")), Some(&0.0));
+    }
+
+    #[test]
     fn wrong_shapes_are_malformed() {
         for body in [&b"[1,2]"[..], b"{\"a\": 3}", b"{not json", b""] {
             let err = parse_scores(body, "FRA").unwrap_err();

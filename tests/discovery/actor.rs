@@ -417,6 +417,249 @@ fn the_actor_records_its_metrics() {
     assert!((10.0..=20.0).contains(&age), "age {age}");
 }
 
+/// Several results settled at once (two fetches cut at one checkpoint) all count.
+#[test]
+fn the_request_counter_counts_every_result_settled_at_once() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use selection_coordinator::discovery::METRIC_REQUESTS;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        for id in &all[..3] {
+            fetcher.latency.lock().unwrap().insert(id.clone(), secs(30));
+        }
+        let (addr, _log) = start(DiscoveryConfig::default(), all, fetcher);
+        tokio::time::sleep(secs(1)).await;
+        let stats = addr.send(Snapshot).await.unwrap().stats;
+        assert_eq!((stats.ok, stats.timeouts), (2, 3));
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let counter = |label: &str| {
+        snapshot
+            .iter()
+            .filter(|(k, ..)| {
+                k.key().name() == METRIC_REQUESTS && k.key().labels().any(|x| x.value() == label)
+            })
+            .map(|(.., v)| match v {
+                DebugValue::Counter(c) => *c,
+                other => panic!("{other:?}"),
+            })
+            .sum::<u64>()
+    };
+    assert_eq!((counter("ok"), counter("timeout")), (2, 3));
+}
+
+/// The cache-size gauge follows a candidate the source dropped at once, even while a new
+/// candidate's fetch is still running (not only at the next periodic refresh of the gauges).
+#[test]
+fn the_cache_size_gauge_follows_a_dropped_candidate_at_once() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use selection_coordinator::discovery::METRIC_CACHE_SIZE;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let cache_size = || {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find(|(k, ..)| k.key().name() == METRIC_CACHE_SIZE)
+            .map(|(.., v)| match v {
+                DebugValue::Gauge(g) => g.into_inner(),
+                other => panic!("{other:?}"),
+            })
+    };
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(6);
+        let fetcher = FakeFetcher::default();
+        fetcher
+            .latency
+            .lock()
+            .unwrap()
+            .insert(all[5].clone(), secs(60));
+        let config = DiscoveryConfig {
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all[..5].to_vec(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(cache_size(), Some(5.0));
+        // c0000 leaves, c0005 (slow to answer) arrives.
+        addr.send(SetCandidates(all[1..].to_vec())).await.unwrap();
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(count(&log, |c| matches!(c, CandidateChange::Remove(_))), 1);
+        assert_eq!(fetcher.gauge.now.load(Ordering::SeqCst), 1);
+        assert_eq!(cache_size(), Some(4.0));
+    });
+}
+
+/// A pass started between scheduled ones (here by `RefreshNow`) is cut at its checkpoints
+/// like any other, not left waiting for the timer of the next scheduled pass.
+#[test]
+fn a_pass_started_on_request_cuts_its_slow_fetches_at_the_cutoff() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        let config = DiscoveryConfig {
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, _log) = start(config, all.clone(), fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(addr.send(Snapshot).await.unwrap().stats.passes, 1);
+        fetcher
+            .latency
+            .lock()
+            .unwrap()
+            .insert(all[0].clone(), secs(60));
+        addr.send(RefreshNow).await.unwrap();
+        tokio::time::sleep(secs(1)).await;
+        let status = addr.send(Snapshot).await.unwrap();
+        assert_eq!(status.in_flight, 0, "the slow fetch is cut at 0.5 s");
+        assert_eq!((status.stats.timeouts, status.stats.passes), (1, 2));
+        assert_eq!(fetcher.gauge.now.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn a_pool_request_resumes_a_paused_discovery() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        let config = DiscoveryConfig {
+            interval_s: 50.0,
+            expiry_s: 1000.0,
+            idle_pause_s: Some(120.0),
+            ..DiscoveryConfig::default()
+        };
+        let (addr, _log) = start(config, all, fetcher.clone());
+        tokio::time::sleep(secs(230)).await;
+        assert!(addr.send(Snapshot).await.unwrap().paused);
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 15);
+        let pool = addr.send(Pool { required: vec![] }).await.unwrap();
+        assert_eq!(pool.len(), 5);
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(
+            fetcher.calls.load(Ordering::SeqCst),
+            20,
+            "refreshed at once"
+        );
+        assert!(!addr.send(Snapshot).await.unwrap().paused);
+    });
+}
+
+#[test]
+fn pool_low_refreshes_at_once() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(10);
+        let fetcher = FakeFetcher::default();
+        fetcher
+            .failing
+            .lock()
+            .unwrap()
+            .extend(all[..7].iter().cloned());
+        let config = DiscoveryConfig {
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, log) = start(config, all, fetcher.clone());
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(count(&log, is_add), 3);
+        fetcher.failing.lock().unwrap().clear();
+        addr.send(PoolLow).await.unwrap();
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 20);
+        assert_eq!(count(&log, is_add), 10);
+    });
+}
+
+/// Dropping every address in the middle of a pass stops the actor at the next answer: the
+/// pass's later batches are not fetched.
+#[test]
+fn dropping_every_address_mid_pass_fetches_no_further_batch() {
+    System::new().block_on(async {
+        tokio::time::pause();
+        let all = ids(5);
+        let fetcher = FakeFetcher::default();
+        for id in &all {
+            fetcher.latency.lock().unwrap().insert(id.clone(), ms(100));
+        }
+        let config = DiscoveryConfig {
+            batch_size: 1,
+            idle_pause_s: None,
+            ..DiscoveryConfig::default()
+        };
+        let (addr, _log) = start(config, all, fetcher.clone());
+        tokio::time::sleep(ms(50)).await;
+        assert_eq!(fetcher.calls.load(Ordering::SeqCst), 1);
+        drop(addr);
+        tokio::time::sleep(secs(10)).await;
+        assert_eq!(
+            fetcher.calls.load(Ordering::SeqCst),
+            1,
+            "no batch after the drop"
+        );
+        assert_eq!(
+            Arc::strong_count(&fetcher.calls),
+            1,
+            "the actor was dropped"
+        );
+    });
+}
+
+/// New perf scores reach the coordinator at once, as updated info of the candidates it has.
+#[test]
+fn perf_scores_reach_the_coordinators_candidates() {
+    use selection_coordinator::actor::{Coordinator, GetState};
+    use selection_coordinator::{Config, Limits};
+    System::new().block_on(async {
+        tokio::time::pause();
+        let coordinator = Coordinator::with_seed(Config::default(), Limits::default(), 1)
+            .unwrap()
+            .start();
+        let all = ids(3);
+        let discovery = Discovery::new(
+            DiscoveryConfig::default(),
+            all.clone(),
+            FakeFetcher::default(),
+            coordinator.clone(),
+        )
+        .unwrap()
+        .with_seed(3)
+        .start();
+        tokio::time::sleep(secs(1)).await;
+        assert_eq!(
+            coordinator.send(GetState).await.unwrap().candidates.len(),
+            3
+        );
+        discovery
+            .send(SetPerfScores {
+                region: "FRA".into(),
+                scores: vec![(all[0].clone(), 0.7), (all[1].clone(), 0.2)],
+            })
+            .await
+            .unwrap();
+        tokio::time::sleep(ms(10)).await;
+        let state = coordinator.send(GetState).await.unwrap();
+        let score = |id: &CandidateId| {
+            let c = state.candidates.iter().find(|c| c.info.id == *id).unwrap();
+            c.info.perf_scores.get("FRA").copied()
+        };
+        assert_eq!(
+            (score(&all[0]), score(&all[1]), score(&all[2])),
+            (Some(0.7), Some(0.2), None)
+        );
+    });
+}
+
 #[test]
 fn the_coordinator_breaks_ties_by_discovery_latency() {
     use selection_coordinator::actor::{Coordinator, CoordinatorHandle, GetState};
