@@ -253,17 +253,7 @@ fn dropping_every_address_stops_the_actor() {
         let (addr, _log) = start(config, all.clone(), fetcher.clone());
         tokio::time::sleep(secs(1)).await;
         drop(addr);
-        tokio::time::sleep(secs(1_000)).await;
-        assert_eq!(
-            fetcher.calls.load(Ordering::SeqCst),
-            5,
-            "no pass once unreachable"
-        );
-        assert_eq!(
-            Arc::strong_count(&fetcher.calls),
-            1,
-            "the actor was dropped"
-        );
+        no_fetch_after_the_drop(&fetcher, secs(1_000), 5, "no pass once unreachable").await;
     });
 }
 
@@ -601,17 +591,7 @@ fn dropping_every_address_mid_pass_fetches_no_further_batch() {
         tokio::time::sleep(ms(50)).await;
         assert_eq!(fetcher.calls.load(Ordering::SeqCst), 1);
         drop(addr);
-        tokio::time::sleep(secs(10)).await;
-        assert_eq!(
-            fetcher.calls.load(Ordering::SeqCst),
-            1,
-            "no batch after the drop"
-        );
-        assert_eq!(
-            Arc::strong_count(&fetcher.calls),
-            1,
-            "the actor was dropped"
-        );
+        no_fetch_after_the_drop(&fetcher, secs(10), 1, "no batch after the drop").await;
     });
 }
 
@@ -758,4 +738,16 @@ fn a_coordinator_handle_is_a_sink_across_threads() {
             .unwrap();
     });
     // Dropping the last handle stops the coordinator and its thread.
+}
+
+/// `wait` after the actor's last address was dropped, `fetcher` has been called `calls`
+/// times, no more (`why`), and the actor is gone (it held the fetcher's counter).
+async fn no_fetch_after_the_drop(fetcher: &FakeFetcher, wait: Duration, calls: usize, why: &str) {
+    tokio::time::sleep(wait).await;
+    assert_eq!(fetcher.calls.load(Ordering::SeqCst), calls, "{why}");
+    assert_eq!(
+        Arc::strong_count(&fetcher.calls),
+        1,
+        "the actor was dropped"
+    );
 }
