@@ -36,3 +36,72 @@ impl Engine<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::super::Engine;
+    use crate::core::Outcome;
+    use crate::sim::policy::{Cand, Decision, Policy, Req, World};
+    use crate::sim::scenario::Scenario;
+    use crate::CandidateInfo;
+
+    /// Holds every request it is given and never answers; records their slots.
+    #[derive(Default)]
+    struct Holds {
+        given: Arc<Mutex<Vec<Req>>>,
+    }
+
+    impl Policy for Holds {
+        fn add(&mut self, _: Cand, _: &CandidateInfo, _: f64) {}
+        fn remove(&mut self, _: Cand, _: f64, _: &World<'_>) {}
+        fn ready(&mut self, req: Req, _: Option<&[Cand]>, _: f64, _: &World<'_>) {
+            self.given.lock().unwrap().push(req);
+        }
+        fn outcome(&mut self, _: Req, _: Cand, _: &Outcome, _: f64) {}
+        fn done(&mut self, _: Req, _: Cand, _: bool, _: f64, _: &World<'_>) {}
+        fn tick(&mut self, _: f64, _: &World<'_>) {}
+        fn poll(&mut self) -> Option<Decision> {
+            None
+        }
+        fn decisions(&self) -> u64 {
+            0
+        }
+        fn stalls(&self) -> u64 {
+            0
+        }
+    }
+
+    /// A request the policy holds when nothing else can happen is failed as stuck, and its
+    /// slot is never given to a later request: the policy still holds it, and an answer for
+    /// it must not reach the worker's next request.
+    #[test]
+    fn a_stuck_requests_slot_is_never_given_to_a_later_request() {
+        let sc = Scenario::parse(
+            r#"
+name = "holds"
+[workload]
+loop = "closed"
+workers = 1
+operations = 3
+
+[[candidates]]
+id = "a"
+success = 1.0
+ttfb_ms = 10.0
+"#,
+            "test",
+        )
+        .unwrap();
+        let policy = Holds::default();
+        let given = policy.given.clone();
+        let stats = Engine::with_policy(&sc, Box::new(policy), "holds", 1).run();
+        assert_eq!((stats.requests, stats.stuck), (3, 3));
+        let given = given.lock().unwrap().clone();
+        let mut distinct = given.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "slots given to the policy: {given:?}");
+    }
+}
