@@ -892,6 +892,12 @@ fn a_limit_that_is_gone_is_no_longer_shown() {
         assert_eq!(limit(&v, "a"), 4.0, "the learned limit, under the static 5");
         assert_eq!(limit(&v, "b"), 4.0);
         assert!(no_load(&v, "a") > 0.0);
+        let ms = core
+            .candidates()
+            .find(|c| c.info.id.as_str() == "a")
+            .and_then(|c| c.no_load_ms())
+            .unwrap();
+        assert_eq!(no_load(&v, "a"), ms / 1000.0, "seconds, not milliseconds");
         assert_eq!(gauge(&v, names::IN_FLIGHT_LIMIT, &[]), 10.0);
         assert_eq!(gauge(&v, names::DEADLINE_MULTIPLE, &[]), 10.0);
 
