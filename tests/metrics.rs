@@ -1475,3 +1475,63 @@ fn a_relabelled_candidate_does_not_dump_its_past_limited_count() {
         );
     });
 }
+
+/// Starts an attempt on `id` and returns its grant.
+fn start_on(
+    core: &mut Core,
+    m: &mut CoordinatorMetrics,
+    rng: &mut SmallRng,
+    t: Instant,
+    id: &str,
+) -> selection_coordinator::Grant {
+    core.ready(Request::only([id]), t, rng).unwrap();
+    granted(&drain(core, m)).remove(0)
+}
+
+/// Read once, after both ticks (a read zeroes the gauges): the departed candidate's in-flight
+/// and probability gauges are set to 0, not left at what the tick before it left showed.
+#[test]
+fn a_departed_candidates_gauges_are_zeroed_not_left_standing() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let (mut core, mut rng, t0) = core_of(&["stay", "go"]);
+        let mut m = CoordinatorMetrics::new(10);
+        let g = start_on(&mut core, &mut m, &mut rng, t0, "go");
+        m.on_gauges(&core);
+        core.outcome(g.attempt, Outcome::success(), t0).unwrap();
+        core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+        core.remove_candidate(&CandidateId::new("go"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let go = [("candidate", "go")];
+        assert_eq!(gauge(&v, names::CANDIDATE_IN_FLIGHT, &go), 0.0);
+        assert_eq!(gauge(&v, names::CANDIDATE_PROBABILITY, &go), 0.0);
+        assert_eq!(
+            gauge(&v, names::CANDIDATE_PROBABILITY, &[("candidate", "stay")]),
+            1.0
+        );
+    });
+}
+
+/// A removed candidate whose attempt still runs is still shown (it holds that attempt), but it
+/// cannot win a draw and is not counted among the candidates.
+#[test]
+fn a_removed_candidate_still_running_an_attempt_has_probability_zero() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let (mut core, mut rng, t0) = core_of(&["stay", "go"]);
+        let mut m = CoordinatorMetrics::new(10);
+        start_on(&mut core, &mut m, &mut rng, t0, "go");
+        core.remove_candidate(&CandidateId::new("go"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let go = [("candidate", "go")];
+        assert_eq!(gauge(&v, names::CANDIDATE_IN_FLIGHT, &go), 1.0);
+        assert_eq!(gauge(&v, names::CANDIDATE_PROBABILITY, &go), 0.0);
+        assert_eq!(gauge(&v, names::CANDIDATES, &[]), 1.0);
+    });
+}
