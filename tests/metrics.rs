@@ -1535,3 +1535,67 @@ fn a_removed_candidate_still_running_an_attempt_has_probability_zero() {
         assert_eq!(gauge(&v, names::CANDIDATES, &[]), 1.0);
     });
 }
+
+/// Candidates counted as `other` are counted among the ejected ones too.
+#[test]
+fn an_ejected_candidate_without_a_label_of_its_own_is_counted_as_ejected() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut config = Config::default();
+        config.ejection.enabled = true;
+        config.ejection.consecutive_failures = 2;
+        config.ejection.max_share = 1.0;
+        let mut core = Core::new(config, t0).unwrap();
+        for id in ["x", "y"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(0);
+        for _ in 0..2 {
+            let g = start_on(&mut core, &mut m, &mut rng, t0, "x");
+            core.outcome(g.attempt, Outcome::failure(FailureClass::Refused), t0)
+                .unwrap();
+            core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+        }
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(m.labelled_candidates(), 0);
+        assert_eq!(gauge(&v, names::CANDIDATES_EJECTED, &[]), 1.0);
+    });
+}
+
+/// The `other` limit is the sum of its candidates' limits, and reads no value once the limits
+/// are gone.
+#[test]
+fn the_other_limit_adds_up_its_candidates_and_goes_with_the_limits() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let limits = Limits {
+            per_candidate: 5,
+            ..Limits::default()
+        };
+        let mut core = Core::new(Config::default(), t0)
+            .unwrap()
+            .with_limits(limits)
+            .unwrap();
+        for id in ["a", "b"] {
+            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(0);
+        let other = [("candidate", names::OTHER)];
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert_eq!(gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &other), 10.0);
+        core.set_limits(Limits::default(), t0, &mut rng).unwrap();
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        assert!(gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &other).is_nan());
+    });
+}
