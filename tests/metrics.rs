@@ -1599,3 +1599,18 @@ fn the_other_limit_adds_up_its_candidates_and_goes_with_the_limits() {
         assert!(gauge(&v, names::CANDIDATE_IN_FLIGHT_LIMIT, &other).is_nan());
     });
 }
+
+/// A decision cost that is not a finite, non-negative number of seconds is not recorded.
+#[test]
+fn only_finite_non_negative_decision_costs_are_recorded() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let mut m = CoordinatorMetrics::new(10);
+        for s in [f64::NAN, f64::INFINITY, -1.0, 0.25, 0.0] {
+            m.on_decision_cost(s);
+        }
+        let v = values(&snapshotter);
+        assert_eq!(histogram(&v, names::DECISION_COST, &[]), vec![0.25, 0.0]);
+    });
+}
