@@ -1614,3 +1614,20 @@ fn only_finite_non_negative_decision_costs_are_recorded() {
         assert_eq!(histogram(&v, names::DECISION_COST, &[]), vec![0.25, 0.0]);
     });
 }
+
+/// A removed candidate keeps its label for exactly `LABEL_RETIRE_TICKS` ticks.
+#[test]
+fn a_label_is_freed_after_exactly_the_retire_ticks() {
+    let (mut core, mut rng, t0) = core_of(&["a"]);
+    let mut m = CoordinatorMetrics::new(1);
+    m.on_gauges(&core);
+    assert_eq!(m.labelled_candidates(), 1);
+    core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
+        .unwrap();
+    for _ in 1..LABEL_RETIRE_TICKS {
+        m.on_gauges(&core);
+        assert_eq!(m.labelled_candidates(), 1);
+    }
+    m.on_gauges(&core);
+    assert_eq!(m.labelled_candidates(), 0);
+}
