@@ -1631,3 +1631,31 @@ fn a_label_is_freed_after_exactly_the_retire_ticks() {
     m.on_gauges(&core);
     assert_eq!(m.labelled_candidates(), 0);
 }
+
+/// An attempt whose lease runs out is counted once as reclaimed.
+#[test]
+fn a_lease_that_runs_out_counts_one_reclaimed_attempt() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let limits = Limits {
+            max_attempt_s: Some(0.02),
+            ..Limits::default()
+        };
+        let mut core = Core::new(Config::default(), t0)
+            .unwrap()
+            .with_limits(limits)
+            .unwrap();
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        start_on(&mut core, &mut m, &mut rng, t0, "a");
+        core.tick(t0 + Duration::from_millis(50), &mut rng);
+        let events = drain(&mut core, &mut m);
+        assert!(events.iter().any(|e| matches!(e, Event::Reclaimed { .. })));
+        let v = values(&snapshotter);
+        assert_eq!(counter(&v, names::RECLAIMED, &[]), 1);
+    });
+}
