@@ -1659,3 +1659,47 @@ fn a_lease_that_runs_out_counts_one_reclaimed_attempt() {
         assert_eq!(counter(&v, names::RECLAIMED, &[]), 1);
     });
 }
+
+/// Shadow counts lower than the last seen (a fresh core) are all new, even without
+/// `on_config_set`.
+#[test]
+fn shadow_counts_that_restarted_are_counted_in_full() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let config = Config::from_toml_str(
+            r#"
+            [[shadows]]
+            name = "s"
+            sample = 1.0
+            config = { preset = "default", exponent = 4.0 }
+            "#,
+        )
+        .unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        let mut counts = Vec::new();
+        for n in [5, 2] {
+            let mut core = Core::new(config.clone(), t0).unwrap();
+            for id in ["a", "b"] {
+                core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
+                    .unwrap();
+            }
+            for _ in 0..n {
+                core.ready(Request::any(), t0, &mut rng).unwrap();
+                for g in granted(&drain(&mut core, &mut m)) {
+                    core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+                }
+            }
+            counts.push(core.shadow_stats()[0].sampled);
+            m.on_shadows(&core);
+        }
+        assert!(counts[1] > 0 && counts[1] < counts[0], "{counts:?}");
+        let v = values(&snapshotter);
+        assert_eq!(
+            counter(&v, names::SHADOW_DECISIONS, &[("shadow", "s")]),
+            counts[0] + counts[1]
+        );
+    });
+}
