@@ -1703,3 +1703,60 @@ fn shadow_counts_that_restarted_are_counted_in_full() {
         );
     });
 }
+
+/// A candidate removed and added again while its label is kept has a `limited` count of its
+/// own: the first tick that sees it takes that count as its base (as for any label new to the
+/// count), never the departed copy's last count.
+#[test]
+fn a_candidate_added_again_takes_its_own_limited_count_as_the_base() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let config = Config {
+            adaptive: selection_coordinator::limit::AdaptiveConfig {
+                enabled: true,
+                initial: 1,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let mut core = Core::new(config, t0).unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        let a = CandidateId::new("a");
+        let run = |core: &mut Core, m: &mut CoordinatorMetrics, rng: &mut SmallRng, n, tick| {
+            for _ in 0..n {
+                core.ready(Request::only(["a"]), t0, rng).unwrap();
+                for g in granted(&drain(core, m)) {
+                    core.done(g.attempt, Next::Finish, t0, rng).unwrap();
+                }
+                if tick {
+                    m.on_gauges(core);
+                }
+            }
+            core.candidate(&CandidateId::new("a")).unwrap().limited
+        };
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        m.on_gauges(&core);
+        let first = run(&mut core, &mut m, &mut rng, 10, true);
+        core.remove_candidate(&a, t0, &mut rng).unwrap();
+        m.on_gauges(&core);
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        let base = run(&mut core, &mut m, &mut rng, 30, false);
+        m.on_gauges(&core);
+        assert_eq!(m.candidate_label(&a).as_ref(), "a", "the label is kept");
+        let last = run(&mut core, &mut m, &mut rng, 5, true);
+        assert!(
+            first > 0 && base > first && last > base,
+            "{first} {base} {last}"
+        );
+        let v = values(&snapshotter);
+        assert_eq!(
+            counter(&v, names::ADAPTIVE_LIMITED, &[("candidate", "a")]),
+            first + (last - base)
+        );
+    });
+}
