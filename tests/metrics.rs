@@ -1305,18 +1305,7 @@ fn parked_waiters_are_shown_beside_the_waiting_ones() {
     metrics::with_local_recorder(&recorder, || {
         let t0 = Instant::now();
         let mut rng = SmallRng::seed_from_u64(9);
-        let limits = Limits {
-            per_candidate: 1,
-            ..Limits::default()
-        };
-        let mut core = Core::new(Config::default(), t0)
-            .unwrap()
-            .with_limits(limits)
-            .unwrap();
-        for id in ["a", "b"] {
-            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
-                .unwrap();
-        }
+        let mut core = limited_core(1, &["a", "b"], t0, &mut rng);
         let mut m = CoordinatorMetrics::new(10);
         for _ in 0..4 {
             core.ready(Request::only(["a"]), t0, &mut rng).unwrap();
@@ -1576,18 +1565,7 @@ fn the_other_limit_adds_up_its_candidates_and_goes_with_the_limits() {
     metrics::with_local_recorder(&recorder, || {
         let t0 = Instant::now();
         let mut rng = SmallRng::seed_from_u64(9);
-        let limits = Limits {
-            per_candidate: 5,
-            ..Limits::default()
-        };
-        let mut core = Core::new(Config::default(), t0)
-            .unwrap()
-            .with_limits(limits)
-            .unwrap();
-        for id in ["a", "b"] {
-            core.add_candidate(CandidateInfo::new(id), t0, &mut rng)
-                .unwrap();
-        }
+        let mut core = limited_core(5, &["a", "b"], t0, &mut rng);
         let mut m = CoordinatorMetrics::new(0);
         let other = [("candidate", names::OTHER)];
         m.on_gauges(&core);
@@ -1759,4 +1737,21 @@ fn a_candidate_added_again_takes_its_own_limited_count_as_the_base() {
             first + (last - base)
         );
     });
+}
+
+/// A core with the default config over `ids`, each limited to `per_candidate` attempts.
+fn limited_core(per_candidate: u32, ids: &[&str], t0: Instant, rng: &mut SmallRng) -> Core {
+    let limits = Limits {
+        per_candidate,
+        ..Limits::default()
+    };
+    let mut core = Core::new(Config::default(), t0)
+        .unwrap()
+        .with_limits(limits)
+        .unwrap();
+    for id in ids {
+        core.add_candidate(CandidateInfo::new(*id), t0, rng)
+            .unwrap();
+    }
+    core
 }
