@@ -457,4 +457,158 @@ mod tests {
         // A heal after the fall leaves the detection as it was.
         assert_eq!(s.first_window(0, 10.0, Some(15.0), low), Some(unbounded));
     }
+
+    #[test]
+    fn percentiles_take_the_nearest_rank_and_the_mean_every_value() {
+        // Ranks (n - 1) x p, rounded: 1.5 -> 2 and 2.97 -> 3 among four.
+        let s = summarize(&mut [4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((s.mean, s.p50, s.p99, s.p999), (2.5, 3.0, 4.0, 4.0));
+        // Among 0..=1000 the 99th and 99.9th percentiles are ranks 990 and 999.
+        let mut v: Vec<f64> = (0..=1000).map(f64::from).collect();
+        let s = summarize(&mut v);
+        assert_eq!((s.mean, s.p50, s.p99, s.p999), (500.0, 500.0, 990.0, 999.0));
+    }
+
+    #[test]
+    fn a_seed_without_a_figure_leaves_the_mean_without_one() {
+        let mut m = OptMean::default();
+        m.add(Some(1.0));
+        m.add(Some(3.0));
+        assert_eq!(m.get(), Some(2.0));
+        m.add(None);
+        assert_eq!(m.get(), None);
+    }
+
+    fn run(attempts: &[(u32, f64)], requests: &[(f64, Option<f64>)]) -> RunStats {
+        let ids = ["a".to_string(), "b".to_string()];
+        let mut st = RunStats::new("p", &ids, vec![0, 1], 0.1);
+        for &(c, t) in attempts {
+            st.attempt(c, t, None);
+        }
+        for &(t, ttfb) in requests {
+            st.request(t, ttfb.unwrap_or(0.05), ttfb, None);
+        }
+        st
+    }
+
+    #[test]
+    fn the_means_over_seeds_divide_each_figure_by_its_own_count() {
+        // Seed 1: five attempts (four on a), four requests of which one failed, the last
+        // ending at 1 s and the run at 2 s. Seed 2: two attempts on b, both requests failed.
+        let mut one = run(
+            &[(0, 0.1), (0, 0.2), (0, 0.3), (0, 0.4), (1, 0.5)],
+            &[
+                (0.5, Some(0.01)),
+                (0.6, Some(0.02)),
+                (0.7, Some(0.03)),
+                (1.0, None),
+            ],
+        );
+        one.end_s = 2.0;
+        let mut two = run(&[(1, 0.1), (1, 0.2)], &[(0.5, None), (0.6, None)]);
+        two.end_s = 2.0;
+        let mut acc = Acc::default();
+        acc.add(one.summary());
+        acc.add(two.summary());
+        let (r, _) = acc.finish(&["a".to_string(), "b".to_string()]);
+        let close = |x: f64, want: f64| assert!((x - want).abs() < 1e-9, "{x} != {want}");
+        // (1/4 + 2/2) / 2 over requests, not attempts.
+        close(r.error_rate, 0.625);
+        // (3/4 + 0/2) / 2: successes in time over all requests.
+        close(r.success_within_timeout, 0.375);
+        // Shares of attempts: (4/5 + 0) / 2 and (1/5 + 1) / 2.
+        close(r.share["a"], 0.4);
+        close(r.share["b"], 0.6);
+        // (3 successes / 1 s to the last request + 0) / 2.
+        close(r.goodput_per_s, 1.5);
+        // First bytes of 10, 20 and 30 ms: the seed without a success is left out.
+        close(r.ttfb_ms.mean, 20.0);
+        close(r.ttfb_ms.p50, 20.0);
+    }
+
+    #[test]
+    fn a_first_byte_at_the_timeout_is_in_time() {
+        let mut st = run(&[], &[]);
+        st.timeout_s = Some(0.25);
+        st.request(1.0, 0.25, Some(0.25), None);
+        st.request(1.0, 0.26, Some(0.26), None);
+        assert_eq!(st.in_time, 1);
+    }
+
+    /// 20 s in 0.1 s buckets, 100 attempts per second; the tracked candidate's attempts per
+    /// bucket are `mine(bucket)`.
+    fn run_with(mine: impl Fn(usize) -> u64) -> RunStats {
+        let mut st = RunStats::new("p", &["a".to_string(), "b".to_string()], vec![0], 0.1);
+        st.series.totals = vec![[10, 10, 0]; 200];
+        st.series.by_cand = (0..200).map(mine).collect();
+        st
+    }
+
+    #[test]
+    fn detection_against_the_fair_share_is_strictly_below_it() {
+        // Half the traffic, then one in ten from the degrade at 10 s, none from 11 s on.
+        let mut st = run_with(|b| match b {
+            ..100 => 5,
+            100..110 => 1,
+            _ => 0,
+        });
+        st.mark(Action::Degrade, 0, 2, 10.0);
+        // 20% of the fair 1/2 is 0.1: the window 10-11 s is at it, not below; the one
+        // ending at 11.1 s holds 9 of 100.
+        let det = st
+            .time_to_share(Action::Degrade, 0.2, true)
+            .unwrap()
+            .unwrap();
+        assert!((det - 1.1).abs() < 1e-9, "{det}");
+    }
+
+    #[test]
+    fn detection_and_recovery_measure_against_the_five_seconds_before() {
+        // Half the traffic from 5 s to 9 s and all of it from 9 s to 10 s: 0.6 over the 5 s
+        // before the degrade at 10 s. None until the heal at 12 s, then 0.4 for a second,
+        // then 0.5.
+        let mut st = run_with(|b| match b {
+            ..90 => 5,
+            90..100 => 10,
+            100..120 => 0,
+            120..130 => 4,
+            _ => 5,
+        });
+        st.mark(Action::Degrade, 0, 2, 10.0);
+        st.mark(Action::Heal, 0, 2, 12.0);
+        let d = &st.degradations()[0];
+        let before = d.before.unwrap();
+        assert!((before - 0.6).abs() < 1e-9, "{before}");
+        let det = d.det.unwrap();
+        assert!((det - 1.0).abs() < 1e-9, "{det}");
+        // 80% of 0.6 is 0.48: the window ending at 13.8 s holds 2 x 4 + 8 x 5 of 100.
+        let rec = d.rec.unwrap();
+        assert!((rec - 1.8).abs() < 1e-9, "{rec}");
+    }
+
+    #[test]
+    fn a_heal_at_the_instant_of_the_degrade_is_its_heal() {
+        let mut st = run_with(|_| 5);
+        st.mark(Action::Degrade, 0, 2, 10.0);
+        st.mark(Action::Heal, 0, 2, 10.0);
+        assert_eq!(st.degradations()[0].healed, Some(10.0));
+        // No detection after the heal; the share is back at once.
+        assert_eq!(st.time_to_share(Action::Degrade, 0.2, true), Some(None));
+        let rec = st.time_to_share(Action::Heal, 0.8, false).unwrap().unwrap();
+        assert!((rec - 1.0).abs() < 1e-9, "{rec}");
+    }
+
+    #[test]
+    fn a_window_that_ends_after_the_heal_is_no_detection() {
+        // Nothing on the tracked candidate from 9.6 s on; degrade at 9.55 s. The first whole
+        // window after it ends at 10.6 s, after a heal at 10.55 s.
+        let mut s = shunned_after_heal();
+        for b in 96..200 {
+            s.by_cand[b] = 0;
+        }
+        let low = |x: f64| x < 0.1;
+        assert_eq!(s.first_window(0, 9.55, Some(10.55), low), None);
+        let det = s.first_window(0, 9.55, Some(10.65), low).unwrap();
+        assert!((det - 1.05).abs() < 1e-9, "{det}");
+    }
 }

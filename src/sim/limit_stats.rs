@@ -330,4 +330,58 @@ mod tests {
         assert!(acc.means(&["a".into()]).is_empty());
         assert!(acc.series(&["a".into()], &[0], 2).is_empty());
     }
+
+    #[test]
+    fn a_mean_over_seeds_counts_only_the_seeds_with_a_limit() {
+        let mut acc = LimitAcc::default();
+        for b in [Some(4.0), None] {
+            let mut t = LimitTrack::new(2, &[], 0.1);
+            t.set(0, Some(2.0), 0.0);
+            t.set(1, b, 0.0);
+            t.finish(1.0);
+            acc.add(&t);
+        }
+        let m = acc.means(&["a".into(), "b".into()]);
+        assert_eq!((m["a"], m["b"]), (Some(2.0), Some(4.0)));
+    }
+
+    #[test]
+    fn settling_starts_at_the_first_bin_of_the_last_run_within_the_band() {
+        let sc = Scenario::parse(
+            r#"
+            name = "two"
+            [workload]
+            loop = "open"
+            rate_per_s = 10.0
+            duration_s = 4.0
+            [[candidates]]
+            id = "a"
+            success = 1.0
+            servers = 10
+            service_ms = 100.0
+            [[candidates]]
+            id = "b"
+            success = 1.0
+            servers = 10
+            service_ms = 100.0
+            "#,
+            "two",
+        )
+        .unwrap();
+        let mut p = crate::sim::aggregate::Acc::default().finish(&[]).0;
+        p.series.bucket_s = 1.0;
+        // 20% of 10 either way: 8 and 12 are at the band's edges, in it.
+        p.series.limit.insert(
+            "a".into(),
+            vec![Some(5.0), Some(8.0), Some(12.0), Some(9.0)],
+        );
+        p.series.limit.insert("b".into(), vec![Some(10.0); 4]);
+        let s = limit_settling(&sc, &p, 0.2);
+        let got: Vec<_> = s
+            .iter()
+            .map(|x| (x.candidate.as_str(), x.settle_s))
+            .collect();
+        // From the start to the end of the first bin in the band.
+        assert_eq!(got, vec![("a", Some(2.0)), ("b", Some(1.0))]);
+    }
 }

@@ -243,4 +243,22 @@ mod tests {
         assert!(out.starts_with("paired against ref"), "{out}");
         assert!(out.contains("ttfb x 1.000"), "{out}");
     }
+
+    #[test]
+    fn an_unchanged_scenario_is_neither_better_nor_worse() {
+        let p = Paired::of(&[0.0, -2.0, 0.0, 2.0]);
+        assert_eq!((p.scenarios, p.better, p.worse), (4, 1, 1));
+    }
+
+    #[test]
+    fn the_first_byte_ratio_is_the_policy_over_the_reference() {
+        let insts = [instance(
+            figures("ref", 10.0, 0.0, Some(1.0)),
+            figures("new", 40.0, 0.0, Some(1.0)),
+        )];
+        let refs: Vec<&Instance> = insts.iter().collect();
+        let s = compare("new", "ref", &refs);
+        assert!((s.ttfb_ratio.mean.unwrap() - 4.0).abs() < 1e-12);
+        assert_eq!((s.ttfb_ratio.better, s.ttfb_ratio.worse), (0, 1));
+    }
 }

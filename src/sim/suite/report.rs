@@ -406,4 +406,89 @@ mod tests {
         assert_eq!(det(&[]), None);
         assert_eq!(rec(&[deg(0.4, Some(1.0), false, None)]), None);
     }
+
+    #[test]
+    fn quantiles_take_the_nearest_rank() {
+        // Ranks 3 x 0.5 = 1.5 -> 2 and 3 x 0.95 = 2.85 -> 3.
+        let q = Quantiles::of(vec![40.0, 10.0, 30.0, 20.0]);
+        assert_eq!((q.p50, q.p95), (Some(30.0), Some(40.0)));
+        // Among 0..=20, ranks 10 and 19.
+        let q = Quantiles::of((0..=20).rev().map(f64::from).collect());
+        assert_eq!((q.p50, q.p95), (Some(10.0), Some(19.0)));
+    }
+
+    fn figs(
+        name: &str,
+        det: Option<f64>,
+        rec: Option<f64>,
+        ttfb: f64,
+        err: f64,
+    ) -> InstanceFigures {
+        InstanceFigures {
+            policy: name.into(),
+            detection_s: det,
+            recovery_s: rec,
+            detection_fair_s: None,
+            recovery_fair_s: None,
+            error_rate: err,
+            ttfb_mean_ms: ttfb,
+            virtual_s: 60.0,
+        }
+    }
+
+    #[test]
+    fn each_figure_is_measured_against_the_oracle_on_the_same_scenario() {
+        // Degrade at 10 s, heal at 30 s, runs of 60 s.
+        let inst = |me: InstanceFigures, oracle: InstanceFigures| Instance {
+            family: "f".into(),
+            scenario: "f-0".into(),
+            description: String::new(),
+            seed: 1,
+            degrade_at_s: Some(10.0),
+            heal_at_s: Some(30.0),
+            policies: vec![me, oracle],
+        };
+        let insts = [
+            // Never recovered: 60 - 30 s from the heal, minus the oracle's 2 s.
+            inst(
+                figs("p", Some(3.0), None, 20.0, 0.5),
+                figs("oracle", Some(1.0), Some(2.0), 10.0, 0.25),
+            ),
+            // Never detected: 60 - 10 s from the degrade, minus the oracle's 1 s.
+            inst(
+                figs("p", None, Some(4.0), 10.0, 0.0),
+                figs("oracle", Some(1.0), Some(1.0), 10.0, 0.0),
+            ),
+        ];
+        let r = SuiteReport::new(1, &insts);
+        let p = &r.families[0].policies[0];
+        assert_eq!(p.policy, "p");
+        assert_eq!((p.recovery_scenarios, p.never_recovered), (2, 1));
+        assert_eq!((p.detection_scenarios, p.never_detected), (2, 1));
+        // Two values: the median and the p95 are the larger one (rank 0.5 -> 1).
+        assert_eq!(p.recovery_excess_s.p50, Some(28.0));
+        assert_eq!(p.detection_excess_s.p50, Some(49.0));
+        assert_eq!(p.error_excess.p50, Some(0.25));
+        // First bytes twice and as slow as the oracle's.
+        assert_eq!((p.ttfb_ratio.p50, p.ttfb_ratio.p95), (Some(2.0), Some(2.0)));
+    }
+
+    #[test]
+    fn a_candidate_the_oracle_never_used_is_not_followed() {
+        let report = |d: Vec<Degraded>| {
+            let mut r = crate::sim::aggregate::Acc::default().finish(&[]).0;
+            r.degraded = d;
+            r
+        };
+        let named = |id: &str, share: f64, det: f64| Degraded {
+            candidate: id.into(),
+            ..deg(share, Some(det), true, Some(det))
+        };
+        let oracle = report(vec![named("a", 0.0, 0.5), named("b", 0.5, 0.5)]);
+        let me = report(vec![named("a", 0.4, 5.0), named("b", 0.4, 1.0)]);
+        let f = InstanceFigures::new("p", &me, Some(&oracle));
+        assert_eq!((f.detection_s, f.recovery_s), (Some(1.0), Some(1.0)));
+        let all = InstanceFigures::new("p", &me, None);
+        assert_eq!((all.detection_s, all.recovery_s), (Some(5.0), Some(5.0)));
+    }
 }
