@@ -114,8 +114,10 @@ pub(crate) trait Policy: Send {
     /// grant it later makes.
     fn cancel(&mut self, _req: Req, _now: f64) {}
     /// `req`'s attempt was reclaimed ([`Decision::Reclaimed`]) and its worker asks again,
-    /// with a new request to the policy of the same caller: the same `eligible` candidates,
-    /// the same caller's deadline, `attempts` attempts left in its retry loop.
+    /// or its caller retries with a new request after `done` ended the old one (`caller.retry
+    /// = "fresh"`, nothing excluded): a new request to the policy of the same caller, with the
+    /// same `eligible` candidates, the same caller's deadline, `attempts` attempts left in its
+    /// retry loop.
     fn ask_again(
         &mut self,
         req: Req,
@@ -125,19 +127,6 @@ pub(crate) trait Policy: Send {
         world: &World<'_>,
     ) {
         self.ready(req, eligible, now, world);
-    }
-    /// `req`'s caller retries with a new request after its attempt failed (`caller.retry =
-    /// "fresh"`), the old one ended with `done`: the same `eligible` candidates, the same
-    /// caller's deadline, `attempts` attempts left, and nothing excluded.
-    fn ask_fresh(
-        &mut self,
-        req: Req,
-        eligible: Option<&[Cand]>,
-        attempts: u32,
-        now: f64,
-        world: &World<'_>,
-    ) {
-        self.ask_again(req, eligible, attempts, now, world);
     }
     /// Whether the policy's callers act as the scenario's `[caller]` says (the coordinators);
     /// the others keep their own callers.

@@ -56,11 +56,18 @@ impl Engine<'_> {
             return;
         }
         self.policy.done(req, cand, false, now, &world);
+        self.ask_anew(req, now);
+    }
+
+    /// `req` asks the policy again, as a new request of the same caller: the candidates it
+    /// was allowed, its deadline, and the attempts it has left (its retries left, plus this
+    /// one).
+    pub(super) fn ask_anew(&mut self, req: Req, now: f64) {
         let attempts = self.reqs[req as usize].retries_left + 1;
         let picked = std::mem::take(&mut self.subsets[req as usize]);
         let subset = (!picked.is_empty()).then_some(picked.as_slice());
         let world = world!(self, now);
-        self.policy.ask_fresh(req, subset, attempts, now, &world);
+        self.policy.ask_again(req, subset, attempts, now, &world);
         self.subsets[req as usize] = picked;
     }
 }

@@ -113,12 +113,7 @@ impl Engine<'_> {
         r.overloaded = false;
         if r.retries_left > 0 {
             r.retries_left -= 1;
-            let attempts = r.retries_left + 1;
-            let picked = std::mem::take(&mut self.subsets[req as usize]);
-            let subset = (!picked.is_empty()).then_some(picked.as_slice());
-            let world = world!(self, now);
-            self.policy.ask_again(req, subset, attempts, now, &world);
-            self.subsets[req as usize] = picked;
+            self.ask_anew(req, now);
         } else {
             // Nothing of the attempt reaches the core, which has released it; a policy
             // counting open requests hears that this one ends.

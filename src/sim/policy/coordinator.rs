@@ -285,20 +285,6 @@ impl Policy for CoordinatorPolicy {
         self.ask(req, eligible, attempts, now);
     }
 
-    fn ask_fresh(
-        &mut self,
-        req: Req,
-        eligible: Option<&[Cand]>,
-        attempts: u32,
-        now: f64,
-        world: &World<'_>,
-    ) {
-        if let Some(tried) = self.tried.get_mut(req as usize) {
-            tried.clear();
-        }
-        self.ask_again(req, eligible, attempts, now, world);
-    }
-
     fn takes_caller(&self) -> bool {
         true
     }
@@ -340,6 +326,12 @@ impl Policy for CoordinatorPolicy {
             let at = self.instant(now);
             let _ = self.core.done(attempt, next, at, &mut self.rng);
             self.requests[req as usize].1 = None;
+        }
+        if !retry {
+            // The request ended: a request asked anew under its slot excludes nothing.
+            if let Some(tried) = self.tried.get_mut(req as usize) {
+                tried.clear();
+            }
         }
         match (retry, request) {
             (true, Some(id)) => self.drain(Some((id, req))),
