@@ -100,6 +100,11 @@ pub mod input;
 pub mod limit;
 #[cfg(feature = "actor")]
 pub mod metrics;
+// Property-test settings (a fixed seed), shared with the integration tests.
+#[cfg(test)]
+#[allow(unreachable_pub)]
+#[path = "../tests/support/props.rs"]
+mod proptest_seed;
 pub mod score;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -6,6 +6,9 @@
 //! `queue_limit` places; an attempt finding it full fails at once with `overload`), or a
 //! candidate whose answers a test dictates.
 
+#[path = "support/props.rs"]
+mod proptest_seed;
+
 #[path = "adaptive_limits/pause_probe.rs"]
 mod pause_probe;
 
@@ -499,6 +502,8 @@ fn signal() -> impl Strategy<Value = Signal> {
 }
 
 proptest! {
+    #![proptest_config(proptest_seed::config(256))]
+
     /// Whatever the outcomes, the limit stays within [min, max] and the no-load estimate
     /// finite.
     #[test]

@@ -1,6 +1,9 @@
 //! Property tests of the pure core: random sequences of operations against the Step 1
 //! invariants, and the draw's frequencies.
 
+#[path = "support/props.rs"]
+mod proptest_seed;
+
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -777,7 +780,7 @@ fn variant_config() -> Config {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(proptest_seed::config(2000))]
 
     #[test]
     fn invariants_hold_for_random_operation_sequences(
@@ -795,7 +798,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
+    #![proptest_config(proptest_seed::config(8000))]
 
     /// Hostile input mixed into random sequences: every bad call is refused with an error,
     /// nothing panics, and the invariants still hold afterwards.

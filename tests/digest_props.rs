@@ -1,6 +1,9 @@
 //! Digests between coordinators: what one learns reaches another as a bounded prior, and no
 //! digest, however hostile, panics or moves a weight outside what local outcomes could.
 
+#[path = "support/props.rs"]
+mod proptest_seed;
+
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -747,7 +750,7 @@ fn any_digest() -> impl Strategy<Value = (Digest, u64)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+    #![proptest_config(proptest_seed::config(10_000))]
 
     /// Hostile digests: nothing panics, the core stays consistent, every component stays in
     /// [0, 1], and the prior moves a candidate's success no further than `max_prior_samples`

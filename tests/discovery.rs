@@ -1,6 +1,9 @@
 //! Discovery: the catalogue in virtual time, the actor with a fake fetcher under tokio's
 //! paused clock, the `livepeer-discovery` comparison, and random operation sequences.
 
+#[path = "support/props.rs"]
+mod proptest_seed;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;

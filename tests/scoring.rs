@@ -2,6 +2,9 @@
 //! filters and fallbacks, failure classes, decay, ejection, draw frequencies, properties, and
 //! config errors. One test binary; each concern is a module under `tests/scoring/`.
 
+#[path = "support/props.rs"]
+mod proptest_seed;
+
 #[path = "scoring/anchors.rs"]
 mod anchors;
 #[path = "scoring/config_files.rs"]

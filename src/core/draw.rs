@@ -347,6 +347,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::proptest_seed::config(256))]
+
         #[test]
         fn tree_total_matches_sum(ws in proptest::collection::vec(0.0f64..100.0, 1..200), updates in proptest::collection::vec((0usize..200, 0.0f64..100.0), 0..100)) {
             let mut t = SumTree::default();

@@ -235,6 +235,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::proptest_seed::config(256))]
+
         /// Whatever the answers (hostile ones included), the spread stays a finite square or
         /// unknown, and the multiple stays between the floor (or `factor` below it) and
         /// `factor`, whatever the queueing evidence.

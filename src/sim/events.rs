@@ -137,6 +137,8 @@ mod tests {
     use std::collections::BinaryHeap;
 
     proptest! {
+        #![proptest_config(crate::proptest_seed::config(256))]
+
         /// Any interleaving of pushes and pops comes out as from the binary heap it replaces.
         #[test]
         fn pops_in_the_binary_heaps_order(ops in proptest::collection::vec((0u64..50, any::<bool>()), 1..400)) {
@@ -184,6 +186,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::proptest_seed::config(256))]
+
         #[test]
         fn rounds_as_round_does(x in 0.0f64..1e13, k in 0u64..1_000_000_000) {
             prop_assert_eq!(round_ns(x), x.round() as u64);

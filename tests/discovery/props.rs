@@ -28,7 +28,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(crate::proptest_seed::config(1000))]
 
     /// Whatever happens: never more fetches than the batch size, never two fetches of one
     /// candidate at once, the coordinator's view (replayed from the actions) is exactly the

@@ -198,7 +198,7 @@ fn check_record(record: &DecisionRecord) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(crate::proptest_seed::config(200))]
 
     #[test]
     fn components_and_weights_are_never_nan_or_negative(
