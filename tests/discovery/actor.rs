@@ -706,7 +706,7 @@ fn the_coordinator_breaks_ties_by_discovery_latency() {
 fn a_coordinator_handle_is_a_sink_across_threads() {
     use selection_coordinator::actor::{Coordinator, GetState};
     use selection_coordinator::{Config, Limits};
-    let handle = Coordinator::new(Config::default(), Limits::default())
+    let handle = Coordinator::with_seed(Config::default(), Limits::default(), 7)
         .unwrap()
         .start_in_thread()
         .unwrap();
@@ -719,6 +719,7 @@ fn a_coordinator_handle_is_a_sink_across_threads() {
             handle.clone(),
         )
         .unwrap()
+        .with_seed(7)
         .start();
         let deadline = Instant::now() + secs(10);
         loop {
