@@ -191,4 +191,89 @@ mod tests {
         let rest = 0.9 * 16.0 + 0.1 * 6.0;
         assert!((c3.score(0, 0) - (rest + (1.0 + q).powi(3) * 4.0)).abs() < 1e-9);
     }
+
+    use rand::SeedableRng;
+
+    use crate::core::FailureClass;
+    use crate::sim::baselines::testing::TestWorld;
+
+    /// Two replicas of 4 servers each, 4 ms mean service.
+    fn two_replicas() -> TestWorld {
+        TestWorld::new(
+            r#"
+name = "c3"
+[workload]
+loop = "open"
+rate_per_s = 10
+duration_s = 1
+[[candidates]]
+id = "s"
+count = 2
+success = 1.0
+servers = 4
+service_ms = { kind = "exp", mean = 4.0 }
+"#,
+        )
+    }
+
+    #[test]
+    fn the_report_read_is_the_queue_waiting_and_the_service_time_of_the_moment() {
+        let mut tw = two_replicas();
+        // Every server busy and one request waiting when the response leaves.
+        tw.load(0, 4, 1);
+        let mut c3 = C3::new(false);
+        c3.outcome(0, &Outcome::success(), 0.010, 1.0);
+        c3.finished(0, &tw.world(1.0), 1.0);
+        let f = c3.feedback[0].unwrap();
+        assert_eq!(f.queue, 1.0, "requests waiting, not those in service");
+        assert!((f.service_ms - 4.0).abs() < 1e-9, "{}", f.service_ms);
+        assert!((f.rest_ms - 6.0).abs() < 1e-9, "{}", f.rest_ms);
+    }
+
+    #[test]
+    fn a_failure_counts_in_the_response_time_at_the_time_it_took() {
+        let tw = two_replicas();
+        let mut c3 = C3::new(false);
+        c3.outcome(0, &Outcome::failure(FailureClass::Timeout), 0.5, 1.0);
+        c3.finished(0, &tw.world(1.0), 1.0);
+        let f = c3.feedback[0].unwrap();
+        assert!((f.rest_ms - 496.0).abs() < 1e-9, "{}", f.rest_ms);
+    }
+
+    #[test]
+    fn requests_outstanding_on_a_replica_count_against_it() {
+        let tw = two_replicas();
+        let mut c3 = C3::new(false);
+        c3.observe(0, 10.0, 4.0, 0.0);
+        c3.observe(1, 10.0, 4.0, 0.0);
+        // Same reports; three outstanding on replica 0: q_hat 4 against 1.
+        let in_flight = [3, 0];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 1.0,
+        };
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(c3.pick(&[0, 1], &st, &tw.world(1.0), &mut rng), 1);
+        }
+    }
+
+    #[test]
+    fn with_rate_control_the_best_scored_replica_with_a_token_is_sent_to() {
+        let tw = two_replicas();
+        let mut c3 = C3::new(true);
+        // Replica 0 reported a long queue; replica 1 has reported nothing (score 0). Both
+        // buckets are full a second in.
+        c3.observe(0, 10.0, 4.0, 5.0);
+        let in_flight = [0, 0];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 1.0,
+        };
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let got = c3.pick_or_wait(&[0, 1], &st, &tw.world(1.0), &mut rng);
+            assert_eq!(got, Ok(1));
+        }
+    }
 }

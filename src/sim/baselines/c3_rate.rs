@@ -155,4 +155,60 @@ mod tests {
         assert!(r.bucket.rate < grown, "{} vs {grown}", r.bucket.rate);
         assert_eq!(r.rate_at_last_decrease, grown);
     }
+
+    #[test]
+    fn an_increase_follows_the_cubic_from_the_last_cut() {
+        let mut r = RateControl::default();
+        r.response(1.0);
+        // T = 1 ms since the (initial) cut, W_max = 10: C (T - (W_max beta / C)^(1/3))^3 + W_max.
+        let k = (10.0_f64 * 0.2 / 0.000_004).cbrt();
+        let want = 0.000_004 * (1.0 - k).powi(3) + 10.0;
+        assert!(
+            (r.bucket.rate - want).abs() < 1e-9,
+            "{} {want}",
+            r.bucket.rate
+        );
+    }
+
+    #[test]
+    fn one_increase_adds_at_most_smax() {
+        let mut r = RateControl {
+            rate_at_last_decrease: 100.0,
+            ..Default::default()
+        };
+        // The cubic 10 ms after a cut from 100 reads about 83: the step is capped at 10.
+        r.response(10.0);
+        assert_eq!(r.bucket.rate, 15.0);
+    }
+
+    #[test]
+    fn a_cut_waits_two_intervals_after_an_increase_and_keeps_a_fifth() {
+        let mut r = RateControl::default();
+        r.response(1.0);
+        let grown = r.bucket.rate;
+        // 20 ms later the receive rate (0.9 x 2 + 0.1 x 10 = 2.8) is below the sending rate,
+        // but the increase was less than two intervals ago: no cut.
+        r.response(21.0);
+        assert!((r.receive.rate - 2.8).abs() < 1e-9, "{}", r.receive.rate);
+        assert_eq!(r.bucket.rate, grown);
+        // 60 ms after the increase it is cut to beta = 0.2 of itself.
+        r.response(61.0);
+        assert!(
+            (r.bucket.rate - 0.2 * grown).abs() < 1e-9,
+            "{}",
+            r.bucket.rate
+        );
+        assert_eq!(r.last_decrease_ms, 61.0);
+    }
+
+    #[test]
+    fn a_bucket_holds_at_most_fifty_tokens() {
+        let mut r = RateControl::default();
+        // A second at 5 tokens per 20 ms would be 250: 50 are kept.
+        for _ in 0..50 {
+            assert_eq!(r.try_acquire(1000.0), 0.0);
+            r.sent(1000.0);
+        }
+        assert!(r.try_acquire(1000.0) > 0.0);
+    }
 }

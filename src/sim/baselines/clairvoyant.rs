@@ -55,3 +55,78 @@ impl Picker for Clairvoyant {
         min_by_score(s, rng, |c| expected_completion_ms(c, w))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::sim::baselines::testing::TestWorld;
+
+    /// Three candidates of 4 servers, 4 ms mean service; the first 10 ms further away.
+    fn world() -> TestWorld {
+        TestWorld::new(
+            r#"
+name = "clairvoyant"
+[workload]
+loop = "open"
+rate_per_s = 10
+duration_s = 1
+[[candidates]]
+id = "far"
+success = 1.0
+servers = 4
+connect_ms = 10.0
+service_ms = { kind = "exp", mean = 4.0 }
+[[candidates]]
+id = "near"
+count = 2
+success = 1.0
+servers = 4
+service_ms = { kind = "exp", mean = 4.0 }
+"#,
+        )
+    }
+
+    #[test]
+    fn an_attempt_waits_for_n_minus_c_plus_one_completions() {
+        let mut tw = world();
+        // Fewer attempts than servers: no wait.
+        tw.load(1, 3, 0);
+        assert_eq!(expected_wait_ms(1, &tw.world(0.0)), 0.0);
+        // Every server busy: one completion of four servers, 4 / 4 ms.
+        tw.load(1, 4, 0);
+        assert!((expected_wait_ms(1, &tw.world(0.0)) - 1.0).abs() < 1e-9);
+        // Two more waiting: three completions.
+        tw.load(1, 4, 2);
+        assert!((expected_wait_ms(1, &tw.world(0.0)) - 3.0).abs() < 1e-9);
+        // The first byte: the wait, the service and the candidate's fixed times.
+        tw.load(0, 4, 2);
+        let far = expected_completion_ms(0, &tw.world(0.0));
+        assert!((far - (10.0 + 3.0 + 4.0)).abs() < 1e-9, "{far}");
+    }
+
+    #[test]
+    fn the_soonest_expected_answer_wins() {
+        let mut tw = world();
+        let in_flight = [0, 0, 0];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        let mut c = Clairvoyant;
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            // Both idle: the near one (10 ms less connect).
+            assert_eq!(c.pick(&[0, 1], &st, &tw.world(0.0), &mut rng), 1);
+        }
+        // Of the two near ones, one has every server busy (a wait of 1 ms), the other a free
+        // server.
+        tw.load(1, 4, 0);
+        tw.load(2, 3, 0);
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(c.pick(&[0, 1, 2], &st, &tw.world(0.0), &mut rng), 2);
+        }
+    }
+}

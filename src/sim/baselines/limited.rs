@@ -125,3 +125,57 @@ impl Picker for OracleLimits {
             .map(|c| c as f64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::baselines::limiters::Aimd;
+
+    #[test]
+    fn of_the_two_drawn_the_one_with_fewer_in_flight_wins() {
+        let in_flight = [5, 1];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(least_loaded_of_two(&[0, 1], &st, &mut rng), 1);
+        }
+    }
+
+    /// An AIMD limiter at 100 for candidate 0.
+    fn aimd_at_100() -> Limited<Aimd> {
+        let mut l = Limited::new(|_| Aimd::default(), 1);
+        l.algos.push(Aimd {
+            limit: 100,
+            ..Default::default()
+        });
+        l
+    }
+
+    #[test]
+    fn an_overload_or_a_timeout_is_a_dropped_sample() {
+        for class in [FailureClass::Overload, FailureClass::Timeout] {
+            let mut l = aimd_at_100();
+            l.limit_sample(0, &Outcome::failure(class), 0.01, 100, 1.0);
+            assert_eq!(l.limit(0), Some(90.0), "{class:?}");
+        }
+        let mut l = aimd_at_100();
+        l.limit_sample(0, &Outcome::success(), 0.01, 100, 1.0);
+        assert_eq!(l.limit(0), Some(101.0));
+    }
+
+    #[test]
+    fn other_failures_give_no_sample() {
+        for class in [
+            FailureClass::Transport,
+            FailureClass::Refused,
+            FailureClass::Application,
+        ] {
+            let mut l = aimd_at_100();
+            l.limit_sample(0, &Outcome::failure(class), 0.01, 100, 1.0);
+            assert_eq!(l.limit(0), Some(100.0), "{class:?}");
+        }
+    }
+}

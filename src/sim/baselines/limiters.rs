@@ -639,3 +639,7 @@ mod tests {
         assert_eq!(a.limit(), 20);
     }
 }
+
+#[cfg(test)]
+#[path = "limiters_tests.rs"]
+mod defaults_tests;

@@ -387,3 +387,155 @@ pub(crate) fn two_random(s: &[Cand], rng: &mut SmallRng) -> (Cand, Cand) {
     }
     (s[i], s[j])
 }
+
+/// A hand-made world for the pickers' unit tests: a scenario's candidates, its workload and
+/// stations whose queues a test fills by hand.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::sim::policy::World;
+    use crate::sim::queue::{Job, Queues};
+    use crate::sim::scenario::Workload;
+    use crate::sim::{Scenario, Truth};
+
+    pub(crate) struct TestWorld {
+        truth: Vec<Truth>,
+        workload: Workload,
+        queues: Queues,
+    }
+
+    impl TestWorld {
+        /// The world of the scenario `toml`, every station empty.
+        pub(crate) fn new(toml: &str) -> Self {
+            let sc = Scenario::parse(toml, "test").expect("a valid scenario");
+            let truth: Vec<Truth> = sc
+                .expanded()
+                .iter()
+                .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
+                .collect();
+            let queues = Queues::new(truth.len(), 0);
+            TestWorld {
+                truth,
+                workload: sc.workload,
+                queues,
+            }
+        }
+
+        /// `n` candidates that always answer in 10 ms, no queue, no retries.
+        pub(crate) fn plain(n: u32) -> Self {
+            TestWorld::new(&format!(
+                "name = \"plain\"\n[workload]\nloop = \"open\"\nrate_per_s = 10\n\
+                 duration_s = 1\n[[candidates]]\nid = \"c\"\ncount = {n}\nsuccess = 1.0\n\
+                 duration_ms = 10.0\n"
+            ))
+        }
+
+        /// `busy` attempts in service on `c` and `waiting` more in its queue.
+        pub(crate) fn load(&mut self, c: usize, busy: u32, waiting: u32) {
+            let s = &mut self.queues.stations[c];
+            s.busy = busy;
+            s.waiting.clear();
+            s.waiting
+                .extend((0..waiting).map(|att| Job { att, gen: 0 }));
+        }
+
+        pub(crate) fn world(&self, now: f64) -> World<'_> {
+            World {
+                truth: &self.truth,
+                workload: &self.workload,
+                queues: &self.queues,
+                now,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use rand::SeedableRng;
+
+    use super::testing::TestWorld;
+    use super::*;
+
+    /// What a picker was told, in order.
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// Takes the first servable candidate, keeps a fixed limit and logs what it hears.
+    #[derive(Debug)]
+    struct Probe {
+        limit: Option<f64>,
+        log: Log,
+    }
+
+    impl Picker for Probe {
+        fn pick(&mut self, s: &[Cand], _: &PickState<'_>, _: &World<'_>, _: &mut SmallRng) -> Cand {
+            s[0]
+        }
+        fn granted(&mut self, cand: Cand, inflight: u32, _now: f64) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("granted {cand} {inflight}"));
+        }
+        fn outcome(&mut self, cand: Cand, outcome: &Outcome, _: f64, _: f64) {
+            let l = outcome.label();
+            self.log.lock().unwrap().push(format!("outcome {cand} {l}"));
+        }
+        fn limit(&self, _cand: Cand) -> Option<f64> {
+            self.limit
+        }
+    }
+
+    /// A queued `Probe` with one candidate, and `n` requests made ready.
+    fn probe(limit: Option<f64>, n: u32, tw: &TestWorld) -> (Box<dyn Policy>, Log, Vec<Decision>) {
+        let log = Log::default();
+        let picker = Probe {
+            limit,
+            log: log.clone(),
+        };
+        let mut p = queued(picker, Limits::default(), SmallRng::seed_from_u64(1));
+        p.add(0, &CandidateInfo::new("c-0"), 0.0);
+        for req in 0..n {
+            p.ready(req, None, 0.0, &tw.world(0.0));
+        }
+        let decisions = std::iter::from_fn(|| p.poll()).collect();
+        (p, log, decisions)
+    }
+
+    #[test]
+    fn a_picker_limit_admits_fewer_attempts_than_its_integer_part() {
+        let tw = TestWorld::plain(1);
+        let (_, _, decisions) = probe(Some(2.9), 4, &tw);
+        let grants = decisions
+            .iter()
+            .filter(|d| matches!(d, Decision::Grant { .. }))
+            .count();
+        assert_eq!(grants, 2, "{decisions:?}");
+    }
+
+    #[test]
+    fn in_flight_at_a_grant_counts_the_attempt_itself() {
+        let tw = TestWorld::plain(1);
+        let (_, log, _) = probe(None, 2, &tw);
+        assert_eq!(*log.lock().unwrap(), ["granted 0 1", "granted 0 2"]);
+    }
+
+    #[test]
+    fn a_grant_handed_back_unused_teaches_the_picker_no_latency() {
+        let tw = TestWorld::plain(1);
+        let (mut p, log, _) = probe(None, 1, &tw);
+        let cancelled = Outcome::failure(FailureClass::Cancelled);
+        p.outcome(0, 0, &cancelled, 0.5);
+        p.done(0, 0, false, 0.5, &tw.world(0.5));
+        let heard = log.lock().unwrap().clone();
+        assert!(!heard.iter().any(|l| l.starts_with("outcome")), "{heard:?}");
+        // A sent attempt's outcome is heard.
+        let (mut p, log, _) = probe(None, 1, &tw);
+        p.outcome(0, 0, &Outcome::failure(FailureClass::Timeout), 0.5);
+        assert!(log
+            .lock()
+            .unwrap()
+            .contains(&"outcome 0 timeout".to_string()));
+    }
+}

@@ -74,3 +74,19 @@ impl Picker for MongoErrorBias {
         slot.2 += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_application_error_is_no_error_for_the_rate() {
+        let mut m = MongoErrorBias::default();
+        for _ in 0..10 {
+            m.outcome(0, &Outcome::failure(FailureClass::Application), 0.01, 1.5);
+            m.outcome(1, &Outcome::failure(FailureClass::Overload), 0.01, 1.5);
+        }
+        assert_eq!(m.error_rate(0, 1.5), 0.0);
+        assert_eq!(m.error_rate(1, 1.5), 1.0);
+    }
+}

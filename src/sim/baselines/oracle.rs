@@ -95,3 +95,85 @@ impl Picker for Oracle {
         best
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::sim::baselines::testing::TestWorld;
+
+    #[test]
+    fn a_queue_that_would_refuse_the_attempt_is_not_chosen() {
+        let mut tw = TestWorld::new(
+            r#"
+name = "oracle"
+[workload]
+loop = "open"
+rate_per_s = 10
+duration_s = 1
+[[candidates]]
+id = "short-queue"
+success = 1.0
+servers = 1
+queue_limit = 1
+service_ms = 4.0
+[[candidates]]
+id = "long-queue"
+success = 1.0
+servers = 1
+service_ms = 4.0
+"#,
+        );
+        // The first is full (a refusal); the second serves after a 24 ms wait.
+        tw.load(0, 1, 1);
+        tw.load(1, 1, 5);
+        let in_flight = [2, 6];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        for seed in 0..10 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(Oracle.pick(&[0, 1], &st, &tw.world(0.0), &mut rng), 1);
+        }
+    }
+
+    #[test]
+    fn a_queue_expected_to_answer_after_the_attempt_timeout_is_not_chosen() {
+        let mut tw = TestWorld::new(
+            r#"
+name = "oracle"
+[workload]
+loop = "open"
+rate_per_s = 10
+duration_s = 1
+attempt_timeout_ms = 50
+[[candidates]]
+id = "far"
+success = 1.0
+servers = 1
+connect_ms = 45.0
+service_ms = 4.0
+[[candidates]]
+id = "near"
+success = 1.0
+servers = 1
+service_ms = 4.0
+"#,
+        );
+        // The far one waits 4 ms but answers at 45 + 4 + 4 = 53 ms, past the timeout; the
+        // near one waits 24 ms and answers at 28 ms.
+        tw.load(0, 1, 0);
+        tw.load(1, 1, 5);
+        let in_flight = [1, 6];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        for seed in 0..10 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(Oracle.pick(&[0, 1], &st, &tw.world(0.0), &mut rng), 1);
+        }
+    }
+}

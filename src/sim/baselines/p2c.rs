@@ -144,3 +144,47 @@ impl Picker for P2cPeakEwma {
         self.rtt_ms[i] = (next, now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::sim::baselines::testing::TestWorld;
+
+    /// Candidate 0 idle, candidate 1 busy: the rule alone always takes 0.
+    fn pick_at(p: &mut P2cOpcount, tw: &TestWorld, now: f64) -> Cand {
+        let in_flight = [0, 5];
+        let st = PickState {
+            in_flight: &in_flight,
+            now,
+        };
+        p.pick(
+            &[0, 1],
+            &st,
+            &tw.world(now),
+            &mut SmallRng::seed_from_u64(1),
+        )
+    }
+
+    #[test]
+    fn a_network_error_makes_the_server_unknown_for_half_a_second_and_a_timeout_does_not() {
+        let tw = TestWorld::plain(2);
+        let mut p = P2cOpcount::mongodb();
+        p.outcome(0, &Outcome::failure(FailureClass::Timeout), 1.0, 1.0);
+        assert_eq!(
+            pick_at(&mut p, &tw, 1.1),
+            0,
+            "a timeout is no network error"
+        );
+        for class in [FailureClass::Transport, FailureClass::Refused] {
+            p.outcome(0, &Outcome::failure(class), 0.01, 2.0);
+            assert_eq!(pick_at(&mut p, &tw, 2.4), 1, "{class:?}: Unknown");
+            assert_eq!(pick_at(&mut p, &tw, 2.5), 0, "{class:?}: checked again");
+        }
+        // Linkerd's least loaded has no SDAM.
+        let mut ll = P2cOpcount::least_loaded();
+        ll.outcome(0, &Outcome::failure(FailureClass::Transport), 0.01, 2.0);
+        assert_eq!(pick_at(&mut ll, &tw, 2.1), 0);
+    }
+}

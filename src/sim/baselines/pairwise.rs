@@ -264,3 +264,28 @@ impl Policy for LassiePairwise {
         self.stalls
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn two_waiters_without_a_score_each_win_their_roll_half_the_time() {
+        let mut p = LassiePairwise::new(
+            Limits::default(),
+            0.01,
+            SmallRng::seed_from_u64(9),
+            Instant::now(),
+        )
+        .unwrap();
+        p.scores = vec![(0, 0.0), (1, 0.0)];
+        // Each of the two beats the other with probability 1/2: no winner a quarter of the time.
+        let none = (0..400).filter(|_| p.round().is_none()).count();
+        assert!(
+            (60..140).contains(&none),
+            "{none} rounds of 400 without a winner"
+        );
+    }
+}

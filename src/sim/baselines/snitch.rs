@@ -239,4 +239,44 @@ mod tests {
         ds.outcome(1, &ok, 0.001, 0.15);
         assert!((ds.scores[1] - 2.0).abs() < 1e-9);
     }
+
+    #[test]
+    fn the_median_interpolates_between_the_middle_samples() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut r = Reservoir::default();
+        r.update(10.0, 0.0, &mut rng);
+        r.update(20.0, 0.0, &mut rng);
+        // Position 0.5 x (2 + 1) = 1.5: halfway between the first and the second.
+        assert_eq!(r.median(&mut Vec::new()), 15.0);
+        r.update(40.0, 0.0, &mut rng);
+        assert_eq!(r.median(&mut Vec::new()), 20.0);
+    }
+
+    #[test]
+    fn the_silence_penalty_is_capped_at_the_update_interval() {
+        let mut ds = DynamicSnitch::new(SmallRng::seed_from_u64(5));
+        let ok = Outcome::success();
+        ds.outcome(0, &ok, 0.010, 0.01);
+        ds.outcome(1, &ok, 0.010, 0.25);
+        // The update at 0.3 s: replica 0 silent for 290 ms counts 100 ms, the maximum;
+        // replica 1, 50 ms.
+        ds.advance(0.35);
+        assert!((ds.scores[0] - 2.0).abs() < 1e-9, "{:?}", ds.scores);
+        assert!((ds.scores[1] - 1.5).abs() < 1e-9, "{:?}", ds.scores);
+    }
+
+    #[test]
+    fn every_ten_minutes_the_reservoirs_are_emptied() {
+        let mut ds = DynamicSnitch::new(SmallRng::seed_from_u64(3));
+        let ok = Outcome::success();
+        for k in 0..50 {
+            ds.outcome(0, &ok, 0.010, k as f64);
+        }
+        ds.outcome(0, &ok, 0.010, 599.0);
+        assert_eq!(ds.samples[0].kept.len(), 51);
+        // Past 600 s only what came since is kept.
+        ds.outcome(0, &ok, 0.030, 600.5);
+        assert_eq!(ds.samples[0].kept.len(), 1);
+        assert_eq!(ds.samples[0].median(&mut Vec::new()), 30.0);
+    }
 }

@@ -169,4 +169,88 @@ mod tests {
             "an unknown candidate's draws spread widely: {spread}"
         );
     }
+
+    /// The mean of many posterior draws for `seen` in a fleet that served `fleet_served` of
+    /// 100 outcomes.
+    fn mean_draw(fleet_served: f64, seen: Counts) -> f64 {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let t = Thompson {
+            counts: Vec::new(),
+            fleet: Counts {
+                served: fleet_served,
+                failed: 100.0 - fleet_served,
+                ..Counts::default()
+            },
+        };
+        (0..4000).map(|_| t.sample_p(&seen, &mut rng)).sum::<f64>() / 4000.0
+    }
+
+    #[test]
+    fn the_prior_is_worth_two_outcomes_at_the_fleet_rate() {
+        // Fleet rate 0.5, two successes seen: Beta(2 + 1, 0 + 1), mean 0.75.
+        let two = Counts {
+            served: 2.0,
+            ..Counts::default()
+        };
+        let m = mean_draw(50.0, two);
+        assert!((m - 0.75).abs() < 0.02, "{m}");
+        // Nothing seen in a fleet at 0.9: Beta(1.8, 0.2), mean 0.9.
+        let m = mean_draw(90.0, Counts::default());
+        assert!((m - 0.9).abs() < 0.02, "{m}");
+    }
+
+    #[test]
+    fn first_bytes_and_application_errors_are_answers() {
+        let mut t = Thompson::default();
+        // A success's time is its first byte, not the whole transfer.
+        t.outcome(0, &Outcome::success_with(5.0, 50.0, 1000, 500.0), 0.6, 1.0);
+        // An application error is an answer, at the time it took.
+        t.outcome(0, &Outcome::failure(FailureClass::Application), 0.2, 2.0);
+        t.outcome(0, &Outcome::failure(FailureClass::Timeout), 1.0, 3.0);
+        // A grant handed back unused counts nowhere.
+        t.outcome(0, &Outcome::failure(FailureClass::Cancelled), 0.1, 4.0);
+        let c = t.counts[0];
+        assert_eq!((c.served, c.served_ms), (2.0, 250.0));
+        assert_eq!((c.failed, c.failed_ms), (1.0, 1000.0));
+        assert_eq!((t.fleet.served, t.fleet.failed), (2.0, 1.0));
+    }
+
+    #[test]
+    fn with_no_retries_left_the_surest_candidate_is_taken() {
+        use crate::sim::baselines::testing::TestWorld;
+        let tw = TestWorld::new(
+            r#"
+name = "t"
+[workload]
+loop = "open"
+rate_per_s = 10
+duration_s = 1
+[[candidates]]
+id = "c"
+count = 2
+success = 1.0
+duration_ms = 10.0
+"#,
+        );
+        assert_eq!(tw.world(0.0).workload.retries, 0);
+        let mut t = Thompson::default();
+        for k in 0..50 {
+            // Candidate 0 answers slowly but always; candidate 1 fails fast, always.
+            t.outcome(
+                0,
+                &Outcome::success_with(0.0, 900.0, 1, 900.0),
+                0.9,
+                k as f64,
+            );
+            t.outcome(1, &Outcome::failure(FailureClass::Refused), 0.001, k as f64);
+        }
+        let st = PickState {
+            in_flight: &[0, 0],
+            now: 100.0,
+        };
+        for seed in 0..20 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            assert_eq!(t.pick(&[1, 0], &st, &tw.world(100.0), &mut rng), 0);
+        }
+    }
 }
