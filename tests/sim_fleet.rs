@@ -188,6 +188,11 @@ fn fleet_bounds_take_their_ends_and_refuse_negatives() {
             delay_ms: 0.0,
             jitter_ms: 0.0,
             loss: 0.0,
+            period_s: 0.001,
+            ..base.clone()
+        },
+        FleetSpec {
+            period_s: 1e6,
             ..base.clone()
         },
     ] {
@@ -215,10 +220,45 @@ fn fleet_bounds_take_their_ends_and_refuse_negatives() {
             },
             "fleet.loss",
         ),
+        (
+            FleetSpec {
+                period_s: 0.0009,
+                ..base.clone()
+            },
+            "fleet.period_s",
+        ),
+        (
+            FleetSpec {
+                period_s: 1.1e6,
+                ..base.clone()
+            },
+            "fleet.period_s",
+        ),
     ] {
         let err = bad.check().unwrap_err();
         assert!(err.contains(field), "{err}");
     }
+}
+
+/// A `[fleet]` table naming only its clients shares digests every second, at once and
+/// without loss, and publishes on the period only.
+#[test]
+fn a_bare_fleet_table_takes_the_defaults() {
+    let text = SMALL.replace(
+        "clients = 8\nperiod_s = 1.0\ndelay_ms = 50.0",
+        "clients = 2",
+    );
+    let fleet = Scenario::parse(&text, "bare").unwrap().fleet.unwrap();
+    let want = FleetSpec {
+        clients: 2,
+        share: FleetShare::Digest,
+        period_s: 1.0,
+        delay_ms: 0.0,
+        jitter_ms: 0.0,
+        loss: 0.0,
+        urgent: false,
+    };
+    assert_eq!(fleet, want);
 }
 
 #[test]
