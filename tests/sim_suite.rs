@@ -738,6 +738,22 @@ fn a_drift_climbs_to_its_peak_and_back() {
     }
 }
 
+/// `flap`: from 5-20 s the target alternates between its bad spell and its normal self,
+/// at least two bad spells, and ends healed.
+#[test]
+fn a_flap_starts_in_its_window_and_ends_healed() {
+    for seed in 0..200u64 {
+        let g = generate(Family::Flap, seed, 7, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let tl = &sc.timeline;
+        assert!(within(tl[0].at_s, 5.0, 20.0), "{ctx}");
+        assert_eq!(tl.last().map(|e| e.action), Some(Action::Heal), "{ctx}");
+        let target = tl[0].candidate.get_ref();
+        assert!(tl.iter().all(|e| e.candidate.get_ref() == target), "{ctx}");
+    }
+}
+
 /// `churn`: 70% present at the start, the fastest made absent half the time (so absent
 /// about 65% of the time); events from 5 s to 5 s before the end.
 #[test]
@@ -779,10 +795,18 @@ fn a_population_draws_within_its_ranges() {
         let ctx = format!("seed {seed}: {}", g.text);
         let w = &sc.workload;
         assert!(w.retries <= 3, "{ctx}");
-        match w.kind {
-            LoopKind::Open => assert!(within(w.rate_per_s, 100.0, 1000.0), "{ctx}"),
-            LoopKind::Closed => assert!((5..=50).contains(&w.workers), "{ctx}"),
-        }
+        // 2,000-20,000 requests.
+        let requests = match w.kind {
+            LoopKind::Open => {
+                assert!(within(w.rate_per_s, 100.0, 1000.0), "{ctx}");
+                w.rate_per_s * w.duration_s
+            }
+            LoopKind::Closed => {
+                assert!((5..=50).contains(&w.workers), "{ctx}");
+                f64::from(w.workers * w.operations)
+            }
+        };
+        assert!((1950.0..=20001.0).contains(&requests), "{requests}: {ctx}");
         assert!((5..=20).contains(&sc.candidates.len()), "{ctx}");
         for c in &sc.candidates {
             assert!(within(c.success, 0.5, 1.0), "{ctx}");
