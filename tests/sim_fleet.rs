@@ -408,3 +408,20 @@ fn herding_compares_the_fleet_with_one_coordinator() {
     );
     assert!(d.herding_ratio_after < 1.0, "{d:?}");
 }
+
+/// A degrade more than 5 s after an open loop's arrivals end leaves nothing to sample (the
+/// window before it starts after the last arrival); the run still ends with the requests
+/// still open then, and measures no client.
+#[test]
+fn a_degrade_after_the_arrivals_end_leaves_the_run_to_finish() {
+    let text = SMALL
+        .replace("at_s = 15.0", "at_s = 46.0")
+        .replace("mean = 40.0, sd = 10.0", "mean = 20000.0, sd = 10.0")
+        .replace("mean = 90.0, sd = 20.0", "mean = 20000.0, sd = 20.0");
+    let no_heal = &text[..text.rfind("[[timeline]]").unwrap()];
+    let sc = Scenario::parse(no_heal, "fleet-late-degrade").unwrap();
+    let r = simulate_fleet(&sc, &spec(FleetShare::Digest), &[1], 1).unwrap();
+    let d = r.degrade.unwrap();
+    assert_eq!((d.degraded_at_s, d.clients), (46.0, 0.0));
+    assert!(r.ttfb_ms > 0.0);
+}
