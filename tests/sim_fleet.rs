@@ -170,3 +170,258 @@ fn bad_fleet_settings_are_named() {
     }
     assert!(Scenario::parse(&SMALL.replace("clients = 8", "clients = 8\nbogus = 1"), "x").is_err());
 }
+
+#[test]
+fn fleet_bounds_take_their_ends_and_refuse_negatives() {
+    let base = spec(FleetShare::Digest);
+    for ok in [
+        FleetSpec {
+            clients: 1,
+            ..base.clone()
+        },
+        FleetSpec {
+            clients: 100,
+            loss: 1.0,
+            ..base.clone()
+        },
+        FleetSpec {
+            delay_ms: 0.0,
+            jitter_ms: 0.0,
+            loss: 0.0,
+            period_s: 0.001,
+            ..base.clone()
+        },
+        FleetSpec {
+            period_s: 1e6,
+            ..base.clone()
+        },
+    ] {
+        assert_eq!(ok.check(), Ok(()), "{ok:?}");
+    }
+    for (bad, field) in [
+        (
+            FleetSpec {
+                delay_ms: -1.0,
+                ..base.clone()
+            },
+            "fleet.delay_ms",
+        ),
+        (
+            FleetSpec {
+                jitter_ms: -1.0,
+                ..base.clone()
+            },
+            "fleet.jitter_ms",
+        ),
+        (
+            FleetSpec {
+                loss: -0.1,
+                ..base.clone()
+            },
+            "fleet.loss",
+        ),
+        (
+            FleetSpec {
+                period_s: 0.0009,
+                ..base.clone()
+            },
+            "fleet.period_s",
+        ),
+        (
+            FleetSpec {
+                period_s: 1.1e6,
+                ..base.clone()
+            },
+            "fleet.period_s",
+        ),
+    ] {
+        let err = bad.check().unwrap_err();
+        assert!(err.contains(field), "{err}");
+    }
+}
+
+/// A `[fleet]` table naming only its clients shares digests every second, at once and
+/// without loss, and publishes on the period only.
+#[test]
+fn a_bare_fleet_table_takes_the_defaults() {
+    let text = SMALL.replace(
+        "clients = 8\nperiod_s = 1.0\ndelay_ms = 50.0",
+        "clients = 2",
+    );
+    let fleet = Scenario::parse(&text, "bare").unwrap().fleet.unwrap();
+    let want = FleetSpec {
+        clients: 2,
+        share: FleetShare::Digest,
+        period_s: 1.0,
+        delay_ms: 0.0,
+        jitter_ms: 0.0,
+        loss: 0.0,
+        urgent: false,
+    };
+    assert_eq!(fleet, want);
+}
+
+#[test]
+fn fleet_share_names_parse_back() {
+    for share in [FleetShare::None, FleetShare::Digest] {
+        assert_eq!(FleetShare::parse(share.name()), Ok(share));
+    }
+    assert_eq!(FleetShare::parse("none"), Ok(FleetShare::None));
+    assert!(FleetShare::parse("gossip").unwrap_err().contains("gossip"));
+}
+
+/// Open loop: each arrival goes to a client drawn uniformly, so every client serves some
+/// requests and the worst client's mean is above the fleet's.
+#[test]
+fn open_loop_arrivals_are_spread_over_the_clients() {
+    let r = simulate_fleet(&small(), &spec(FleetShare::None), &[1], 1).unwrap();
+    assert!(
+        r.worst_client_ttfb_vs_oracle > r.ttfb_vs_oracle * 1.01,
+        "worst {} vs fleet {}",
+        r.worst_client_ttfb_vs_oracle,
+        r.ttfb_vs_oracle
+    );
+}
+
+/// Loss and jitter are drawn from the run's seed: two seeds lose different copies, and a
+/// jitter moves the arrivals (and so what the clients learn, and when).
+#[test]
+fn loss_and_jitter_are_drawn_per_seed() {
+    let sc = small();
+    let lossy = FleetSpec {
+        loss: 0.3,
+        ..spec(FleetShare::Digest)
+    };
+    let a = simulate_fleet(&sc, &lossy, &[1], 1).unwrap();
+    let b = simulate_fleet(&sc, &lossy, &[2], 1).unwrap();
+    assert_eq!(a.digests, b.digests, "one digest per client per period");
+    assert_ne!(a.copies_lost, b.copies_lost);
+    let still = simulate_fleet(&sc, &spec(FleetShare::Digest), &[1], 1).unwrap();
+    let jittery = FleetSpec {
+        jitter_ms: 300.0,
+        ..spec(FleetShare::Digest)
+    };
+    let jittery = simulate_fleet(&sc, &jittery, &[1], 1).unwrap();
+    assert_eq!(jittery.digests, still.digests);
+    let (s, j) = (still.degrade.unwrap(), jittery.degrade.unwrap());
+    assert_ne!(s.detection_s, j.detection_s);
+    // A jitter of under a period still brings every copy within the run.
+    assert!(j.detection_s.is_some(), "{j:?}");
+}
+
+/// An urgent digest waits 1.2 x the receivers' `min_interval_s` plus the jitter after the
+/// previous one, so however the copies are jittered the receivers' flood control takes it.
+#[test]
+fn urgent_digests_keep_clear_of_flood_control_under_jitter() {
+    let sc = small();
+    let urgent = FleetSpec {
+        urgent: true,
+        jitter_ms: 300.0,
+        ..spec(FleetShare::Digest)
+    };
+    let r = simulate_fleet(&sc, &urgent, &[1, 2], 2).unwrap();
+    assert_eq!(r.copies_rejected, 0.0);
+    assert!(r.entries_applied > 0.0);
+}
+
+/// The report's detection share agrees with its slowest client: all within 2 periods
+/// exactly when the slowest detected within 2 periods.
+#[test]
+fn the_share_within_two_periods_agrees_with_the_slowest_client() {
+    let sc = small();
+    for (share, urgent) in [
+        (FleetShare::Digest, true),
+        (FleetShare::Digest, false),
+        (FleetShare::None, false),
+    ] {
+        let s = FleetSpec {
+            urgent,
+            ..spec(share)
+        };
+        for seed in 1..=3 {
+            let r = simulate_fleet(&sc, &s, &[seed], 1).unwrap();
+            let d = r.degrade.unwrap();
+            let all_within = d.within_2_periods == 1.0;
+            let slowest_within = d
+                .detection_s_max
+                .is_some_and(|m| m <= 2.0 * s.period_s + 1e-9);
+            let ctx = format!("{share:?} urgent {urgent} seed {seed}: {d:?}");
+            assert_eq!(all_within, slowest_within, "{ctx}");
+            assert!(d.quiet_clients <= d.clients, "{ctx}");
+            assert!((0.0..=1.0).contains(&d.quiet_within_2_periods), "{ctx}");
+        }
+    }
+}
+
+fn edit(from: &str, to: &str) -> Scenario {
+    assert!(SMALL.contains(from), "{from}");
+    Scenario::parse(&SMALL.replace(from, to), "fleet-edited").unwrap()
+}
+
+/// The heal read is the degraded candidate's own, after its degrade: a heal of another
+/// candidate, or one before the degrade, is not it.
+#[test]
+fn the_heal_is_the_degraded_candidates_own_and_after_it() {
+    let sc = edit(
+        "[[timeline]]\nat_s = 15.0",
+        "[[timeline]]\nat_s = 5.0\naction = \"heal\"\ncandidate = \"best\"\n\n\
+         [[timeline]]\nat_s = 20.0\naction = \"heal\"\ncandidate = \"other-1\"\n\n\
+         [[timeline]]\nat_s = 15.0",
+    );
+    let r = simulate_fleet(&sc, &spec(FleetShare::Digest), &[1], 1).unwrap();
+    let d = r.degrade.unwrap();
+    assert_eq!((d.degraded_at_s, d.healed_at_s), (15.0, Some(30.0)));
+}
+
+/// Herding is read on 1 s buckets of at least 20 attempts: a run that never makes that many
+/// in a second has no busiest share.
+#[test]
+fn seconds_of_few_attempts_do_not_count_as_herding() {
+    let text = SMALL
+        .replace("rate_per_s = 8.0", "rate_per_s = 3.0")
+        .replace("retries = 3", "retries = 0");
+    let sc = Scenario::parse(&text, "fleet-sparse").unwrap();
+    let r = simulate_fleet(&sc, &spec(FleetShare::None), &[1], 1).unwrap();
+    let d = r.degrade.unwrap();
+    assert_eq!(
+        (d.busiest_share, d.single_busiest_share),
+        (0.0, 0.0),
+        "{d:?}"
+    );
+}
+
+/// Clients learning alone spread the traffic more than one coordinator taking all of it.
+/// Before the degrade the best candidate takes whole seconds; from the degrade on (no heal
+/// here) it is out, so the busiest share over those seconds is below the run's.
+#[test]
+fn herding_compares_the_fleet_with_one_coordinator() {
+    let text = SMALL.replace("rate_per_s = 8.0", "rate_per_s = 40.0");
+    let no_heal = &text[..text.rfind("[[timeline]]").unwrap()];
+    let sc = Scenario::parse(no_heal, "fleet-busy").unwrap();
+    let r = simulate_fleet(&sc, &spec(FleetShare::None), &[1], 1).unwrap();
+    let d = r.degrade.unwrap();
+    assert_eq!(d.healed_at_s, None);
+    assert!(d.busiest_share_after < d.busiest_share, "{d:?}");
+    assert!(
+        d.single_busiest_share_after > d.busiest_share_after,
+        "{d:?}"
+    );
+    assert!(d.herding_ratio_after < 1.0, "{d:?}");
+}
+
+/// A degrade more than 5 s after an open loop's arrivals end leaves nothing to sample (the
+/// window before it starts after the last arrival); the run still ends with the requests
+/// still open then, and measures no client.
+#[test]
+fn a_degrade_after_the_arrivals_end_leaves_the_run_to_finish() {
+    let text = SMALL
+        .replace("at_s = 15.0", "at_s = 46.0")
+        .replace("mean = 40.0, sd = 10.0", "mean = 20000.0, sd = 10.0")
+        .replace("mean = 90.0, sd = 20.0", "mean = 20000.0, sd = 20.0");
+    let no_heal = &text[..text.rfind("[[timeline]]").unwrap()];
+    let sc = Scenario::parse(no_heal, "fleet-late-degrade").unwrap();
+    let r = simulate_fleet(&sc, &spec(FleetShare::Digest), &[1], 1).unwrap();
+    let d = r.degrade.unwrap();
+    assert_eq!((d.degraded_at_s, d.clients), (46.0, 0.0));
+    assert!(r.ttfb_ms > 0.0);
+}

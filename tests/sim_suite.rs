@@ -6,7 +6,10 @@ use std::process::Command;
 use selection_coordinator::sim::suite::{
     generate, generate_suite, run_suite, Family, Instance, InstanceFigures, SuiteReport,
 };
-use selection_coordinator::sim::{simulate, Action, PolicySpec, Scenario};
+use selection_coordinator::sim::{
+    simulate, Action, CandidateSpec, Dist, LoopKind, PolicySpec, Scenario,
+};
+use selection_coordinator::FailureClass;
 
 /// A few policies keep the debug-build runs short; the oracle is the reference.
 const POLICIES: [&str; 3] = ["coordinator", "oracle", "p2c-peak-ewma"];
@@ -425,4 +428,411 @@ fn a_candidate_the_oracle_never_used_is_not_followed() {
     let rep = SuiteReport::new(17, &[inst]);
     let s = &rep.families[0].policies[0];
     assert_eq!((s.recovery_scenarios, s.detection_scenarios), (0, 0));
+}
+
+/// The favourite as `docs/scenarios.md` defines it: highest success without retries, else
+/// success per expected millisecond (the oracle's order at no load).
+fn favourite(sc: &Scenario) -> usize {
+    let retries = sc.workload.retries;
+    let key = |c: &CandidateSpec| {
+        let p = c.success;
+        let service = c.service_ms.as_ref().map_or(0.0, Dist::mean);
+        let ok = c.connect_ms.mean() + c.ttfb_ms.as_ref().map_or(0.0, Dist::mean) + service;
+        let cost = p * ok + (1.0 - p) * c.failure_ms.mean();
+        if retries == 0 {
+            (p, -cost)
+        } else {
+            (p / cost.max(1e-3), p)
+        }
+    };
+    let mut b = 0;
+    for i in 1..sc.candidates.len() {
+        if key(&sc.candidates[i]) > key(&sc.candidates[b]) {
+            b = i;
+        }
+    }
+    b
+}
+
+fn index_of(sc: &Scenario, id: &str) -> usize {
+    sc.candidates.iter().position(|c| c.id == id).unwrap()
+}
+
+fn within(x: f64, lo: f64, hi: f64) -> bool {
+    (lo - 1e-3..=hi + 1e-3).contains(&x)
+}
+
+fn share(hits: usize, of: usize) -> f64 {
+    hits as f64 / of.max(1) as f64
+}
+
+/// The draws every family but `population` shares, over many scenarios: each value within
+/// its documented range, and the documented proportions roughly kept.
+#[test]
+fn common_draws_stay_in_their_documented_ranges() {
+    let (mut cands, mut flaky, mut capped, mut queue_cands, mut limited) = (0, 0, 0, 0, 0);
+    let (mut fleets, mut queue_fleets, mut one_retry) = (0, 0, 0);
+    let mut classes = std::collections::BTreeSet::new();
+    let mut slowdowns = 0;
+    for family in [
+        Family::DegradeHeal,
+        Family::Outage,
+        Family::Drift,
+        Family::Flap,
+        Family::Churn,
+    ] {
+        for seed in 0..120u64 {
+            let g = generate(family, seed, 1, &names()).unwrap();
+            let sc = &g.scenario;
+            let ctx = format!("{} seed {seed}: {}", family.name(), g.text);
+            let w = &sc.workload;
+            assert_eq!(w.kind, LoopKind::Open, "{ctx}");
+            assert!(within(w.rate_per_s, 50.0, 1000.0), "{ctx}");
+            assert!(w.retries <= 2, "{ctx}");
+            one_retry += usize::from(w.retries == 1);
+            let timeout = w.attempt_timeout_ms.expect("an attempt timeout");
+            assert!(within(timeout, 1000.0, 3000.0), "{ctx}");
+            fleets += 1;
+            let queues = sc.candidates.iter().filter(|c| c.servers.is_some()).count();
+            assert!(queues == 0 || queues == sc.candidates.len(), "{ctx}");
+            queue_fleets += usize::from(queues > 0);
+            for c in &sc.candidates {
+                cands += 1;
+                assert!(within(c.success, 0.8, 1.0), "{ctx}");
+                flaky += usize::from(c.success < 0.98 - 1e-9);
+                let Dist::Const(connect) = c.connect_ms else {
+                    panic!("connect not constant: {ctx}")
+                };
+                assert!(within(connect, 0.2, 2.0), "{ctx}");
+                classes.insert(c.failure.as_str());
+                let fail = if c.failure == FailureClass::Timeout {
+                    (100.0, 500.0)
+                } else {
+                    (0.5, 5.0)
+                };
+                assert_eq!(
+                    c.failure_ms,
+                    Dist::Uniform {
+                        min: fail.0,
+                        max: fail.1
+                    },
+                    "{ctx}"
+                );
+                let ttfb = c.ttfb_ms.clone().unwrap();
+                // The mean first byte (a queue's service time): base 5-50 x 1-4.
+                let speed = match c.servers {
+                    Some(servers) => {
+                        queue_cands += 1;
+                        assert!((1..=8).contains(&servers), "{ctx}");
+                        let Dist::Const(t) = ttfb else {
+                            panic!("queue first byte not constant: {ctx}")
+                        };
+                        assert!(within(t, 0.2, 1.0), "{ctx}");
+                        if let Some(l) = c.queue_limit {
+                            limited += 1;
+                            assert!((5..=50).contains(&l), "{ctx}");
+                        }
+                        if let Some(s) = &c.slowdown {
+                            slowdowns += 1;
+                            assert!(within(s.period_ms, 200.0, 2000.0), "{ctx}");
+                            assert!(within(s.factor, 2.0, 5.0), "{ctx}");
+                        }
+                        c.service_ms.clone().unwrap()
+                    }
+                    None => ttfb,
+                };
+                assert!(within(speed.mean(), 5.0, 200.0), "{ctx}");
+                if let Dist::LogNormal { mean, sd } = speed {
+                    assert!(within(sd / mean, 0.1, 0.6), "cv {}: {ctx}", sd / mean);
+                } else {
+                    assert!(matches!(speed, Dist::Exp { .. }), "{ctx}");
+                }
+                if let Some(cap) = c.capacity {
+                    capped += 1;
+                    assert!((1..=8).contains(&cap), "{ctx}");
+                    assert!(within(c.overload_per_extra, 0.05, 0.3), "{ctx}");
+                }
+            }
+        }
+    }
+    assert_eq!(classes.len(), 4, "{classes:?}");
+    let (f, q, c) = (
+        share(flaky, cands),
+        share(queue_fleets, fleets),
+        share(capped, cands),
+    );
+    assert!((0.10..=0.20).contains(&f), "flaky {f}");
+    assert!((0.25..=0.45).contains(&q), "queueing fleets {q}");
+    assert!((0.22..=0.38).contains(&c), "capacity {c}");
+    let l = share(limited, queue_cands);
+    assert!((0.35..=0.65).contains(&l), "queue limits {l}");
+    assert!(slowdowns > 0);
+    let r = share(one_retry, fleets);
+    assert!((0.4..=0.6).contains(&r), "one retry {r}");
+}
+
+/// A bad spell (`degrade-heal`, `flap`): slower 40%, failing 30%, both 30%; slower is a first
+/// byte x5-30, a service time x3-15 or a quarter of the servers; failing is a success of
+/// 0-0.6, and a `timeout` then takes the whole attempt timeout.
+#[test]
+fn bad_spells_are_drawn_as_documented() {
+    let (mut slower, mut failing, mut both, mut spells) = (0, 0, 0, 0);
+    let (mut heals, mut favourites) = (0, 0);
+    for family in [Family::DegradeHeal, Family::Flap] {
+        for seed in 0..200u64 {
+            let g = generate(family, seed, 2, &names()).unwrap();
+            let sc = &g.scenario;
+            let ctx = format!("{} seed {seed}: {}", family.name(), g.text);
+            let ev = &sc.timeline[0];
+            assert_eq!(ev.action, Action::Degrade, "{ctx}");
+            let c = &sc.candidates[index_of(sc, ev.candidate.get_ref())];
+            let mut slow = false;
+            if let Some(t) = &ev.ttfb_ms {
+                let f = t.mean() / c.ttfb_ms.as_ref().unwrap().mean();
+                assert!((4.99..=30.01).contains(&f), "x{f}: {ctx}");
+                slow = true;
+            }
+            if let Some(t) = &ev.service_ms {
+                let f = t.mean() / c.service_ms.as_ref().unwrap().mean();
+                assert!((2.99..=15.01).contains(&f), "x{f}: {ctx}");
+                slow = true;
+            }
+            if let Some(n) = ev.servers {
+                let all = c.servers.unwrap();
+                assert!(all >= 4 && n == (all / 4).max(1), "{ctx}");
+                slow = true;
+            }
+            let fail = ev.success.is_some();
+            if let Some(s) = ev.success {
+                assert!(within(s, 0.0, 0.6), "{ctx}");
+                let class = ev.failure.expect("a failure class");
+                let ms = ev.failure_ms.clone().expect("a failure time");
+                if class == FailureClass::Timeout {
+                    let timeout = sc.workload.attempt_timeout_ms.unwrap();
+                    assert_eq!(ms, Dist::Const(timeout), "{ctx}");
+                } else {
+                    assert_eq!(ms, Dist::Uniform { min: 0.5, max: 5.0 }, "{ctx}");
+                }
+            }
+            assert!(slow || fail, "a bad spell that changes nothing: {ctx}");
+            spells += 1;
+            slower += usize::from(slow && !fail);
+            failing += usize::from(fail && !slow);
+            both += usize::from(slow && fail);
+            if family == Family::DegradeHeal {
+                let heal = &sc.timeline[1];
+                assert!(within(ev.at_s, 10.0, 30.0), "{ctx}");
+                assert!(within(heal.at_s - ev.at_s, 10.0, 30.0), "{ctx}");
+                assert!(
+                    (sc.workload.duration_s - heal.at_s - 60.0).abs() < 0.01,
+                    "{ctx}"
+                );
+                heals += 1;
+                favourites += usize::from(index_of(sc, ev.candidate.get_ref()) == favourite(sc));
+            }
+        }
+    }
+    let (s, f, b) = (
+        share(slower, spells),
+        share(failing, spells),
+        share(both, spells),
+    );
+    assert!((0.33..=0.47).contains(&s), "slower {s}");
+    assert!((0.24..=0.36).contains(&f), "failing {f}");
+    assert!((0.24..=0.36).contains(&b), "both {b}");
+    // The favourite 60% of the time, and sometimes when drawn uniformly.
+    let fav = share(favourites, heals);
+    assert!((0.55..=0.8).contains(&fav), "favourite {fav}");
+}
+
+/// `outage`: the down candidates fail together at 10-30 s for 10-30 s, all fast or all
+/// hanging for the attempt timeout; the favourite is among them 70% of the time, and is then
+/// the first event.
+#[test]
+fn an_outage_is_one_failure_of_many_with_the_favourite_first() {
+    let (mut runs, mut with_favourite) = (0, 0);
+    for seed in 0..200u64 {
+        let g = generate(Family::Outage, seed, 3, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let down: Vec<_> = sc
+            .timeline
+            .iter()
+            .filter(|e| e.action == Action::Degrade)
+            .collect();
+        let (t0, t1) = (down[0].at_s, sc.timeline.last().unwrap().at_s);
+        assert!(
+            within(t0, 10.0, 30.0) && within(t1 - t0, 10.0, 30.0),
+            "{ctx}"
+        );
+        assert!((sc.workload.duration_s - t1 - 60.0).abs() < 0.01, "{ctx}");
+        let timeout = sc.workload.attempt_timeout_ms.unwrap();
+        let hang = down[0].failure == Some(FailureClass::Timeout);
+        for e in &down {
+            assert_eq!(e.at_s, t0, "{ctx}");
+            if hang {
+                assert_eq!(e.failure, Some(FailureClass::Timeout), "{ctx}");
+                assert_eq!(e.failure_ms, Some(Dist::Const(timeout)), "{ctx}");
+            } else {
+                let class = e.failure.unwrap();
+                let fast = [FailureClass::Transport, FailureClass::Refused];
+                assert!(fast.contains(&class), "{ctx}");
+                assert_eq!(
+                    e.failure_ms,
+                    Some(Dist::Uniform { min: 0.5, max: 5.0 }),
+                    "{ctx}"
+                );
+            }
+        }
+        let fav = &sc.candidates[favourite(sc)].id;
+        if let Some(i) = down.iter().position(|e| e.candidate.get_ref() == fav) {
+            assert_eq!(i, 0, "the favourite down is the first event: {ctx}");
+            with_favourite += 1;
+        }
+        runs += 1;
+    }
+    let f = share(with_favourite, runs);
+    assert!((0.6..=0.8).contains(&f), "favourite down {f}");
+}
+
+/// `drift`: from 10-20 s, every 1-3 s, the target's time grows geometrically to a peak of
+/// x3-20, then shrinks back; each step is a change, the last a heal.
+#[test]
+fn a_drift_climbs_to_its_peak_and_back() {
+    for seed in 0..200u64 {
+        let g = generate(Family::Drift, seed, 4, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let tl = &sc.timeline;
+        assert!(within(tl[0].at_s, 10.0, 20.0), "{ctx}");
+        let gap = tl[1].at_s - tl[0].at_s;
+        assert!(within(gap, 1.0, 3.0), "{ctx}");
+        for w in tl.windows(2) {
+            assert!((w[1].at_s - w[0].at_s - gap).abs() < 0.01, "{ctx}");
+        }
+        let last = tl.last().unwrap();
+        assert!(
+            (sc.workload.duration_s - last.at_s - 60.0).abs() < 0.01,
+            "{ctx}"
+        );
+        let c = &sc.candidates[index_of(sc, last.candidate.get_ref())];
+        let normal = c.service_ms.as_ref().or(c.ttfb_ms.as_ref()).unwrap().mean();
+        let factors: Vec<f64> = tl[..tl.len() - 1]
+            .iter()
+            .map(|e| e.service_ms.as_ref().or(e.ttfb_ms.as_ref()).unwrap().mean() / normal)
+            .collect();
+        let top = factors.iter().copied().fold(0.0, f64::max);
+        let k = factors.iter().position(|&f| f == top).unwrap();
+        assert!((2.99..=20.01).contains(&top), "peak x{top}: {ctx}");
+        assert!((4..12).contains(&k), "peak at step {k}: {ctx}");
+        assert!(factors[0] > 1.0, "{ctx}");
+        assert!(
+            factors[..=k].windows(2).all(|w| w[0] < w[1]),
+            "{factors:?}: {ctx}"
+        );
+        assert!(
+            factors[k..].windows(2).all(|w| w[0] > w[1]),
+            "{factors:?}: {ctx}"
+        );
+        assert!(*factors.last().unwrap() > 1.0, "{ctx}");
+    }
+}
+
+/// `flap`: from 5-20 s the target alternates between its bad spell and its normal self,
+/// at least two bad spells, and ends healed.
+#[test]
+fn a_flap_starts_in_its_window_and_ends_healed() {
+    for seed in 0..200u64 {
+        let g = generate(Family::Flap, seed, 7, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let tl = &sc.timeline;
+        assert!(within(tl[0].at_s, 5.0, 20.0), "{ctx}");
+        assert_eq!(tl.last().map(|e| e.action), Some(Action::Heal), "{ctx}");
+        let target = tl[0].candidate.get_ref();
+        assert!(tl.iter().all(|e| e.candidate.get_ref() == target), "{ctx}");
+    }
+}
+
+/// `churn`: 70% present at the start, the fastest made absent half the time (so absent
+/// about 65% of the time); events from 5 s to 5 s before the end.
+#[test]
+fn churn_starts_partly_absent_and_keeps_its_events_inside_the_run() {
+    let (mut runs, mut fastest_absent, mut some_absent) = (0, 0, 0);
+    for seed in 0..200u64 {
+        let g = generate(Family::Churn, seed, 5, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let end = sc.workload.duration_s;
+        assert!(within(end, 60.0, 120.0), "{ctx}");
+        assert!(sc.timeline.len() <= 10, "{ctx}");
+        for e in &sc.timeline {
+            assert!(within(e.at_s, 5.0, end - 5.0), "{ctx}");
+        }
+        let speed = |c: &CandidateSpec| {
+            let service = c.service_ms.as_ref().map_or(0.0, Dist::mean);
+            c.connect_ms.mean() + c.ttfb_ms.as_ref().map_or(0.0, Dist::mean) + service
+        };
+        let fastest = (0..sc.candidates.len())
+            .min_by(|&a, &b| speed(&sc.candidates[a]).total_cmp(&speed(&sc.candidates[b])))
+            .unwrap();
+        fastest_absent += usize::from(!sc.candidates[fastest].present);
+        some_absent += usize::from(sc.candidates.iter().any(|c| !c.present));
+        runs += 1;
+    }
+    let f = share(fastest_absent, runs);
+    assert!((0.5..=0.8).contains(&f), "fastest absent {f}");
+    assert!(share(some_absent, runs) > 0.8);
+}
+
+/// `population`: success 0.5-1, capacities of 1-4, 0-3 retries, an open loop of 100-1,000
+/// requests/s or a closed loop of 5-50 workers.
+#[test]
+fn a_population_draws_within_its_ranges() {
+    for seed in 0..200u64 {
+        let g = generate(Family::Population, seed, 6, &names()).unwrap();
+        let sc = &g.scenario;
+        let ctx = format!("seed {seed}: {}", g.text);
+        let w = &sc.workload;
+        assert!(w.retries <= 3, "{ctx}");
+        // 2,000-20,000 requests.
+        let requests = match w.kind {
+            LoopKind::Open => {
+                assert!(within(w.rate_per_s, 100.0, 1000.0), "{ctx}");
+                w.rate_per_s * w.duration_s
+            }
+            LoopKind::Closed => {
+                assert!((5..=50).contains(&w.workers), "{ctx}");
+                f64::from(w.workers * w.operations)
+            }
+        };
+        assert!((1950.0..=20001.0).contains(&requests), "{requests}: {ctx}");
+        assert!((5..=20).contains(&sc.candidates.len()), "{ctx}");
+        for c in &sc.candidates {
+            assert!(within(c.success, 0.5, 1.0), "{ctx}");
+            if let Some(cap) = c.capacity {
+                assert!((1..=4).contains(&cap), "{ctx}");
+            }
+        }
+    }
+}
+
+/// Each family draws from its own stream (scenario 0 of two families runs with different
+/// seeds), and the oracle is run even when the policies leave it out.
+#[test]
+fn families_have_their_own_streams_and_the_oracle_always_runs() {
+    let seeds: std::collections::BTreeSet<u64> = Family::ALL
+        .iter()
+        .map(|&f| generate(f, 21, 0, &names()).unwrap().seed)
+        .collect();
+    assert_eq!(seeds.len(), Family::ALL.len());
+    let g = generate(Family::DegradeHeal, 17, 17, &names()).unwrap();
+    let coordinator = [PolicySpec::parse("coordinator").unwrap()];
+    let r = run_suite(17, &[g], &coordinator, 1, None).unwrap();
+    let ran: Vec<&str> = r.instances[0]
+        .policies
+        .iter()
+        .map(|p| p.policy.as_str())
+        .collect();
+    assert_eq!(ran, ["coordinator", "oracle"]);
 }

@@ -359,8 +359,11 @@ impl FleetPolicy {
                 next = next.min(self.next_digest_s);
             }
             if let Some(w) = &self.watch {
-                if w.next_s < w.until_s {
-                    next = next.min(w.next_s.max(w.degraded_at - 5.0));
+                // No sample is taken past `until_s`: a window that closes before it opens
+                // (an open loop that ends more than 5 s before the degrade) asks for none.
+                let at = w.next_s.max(w.degraded_at - 5.0);
+                if w.next_s < w.until_s && at <= w.until_s {
+                    next = next.min(at);
                 }
             }
         }

@@ -582,4 +582,109 @@ mod tests {
         }
         assert_eq!(detections(&w, 30.0, 2.0).len(), 3);
     }
+
+    /// The normal probability is the mean of the 5 s before the degrade (0.5 here, not the
+    /// 0.1 before that); detection is a fall below 20 % of it before `until`, a relapse a
+    /// return to 20 % or more.
+    #[test]
+    fn detection_reads_the_five_seconds_before_and_twenty_percent_of_them() {
+        let times: Vec<f64> = (0..100).map(|i| f64::from(i) * 0.1).collect();
+        let probability = times
+            .iter()
+            .map(|&t| vec![if t < 5.0 { 0.1 } else { 0.5 }; 4])
+            .collect();
+        let before = (5.0, 0.5);
+        let w = Watch {
+            degraded_at: 10.0,
+            times,
+            probability,
+            grants: vec![Vec::new(); 4],
+            steps: vec![
+                vec![before, (11.0, 0.08)],
+                // 30 % of before: not detected.
+                vec![before, (11.0, 0.15)],
+                vec![before, (11.0, 0.05), (12.0, 0.1)],
+                // Only after `until`.
+                vec![before, (31.0, 0.05)],
+            ],
+            ..Watch::default()
+        };
+        let got: Vec<(Option<f64>, bool)> = detections(&w, 30.0, 2.0)
+            .iter()
+            .map(|c| (c.detection, c.relapsed))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1.0), false),
+                (None, false),
+                (Some(1.0), true),
+                (None, false)
+            ]
+        );
+    }
+
+    /// Clients and quiet clients are means per run; the shares are over every seed's clients,
+    /// quiet clients and detecting clients; the recovery excess is the fleet's minus the
+    /// oracle's; one client that never detects leaves no mean detection.
+    #[test]
+    fn the_report_means_and_shares_are_over_the_right_counts() {
+        let text = "name = \"r\"\n[workload]\nloop = \"open\"\nrate_per_s = 1.0\nduration_s = 10.0\n\
+            [[candidates]]\nid = \"a\"\nsuccess = 1.0\nttfb_ms = 10.0\n[[candidates]]\nid = \"b\"\nsuccess = 1.0\nttfb_ms = 10.0\n\
+            [[timeline]]\nat_s = 2.0\naction = \"degrade\"\ncandidate = \"a\"\nsuccess = 0.0\n\
+            [[timeline]]\nat_s = 6.0\naction = \"heal\"\ncandidate = \"a\"\n";
+        let sc = Scenario::parse(text, "r").unwrap();
+        let fig = |d: SeedDegrade| SeedFigures {
+            degrade: Some(d),
+            ..SeedFigures::default()
+        };
+        let a = SeedDegrade {
+            clients: 4,
+            within: 3,
+            quiet: 2,
+            quiet_within: 2,
+            detected: 4,
+            relapsed: 1,
+            detections: vec![Some(1.0), Some(1.0), Some(1.0), Some(3.0)],
+            recovery_s: Some(5.0),
+            oracle_recovery_s: Some(2.0),
+            ..SeedDegrade::default()
+        };
+        let b = SeedDegrade {
+            clients: 2,
+            within: 1,
+            quiet: 0,
+            quiet_within: 0,
+            detected: 1,
+            relapsed: 1,
+            detections: vec![Some(1.0), None],
+            recovery_s: Some(4.0),
+            oracle_recovery_s: Some(3.0),
+            ..SeedDegrade::default()
+        };
+        let spec = FleetSpec {
+            clients: 4,
+            share: FleetShare::Digest,
+            period_s: 1.0,
+            delay_ms: 0.0,
+            jitter_ms: 0.0,
+            loss: 0.0,
+            urgent: false,
+        };
+        let r = report(&sc, &spec, &[1, 2], &[fig(a.clone()), fig(b)]);
+        let d = r.degrade.unwrap();
+        assert_eq!((d.degraded_at_s, d.healed_at_s), (2.0, Some(6.0)));
+        assert_eq!(d.clients, 3.0);
+        assert_eq!(d.within_2_periods, 4.0 / 6.0);
+        assert_eq!(d.quiet_clients, 1.0);
+        assert_eq!(d.quiet_within_2_periods, 1.0);
+        assert_eq!(d.relapsed, 2.0 / 5.0);
+        assert_eq!((d.detection_s, d.detection_s_max), (None, None));
+        assert_eq!((d.recovery_s, d.recovery_s_max), (Some(4.5), Some(5.0)));
+        assert_eq!(d.recovery_excess_s.p95, Some(3.0));
+        let r = report(&sc, &spec, &[1], &[fig(a)]);
+        let d = r.degrade.unwrap();
+        assert_eq!((d.detection_s, d.detection_s_max), (Some(1.5), Some(3.0)));
+        assert_eq!(d.recovery_excess_s.p50, Some(3.0));
+    }
 }
