@@ -423,5 +423,7 @@ fn a_degrade_after_the_arrivals_end_leaves_the_run_to_finish() {
     let r = simulate_fleet(&sc, &spec(FleetShare::Digest), &[1], 1).unwrap();
     let d = r.degrade.unwrap();
     assert_eq!((d.degraded_at_s, d.clients), (46.0, 0.0));
+    // No client was measured, so no detection time is reported.
+    assert_eq!((d.detection_s, d.detection_s_max), (None, None));
     assert!(r.ttfb_ms > 0.0);
 }

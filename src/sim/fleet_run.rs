@@ -85,7 +85,8 @@ pub struct FleetDegrade {
     /// own before or more at some time between their detection and the heal: they drew it
     /// again while it was still degraded.
     pub relapsed: f64,
-    /// Mean detection over clients and seeds, seconds (`None`: some client never detected).
+    /// Mean detection over clients and seeds, seconds (`None`: some client never detected, or
+    /// none was measured).
     pub detection_s: Option<f64>,
     /// The slowest client's detection, worst over seeds, seconds.
     pub detection_s_max: Option<f64>,
@@ -375,7 +376,8 @@ fn report(sc: &Scenario, spec: &FleetSpec, seeds: &[u64], figs: &[SeedFigures]) 
         }
         let share = |a: usize, b: usize| if b > 0 { a as f64 / b as f64 } else { 0.0 };
         let all: Vec<Option<f64>> = ds.iter().flat_map(|d| d.detections.clone()).collect();
-        let every = all.iter().all(Option::is_some);
+        // No client measured (the degrade came after the arrivals): nothing was detected.
+        let every = !all.is_empty() && all.iter().all(Option::is_some);
         let dets: Vec<f64> = all.iter().flatten().copied().collect();
         let recs: Vec<Option<f64>> = ds.iter().map(|d| d.recovery_s).collect();
         let recovered = recs.iter().all(Option::is_some);
