@@ -1177,3 +1177,20 @@ fn the_suite_runs_the_default_policies_once_each() {
     assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
     assert!(err.contains("drop --seeds"), "{err}");
 }
+
+/// `--json /dev/stdout` whose reader has gone before the report: the report is dropped
+/// quietly, as the table is, and the run ends with success.
+#[test]
+fn a_closed_pipe_drops_a_report_sent_to_stdout_quietly() {
+    let args = [
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--json",
+        "/dev/stdout",
+    ];
+    let out = with_closed_pipe(&args, 0);
+    assert_quiet_exit(&args, &out);
+}
