@@ -132,6 +132,35 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_floats_are_found_by_their_path() {
+        let v: toml::Value = toml::from_str(
+            "a = nan\nb = [1.0, inf]\nok = 2.5\n[c]\nd = -inf\ne = 2.0\n[[f]]\ng = 1.0\n[[f]]\ng = nan\n",
+        )
+        .unwrap();
+        let paths = |prefix: &str| -> Vec<(String, bool)> {
+            let mut got: Vec<(String, bool)> = non_finite(&v, prefix)
+                .into_iter()
+                .map(|(path, x)| (path, x.is_nan()))
+                .collect();
+            got.sort();
+            got
+        };
+        let want = |prefix: &str| -> Vec<(String, bool)> {
+            [
+                ("a", true),
+                ("b[1]", false),
+                ("c.d", false),
+                ("f[1].g", true),
+            ]
+            .iter()
+            .map(|(p, nan)| (format!("{prefix}{p}"), *nan))
+            .collect()
+        };
+        assert_eq!(paths(""), want(""));
+        assert_eq!(paths("doc"), want("doc."));
+    }
+
+    #[test]
     fn devices_and_directories_are_refused_and_files_read() {
         let e = read_text(Path::new("/dev/zero")).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -749,3 +749,448 @@ fn the_demo_keeps_what_it_learned_in_its_snapshot() {
         "{second}"
     );
 }
+
+/// A scenario of two candidates, short enough to run in a moment; `fleet` is its `[fleet]`
+/// table, or empty.
+fn small_scenario(dir: &Path, name: &str, fleet: &str) -> String {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\n{fleet}\n[workload]\nloop = \"open\"\nrate_per_s = 20.0\n\
+             duration_s = 5.0\n[[candidates]]\nid = \"fast\"\nsuccess = 1.0\nttfb_ms = 10.0\n\
+             [[candidates]]\nid = \"slow\"\nsuccess = 1.0\nttfb_ms = 50.0\n"
+        ),
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("a JSON report")
+}
+
+/// `--seed BASE --seeds N` runs seeds BASE..BASE+N-1, in one scenario as in fleet mode, and
+/// the report lists them.
+#[test]
+fn the_seed_flags_choose_the_seeds_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--seed",
+        "7",
+        "--seeds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("2 seeds (7..=8)"), "{table}");
+    assert_eq!(json_file(&json)["seeds"], serde_json::json!([7, 8]));
+
+    let fleet = small_scenario(dir.path(), "fleet", "[fleet]\nclients = 2");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        &fleet,
+        "--seed",
+        "3",
+        "--seeds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json_file(&json)["seeds"], serde_json::json!([3, 4]));
+}
+
+/// The fleet flags replace the `[fleet]` table's fields, and alone turn fleet mode on with one
+/// coordinator sharing a digest every second; the fleet report's JSON says what ran.
+#[test]
+fn fleet_flags_override_the_fleet_table_or_stand_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fleet.json");
+    let table = small_scenario(
+        dir.path(),
+        "table",
+        "[fleet]\nclients = 2\nshare = \"digest\"\nperiod_s = 1.0\ndelay_ms = 1.0",
+    );
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        &table,
+        "--fleet-clients",
+        "3",
+        "--fleet-share",
+        "none",
+        "--digest-period-s",
+        "2",
+        "--digest-delay-ms",
+        "5",
+        "--digest-jitter-ms",
+        "4",
+        "--digest-loss",
+        "0.25",
+        "--digest-urgent",
+        "on",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        json_file(&json)["fleet"],
+        serde_json::json!({
+            "clients": 3, "share": "none", "period_s": 2.0, "delay_ms": 5.0,
+            "jitter_ms": 4.0, "loss": 0.25, "urgent": true
+        })
+    );
+
+    let plain = small_scenario(dir.path(), "plain", "");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        &plain,
+        "--fleet-clients",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        json_file(&json)["fleet"],
+        serde_json::json!({
+            "clients": 2, "share": "digest", "period_s": 1.0, "delay_ms": 0.0,
+            "jitter_ms": 0.0, "loss": 0.0, "urgent": false
+        })
+    );
+}
+
+/// Without `--policies` and without a `policies` list, a scenario runs the coordinator, random
+/// and the oracle; names in `--policies` may be padded with spaces.
+#[test]
+fn the_policies_run_by_default_and_as_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = small_scenario(dir.path(), "bare", "");
+    let json = dir.path().join("r.json");
+    let policies = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["simulate", "--scenario", &scenario, "--json"];
+        args.push(json.to_str().unwrap());
+        args.extend(extra);
+        let out = selcoord(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        json_file(&json)["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["policy"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(policies(&[]), ["coordinator", "random", "oracle"]);
+    assert_eq!(
+        policies(&["--policies", " round-robin , oracle"]),
+        ["round-robin", "oracle"]
+    );
+}
+
+/// Fleet mode and a discovery scenario refuse the options they have no use for, before
+/// running; at the bound of the seeds they keep, fleet mode goes on to its next check.
+#[test]
+fn fleet_and_discovery_refuse_what_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = small_scenario(dir.path(), "fleet", "[fleet]\nclients = 2");
+    let plot = dir.path().join("p.svg");
+    let plot = plot.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec!["--scenario", &fleet, "--plot", plot],
+            "--plot does not apply",
+        ),
+        (
+            vec!["--scenario", "livepeer-discovery", "--policies", "random"],
+            "--policies and --plot do not apply",
+        ),
+        (
+            vec!["--scenario", "livepeer-discovery", "--plot", plot],
+            "--policies and --plot do not apply",
+        ),
+        (
+            vec![
+                "--scenario",
+                &fleet,
+                "--seeds",
+                "10000",
+                "--policies",
+                "random",
+            ],
+            "not `random`",
+        ),
+    ] {
+        let mut all = vec!["simulate"];
+        all.extend(&args);
+        let out = selcoord(&all);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(out.stdout.is_empty(), "{args:?} ran");
+        assert!(err.contains(want), "{args:?}: missing {want:?} in {err}");
+    }
+    assert!(!Path::new(plot).exists());
+}
+
+/// `--list` lists every built-in scenario, the discovery one too; fleet mode and a discovery
+/// scenario write their `--json` reports.
+#[test]
+fn the_list_and_the_other_modes_reports() {
+    let out = selcoord(&["simulate", "--list"]);
+    assert!(out.status.success());
+    let list = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = list.lines().filter_map(|l| l.split(' ').next()).collect();
+    for name in [
+        "recovery",
+        "mongo-overload",
+        "fleet-lassie",
+        "livepeer-discovery",
+    ] {
+        assert!(names.contains(&name), "{name} in {list}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = small_scenario(dir.path(), "fleet", "[fleet]\nclients = 2");
+    for (scenario, json, field) in [
+        (fleet.as_str(), "fleet.json", "fleet"),
+        ("livepeer-discovery", "discovery.json", "policies"),
+    ] {
+        let path = dir.path().join(json);
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            scenario,
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{scenario}: {}", stderr(&out));
+        let v = json_file(&path);
+        assert!(!v[field].is_null(), "{scenario}: no {field} in {v}");
+    }
+}
+
+/// `--count` takes up to 1000 scenarios per family: at the bound the run goes on to read the
+/// policies.
+#[test]
+fn a_suite_count_at_the_bound_is_taken() {
+    let out = selcoord(&[
+        "simulate",
+        "--suite",
+        "drift",
+        "--count",
+        "1000",
+        "--policies",
+        "no-such-policy",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("no-such-policy"), "{err}");
+    assert!(!err.contains("--count"), "{err}");
+}
+
+/// Runs `selcoord explain --candidates <file>` (and `extra`) on `text` written to `name`.
+fn explain_file(dir: &Path, name: &str, text: &str, extra: &[&str]) -> Output {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let mut args = vec!["explain", "--candidates", path.to_str().unwrap()];
+    args.extend(extra);
+    selcoord(&args)
+}
+
+/// Every problem of a candidates file is reported at once with its place: recorded
+/// statistics out of their range, unknown fields at the top and in `overall`, a value of the
+/// wrong type (named in words).
+#[test]
+fn explain_reports_every_bad_value_of_a_candidates_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = explain_file(
+        dir.path(),
+        "c.json",
+        r#"{"candidates": [
+            {"id": "a", "stats": {"success": 1.5}},
+            {"id": "b", "stats": {"overload_errors": 3, "outcomes": 2}},
+            {"id": "c", "stats": {"ejected_for_s": -1, "age_s": -2, "connect_ms": -5}},
+            {"id": "d", "stake": "high"}
+        ], "overall": {"ttfb": 1}, "colour": "red"}"#,
+        &[],
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    for want in [
+        "candidates[0].stats.success: must be in [0, 1], got 1.5",
+        "candidates[1].stats.overload_errors: 3 is more than outcomes (2)",
+        "candidates[2].stats.connect_ms: must be a finite number >= 0, got -5",
+        "candidates[2].stats.ejected_for_s: must be a finite number >= 0, got -1",
+        "candidates[2].stats.age_s: must be a finite number >= 0, got -2",
+        "candidates[3].stake: invalid type: string \"high\", expected a number",
+        "overall.ttfb: unknown field `ttfb`",
+        "colour: unknown field",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    for (text, want) in [
+        (r#"{"candidates": []}"#, "candidates: the list is empty"),
+        (
+            r#"{"candidates": {"id": "a"}}"#,
+            "candidates: must be a list of tables",
+        ),
+    ] {
+        let out = explain_file(dir.path(), "c.json", text, &[]);
+        let err = stderr(&out);
+        assert!(!out.status.success() && err.contains(want), "{text}: {err}");
+    }
+}
+
+/// The table names the config's preset and mode, shows a limit column and a deadline column
+/// only when some candidate has one, and says when no filter removed anything and no fallback
+/// was taken.
+#[test]
+fn the_explain_table_shows_the_columns_that_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_limit = "[[candidates]]\nid = \"a\"\nmax_in_flight = 4\n\
+                      [candidates.stats]\nttfb_ms = 100.0\n[[candidates]]\nid = \"b\"\n";
+    let plain = "[[candidates]]\nid = \"a\"\n[[candidates]]\nid = \"b\"\n";
+    for (config, text, head, limit, deadline) in [
+        (
+            "default",
+            with_limit,
+            "config: preset default, mode sum,",
+            true,
+            true,
+        ),
+        (
+            "livepeer",
+            with_limit,
+            "config: preset livepeer, mode mixture,",
+            true,
+            false,
+        ),
+        (
+            "livepeer",
+            plain,
+            "config: preset livepeer, mode mixture,",
+            false,
+            false,
+        ),
+    ] {
+        let out = explain_file(dir.path(), "c.toml", text, &["--config", config]);
+        assert!(out.status.success(), "{config}: {}", stderr(&out));
+        let table = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            table.ends_with("(none)\n"),
+            "{config}: the last line is not ended"
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with(head), "{table}");
+        let header = lines[1];
+        assert_eq!(header.contains(" limit "), limit, "{config}: {table}");
+        assert_eq!(
+            header.contains("deadline ms"),
+            deadline,
+            "{config}: {table}"
+        );
+        if limit {
+            let a: Vec<&str> = lines[2].split_whitespace().collect();
+            let b: Vec<&str> = lines[3].split_whitespace().collect();
+            let at = header
+                .split_whitespace()
+                .position(|w| w == "limit")
+                .unwrap();
+            assert_eq!((a[at], b[at]), ("4", "-"), "{table}");
+        }
+        let rest = lines[4..].join("\n");
+        assert!(
+            rest.contains("filters:\n  (none removed anything)\nfallbacks:\n  (none)"),
+            "{config}: {table}"
+        );
+    }
+}
+
+/// `SELCOORD_LOG` takes the levels by number too, 0 (off) to 5 (trace), without a warning.
+#[test]
+fn selcoord_log_takes_the_levels_by_number() {
+    for value in ["0", "5", "off,5"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_selcoord"))
+            .args(["simulate", "--list"])
+            .env("SELCOORD_LOG", value)
+            .output()
+            .expect("run selcoord");
+        assert!(out.status.success(), "{value}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("warning"),
+            "{value}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// Without `--policies` a suite runs the documented default policies, in their order; it runs
+/// each scenario once, so `--seeds` is refused.
+#[test]
+fn the_suite_runs_the_default_policies_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("suite.json");
+    let out = selcoord(&[
+        "simulate",
+        "--suite",
+        "outage",
+        "--count",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json_file(&json);
+    let ran: Vec<&str> = v["instances"][0]["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            "coordinator",
+            "oracle",
+            "p2c-peak-ewma",
+            "least-loaded",
+            "mongo-error-bias",
+            "round-robin",
+            "random",
+            "p2c-opcount"
+        ]
+    );
+    let out = selcoord(&[
+        "simulate", "--suite", "outage", "--count", "1", "--seeds", "2",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("drop --seeds"), "{err}");
+}
+
+/// `--json /dev/stdout` whose reader has gone before the report: the report is dropped
+/// quietly, as the table is, and the run ends with success.
+#[test]
+fn a_closed_pipe_drops_a_report_sent_to_stdout_quietly() {
+    let args = [
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--json",
+        "/dev/stdout",
+    ];
+    let out = with_closed_pipe(&args, 0);
+    assert_quiet_exit(&args, &out);
+}

@@ -114,7 +114,8 @@ fn an_earlier_report_is_kept_when_the_new_one_cannot_be_written() {
             !out.status.success(),
             "{option}: the write did not fail: {err}"
         );
-        assert!(err.contains(name), "{option}: {err}");
+        // The error names the file given, and no other.
+        assert_eq!(err.matches(name).count(), 1, "{option}: {err}");
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "earlier report\n",
@@ -216,4 +217,267 @@ fn json_to_dev_stdout_follows_the_table() {
     assert!(text.starts_with("scenario mongo-overload"), "{text}");
     let start = text.find("\n{\n").expect("the JSON after the table") + 1;
     serde_json::from_str::<serde_json::Value>(&text[start..]).expect("the report");
+}
+
+/// A report written over an earlier file keeps that file's permissions: the new report takes
+/// its place with its mode, not the mode a new file would get.
+#[test]
+fn a_replaced_report_keeps_the_mode_of_the_file_it_replaces() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (option, name, mode) in [
+        ("--json", "report.json", 0o640),
+        ("--plot", "plot.svg", 0o604),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "earlier report\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            "recovery",
+            "--policies",
+            "random",
+            option,
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{option}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_ne!(text, "earlier report\n", "{option}: not replaced");
+        let got = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            got, mode,
+            "{option}: mode {got:o}, the earlier file had {mode:o}"
+        );
+    }
+    assert_eq!(names_in(dir.path()), ["plot.svg", "report.json"]);
+}
+
+/// A directory given as the report's path is refused before the run, naming the option.
+#[test]
+fn a_directory_as_the_report_path_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("reports.svg");
+    std::fs::create_dir(&sub).unwrap();
+    for option in ["--json", "--plot"] {
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            "recovery",
+            "--policies",
+            "random",
+            option,
+            sub.to_str().unwrap(),
+        ]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{option}: accepted: {err}");
+        assert!(out.stdout.is_empty(), "{option}: ran first");
+        assert!(
+            err.contains(option) && err.contains("directory"),
+            "{option}: {err}"
+        );
+    }
+    assert_eq!(names_in(&sub), Vec::<String>::new());
+    assert_eq!(names_in(dir.path()), ["reports.svg"]);
+}
+
+/// Files next to the report, whatever their names, are left as they were.
+#[test]
+fn files_beside_the_report_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let others = ["report.json.tmp", ".report.json.tmp", "report.json~"];
+    for name in others {
+        std::fs::write(dir.path().join(name), name).unwrap();
+    }
+    let path = dir.path().join("report.json");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("the report");
+    assert!(v["policies"].is_array(), "{v}");
+    for name in others {
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(name)).unwrap(),
+            name,
+            "{name} was changed"
+        );
+    }
+    assert_eq!(names_in(dir.path()).len(), others.len() + 1);
+}
+
+/// The text of every `<text>` element of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
+}
+
+/// The points of every data line of a plot (a polyline drawn 2 px wide, longer than a legend
+/// sample), in drawing order.
+fn svg_lines(svg: &str) -> Vec<Vec<(f64, f64)>> {
+    svg.split("<polyline")
+        .skip(1)
+        .filter_map(|p| {
+            let tag = &p[..p.find('>')?];
+            if !tag.contains("stroke-width=\"2\"") {
+                return None;
+            }
+            let points = &tag[tag.find("points=\"")? + 8..];
+            let points = &points[..points.find('"')?];
+            let line: Vec<(f64, f64)> = points
+                .split_whitespace()
+                .map(|xy| {
+                    let (x, y) = xy.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect();
+            (line.len() > 2).then_some(line)
+        })
+        .collect()
+}
+
+/// `--plot` (a `.SVG` name is an SVG file too) draws, per policy, the traffic share of each
+/// candidate over time, the shares of a second adding up to the whole, and one panel of each
+/// policy's error rate.
+#[test]
+fn the_plot_draws_each_policys_shares_and_its_error_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plot.SVG");
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "coordinator,random",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    let texts = svg_texts(&svg);
+    let count = |s: &str| texts.iter().filter(|t| *t == s).count();
+    for title in [
+        "coordinator: traffic share per candidate",
+        "random: traffic share per candidate",
+        "error rate per policy (failed / finished requests)",
+    ] {
+        assert_eq!(count(title), 1, "{title} in {texts:?}");
+    }
+    // Each share panel's legend names the five servers; the error panel's, both policies.
+    for k in 0..5 {
+        assert_eq!(count(&format!("server-{k}")), 2, "{texts:?}");
+    }
+    assert_eq!(count("coordinator"), 1, "{texts:?}");
+    assert_eq!(count("random"), 1, "{texts:?}");
+    // Five share lines per policy, then one error-rate line per policy.
+    let lines = svg_lines(&svg);
+    assert_eq!(lines.len(), 2 * 5 + 2, "{lines:?}");
+    for panel in lines[..10].chunks(5) {
+        // Every second had attempts: each line has a point per second, at the same places,
+        // and their shares add up to 1, the same height everywhere (to a pixel per line).
+        let n = panel[0].len();
+        assert!(n >= 60, "{n} points");
+        let heights: Vec<f64> = (0..n)
+            .map(|i| {
+                panel
+                    .iter()
+                    .map(|line| {
+                        assert_eq!(line.len(), n);
+                        assert_eq!(line[i].0, panel[0][i].0);
+                        line[i].1
+                    })
+                    .sum()
+            })
+            .collect();
+        let (lo, hi) = heights
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &h| (lo.min(h), hi.max(h)));
+        assert!(
+            hi - lo <= 5.0,
+            "the shares do not add up alike: {heights:?}"
+        );
+    }
+    assert_eq!(names_in(dir.path()), ["plot.SVG"]);
+}
+
+/// Past 32 candidates the plot follows only those the timeline names, under their own ids;
+/// with none named it says why a panel has no lines. A run without errors still plots, on an
+/// error-rate scale that shows small rates.
+#[test]
+fn a_plot_of_many_candidates_follows_those_the_timeline_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "name = \"many\"\n[workload]\nloop = \"open\"\nrate_per_s = 50.0\n\
+                duration_s = 5.0\n[[candidates]]\nid = \"c\"\ncount = 40\nsuccess = 1.0\n";
+    for (name, timeline, want) in [
+        ("plain", "", None),
+        (
+            "named",
+            "[[timeline]]\nat_s = 2.0\naction = \"degrade\"\ncandidate = \"c-37\"\nsuccess = 1.0\n",
+            Some("c-37"),
+        ),
+    ] {
+        let scenario = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&scenario, format!("{base}{timeline}")).unwrap();
+        let plot = dir.path().join(format!("{name}.svg"));
+        let out = selcoord(&[
+            "simulate",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--policies",
+            "random",
+            "--plot",
+            plot.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let svg = std::fs::read_to_string(&plot).unwrap();
+        let texts = svg_texts(&svg);
+        let note = texts.iter().any(|t| t.starts_with("no share series"));
+        let lines = svg_lines(&svg);
+        match want {
+            None => {
+                assert!(note, "{name}: {texts:?}");
+                // The error-rate line alone.
+                assert_eq!(lines.len(), 1, "{name}");
+            }
+            Some(id) => {
+                assert!(!note, "{name}: {texts:?}");
+                assert!(texts.iter().any(|t| t == id), "{name}: {texts:?}");
+                assert!(!texts.iter().any(|t| t == "c-0"), "{name}: {texts:?}");
+                assert_eq!(lines.len(), 2, "{name}");
+            }
+        }
+        // No error anywhere: the error-rate axis still reads small rates.
+        let small_tick = texts
+            .iter()
+            .skip_while(|t| *t != "error rate")
+            .filter_map(|t| t.parse::<f64>().ok())
+            .any(|x| x > 0.0 && x < 0.05);
+        assert!(small_tick, "{name}: {texts:?}");
+        // Every point lies on the drawing (one row of two panels, 1200 x 320).
+        assert!(
+            svg.starts_with("<svg width=\"1200\" height=\"320\""),
+            "{name}"
+        );
+        for line in &lines {
+            for &(x, y) in line {
+                assert!(
+                    (0.0..=1200.0).contains(&x) && (0.0..=320.0).contains(&y),
+                    "{name}: ({x}, {y})"
+                );
+            }
+        }
+    }
 }

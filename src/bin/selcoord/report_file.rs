@@ -9,6 +9,7 @@
 //! Anything else at the path (a FIFO, `/dev/stdout`, a process substitution such as
 //! `>(jq .)`, a character device) is opened as it is and written directly, once: it has no
 //! earlier contents to keep, and a reader on the other end sees one open and the whole report.
+//! A reader that has gone before the end (a closed pipe) is not an error, as for stdout.
 //! A path under `/dev/` or `/proc/` is always written directly, even when it leads to a
 //! regular file (`--json /dev/stdout > out.txt`), and appended to, so the report follows the
 //! table printed before it rather than replacing the file stdout writes to.
@@ -116,7 +117,14 @@ pub(crate) fn write_with(
     fill: impl FnOnce(&Path) -> io::Result<()>,
 ) -> io::Result<()> {
     let dest = match target(path)? {
-        Target::Direct => return fill(path),
+        // A reader that has gone (`--json /dev/stdout | head -1`) is not an error: the report
+        // is dropped quietly, as the table is (`out`).
+        Target::Direct => {
+            return match fill(path) {
+                Err(e) if broken_pipe(&e) => Ok(()),
+                done => done,
+            }
+        }
         Target::Replace(dest) => dest,
     };
     let tmp = temp_beside(&dest)?;
@@ -133,6 +141,16 @@ pub(crate) fn write_with(
         let _ = fs::remove_file(&tmp);
     }
     done
+}
+
+/// Whether `e` is a write to a pipe whose reader has gone, also when the JSON writer wrapped
+/// it.
+fn broken_pipe(e: &io::Error) -> bool {
+    e.kind() == ErrorKind::BrokenPipe
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<serde_json::Error>())
+            .and_then(serde_json::Error::io_error_kind)
+            == Some(ErrorKind::BrokenPipe)
 }
 
 /// Writes `path` with what `body` writes to the writer it is given ([`write_with`]).
