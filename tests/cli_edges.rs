@@ -561,11 +561,11 @@ fn a_device_given_as_an_input_file_is_refused_at_once() {
     }
 }
 
-/// `explain` finds each candidate's entry by id, not by a scan per candidate: tens of
-/// thousands of candidates take a few seconds, not minutes (the scan was quadratic: 80,000
-/// took 13.6 s in a release build).
+/// `explain` over tens of thousands of candidates explains every one, in the file's order.
+/// (Its time per candidate, which a scan per candidate made grow with the file, is measured
+/// by the `explain` bench: `cargo bench --bench explain`.)
 #[test]
-fn explain_scales_linearly_with_the_candidates() {
+fn explain_explains_every_one_of_many_candidates_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.toml");
     let mut text = String::new();
@@ -573,7 +573,6 @@ fn explain_scales_linearly_with_the_candidates() {
         let _ = writeln!(text, "[[candidates]]\nid = \"c{i:05}\"");
     }
     std::fs::write(&path, text).unwrap();
-    let started = std::time::Instant::now();
     let out = selcoord(&[
         "explain",
         "--config",
@@ -584,12 +583,11 @@ fn explain_scales_linearly_with_the_candidates() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["candidates"].as_array().unwrap().len(), 60_000);
-    assert!(
-        started.elapsed().as_secs() < 20,
-        "60,000 candidates took {:?}",
-        started.elapsed()
-    );
+    let candidates = json["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 60_000);
+    for (i, c) in candidates.iter().enumerate() {
+        assert_eq!(c["id"], format!("c{i:05}"), "{c}");
+    }
 }
 
 /// `--policies` naming a policy twice is refused, for one scenario and for a suite (it printed
