@@ -392,7 +392,10 @@ pub(crate) fn two_random(s: &[Cand], rng: &mut SmallRng) -> (Cand, Cand) {
 /// stations whose queues a test fills by hand.
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::sim::policy::World;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    use crate::sim::policy::{Cand, World};
     use crate::sim::queue::{Job, Queues};
     use crate::sim::scenario::Workload;
     use crate::sim::{Scenario, Truth};
@@ -420,13 +423,23 @@ pub(crate) mod testing {
             }
         }
 
+        /// The world of `candidates` (TOML `[[candidates]]` tables) under an open loop of 10
+        /// requests a second for 1 s, with the workload's further lines `workload` (TOML).
+        pub(crate) fn with(workload: &str, candidates: &str) -> Self {
+            TestWorld::new(&format!(
+                "name = \"test\"\n[workload]\nloop = \"open\"\nrate_per_s = 10\n\
+                 duration_s = 1\n{workload}\n{candidates}"
+            ))
+        }
+
         /// `n` candidates that always answer in 10 ms, no queue, no retries.
         pub(crate) fn plain(n: u32) -> Self {
-            TestWorld::new(&format!(
-                "name = \"plain\"\n[workload]\nloop = \"open\"\nrate_per_s = 10\n\
-                 duration_s = 1\n[[candidates]]\nid = \"c\"\ncount = {n}\nsuccess = 1.0\n\
-                 duration_ms = 10.0\n"
-            ))
+            TestWorld::with(
+                "",
+                &format!(
+                    "[[candidates]]\nid = \"c\"\ncount = {n}\nsuccess = 1.0\nduration_ms = 10.0\n"
+                ),
+            )
         }
 
         /// `busy` attempts in service on `c` and `waiting` more in its queue.
@@ -446,6 +459,19 @@ pub(crate) mod testing {
                 now,
             }
         }
+    }
+
+    /// The candidate `pick` chooses under each of 20 seeds, which must all agree.
+    pub(crate) fn always(mut pick: impl FnMut(&mut SmallRng) -> Cand) -> Cand {
+        let first = pick(&mut SmallRng::seed_from_u64(0));
+        for seed in 1..20 {
+            assert_eq!(
+                pick(&mut SmallRng::seed_from_u64(seed)),
+                first,
+                "seed {seed}"
+            );
+        }
+        first
     }
 }
 
