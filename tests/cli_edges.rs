@@ -16,7 +16,7 @@ fn repo(rel: &str) -> String {
 
 #[path = "support/cli.rs"]
 mod cli;
-use cli::{selcoord, stderr};
+use cli::{selcoord, selcoord_json, stderr};
 
 /// Runs `args` with stdout on a pipe whose reader reads `lines` lines (0: none) and then
 /// closes it; the process's output and status once it has finished.
@@ -773,8 +773,7 @@ fn json_file(path: &Path) -> serde_json::Value {
 #[test]
 fn the_seed_flags_choose_the_seeds_run() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = selcoord(&[
+    let (out, report) = selcoord_json(&[
         "simulate",
         "--scenario",
         "recovery",
@@ -784,16 +783,13 @@ fn the_seed_flags_choose_the_seeds_run() {
         "7",
         "--seeds",
         "2",
-        "--json",
-        json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("2 seeds (7..=8)"), "{table}");
-    assert_eq!(json_file(&json)["seeds"], serde_json::json!([7, 8]));
+    assert_eq!(report["seeds"], serde_json::json!([7, 8]));
 
     let fleet = small_scenario(dir.path(), "fleet", "[fleet]\nclients = 2");
-    let out = selcoord(&[
+    let (_, report) = selcoord_json(&[
         "simulate",
         "--scenario",
         &fleet,
@@ -801,11 +797,8 @@ fn the_seed_flags_choose_the_seeds_run() {
         "3",
         "--seeds",
         "2",
-        "--json",
-        json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(json_file(&json)["seeds"], serde_json::json!([3, 4]));
+    assert_eq!(report["seeds"], serde_json::json!([3, 4]));
 }
 
 /// The fleet flags replace the `[fleet]` table's fields, and alone turn fleet mode on with one
@@ -813,13 +806,12 @@ fn the_seed_flags_choose_the_seeds_run() {
 #[test]
 fn fleet_flags_override_the_fleet_table_or_stand_for_it() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("fleet.json");
     let table = small_scenario(
         dir.path(),
         "table",
         "[fleet]\nclients = 2\nshare = \"digest\"\nperiod_s = 1.0\ndelay_ms = 1.0",
     );
-    let out = selcoord(&[
+    let (_, report) = selcoord_json(&[
         "simulate",
         "--scenario",
         &table,
@@ -837,12 +829,9 @@ fn fleet_flags_override_the_fleet_table_or_stand_for_it() {
         "0.25",
         "--digest-urgent",
         "on",
-        "--json",
-        json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
-        json_file(&json)["fleet"],
+        report["fleet"],
         serde_json::json!({
             "clients": 3, "share": "none", "period_s": 2.0, "delay_ms": 5.0,
             "jitter_ms": 4.0, "loss": 0.25, "urgent": true
@@ -850,18 +839,9 @@ fn fleet_flags_override_the_fleet_table_or_stand_for_it() {
     );
 
     let plain = small_scenario(dir.path(), "plain", "");
-    let out = selcoord(&[
-        "simulate",
-        "--scenario",
-        &plain,
-        "--fleet-clients",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (_, report) = selcoord_json(&["simulate", "--scenario", &plain, "--fleet-clients", "2"]);
     assert_eq!(
-        json_file(&json)["fleet"],
+        report["fleet"],
         serde_json::json!({
             "clients": 2, "share": "digest", "period_s": 1.0, "delay_ms": 0.0,
             "jitter_ms": 0.0, "loss": 0.0, "urgent": false
@@ -875,14 +855,10 @@ fn fleet_flags_override_the_fleet_table_or_stand_for_it() {
 fn the_policies_run_by_default_and_as_named() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = small_scenario(dir.path(), "bare", "");
-    let json = dir.path().join("r.json");
     let policies = |extra: &[&str]| -> Vec<String> {
-        let mut args = vec!["simulate", "--scenario", &scenario, "--json"];
-        args.push(json.to_str().unwrap());
+        let mut args = vec!["simulate", "--scenario", &scenario];
         args.extend(extra);
-        let out = selcoord(&args);
-        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
-        json_file(&json)["policies"]
+        selcoord_json(&args).1["policies"]
             .as_array()
             .unwrap()
             .iter()
@@ -1136,19 +1112,7 @@ fn selcoord_log_takes_the_levels_by_number() {
 /// each scenario once, so `--seeds` is refused.
 #[test]
 fn the_suite_runs_the_default_policies_once_each() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("suite.json");
-    let out = selcoord(&[
-        "simulate",
-        "--suite",
-        "outage",
-        "--count",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v = json_file(&json);
+    let (_, v) = selcoord_json(&["simulate", "--suite", "outage", "--count", "1"]);
     let ran: Vec<&str> = v["instances"][0]["policies"]
         .as_array()
         .unwrap()

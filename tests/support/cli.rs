@@ -16,3 +16,20 @@ pub fn selcoord(args: &[&str]) -> Output {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Runs `selcoord` with `args` and `--json <file>` (a file in a temporary directory), checks
+/// that it succeeded, and returns its output and the report it wrote.
+#[allow(dead_code)] // not every CLI test binary reads a report
+pub fn selcoord_json(args: &[&str]) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("report.json");
+    let mut all = args.to_vec();
+    all.extend(["--json", path.to_str().expect("a UTF-8 path")]);
+    let out = selcoord(&all);
+    assert!(out.status.success(), "{all:?}: {}", stderr(&out));
+    let text = std::fs::read_to_string(&path).expect("the report is written");
+    (
+        out,
+        serde_json::from_str(&text).expect("the report is JSON"),
+    )
+}
