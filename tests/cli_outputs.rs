@@ -253,6 +253,39 @@ fn a_replaced_report_keeps_the_mode_of_the_file_it_replaces() {
     assert_eq!(names_in(dir.path()), ["plot.svg", "report.json"]);
 }
 
+/// A report written over an earlier file keeps its owner and group, where the writer may set
+/// them: run as root (as CI runs) over a file of another user, the new report is that user's.
+#[test]
+fn a_replaced_report_keeps_the_owner_of_the_file_it_replaces() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    std::fs::write(&path, "earlier report\n").unwrap();
+    // `nobody` on Debian; any user other than the one running the tests would do.
+    let (uid, gid) = (65534, 65534);
+    if let Err(e) = std::os::unix::fs::chown(&path, Some(uid), Some(gid)) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root, which may give a file to another user: {e}"
+        );
+        eprintln!("SKIPPED: giving a file to another user needs root ({e})");
+        return;
+    }
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "recovery",
+        "--policies",
+        "random",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(std::fs::read_to_string(&path).unwrap(), "earlier report\n");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (uid, gid));
+}
+
 /// A directory given as the report's path is refused before the run, naming the option.
 #[test]
 fn a_directory_as_the_report_path_is_refused_before_the_run() {

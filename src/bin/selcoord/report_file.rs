@@ -4,7 +4,8 @@
 //! A regular file is replaced atomically: the new contents go to a temporary file in the same
 //! directory, which is then renamed over the path, so a write that fails (a full disk, a size
 //! limit) leaves the file that was there before intact and no temporary file behind. A path
-//! that does not exist yet is created the same way.
+//! that does not exist yet is created the same way. A replaced file's mode is kept, and so are
+//! its owner and group where the writer may set them (root, or the owner itself).
 //!
 //! Anything else at the path (a FIFO, `/dev/stdout`, a process substitution such as
 //! `>(jq .)`, a character device) is opened as it is and written directly, once: it has no
@@ -94,6 +95,20 @@ fn temp_beside(dest: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// Gives `tmp` the owner and group of the file it replaces (`old`). Only a privileged user can
+/// give a file to another user; for anyone else that part fails, and the new file keeps its
+/// writer as owner, as any replacing write does (the mode is kept either way).
+#[cfg(unix)]
+fn keep_owner(tmp: &Path, old: &fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    if let Err(e) = std::os::unix::fs::chown(tmp, Some(old.uid()), Some(old.gid())) {
+        tracing::debug!(error = %e, "the replaced report's owner is not kept");
+    }
+}
+
+#[cfg(not(unix))]
+fn keep_owner(_: &Path, _: &fs::Metadata) {}
+
 /// Checks before a run that `path` can be written, changing nothing there: for a file that is
 /// replaced, that a temporary file can be made beside it (then removed) and that an existing
 /// one opens for writing; nothing is opened for a FIFO or a device, whose reader would see an
@@ -129,10 +144,11 @@ pub(crate) fn write_with(
     };
     let tmp = temp_beside(&dest)?;
     let done = fill(&tmp).and_then(|()| {
-        // On disk before it takes the name (a late write error shows here), with the mode of
-        // the file it replaces.
+        // On disk before it takes the name (a late write error shows here), with the owner
+        // and mode of the file it replaces.
         File::open(&tmp)?.sync_all()?;
         if let Ok(old) = fs::metadata(&dest) {
+            keep_owner(&tmp, &old);
             fs::set_permissions(&tmp, old.permissions())?;
         }
         fs::rename(&tmp, &dest)
