@@ -553,6 +553,33 @@ fn a_save_keeps_the_files_permissions() {
     assert_eq!(mode, 0o600);
 }
 
+/// A save keeps the owner and group of the file it replaces where the process may set them:
+/// a coordinator run as root over a snapshot an operator gave to a service user leaves it to
+/// that user.
+#[cfg(unix)]
+#[test]
+fn a_save_keeps_the_files_owner() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SnapshotStore::new(dir.path(), "pool.json").unwrap();
+    let (core, _) = trained_core(10);
+    store.save(&core.snapshot()).unwrap();
+    let path = store.path();
+    // `nobody` on Debian; any user other than the one running the tests would do.
+    let (uid, gid) = (65534, 65534);
+    if let Err(e) = std::os::unix::fs::chown(&path, Some(uid), Some(gid)) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root, which may give a file to another user: {e}"
+        );
+        eprintln!("SKIPPED: giving a file to another user needs root ({e})");
+        return;
+    }
+    store.save(&core.snapshot()).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (uid, gid));
+}
+
 /// Each unusable file is moved aside under a name of its own: a second one never overwrites
 /// the first, so both can be looked at.
 #[test]
