@@ -235,16 +235,7 @@ fn a_replaced_report_keeps_the_mode_of_the_file_it_replaces() {
         let path = dir.path().join(name);
         std::fs::write(&path, "earlier report\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        let out = selcoord(&[
-            "simulate",
-            "--scenario",
-            "recovery",
-            "--policies",
-            "random",
-            option,
-            path.to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{option}: {}", stderr(&out));
+        simulate_into("recovery", "random", option, &path);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_ne!(text, "earlier report\n", "{option}: not replaced");
         let got = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
@@ -267,16 +258,7 @@ fn a_replaced_report_keeps_the_owner_of_the_file_it_replaces() {
     let Some((uid, gid)) = owner::give_to_another_user(&path) else {
         return;
     };
-    let out = selcoord(&[
-        "simulate",
-        "--scenario",
-        "recovery",
-        "--policies",
-        "random",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    simulate_into("recovery", "random", "--json", &path);
     assert_ne!(std::fs::read_to_string(&path).unwrap(), "earlier report\n");
     let meta = std::fs::metadata(&path).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (uid, gid));
@@ -319,16 +301,7 @@ fn files_beside_the_report_are_left_alone() {
         std::fs::write(dir.path().join(name), name).unwrap();
     }
     let path = dir.path().join("report.json");
-    let out = selcoord(&[
-        "simulate",
-        "--scenario",
-        "recovery",
-        "--policies",
-        "random",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    simulate_into("recovery", "random", "--json", &path);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("the report");
     assert!(v["policies"].is_array(), "{v}");
@@ -340,6 +313,26 @@ fn files_beside_the_report_are_left_alone() {
         );
     }
     assert_eq!(names_in(dir.path()).len(), others.len() + 1);
+}
+
+/// Runs `simulate --scenario <scenario> --policies <policies> <option> <path>` and checks
+/// that it succeeded.
+fn simulate_into(scenario: &str, policies: &str, option: &str, path: &Path) {
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        scenario,
+        "--policies",
+        policies,
+        option,
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{option} {}: {}",
+        path.display(),
+        stderr(&out)
+    );
 }
 
 /// The text of every `<text>` element of an SVG, trimmed.
@@ -384,16 +377,7 @@ fn svg_lines(svg: &str) -> Vec<Vec<(f64, f64)>> {
 fn the_plot_draws_each_policys_shares_and_its_error_rate() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plot.SVG");
-    let out = selcoord(&[
-        "simulate",
-        "--scenario",
-        "recovery",
-        "--policies",
-        "coordinator,random",
-        "--plot",
-        path.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    simulate_into("recovery", "coordinator,random", "--plot", &path);
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     let texts = svg_texts(&svg);
@@ -461,16 +445,7 @@ fn a_plot_of_many_candidates_follows_those_the_timeline_names() {
         let scenario = dir.path().join(format!("{name}.toml"));
         std::fs::write(&scenario, format!("{base}{timeline}")).unwrap();
         let plot = dir.path().join(format!("{name}.svg"));
-        let out = selcoord(&[
-            "simulate",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--policies",
-            "random",
-            "--plot",
-            plot.to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        simulate_into(scenario.to_str().unwrap(), "random", "--plot", &plot);
         let svg = std::fs::read_to_string(&plot).unwrap();
         let texts = svg_texts(&svg);
         let note = texts.iter().any(|t| t.starts_with("no share series"));

@@ -94,6 +94,20 @@ fn one_s() -> f64 {
 }
 
 impl FleetSpec {
+    /// A `[fleet]` table naming only `clients`: they share a digest every second, with no
+    /// delay, jitter or loss, and no urgent digests.
+    pub fn new(clients: u32) -> Self {
+        FleetSpec {
+            clients,
+            share: FleetShare::default(),
+            period_s: one_s(),
+            delay_ms: 0.0,
+            jitter_ms: 0.0,
+            loss: 0.0,
+            urgent: false,
+        }
+    }
+
     /// Checks every field; the message names the field and what it must be.
     pub fn check(&self) -> Result<(), String> {
         if !(1..=MAX_CLIENTS).contains(&self.clients) {

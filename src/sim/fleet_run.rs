@@ -664,15 +664,7 @@ mod tests {
             oracle_recovery_s: Some(3.0),
             ..SeedDegrade::default()
         };
-        let spec = FleetSpec {
-            clients: 4,
-            share: FleetShare::Digest,
-            period_s: 1.0,
-            delay_ms: 0.0,
-            jitter_ms: 0.0,
-            loss: 0.0,
-            urgent: false,
-        };
+        let spec = FleetSpec::new(4);
         let r = report(&sc, &spec, &[1, 2], &[fig(a.clone()), fig(b)]);
         let d = r.degrade.unwrap();
         assert_eq!((d.degraded_at_s, d.healed_at_s), (2.0, Some(6.0)));

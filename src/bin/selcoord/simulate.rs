@@ -230,15 +230,7 @@ impl FleetArgs {
 /// The fleet a scenario without a `[fleet]` table gets from the flags: one coordinator sharing
 /// a digest every second, without delay or loss.
 fn lone_spec() -> FleetSpec {
-    FleetSpec {
-        clients: 1,
-        share: FleetShare::Digest,
-        period_s: 1.0,
-        delay_ms: 0.0,
-        jitter_ms: 0.0,
-        loss: 0.0,
-        urgent: false,
-    }
+    FleetSpec::new(1)
 }
 
 /// Which of the three modes was asked for, refusing a flag that means nothing in it (clap's
