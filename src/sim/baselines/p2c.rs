@@ -81,14 +81,19 @@ impl Picker for P2cOpcount {
 
 /// tower `PeakEwma` / Finagle: cost = peak-sensitive EWMA of round-trip time x (pending + 1);
 /// two random candidates, the cheaper wins. A slower sample replaces the estimate at once; a
-/// faster one is blended in with weight `1 - exp(-elapsed / tau)`. Failures are round trips
-/// like any other, which is exactly why fast failures attract traffic.
+/// faster one is blended in with weight `1 - exp(-elapsed / tau)`, `elapsed` since the
+/// estimate was last touched. Every read of a cost first decays the estimate toward zero and
+/// keeps the decayed value (tower's `RttEstimate::decay`, Finagle's `observe(0)`), so the
+/// next sample is compared with, and blended into, the decayed estimate. Failures are round
+/// trips like any other, which is exactly why fast failures attract traffic.
 #[derive(Debug)]
 pub(crate) struct P2cPeakEwma {
-    rtt_ms: Vec<(f64, f64)>,
+    /// Per candidate: the estimate, ms, and when it was last touched (a read or a sample),
+    /// seconds; `None` until the candidate is first touched.
+    rtt_ms: Vec<Option<(f64, f64)>>,
     /// Decay time constant, seconds (linkerd's default 10 s).
     tau_s: f64,
-    /// The estimate before any sample, ms (linkerd's default 30 ms).
+    /// A new candidate's estimate, ms (linkerd's default 30 ms); it decays like any other.
     default_rtt_ms: f64,
 }
 
@@ -103,18 +108,35 @@ impl Default for P2cPeakEwma {
 }
 
 impl P2cPeakEwma {
-    fn estimate(&self, c: Cand, now: f64) -> f64 {
-        match self.rtt_ms.get(c as usize) {
-            Some(&(est, at)) if at >= 0.0 => {
-                // The estimate decays toward zero while idle, as tower's does when read.
-                est * (-(now - at).max(0.0) / self.tau_s).exp()
-            }
-            _ => self.default_rtt_ms,
+    /// Candidate `c`'s estimate and when it was last touched. A candidate starts at the
+    /// default the first time it is touched: tower starts it when the endpoint is
+    /// discovered, which in this simulator is at most a few picks earlier.
+    fn entry(&mut self, c: Cand, now: f64) -> &mut (f64, f64) {
+        let i = c as usize;
+        if self.rtt_ms.len() <= i {
+            self.rtt_ms.resize(i + 1, None);
         }
+        self.rtt_ms[i].get_or_insert((self.default_rtt_ms, now))
     }
 
-    fn cost(&self, c: Cand, st: &PickState<'_>) -> f64 {
-        self.estimate(c, st.now) * (st.in_flight[c as usize] as f64 + 1.0)
+    /// Folds a round trip of `rtt` ms observed at `now` into `c`'s estimate and returns the
+    /// new estimate (tower's `RttEstimate::update`); a read is a round trip of 0.
+    fn update(&mut self, c: Cand, rtt: f64, now: f64) -> f64 {
+        let tau_s = self.tau_s;
+        let (est, at) = self.entry(c, now);
+        if *est < rtt {
+            *est = rtt;
+        } else {
+            let decay = (-(now - *at).max(0.0) / tau_s).exp();
+            *est = *est * decay + rtt * (1.0 - decay);
+        }
+        *at = now;
+        *est
+    }
+
+    /// What a read of `c`'s load gives, keeping the decayed estimate.
+    fn cost(&mut self, c: Cand, st: &PickState<'_>) -> f64 {
+        self.update(c, 0.0, st.now) * (st.in_flight[c as usize] as f64 + 1.0)
     }
 }
 
@@ -129,19 +151,7 @@ impl Picker for P2cPeakEwma {
     }
 
     fn outcome(&mut self, cand: Cand, _outcome: &Outcome, elapsed_s: f64, now: f64) {
-        let i = cand as usize;
-        if self.rtt_ms.len() <= i {
-            self.rtt_ms.resize(i + 1, (0.0, -1.0));
-        }
-        let rtt = elapsed_s * 1000.0;
-        let (est, at) = self.rtt_ms[i];
-        let next = if at < 0.0 || rtt > est {
-            rtt
-        } else {
-            let w = (-(now - at).max(0.0) / self.tau_s).exp();
-            est * w + rtt * (1.0 - w)
-        };
-        self.rtt_ms[i] = (next, now);
+        self.update(cand, elapsed_s * 1000.0, now);
     }
 }
 
@@ -165,6 +175,84 @@ mod tests {
             &tw.world(now),
             &mut SmallRng::seed_from_u64(1),
         )
+    }
+
+    /// The cost tower reads for `c` at `now` with nothing in flight.
+    fn read(p: &mut P2cPeakEwma, c: Cand, now: f64) -> f64 {
+        let in_flight = [0, 0];
+        p.cost(
+            c,
+            &PickState {
+                in_flight: &in_flight,
+                now,
+            },
+        )
+    }
+
+    #[test]
+    fn a_new_candidate_starts_at_the_default_and_decays_like_any_other() {
+        let mut p = P2cPeakEwma::default();
+        assert_eq!(
+            read(&mut p, 0, 5.0),
+            30.0,
+            "the default, first touched at 5 s"
+        );
+        let e = 30.0 * (-1.0f64).exp();
+        assert!(
+            (read(&mut p, 0, 15.0) - e).abs() < 1e-9,
+            "one tau later: 30 / e"
+        );
+        // A first sample below the decayed default blends in (tower: `rtt_ns < rtt` fails).
+        p.outcome(0, &Outcome::success(), 0.010, 15.0);
+        assert!(
+            (read(&mut p, 0, 15.0) - e).abs() < 1e-9,
+            "no time since the read: no weight"
+        );
+    }
+
+    #[test]
+    fn a_read_keeps_the_decayed_estimate_for_the_next_sample() {
+        let mut p = P2cPeakEwma::default();
+        p.outcome(0, &Outcome::success(), 0.100, 0.0);
+        assert_eq!(
+            read(&mut p, 0, 0.0),
+            100.0,
+            "a slower sample replaces the default"
+        );
+        let decayed = 100.0 * (-1.0f64).exp();
+        assert!((read(&mut p, 0, 10.0) - decayed).abs() < 1e-9);
+        // 50 ms is above the decayed 36.8 ms that the read kept: it replaces it. (Blended
+        // into the estimate as it stood at the sample, it would read 68.4 ms.)
+        p.outcome(0, &Outcome::success(), 0.050, 10.0);
+        assert_eq!(read(&mut p, 0, 10.0), 50.0);
+        // A faster sample blends in by the time since the last touch (a read at 10 s).
+        p.outcome(0, &Outcome::success(), 0.020, 20.0);
+        let w = (-1.0f64).exp();
+        assert!((read(&mut p, 0, 20.0) - (50.0 * w + 20.0 * (1.0 - w))).abs() < 1e-9);
+        // The other candidate was never touched: the default, whatever the time.
+        assert_eq!(read(&mut p, 1, 20.0), 30.0);
+    }
+
+    #[test]
+    fn the_cost_is_the_estimate_times_one_more_than_in_flight() {
+        let mut p = P2cPeakEwma::default();
+        p.outcome(1, &Outcome::success(), 0.010, 0.0);
+        let tw = TestWorld::plain(2);
+        // 0: default 30 ms idle (30); 1: 10 ms with 3 in flight (40): 0 wins either order.
+        let in_flight = [0, 3];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        for seed in 0..8 {
+            let got = p.pick(
+                &[0, 1],
+                &st,
+                &tw.world(0.0),
+                &mut SmallRng::seed_from_u64(seed),
+            );
+            assert_eq!(got, 0, "seed {seed}");
+        }
     }
 
     #[test]
