@@ -243,6 +243,26 @@ fn coordinator_detects_and_recovers_quickly() {
     assert!(recovery <= 10.0, "{recovery}");
 }
 
+/// Linkerd's failure accrual takes the black hole out (five overload answers in a row) and
+/// brings it back on a probe; the rule alone keeps sending it half the traffic. A caller's
+/// timeout is no failure the balancer sees, so on `linkerd-spike` (only timeouts) the two read
+/// the same. Seeds 1-2.
+#[test]
+fn failure_accrual_ejects_a_failing_endpoint_and_ignores_caller_timeouts() {
+    let names = ["least-loaded", "least-loaded-accrual"];
+    let r = run("mongo-overload", &names, 2);
+    let (plain, accrual) = (get(&r, names[0]), get(&r, names[1]));
+    assert!(plain.error_rate > 0.5, "{}", plain.error_rate);
+    assert!(accrual.error_rate < 0.02, "{}", accrual.error_rate);
+    let r = run("recovery", &names, 2);
+    let (plain, accrual) = (get(&r, names[0]), get(&r, names[1]));
+    assert_eq!(plain.detection_s, None, "the rule alone never moves away");
+    assert!(accrual.detection_s.is_some_and(|d| d <= 5.0), "{accrual:?}");
+    assert!(accrual.recovery_s.is_some_and(|d| d <= 15.0), "{accrual:?}");
+    let r = run("linkerd-spike", &names, 1);
+    assert_eq!(get(&r, names[0]).error_rate, get(&r, names[1]).error_rate);
+}
+
 /// 4 seeds: per-seed mean ttfb varies by a few percent (20-seed means: coordinator 420 ms,
 /// lassie 1116 ms, ratio 0.38), so the 0.85 bound has a wide margin.
 #[test]

@@ -193,6 +193,9 @@ pub enum PolicySpec {
     P2cPeakEwma,
     /// Linkerd's "least loaded": two random choices, fewer in flight wins.
     LeastLoaded,
+    /// Linkerd's least loaded with its default failure accrual (Finagle): five failures in a
+    /// row take an endpoint out for a jittered backoff of 5 s to 300 s.
+    LeastLoadedAccrual,
     /// Fewest outstanding requests among the allowed candidates.
     LeastPending,
     /// Cassandra's dynamic snitch (latency scores recomputed every 100 ms).
@@ -220,7 +223,7 @@ pub enum PolicySpec {
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 22] = [
+pub const POLICY_NAMES: [&str; 23] = [
     "coordinator",
     "random",
     "round-robin",
@@ -231,6 +234,7 @@ pub const POLICY_NAMES: [&str; 22] = [
     "livepeer",
     "p2c-peak-ewma",
     "least-loaded",
+    "least-loaded-accrual",
     "least-pending",
     "dynamic-snitch",
     "c3",
@@ -263,6 +267,7 @@ impl PolicySpec {
             "lassie-pairwise" => PolicySpec::LassiePairwise,
             "p2c-peak-ewma" => PolicySpec::P2cPeakEwma,
             "least-loaded" => PolicySpec::LeastLoaded,
+            "least-loaded-accrual" => PolicySpec::LeastLoadedAccrual,
             "least-pending" => PolicySpec::LeastPending,
             "dynamic-snitch" => PolicySpec::DynamicSnitch,
             "c3" => PolicySpec::C3,
@@ -303,6 +308,7 @@ impl PolicySpec {
             PolicySpec::LassiePairwise => "lassie-pairwise",
             PolicySpec::P2cPeakEwma => "p2c-peak-ewma",
             PolicySpec::LeastLoaded => "least-loaded",
+            PolicySpec::LeastLoadedAccrual => "least-loaded-accrual",
             PolicySpec::LeastPending => "least-pending",
             PolicySpec::DynamicSnitch => "dynamic-snitch",
             PolicySpec::C3 => "c3",
@@ -355,9 +361,15 @@ impl PolicySpec {
             PolicySpec::P2cPeakEwma => {
                 baselines::queued(baselines::P2cPeakEwma::default(), limits, rng)
             }
-            // Linkerd's least loaded is the rule of MongoDB's operation count, without SDAM.
+            // Linkerd's least loaded is the rule of MongoDB's operation count, without SDAM;
+            // with accrual, Finagle's failure accrual instead.
             PolicySpec::LeastLoaded => {
                 baselines::queued(baselines::P2cOpcount::least_loaded(), limits, rng)
+            }
+            PolicySpec::LeastLoadedAccrual => {
+                let own = SmallRng::seed_from_u64(seed ^ 0x00ac_c2a1);
+                let picker = baselines::P2cOpcount::least_loaded_with_accrual(own);
+                baselines::queued(picker, limits, rng)
             }
             PolicySpec::LeastPending => baselines::queued(baselines::LeastPending, limits, rng),
             PolicySpec::DynamicSnitch => {

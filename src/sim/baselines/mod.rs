@@ -5,6 +5,7 @@
 //! a [`Picker`] chooses among the candidates the request may use that have a free slot. So
 //! the only difference between them and the coordinator is the choice itself.
 
+mod accrual;
 mod c3;
 mod c3_rate;
 mod clairvoyant;

@@ -2,6 +2,7 @@
 
 use rand::rngs::SmallRng;
 
+use super::accrual::Accrual;
 use super::{two_random, PickState, Picker};
 use crate::core::{FailureClass, Outcome};
 use crate::sim::policy::{Cand, World};
@@ -15,13 +16,17 @@ const MIN_HEARTBEAT_S: f64 = 0.5;
 /// drawn (so a random one). As MongoDB's driver ([`P2cOpcount::mongodb`]) it also follows
 /// SDAM: a network error on an operation (a reset or a refused connection, not a timeout)
 /// marks the server Unknown, out of selection until its monitor's next check; as Linkerd's
-/// least loaded ([`P2cOpcount::least_loaded`]), the rule alone.
+/// least loaded ([`P2cOpcount::least_loaded`]), the rule alone; with Linkerd's default
+/// failure accrual ([`P2cOpcount::least_loaded_with_accrual`]), an endpoint is out after five
+/// failures in a row (`accrual.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct P2cOpcount {
     /// Network errors mark a server Unknown (SDAM).
     sdam: bool,
     /// Per candidate, until when it is Unknown, seconds.
     unknown_until: Vec<f64>,
+    /// Failure accrual (Linkerd), if kept.
+    accrual: Option<Accrual>,
     /// Scratch: the servable candidates that are not Unknown.
     known: Vec<Cand>,
 }
@@ -39,10 +44,24 @@ impl P2cOpcount {
     pub(crate) fn least_loaded() -> Self {
         P2cOpcount::default()
     }
+
+    /// Linkerd's least loaded with its default failure accrual, whose backoff jitter draws
+    /// from `rng`.
+    pub(crate) fn least_loaded_with_accrual(rng: SmallRng) -> Self {
+        P2cOpcount {
+            accrual: Some(Accrual::new(rng)),
+            ..P2cOpcount::default()
+        }
+    }
 }
 
 impl Picker for P2cOpcount {
     fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
+        if let Some(acc) = self.accrual.as_mut() {
+            let c = finagle_pick(s, st, acc, rng);
+            acc.sent(c);
+            return c;
+        }
         // With every servable server Unknown, the driver would wait for its monitors; here the
         // rule picks among them all rather than stall.
         let until = &self.unknown_until;
@@ -65,6 +84,9 @@ impl Picker for P2cOpcount {
     }
 
     fn outcome(&mut self, cand: Cand, outcome: &Outcome, _elapsed_s: f64, now: f64) {
+        if let Some(acc) = self.accrual.as_mut() {
+            acc.outcome(cand, outcome, now);
+        }
         let network = matches!(
             outcome,
             Outcome::Failure(FailureClass::Transport | FailureClass::Refused)
@@ -77,6 +99,41 @@ impl Picker for P2cOpcount {
             self.unknown_until[i] = now + MIN_HEARTBEAT_S;
         }
     }
+}
+
+/// Picks a balancer makes before it gives up looking for an open endpoint (Finagle's
+/// `maxEffort` as Linkerd 1 ran it; today's Finagle default, `PanicMode.FiftyPercentUnhealthy`,
+/// is 4).
+const MAX_EFFORT: u32 = 5;
+
+/// Finagle's balancer over P2C: of two random endpoints the healthier (open before dead), and
+/// of two equally healthy ones the one with fewer requests in flight (`P2CPick`); up to
+/// [`MAX_EFFORT`] such picks until one is open, and then the next pick whatever its health
+/// (`Balancer.apply`'s panic).
+fn finagle_pick(s: &[Cand], st: &PickState<'_>, acc: &mut Accrual, rng: &mut SmallRng) -> Cand {
+    let mut pick = |rng: &mut SmallRng| {
+        let (a, b) = two_random(s, rng);
+        let (open_a, open_b) = (acc.open(a, st.now), acc.open(b, st.now));
+        let c = if open_a != open_b {
+            if open_a {
+                a
+            } else {
+                b
+            }
+        } else if st.in_flight[a as usize] <= st.in_flight[b as usize] {
+            a
+        } else {
+            b
+        };
+        (c, open_a || open_b)
+    };
+    for _ in 0..MAX_EFFORT {
+        let (c, open) = pick(rng);
+        if open {
+            return c;
+        }
+    }
+    pick(rng).0
 }
 
 /// tower `PeakEwma` / Finagle: cost = peak-sensitive EWMA of round-trip time x (pending + 1);
@@ -175,6 +232,41 @@ mod tests {
             &tw.world(now),
             &mut SmallRng::seed_from_u64(1),
         )
+    }
+
+    #[test]
+    fn least_loaded_with_accrual_leaves_out_a_dead_endpoint_until_its_probe() {
+        let tw = TestWorld::plain(2);
+        let mut ll = P2cOpcount::least_loaded_with_accrual(SmallRng::seed_from_u64(1));
+        for _ in 0..5 {
+            ll.outcome(0, &Outcome::failure(FailureClass::Refused), 0.01, 2.0);
+        }
+        assert_eq!(pick_at(&mut ll, &tw, 2.1), 1, "dead: the busy one takes it");
+        assert_eq!(
+            pick_at(&mut ll, &tw, 7.0),
+            0,
+            "revived 5 s later: the probe"
+        );
+        assert_eq!(pick_at(&mut ll, &tw, 7.0), 1, "one probe at a time");
+        ll.outcome(0, &Outcome::success(), 0.01, 7.1);
+        assert_eq!(pick_at(&mut ll, &tw, 7.2), 0, "alive again");
+        // Both dead: after its tries the balancer panics and takes the less loaded anyway.
+        for c in [0, 1] {
+            for _ in 0..5 {
+                ll.outcome(c, &Outcome::failure(FailureClass::Refused), 0.01, 8.0);
+            }
+        }
+        assert_eq!(pick_at(&mut ll, &tw, 8.1), 0, "panic: the less loaded");
+        // MongoDB's rule has no accrual: five refusals make it Unknown for 500 ms only; the
+        // rule alone leaves it in.
+        let mut m = P2cOpcount::mongodb();
+        let mut plain = P2cOpcount::least_loaded();
+        for _ in 0..5 {
+            m.outcome(0, &Outcome::failure(FailureClass::Refused), 0.01, 2.0);
+            plain.outcome(0, &Outcome::failure(FailureClass::Refused), 0.01, 2.0);
+        }
+        assert_eq!(pick_at(&mut m, &tw, 2.5), 0);
+        assert_eq!(pick_at(&mut plain, &tw, 2.1), 0);
     }
 
     /// The cost tower reads for `c` at `now` with nothing in flight.
