@@ -1108,6 +1108,21 @@ fn selcoord_log_takes_the_levels_by_number() {
     }
 }
 
+/// `--count` left out: 20 scenarios a family, as `--help` and docs/scenarios.md say.
+#[test]
+fn the_suite_runs_twenty_scenarios_a_family_by_default() {
+    let (_, v) = selcoord_json(&[
+        "simulate",
+        "--suite",
+        "degrade-heal",
+        "--policies",
+        "round-robin",
+    ]);
+    assert_eq!(v["families"][0]["family"], "degrade-heal");
+    assert_eq!(v["families"][0]["scenarios"], 20);
+    assert_eq!(v["instances"].as_array().unwrap().len(), 20);
+}
+
 /// Without `--policies` a suite runs the documented default policies, in their order; it runs
 /// each scenario once, so `--seeds` is refused.
 #[test]
