@@ -67,11 +67,7 @@ impl Accrual {
     }
 
     fn endpoint(&mut self, c: Cand) -> &mut Endpoint {
-        let i = c as usize;
-        if self.endpoints.len() <= i {
-            self.endpoints.resize(i + 1, Endpoint::default());
-        }
-        &mut self.endpoints[i]
+        endpoint(&mut self.endpoints, c)
     }
 
     /// Whether `c` takes requests at `now` (Finagle's status Open): alive, or revived and
@@ -112,8 +108,7 @@ impl Accrual {
                 return;
             }
         };
-        let jitter = self.rng.random::<f64>();
-        let e = self.endpoint(c);
+        let e = endpoint(&mut self.endpoints, c);
         if !failed {
             if e.state == State::ProbeClosed {
                 // Revived: the backoff starts over.
@@ -133,11 +128,20 @@ impl Accrual {
                 until_s: now + e.next_dead_s,
             };
             e.deaths += 1;
-            e.next_dead_s = next_backoff(e.deaths, jitter);
+            e.next_dead_s = next_backoff(e.deaths, self.rng.random());
         } else if e.state == State::ProbeClosed {
             e.state = State::ProbeOpen;
         }
     }
+}
+
+/// Candidate `c`'s accrual, added alive if it is new.
+fn endpoint(endpoints: &mut Vec<Endpoint>, c: Cand) -> &mut Endpoint {
+    let i = c as usize;
+    if endpoints.len() <= i {
+        endpoints.resize(i + 1, Endpoint::default());
+    }
+    &mut endpoints[i]
 }
 
 /// `Backoff.equalJittered(5 s, 300 s)` after `deaths` marks: half of `5 s x 2^(deaths - 1)`

@@ -166,8 +166,9 @@ impl Default for P2cPeakEwma {
 
 impl P2cPeakEwma {
     /// Candidate `c`'s estimate and when it was last touched. A candidate starts at the
-    /// default the first time it is touched: tower starts it when the endpoint is
-    /// discovered, which in this simulator is at most a few picks earlier.
+    /// default the first time it is touched; tower starts it when the endpoint is discovered,
+    /// so where each candidate is read rarely (thousands of them) tower's default has decayed
+    /// further by its first read.
     fn entry(&mut self, c: Cand, now: f64) -> &mut (f64, f64) {
         let i = c as usize;
         if self.rtt_ms.len() <= i {
