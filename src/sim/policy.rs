@@ -353,7 +353,8 @@ impl PolicySpec {
                 baselines::queued(baselines::RoundRobin::default(), limits, rng)
             }
             PolicySpec::P2cOpcount => {
-                baselines::queued(baselines::P2cOpcount::mongodb(), limits, rng)
+                let own = SmallRng::seed_from_u64(seed ^ 0x0000_5da3);
+                baselines::queued(baselines::P2cOpcount::mongodb(own), limits, rng)
             }
             PolicySpec::MongoErrorBias => {
                 baselines::queued(baselines::MongoErrorBias::default(), limits, rng)

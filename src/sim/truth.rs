@@ -251,6 +251,11 @@ impl Truth {
         self.service_ms.as_ref().map_or(0.0, Dist::mean)
     }
 
+    /// One connect time, ms (0 without one): what a monitor's round trip takes.
+    pub(crate) fn sample_connect_ms<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        sample(&self.connect_ms, rng)
+    }
+
     /// One service time at base rate, ms (0 without a queue).
     pub(crate) fn sample_service_ms<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         self.service_ms.as_ref().map_or(0.0, |d| sample(d, rng))

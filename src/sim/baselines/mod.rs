@@ -16,6 +16,7 @@ mod mongo;
 mod oracle;
 mod p2c;
 mod pairwise;
+mod rtt_monitor;
 mod snitch;
 mod thompson;
 

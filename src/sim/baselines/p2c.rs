@@ -3,6 +3,7 @@
 use rand::rngs::SmallRng;
 
 use super::accrual::Accrual;
+use super::rtt_monitor::RttMonitor;
 use super::{two_random, PickState, Picker};
 use crate::core::{FailureClass, Outcome};
 use crate::sim::policy::{Cand, World};
@@ -15,7 +16,9 @@ const MIN_HEARTBEAT_S: f64 = 0.5;
 /// Two random candidates, the one with fewer operations in flight wins; on a tie the first
 /// drawn (so a random one). As MongoDB's driver ([`P2cOpcount::mongodb`]) it also follows
 /// SDAM: a network error on an operation (a reset or a refused connection, not a timeout)
-/// marks the server Unknown, out of selection until its monitor's next check; as Linkerd's
+/// marks the server Unknown, out of selection until its monitor's next check; and it selects
+/// only among servers within the latency window of the fastest average round trip
+/// (`rtt_monitor.rs`). As Linkerd's
 /// least loaded ([`P2cOpcount::least_loaded`]), the rule alone; with Linkerd's default
 /// failure accrual ([`P2cOpcount::least_loaded_with_accrual`]), an endpoint is out after five
 /// failures in a row (`accrual.rs`).
@@ -25,6 +28,8 @@ pub(crate) struct P2cOpcount {
     sdam: bool,
     /// Per candidate, until when it is Unknown, seconds.
     unknown_until: Vec<f64>,
+    /// The servers' monitors and the latency window (MongoDB), if kept.
+    monitor: Option<RttMonitor>,
     /// Failure accrual (Linkerd), if kept.
     accrual: Option<Accrual>,
     /// Scratch: the servable candidates that are not Unknown.
@@ -32,10 +37,12 @@ pub(crate) struct P2cOpcount {
 }
 
 impl P2cOpcount {
-    /// The MongoDB server selection spec, with SDAM's reaction to network errors.
-    pub(crate) fn mongodb() -> Self {
+    /// The MongoDB server selection spec, with SDAM's reaction to network errors and the
+    /// latency window; the monitors' round trips draw from `rng`.
+    pub(crate) fn mongodb(rng: SmallRng) -> Self {
         P2cOpcount {
             sdam: true,
+            monitor: Some(RttMonitor::new(rng)),
             ..P2cOpcount::default()
         }
     }
@@ -56,7 +63,7 @@ impl P2cOpcount {
 }
 
 impl Picker for P2cOpcount {
-    fn pick(&mut self, s: &[Cand], st: &PickState<'_>, _: &World<'_>, rng: &mut SmallRng) -> Cand {
+    fn pick(&mut self, s: &[Cand], st: &PickState<'_>, w: &World<'_>, rng: &mut SmallRng) -> Cand {
         if let Some(acc) = self.accrual.as_mut() {
             let c = finagle_pick(s, st, acc, rng);
             acc.sent(c);
@@ -70,6 +77,9 @@ impl Picker for P2cOpcount {
             s.iter()
                 .filter(|&&c| until.get(c as usize).is_none_or(|&u| u <= st.now)),
         );
+        if let Some(m) = self.monitor.as_mut() {
+            m.window(&mut self.known, w, st.now);
+        }
         let pool = if self.known.is_empty() {
             s
         } else {
@@ -97,6 +107,9 @@ impl Picker for P2cOpcount {
                 self.unknown_until.resize(i + 1, f64::NEG_INFINITY);
             }
             self.unknown_until[i] = now + MIN_HEARTBEAT_S;
+            if let Some(m) = self.monitor.as_mut() {
+                m.unknown(cand, now + MIN_HEARTBEAT_S);
+            }
         }
     }
 }
@@ -218,7 +231,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::sim::baselines::testing::TestWorld;
+    use crate::sim::baselines::testing::{always, TestWorld};
 
     /// Candidate 0 idle, candidate 1 busy: the rule alone always takes 0.
     fn pick_at(p: &mut P2cOpcount, tw: &TestWorld, now: f64) -> Cand {
@@ -233,6 +246,27 @@ mod tests {
             &tw.world(now),
             &mut SmallRng::seed_from_u64(1),
         )
+    }
+
+    #[test]
+    fn mongodb_selects_within_fifteen_ms_of_the_fastest_round_trip() {
+        // A busy near server (1 ms round trips) and an idle far one (30 ms): the far one is
+        // outside the latency window, so the near one takes every request; the rule alone
+        // (Linkerd's) takes the idle one.
+        let tw = TestWorld::with(
+            "",
+            "[[candidates]]\nid = \"near\"\nsuccess = 1.0\nduration_ms = 10.0\nconnect_ms = 1.0\n\
+             [[candidates]]\nid = \"far\"\nsuccess = 1.0\nduration_ms = 10.0\nconnect_ms = 30.0\n",
+        );
+        let in_flight = [5, 0];
+        let st = PickState {
+            in_flight: &in_flight,
+            now: 0.0,
+        };
+        let mut m = P2cOpcount::mongodb(SmallRng::seed_from_u64(1));
+        assert_eq!(always(|rng| m.pick(&[0, 1], &st, &tw.world(0.0), rng)), 0);
+        let mut ll = P2cOpcount::least_loaded();
+        assert_eq!(always(|rng| ll.pick(&[0, 1], &st, &tw.world(0.0), rng)), 1);
     }
 
     #[test]
@@ -260,7 +294,7 @@ mod tests {
         assert_eq!(pick_at(&mut ll, &tw, 8.1), 0, "panic: the less loaded");
         // MongoDB's rule has no accrual: five refusals make it Unknown for 500 ms only; the
         // rule alone leaves it in.
-        let mut m = P2cOpcount::mongodb();
+        let mut m = P2cOpcount::mongodb(SmallRng::seed_from_u64(1));
         let mut plain = P2cOpcount::least_loaded();
         for _ in 0..5 {
             m.outcome(0, &Outcome::failure(FailureClass::Refused), 0.01, 2.0);
@@ -351,7 +385,7 @@ mod tests {
     #[test]
     fn a_network_error_makes_the_server_unknown_for_half_a_second_and_a_timeout_does_not() {
         let tw = TestWorld::plain(2);
-        let mut p = P2cOpcount::mongodb();
+        let mut p = P2cOpcount::mongodb(SmallRng::seed_from_u64(1));
         p.outcome(0, &Outcome::failure(FailureClass::Timeout), 1.0, 1.0);
         assert_eq!(
             pick_at(&mut p, &tw, 1.1),
