@@ -29,6 +29,8 @@ struct Server {
 pub(crate) struct RttMonitor {
     servers: Vec<Server>,
     rng: SmallRng,
+    /// Scratch: the average round trips of the servers a window is taken over.
+    rtts: Vec<f64>,
 }
 
 impl RttMonitor {
@@ -37,55 +39,28 @@ impl RttMonitor {
         RttMonitor {
             servers: Vec::new(),
             rng,
+            rtts: Vec::new(),
         }
     }
 
-    /// Runs the checks of `c` due by `now`: each takes one round trip, a draw of the server's
-    /// connect time (a connection's handshake is one round trip; 0 for a server without one).
-    /// A server is first checked when it is first seen.
+    /// Runs the checks of `c` due by `now` and returns its average round trip, ms.
+    #[cfg(test)]
     fn check(&mut self, c: Cand, world: &World<'_>, now: f64) -> f64 {
-        let i = c as usize;
-        if self.servers.len() <= i {
-            self.servers.resize(
-                i + 1,
-                Server {
-                    rtt_ms: None,
-                    next_check_s: f64::NEG_INFINITY,
-                },
-            );
-        }
-        let s = &mut self.servers[i];
-        let mut replayed = 0;
-        while s.next_check_s <= now && replayed < MAX_REPLAYED {
-            let rtt = world.truth[i].sample_connect_ms(&mut self.rng);
-            s.rtt_ms = Some(match s.rtt_ms {
-                Some(avg) => ALPHA * rtt + (1.0 - ALPHA) * avg,
-                None => rtt,
-            });
-            s.next_check_s = if s.next_check_s == f64::NEG_INFINITY {
-                now + HEARTBEAT_S
-            } else {
-                s.next_check_s + HEARTBEAT_S
-            };
-            replayed += 1;
-        }
-        if s.next_check_s <= now {
-            // Far behind (a server not looked at for minutes): the next check is a period on.
-            s.next_check_s = now + HEARTBEAT_S;
-        }
-        s.rtt_ms.unwrap_or(0.0)
+        check(&mut self.servers, &mut self.rng, c, world, now)
     }
 
-    /// Keeps in `servers` only those within the latency window at `now`: an average round
-    /// trip at most `localThresholdMS` above the fastest one's.
-    pub(crate) fn window(&mut self, servers: &mut Vec<Cand>, world: &World<'_>, now: f64) {
-        if servers.len() < 2 {
+    /// Keeps in `cands` only those within the latency window at `now`: an average round trip
+    /// at most `localThresholdMS` above the fastest one's.
+    pub(crate) fn window(&mut self, cands: &mut Vec<Cand>, world: &World<'_>, now: f64) {
+        if cands.len() < 2 {
             return;
         }
-        let rtts: Vec<f64> = servers.iter().map(|&c| self.check(c, world, now)).collect();
+        let RttMonitor { servers, rng, rtts } = self;
+        rtts.clear();
+        rtts.extend(cands.iter().map(|&c| check(servers, rng, c, world, now)));
         let fastest = rtts.iter().copied().fold(f64::INFINITY, f64::min);
         let mut k = 0;
-        servers.retain(|_| {
+        cands.retain(|_| {
             let keep = rtts[k] <= fastest + LOCAL_THRESHOLD_MS;
             k += 1;
             keep
@@ -100,6 +75,48 @@ impl RttMonitor {
             s.next_check_s = check_s;
         }
     }
+}
+
+/// Runs the checks of server `c` due by `now`, each one round trip: a draw of the server's
+/// connect time (a connection's handshake is one round trip; 0 for a server without one).
+/// A server is first checked when it is first seen. Returns its average round trip, ms.
+fn check(
+    servers: &mut Vec<Server>,
+    rng: &mut SmallRng,
+    c: Cand,
+    world: &World<'_>,
+    now: f64,
+) -> f64 {
+    let i = c as usize;
+    if servers.len() <= i {
+        servers.resize(
+            i + 1,
+            Server {
+                rtt_ms: None,
+                next_check_s: f64::NEG_INFINITY,
+            },
+        );
+    }
+    let s = &mut servers[i];
+    let mut replayed = 0;
+    while s.next_check_s <= now && replayed < MAX_REPLAYED {
+        let rtt = world.truth[i].sample_connect_ms(rng);
+        s.rtt_ms = Some(match s.rtt_ms {
+            Some(avg) => ALPHA * rtt + (1.0 - ALPHA) * avg,
+            None => rtt,
+        });
+        s.next_check_s = if s.next_check_s == f64::NEG_INFINITY {
+            now + HEARTBEAT_S
+        } else {
+            s.next_check_s + HEARTBEAT_S
+        };
+        replayed += 1;
+    }
+    if s.next_check_s <= now {
+        // Far behind (a server not looked at for minutes): the next check is a period on.
+        s.next_check_s = now + HEARTBEAT_S;
+    }
+    s.rtt_ms.unwrap_or(0.0)
 }
 
 #[cfg(test)]
