@@ -144,9 +144,9 @@ fn endpoint(endpoints: &mut Vec<Endpoint>, c: Cand) -> &mut Endpoint {
     &mut endpoints[i]
 }
 
-/// `Backoff.equalJittered(5 s, 300 s)` after `deaths` marks: half of `5 s x 2^(deaths - 1)`
-/// fixed plus as much again at random (`jitter` in [0, 1)), and 300 s from where that would
-/// reach it.
+/// `Backoff.equalJittered(5 s, 300 s)` after `deaths` marks: `5 s x 2^(deaths - 1)` (Finagle's
+/// `halfExp`) plus up to as much again at random (`jitter` in [0, 1)), and 300 s from where
+/// that would reach it.
 fn next_backoff(deaths: u32, jitter: f64) -> f64 {
     let half = START_S * 2f64.powi(deaths.saturating_sub(1).min(62) as i32);
     if half >= MAX_S {
