@@ -16,7 +16,7 @@ fn repo(rel: &str) -> String {
 
 #[path = "support/cli.rs"]
 mod cli;
-use cli::{selcoord, selcoord_json, stderr};
+use cli::{selcoord, selcoord_fails, selcoord_json, stderr};
 
 /// Runs `args` with stdout on a pipe whose reader reads `lines` lines (0: none) and then
 /// closes it; the process's output and status once it has finished.
@@ -112,9 +112,7 @@ fn explain_refuses_nan_and_infinity_naming_the_field() {
          [[candidates]]\nid = \"b\"\nstats = { ttfb_ms = inf, success = 1.0 }\n",
     )
     .unwrap();
-    let out = selcoord(&["explain", "--candidates", path.to_str().unwrap()]);
-    let err = stderr(&out);
-    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    let err = selcoord_fails(&["explain", "--candidates", path.to_str().unwrap()]);
     for want in [
         "candidates[0].price: must be a finite number, got nan",
         "candidates[1].stats.ttfb_ms: must be a finite number, got inf",
@@ -489,7 +487,7 @@ fn more_seeds_than_fleet_and_discovery_keep_are_refused() {
 /// used to run out of it), and the refusal says the bound.
 #[test]
 fn a_suite_count_past_what_fits_is_refused_with_the_bound() {
-    let out = selcoord(&[
+    let err = selcoord_fails(&[
         "simulate",
         "--suite",
         "all",
@@ -498,8 +496,6 @@ fn a_suite_count_past_what_fits_is_refused_with_the_bound() {
         "--policies",
         "random",
     ]);
-    let err = stderr(&out);
-    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
     assert!(
         err.contains("--count must be at most 1000 scenarios per family (got 100000)"),
         "{err}"
@@ -513,11 +509,9 @@ fn a_dump_path_that_is_a_file_is_not_a_directory() {
     let file = dir.path().join("afile");
     std::fs::write(&file, "x").unwrap();
     let file = file.to_str().unwrap();
-    let out = selcoord(&[
+    let err = selcoord_fails(&[
         "simulate", "--suite", "outage", "--count", "1", "--dump", file,
     ]);
-    let err = stderr(&out);
-    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
     assert!(
         err.contains(&format!("--dump {file}: not a directory")),
         "{err}"
@@ -957,7 +951,7 @@ fn the_list_and_the_other_modes_reports() {
 /// policies.
 #[test]
 fn a_suite_count_at_the_bound_is_taken() {
-    let out = selcoord(&[
+    let err = selcoord_fails(&[
         "simulate",
         "--suite",
         "drift",
@@ -966,8 +960,6 @@ fn a_suite_count_at_the_bound_is_taken() {
         "--policies",
         "no-such-policy",
     ]);
-    let err = stderr(&out);
-    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
     assert!(err.contains("no-such-policy"), "{err}");
     assert!(!err.contains("--count"), "{err}");
 }
@@ -1147,11 +1139,9 @@ fn the_suite_runs_the_default_policies_once_each() {
             "p2c-opcount"
         ]
     );
-    let out = selcoord(&[
+    let err = selcoord_fails(&[
         "simulate", "--suite", "outage", "--count", "1", "--seeds", "2",
     ]);
-    let err = stderr(&out);
-    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
     assert!(err.contains("drop --seeds"), "{err}");
 }
 

@@ -33,3 +33,16 @@ pub fn selcoord_json(args: &[&str]) -> (Output, serde_json::Value) {
         serde_json::from_str(&text).expect("the report is JSON"),
     )
 }
+
+/// Runs `selcoord` with `args`, checks that it failed with nothing on standard output, and
+/// returns its standard error.
+#[allow(dead_code)] // not every CLI test binary runs a refused command
+pub fn selcoord_fails(args: &[&str]) -> String {
+    let out = selcoord(args);
+    let err = stderr(&out);
+    assert!(
+        !out.status.success() && out.stdout.is_empty(),
+        "{args:?}: {err}"
+    );
+    err
+}

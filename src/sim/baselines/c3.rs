@@ -195,7 +195,7 @@ mod tests {
     use rand::SeedableRng;
 
     use crate::core::FailureClass;
-    use crate::sim::baselines::testing::{always, TestWorld};
+    use crate::sim::baselines::testing::TestWorld;
 
     /// Two replicas of 4 servers each, 4 ms mean service.
     fn two_replicas() -> TestWorld {
@@ -243,12 +243,7 @@ service_ms = { kind = "exp", mean = 4.0 }
         c3.observe(0, 10.0, 4.0, 0.0);
         c3.observe(1, 10.0, 4.0, 0.0);
         // Same reports; three outstanding on replica 0: q_hat 4 against 1.
-        let in_flight = [3, 0];
-        let st = PickState {
-            in_flight: &in_flight,
-            now: 1.0,
-        };
-        assert_eq!(always(|rng| c3.pick(&[0, 1], &st, &tw.world(1.0), rng)), 1);
+        assert_eq!(tw.always_picks(&mut c3, &[0, 1], &[3, 0], 1.0), 1);
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Picker for Clairvoyant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::baselines::testing::{always, TestWorld};
+    use crate::sim::baselines::testing::TestWorld;
 
     /// Three candidates of 4 servers, 4 ms mean service; the first 10 ms further away.
     fn world() -> TestWorld {
@@ -103,21 +103,14 @@ service_ms = { kind = "exp", mean = 4.0 }
     #[test]
     fn the_soonest_expected_answer_wins() {
         let mut tw = world();
-        let in_flight = [0, 0, 0];
-        let st = PickState {
-            in_flight: &in_flight,
-            now: 0.0,
-        };
+        let idle = [0, 0, 0];
         let mut c = Clairvoyant;
         // Both idle: the near one (10 ms less connect).
-        assert_eq!(always(|rng| c.pick(&[0, 1], &st, &tw.world(0.0), rng)), 1);
+        assert_eq!(tw.always_picks(&mut c, &[0, 1], &idle, 0.0), 1);
         // Of the two near ones, one has every server busy (a wait of 1 ms), the other a free
         // server.
         tw.load(1, 4, 0);
         tw.load(2, 3, 0);
-        assert_eq!(
-            always(|rng| c.pick(&[0, 1, 2], &st, &tw.world(0.0), rng)),
-            2
-        );
+        assert_eq!(tw.always_picks(&mut c, &[0, 1, 2], &idle, 0.0), 2);
     }
 }

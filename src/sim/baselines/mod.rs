@@ -397,6 +397,7 @@ pub(crate) mod testing {
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
+    use super::{PickState, Picker};
     use crate::sim::policy::{Cand, World};
     use crate::sim::queue::{Job, Queues};
     use crate::sim::scenario::Workload;
@@ -460,6 +461,19 @@ pub(crate) mod testing {
                 queues: &self.queues,
                 now,
             }
+        }
+
+        /// What `p` picks of `servable` in this world at `now`, with `in_flight` attempts
+        /// on each candidate, under each of 20 seeds, which must all agree ([`always`]).
+        pub(crate) fn always_picks(
+            &self,
+            p: &mut impl Picker,
+            servable: &[Cand],
+            in_flight: &[u32],
+            now: f64,
+        ) -> Cand {
+            let st = PickState { in_flight, now };
+            always(|rng| p.pick(servable, &st, &self.world(now), rng))
         }
     }
 

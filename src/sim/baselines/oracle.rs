@@ -99,7 +99,7 @@ impl Picker for Oracle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::baselines::testing::{always, TestWorld};
+    use crate::sim::baselines::testing::TestWorld;
 
     #[test]
     fn a_queue_that_would_refuse_the_attempt_is_not_chosen() {
@@ -122,15 +122,7 @@ service_ms = 4.0
         // The first is full (a refusal); the second serves after a 24 ms wait.
         tw.load(0, 1, 1);
         tw.load(1, 1, 5);
-        let in_flight = [2, 6];
-        let st = PickState {
-            in_flight: &in_flight,
-            now: 0.0,
-        };
-        assert_eq!(
-            always(|rng| Oracle.pick(&[0, 1], &st, &tw.world(0.0), rng)),
-            1
-        );
+        assert_eq!(tw.always_picks(&mut Oracle, &[0, 1], &[2, 6], 0.0), 1);
     }
 
     #[test]
@@ -155,14 +147,6 @@ service_ms = 4.0
         // near one waits 24 ms and answers at 28 ms.
         tw.load(0, 1, 0);
         tw.load(1, 1, 5);
-        let in_flight = [1, 6];
-        let st = PickState {
-            in_flight: &in_flight,
-            now: 0.0,
-        };
-        assert_eq!(
-            always(|rng| Oracle.pick(&[0, 1], &st, &tw.world(0.0), rng)),
-            1
-        );
+        assert_eq!(tw.always_picks(&mut Oracle, &[0, 1], &[1, 6], 0.0), 1);
     }
 }

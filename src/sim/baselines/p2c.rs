@@ -231,7 +231,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::sim::baselines::testing::{always, TestWorld};
+    use crate::sim::baselines::testing::TestWorld;
 
     /// Candidate 0 idle, candidate 1 busy: the rule alone always takes 0.
     fn pick_at(p: &mut P2cOpcount, tw: &TestWorld, now: f64) -> Cand {
@@ -259,14 +259,10 @@ mod tests {
              [[candidates]]\nid = \"far\"\nsuccess = 1.0\nduration_ms = 10.0\nconnect_ms = 30.0\n",
         );
         let in_flight = [5, 0];
-        let st = PickState {
-            in_flight: &in_flight,
-            now: 0.0,
-        };
         let mut m = P2cOpcount::mongodb(SmallRng::seed_from_u64(1));
-        assert_eq!(always(|rng| m.pick(&[0, 1], &st, &tw.world(0.0), rng)), 0);
+        assert_eq!(tw.always_picks(&mut m, &[0, 1], &in_flight, 0.0), 0);
         let mut ll = P2cOpcount::least_loaded();
-        assert_eq!(always(|rng| ll.pick(&[0, 1], &st, &tw.world(0.0), rng)), 1);
+        assert_eq!(tw.always_picks(&mut ll, &[0, 1], &in_flight, 0.0), 1);
     }
 
     #[test]

@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn with_no_retries_left_the_surest_candidate_is_taken() {
-        use crate::sim::baselines::testing::{always, TestWorld};
+        use crate::sim::baselines::testing::TestWorld;
         let tw = TestWorld::plain(2);
         assert_eq!(tw.world(0.0).workload.retries, 0);
         let mut t = Thompson::default();
@@ -231,10 +231,6 @@ mod tests {
             );
             t.outcome(1, &Outcome::failure(FailureClass::Refused), 0.001, k as f64);
         }
-        let st = PickState {
-            in_flight: &[0, 0],
-            now: 100.0,
-        };
-        assert_eq!(always(|rng| t.pick(&[1, 0], &st, &tw.world(100.0), rng)), 0);
+        assert_eq!(tw.always_picks(&mut t, &[1, 0], &[0, 0], 100.0), 0);
     }
 }
