@@ -4,19 +4,29 @@
 //! are dropped first, the new one counted at its start) are fed to a time histogram, which
 //! weighs each value by the time since the previous one. `rate_trailing_1s` in the report is
 //! that histogram's mean: over the whole run, the ramp-up and the last answers included.
+//!
+//! Vector's harness keeps `Instant`s, whole nanoseconds, so an attempt started exactly one
+//! second before an event is dropped at that event. The simulator's clock is in seconds as
+//! `f64`, whose sums drift by an ulp (`0.2 + 0.1 > 0.3`), so the window is kept on the
+//! nearest nanosecond too: on the `f64` clock the same drop happens only by chance.
 
 use std::collections::VecDeque;
 
-/// The trailing window, seconds.
-const WINDOW_S: f64 = 1.0;
+/// The trailing window, nanoseconds.
+const WINDOW_NS: i64 = 1_000_000_000;
+
+/// `s` seconds as whole nanoseconds, the resolution of Vector's harness clock.
+pub(crate) fn nanos(s: f64) -> i64 {
+    (s * 1e9).round() as i64
+}
 
 /// One run's trailing-second rate of attempts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TrailingRate {
-    /// Start times of the attempts started in the trailing window, oldest first.
-    starts: VecDeque<f64>,
-    /// When the last value was fed (the time before the first one is not counted).
-    last_s: Option<f64>,
+    /// Start times of the attempts started in the trailing window, oldest first, ns.
+    starts: VecDeque<i64>,
+    /// When the last value was fed, ns (the time before the first one is not counted).
+    last_ns: Option<i64>,
     /// Value x seconds, and seconds.
     integral: f64,
     weight: f64,
@@ -25,6 +35,7 @@ pub(crate) struct TrailingRate {
 impl TrailingRate {
     /// An attempt started at `now`.
     pub(crate) fn start(&mut self, now: f64) {
+        let now = nanos(now);
         self.prune(now);
         self.starts.push_back(now);
         self.feed(now);
@@ -32,6 +43,7 @@ impl TrailingRate {
 
     /// An attempt ended at `now`.
     pub(crate) fn end(&mut self, now: f64) {
+        let now = nanos(now);
         self.prune(now);
         self.feed(now);
     }
@@ -42,9 +54,9 @@ impl TrailingRate {
         (self.weight > 0.0).then(|| self.integral / self.weight)
     }
 
-    /// Drops the attempts started `WINDOW_S` or more before `now`.
-    fn prune(&mut self, now: f64) {
-        let then = now - WINDOW_S;
+    /// Drops the attempts started a window or more before `now` (ns).
+    fn prune(&mut self, now: i64) {
+        let then = now - WINDOW_NS;
         while self.starts.front().is_some_and(|&t| t <= then) {
             self.starts.pop_front();
         }
@@ -52,13 +64,13 @@ impl TrailingRate {
 
     /// As Vector's `TimeHistogram::add`: the time since the previous value is weighed by the
     /// value now.
-    fn feed(&mut self, now: f64) {
-        if let Some(last) = self.last_s {
-            let dt = (now - last).max(0.0);
+    fn feed(&mut self, now: i64) {
+        if let Some(last) = self.last_ns {
+            let dt = (now - last).max(0) as f64 / 1e9;
             self.integral += self.starts.len() as f64 * dt;
             self.weight += dt;
         }
-        self.last_s = Some(now);
+        self.last_ns = Some(now);
     }
 }
 
@@ -94,16 +106,18 @@ mod tests {
                 r.start(t);
             }
         }
-        // The first second ramps up from 1 to 100: the mean over 10.09 s is 94.3.
+        // The first second ramps up from 1 to 100, and each end drops the start of a second
+        // before: the mean over 10.09 s is 94.16.
         let mean = r.mean().unwrap();
-        assert!((mean - 94.26).abs() < 0.01, "{mean}");
+        assert!((mean - 94.16).abs() < 0.01, "{mean}");
     }
 
     #[test]
     fn batches_read_below_their_rate() {
         // 100 attempts per second again, but ten at once every 100 ms, each batch ending as
         // the next starts. At each batch's end the batch of a second before is dropped just
-        // before the count is read, and that count (90) weighs the whole 100 ms before it.
+        // before the count is read, and that count (90) weighs the whole 100 ms before it:
+        // (10 + 20 + ... + 90 + 91 x 90) / 100 = 86.4.
         let mut r = TrailingRate::default();
         for k in 0..=100 {
             let t = f64::from(k) / 10.0;
@@ -119,6 +133,39 @@ mod tests {
             }
         }
         let mean = r.mean().unwrap();
-        assert!((mean - 87.3).abs() < 0.01, "{mean}");
+        assert!((mean - 86.4).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn the_window_drops_on_the_nanosecond_whatever_the_float_sums() {
+        // The same batches on a clock that adds 0.1 s at a time, as an event queue does:
+        // 0.1 + 0.1 + 0.1 is 0.30000000000000004, and so on, so on the `f64` clock "one second
+        // before" misses some batches by an ulp. On Vector's nanosecond clock it does not.
+        let mut r = TrailingRate::default();
+        let mut t = 0.0;
+        for k in 0..=100 {
+            for _ in 0..10 {
+                if k >= 1 {
+                    r.end(t);
+                }
+            }
+            for _ in 0..10 {
+                if k < 100 {
+                    r.start(t);
+                }
+            }
+            t += 0.1;
+        }
+        let mean = r.mean().unwrap();
+        assert!((mean - 86.4).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn nanos_rounds_to_the_nearest() {
+        // 0.30000000000000004 and 0.29999999999999998 are the same instant.
+        assert_ne!(0.1 + 0.2, 0.3);
+        assert_eq!(nanos(0.1 + 0.2), nanos(0.3));
+        assert_eq!(nanos(0.3), 300_000_000);
+        assert_eq!(nanos(1.0), 1_000_000_000);
     }
 }

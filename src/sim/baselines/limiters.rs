@@ -9,6 +9,7 @@
 //! is the integer part of the estimate (`getLimit()` is an `int`): a candidate is open while
 //! its attempts in flight are fewer.
 
+use crate::sim::rate_stats::nanos;
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
@@ -286,7 +287,9 @@ impl LimitAlgo for Aimd {
 ///   past mean plus 2.5 standard deviations.
 ///
 /// The window's mean then feeds the past RTT's EWMA mean and variance (West's recurrence), and
-/// the next window ends one past mean later.
+/// the next window ends one past mean later. Window ends are kept in whole nanoseconds, as
+/// Vector's `Instant`s are: on the simulator's `f64` clock a batch answering exactly one mean
+/// after the window opened can read an ulp early and miss it.
 #[derive(Clone, Debug)]
 pub(crate) struct VectorArc {
     limit: u32,
@@ -296,7 +299,8 @@ pub(crate) struct VectorArc {
     deviation_scale: f64,
     /// The past RTT's EWMA (mean, variance), seconds; `None` before the first success.
     past: Option<(f64, f64)>,
-    next_update_s: f64,
+    /// When the window ends, ns.
+    next_update_ns: i64,
     sum_s: f64,
     n: u32,
     back_pressure: bool,
@@ -312,7 +316,7 @@ impl Default for VectorArc {
             alpha: 0.4,
             deviation_scale: 2.5,
             past: None,
-            next_update_s: 0.0,
+            next_update_ns: 0,
             sum_s: 0.0,
             n: 0,
             back_pressure: false,
@@ -374,14 +378,15 @@ impl LimitAlgo for VectorArc {
             self.n += 1;
         }
         let current = self.current();
+        let now = nanos(now_s);
         match self.past {
             None => {
                 if let Some(c) = current {
                     self.past = Some((c, 0.0));
-                    self.next_update_s = now_s + c;
+                    self.next_update_ns = now.saturating_add(nanos(c));
                 }
             }
-            Some((mean, variance)) if now_s >= self.next_update_s => {
+            Some((mean, variance)) if now >= self.next_update_ns => {
                 self.manage(mean, variance, current);
                 let (mean, variance) = match current {
                     Some(c) => {
@@ -392,7 +397,7 @@ impl LimitAlgo for VectorArc {
                     None => (mean, variance),
                 };
                 self.past = Some((mean, variance));
-                self.next_update_s = now_s + mean;
+                self.next_update_ns = now.saturating_add(nanos(mean));
                 self.sum_s = 0.0;
                 self.n = 0;
                 self.back_pressure = false;
@@ -432,9 +437,10 @@ mod tests {
         // At its end: reached, no back-pressure, mean 0.1 <= past 0.1: one more.
         arc_round(&mut a, 1, 0.1, 0.2);
         assert_eq!(a.limit(), 2);
-        // The next window ends one past mean later (0.2 + 0.1 s, in floating point just past
-        // 0.3).
-        arc_round(&mut a, 2, 0.1, 0.31);
+        // The next window ends one past mean later: 0.2 + 0.1 s, which in floating point is
+        // just past the clock's 0.3 (0.30000000000000004 against 0.29999999999999998). On
+        // Vector's nanosecond clock they are the same instant, and the window ends at 0.3.
+        arc_round(&mut a, 2, 0.1, 0.3);
         assert_eq!(a.limit(), 3);
     }
 
