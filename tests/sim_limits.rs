@@ -174,6 +174,30 @@ fn knee_figures_of_each_limiter() {
     assert!(goodput("vector-arc") < goodput("coordinator"));
 }
 
+/// Vector's test case `constant-link` (`tests/data/adaptive-concurrency/constant-link.yaml`):
+/// 500 requests ready at once on a link that answers in 100 ms at any concurrency. Vector
+/// expects its controller's limit to average 16-18 and to reach 22-32 by the end, as it climbs
+/// by one per round trip. A second case on which this harness gives Vector's own figures.
+#[test]
+fn vector_arc_climbs_on_a_constant_link_as_in_vectors_harness() {
+    let mut sc = Scenario::load("knee").unwrap();
+    sc.name = "constant-link".into();
+    sc.workload.workers = 500;
+    sc.candidates[0].knee = None;
+    let r = run(&sc, &["vector-arc"], &[1]);
+    let arc = get(&r, "vector-arc");
+    let mean = arc.limit_mean["server"].unwrap();
+    assert!(
+        (16.0..=18.0).contains(&mean),
+        "vector-arc limit mean {mean}"
+    );
+    // The last second's mean limit: at most Vector's maximum, and past its lowest maximum.
+    let series = &arc.series.limit["server"];
+    let last = series.last().unwrap().unwrap();
+    assert!((22.0..=32.0).contains(&last), "{series:?}");
+    assert_eq!(arc.error_rate, 0.0);
+}
+
 /// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
 fn short_shift() -> Scenario {
     let mut sc = Scenario::load("capacity-shift").unwrap();
