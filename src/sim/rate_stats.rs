@@ -112,15 +112,11 @@ mod tests {
         assert!((mean - 94.16).abs() < 0.01, "{mean}");
     }
 
-    #[test]
-    fn batches_read_below_their_rate() {
-        // 100 attempts per second again, but ten at once every 100 ms, each batch ending as
-        // the next starts. At each batch's end the batch of a second before is dropped just
-        // before the count is read, and that count (90) weighs the whole 100 ms before it:
-        // (10 + 20 + ... + 90 + 91 x 90) / 100 = 86.4.
+    /// Ten attempts at once at each of the 101 instants `times` gives, each batch ending as
+    /// the next starts; the statistic's mean.
+    fn batches(times: impl Iterator<Item = f64>) -> f64 {
         let mut r = TrailingRate::default();
-        for k in 0..=100 {
-            let t = f64::from(k) / 10.0;
+        for (k, t) in times.take(101).enumerate() {
             for _ in 0..10 {
                 if k >= 1 {
                     r.end(t);
@@ -132,7 +128,16 @@ mod tests {
                 }
             }
         }
-        let mean = r.mean().unwrap();
+        r.mean().unwrap()
+    }
+
+    #[test]
+    fn batches_read_below_their_rate() {
+        // 100 attempts per second again, but ten at once every 100 ms, each batch ending as
+        // the next starts. At each batch's end the batch of a second before is dropped just
+        // before the count is read, and that count (90) weighs the whole 100 ms before it:
+        // (10 + 20 + ... + 90 + 91 x 90) / 100 = 86.4.
+        let mean = batches((0..=100).map(|k| f64::from(k) / 10.0));
         assert!((mean - 86.4).abs() < 0.01, "{mean}");
     }
 
@@ -141,22 +146,7 @@ mod tests {
         // The same batches on a clock that adds 0.1 s at a time, as an event queue does:
         // 0.1 + 0.1 + 0.1 is 0.30000000000000004, and so on, so on the `f64` clock "one second
         // before" misses some batches by an ulp. On Vector's nanosecond clock it does not.
-        let mut r = TrailingRate::default();
-        let mut t = 0.0;
-        for k in 0..=100 {
-            for _ in 0..10 {
-                if k >= 1 {
-                    r.end(t);
-                }
-            }
-            for _ in 0..10 {
-                if k < 100 {
-                    r.start(t);
-                }
-            }
-            t += 0.1;
-        }
-        let mean = r.mean().unwrap();
+        let mean = batches(std::iter::successors(Some(0.0), |t| Some(t + 0.1)));
         assert!((mean - 86.4).abs() < 0.01, "{mean}");
     }
 
