@@ -56,7 +56,7 @@ impl TrailingRate {
 
     /// Drops the attempts started a window or more before `now` (ns).
     fn prune(&mut self, now: i64) {
-        let then = now - WINDOW_NS;
+        let then = now.saturating_sub(WINDOW_NS);
         while self.starts.front().is_some_and(|&t| t <= then) {
             self.starts.pop_front();
         }
@@ -66,7 +66,7 @@ impl TrailingRate {
     /// value now.
     fn feed(&mut self, now: i64) {
         if let Some(last) = self.last_ns {
-            let dt = (now - last).max(0) as f64 / 1e9;
+            let dt = now.saturating_sub(last).max(0) as f64 / 1e9;
             self.integral += self.starts.len() as f64 * dt;
             self.weight += dt;
         }
@@ -148,6 +148,17 @@ mod tests {
         // before" misses some batches by an ulp. On Vector's nanosecond clock it does not.
         let mean = batches(std::iter::successors(Some(0.0), |t| Some(t + 0.1)));
         assert!((mean - 86.4).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn times_at_the_clock_ends_do_not_overflow() {
+        // `nanos` saturates: -inf and +inf are the ends of the clock, NaN is 0.
+        let mut r = TrailingRate::default();
+        r.start(f64::NEG_INFINITY);
+        r.end(f64::NAN);
+        r.start(f64::INFINITY);
+        r.end(f64::INFINITY);
+        assert!(r.mean().is_some_and(f64::is_finite));
     }
 
     #[test]
