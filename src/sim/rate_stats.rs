@@ -8,25 +8,23 @@
 //! Vector's harness keeps `Instant`s, whole nanoseconds, so an attempt started exactly one
 //! second before an event is dropped at that event. The simulator's clock is in seconds as
 //! `f64`, whose sums drift by an ulp (`0.2 + 0.1 > 0.3`), so the window is kept on the
-//! nearest nanosecond too: on the `f64` clock the same drop happens only by chance.
+//! nearest nanosecond, as the event queue keeps its own (`events::round_ns`): on the `f64`
+//! clock the same drop happens only by chance.
 
 use std::collections::VecDeque;
 
-/// The trailing window, nanoseconds.
-const WINDOW_NS: i64 = 1_000_000_000;
+use super::events::round_ns;
 
-/// `s` seconds as whole nanoseconds, the resolution of Vector's harness clock.
-pub(crate) fn nanos(s: f64) -> i64 {
-    (s * 1e9).round() as i64
-}
+/// The trailing window, nanoseconds.
+const WINDOW_NS: u64 = 1_000_000_000;
 
 /// One run's trailing-second rate of attempts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TrailingRate {
     /// Start times of the attempts started in the trailing window, oldest first, ns.
-    starts: VecDeque<i64>,
+    starts: VecDeque<u64>,
     /// When the last value was fed, ns (the time before the first one is not counted).
-    last_ns: Option<i64>,
+    last_ns: Option<u64>,
     /// Value x seconds, and seconds.
     integral: f64,
     weight: f64,
@@ -35,7 +33,7 @@ pub(crate) struct TrailingRate {
 impl TrailingRate {
     /// An attempt started at `now`.
     pub(crate) fn start(&mut self, now: f64) {
-        let now = nanos(now);
+        let now = round_ns(now * 1e9);
         self.prune(now);
         self.starts.push_back(now);
         self.feed(now);
@@ -43,7 +41,7 @@ impl TrailingRate {
 
     /// An attempt ended at `now`.
     pub(crate) fn end(&mut self, now: f64) {
-        let now = nanos(now);
+        let now = round_ns(now * 1e9);
         self.prune(now);
         self.feed(now);
     }
@@ -55,8 +53,11 @@ impl TrailingRate {
     }
 
     /// Drops the attempts started a window or more before `now` (ns).
-    fn prune(&mut self, now: i64) {
-        let then = now.saturating_sub(WINDOW_NS);
+    fn prune(&mut self, now: u64) {
+        // Within the first second nothing started a window before.
+        let Some(then) = now.checked_sub(WINDOW_NS) else {
+            return;
+        };
         while self.starts.front().is_some_and(|&t| t <= then) {
             self.starts.pop_front();
         }
@@ -64,9 +65,9 @@ impl TrailingRate {
 
     /// As Vector's `TimeHistogram::add`: the time since the previous value is weighed by the
     /// value now.
-    fn feed(&mut self, now: i64) {
+    fn feed(&mut self, now: u64) {
         if let Some(last) = self.last_ns {
-            let dt = now.saturating_sub(last).max(0) as f64 / 1e9;
+            let dt = now.saturating_sub(last) as f64 / 1e9;
             self.integral += self.starts.len() as f64 * dt;
             self.weight += dt;
         }
@@ -152,7 +153,7 @@ mod tests {
 
     #[test]
     fn times_at_the_clock_ends_do_not_overflow() {
-        // `nanos` saturates: -inf and +inf are the ends of the clock, NaN is 0.
+        // `round_ns` saturates: -inf is 0, +inf the clock's end, NaN is 0.
         let mut r = TrailingRate::default();
         r.start(f64::NEG_INFINITY);
         r.end(f64::NAN);
@@ -165,6 +166,7 @@ mod tests {
     fn nanos_rounds_to_the_nearest() {
         // 0.30000000000000004 and 0.29999999999999998 are the same instant.
         assert_ne!(0.1 + 0.2, 0.3);
+        let nanos = |s: f64| round_ns(s * 1e9);
         assert_eq!(nanos(0.1 + 0.2), nanos(0.3));
         assert_eq!(nanos(0.3), 300_000_000);
         assert_eq!(nanos(1.0), 1_000_000_000);

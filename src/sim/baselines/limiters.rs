@@ -9,7 +9,7 @@
 //! is the integer part of the estimate (`getLimit()` is an `int`): a candidate is open while
 //! its attempts in flight are fewer.
 
-use crate::sim::rate_stats::nanos;
+use crate::sim::events::round_ns;
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
@@ -300,7 +300,7 @@ pub(crate) struct VectorArc {
     /// The past RTT's EWMA (mean, variance), seconds; `None` before the first success.
     past: Option<(f64, f64)>,
     /// When the window ends, ns.
-    next_update_ns: i64,
+    next_update_ns: u64,
     sum_s: f64,
     n: u32,
     back_pressure: bool,
@@ -378,12 +378,12 @@ impl LimitAlgo for VectorArc {
             self.n += 1;
         }
         let current = self.current();
-        let now = nanos(now_s);
+        let now = round_ns(now_s * 1e9);
         match self.past {
             None => {
                 if let Some(c) = current {
                     self.past = Some((c, 0.0));
-                    self.next_update_ns = now.saturating_add(nanos(c));
+                    self.next_update_ns = now.saturating_add(round_ns(c * 1e9));
                 }
             }
             Some((mean, variance)) if now >= self.next_update_ns => {
@@ -397,7 +397,7 @@ impl LimitAlgo for VectorArc {
                     None => (mean, variance),
                 };
                 self.past = Some((mean, variance));
-                self.next_update_ns = now.saturating_add(nanos(mean));
+                self.next_update_ns = now.saturating_add(round_ns(mean * 1e9));
                 self.sum_s = 0.0;
                 self.n = 0;
                 self.back_pressure = false;
