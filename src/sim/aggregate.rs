@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use super::limit_stats::{LimitAcc, LimitTrack};
 use super::report::{
-    summarize, ArmReport, Degraded, PolicyReport, RunStats, Series, SeriesReport, Summary,
+    bucket_index, bucket_index_ceil, summarize, ArmReport, Degraded, PolicyReport, RunStats,
+    Series, SeriesReport, Summary,
 };
 use super::scenario::Action;
 
@@ -75,10 +76,10 @@ impl Series {
     ) -> Option<f64> {
         let bs = self.bucket_s;
         let per_window = ((1.0 / bs).round() as usize).max(1);
-        let start = (t0 / bs - 1e-9).ceil().max(0.0) as usize;
+        let start = bucket_index_ceil(t0, bs);
         let mut end = start + per_window;
         let last = until.map_or(self.totals.len(), |u| {
-            ((u / bs + 1e-9).floor().max(0.0) as usize).min(self.totals.len())
+            bucket_index(u, bs).min(self.totals.len())
         });
         while end <= last {
             if let Some(share) = self.share_in(k, end - per_window, end) {
@@ -161,7 +162,7 @@ impl RunStats {
                 rec: None,
             };
             if let Some(k) = s.tracked.iter().position(|&c| c == cand) {
-                let end = ((at / s.bucket_s) + 1e-9).floor().max(0.0) as usize;
+                let end = bucket_index(at, s.bucket_s);
                 let from = end.saturating_sub((BEFORE_S / s.bucket_s).round() as usize);
                 d.before = s.share_in(k, from, end);
                 if let Some(before) = d.before {

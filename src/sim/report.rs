@@ -49,6 +49,27 @@ pub(crate) struct RunStats {
 /// go on.
 pub(crate) const MAX_SERIES_BUCKETS: usize = 1_000_000;
 
+/// The bucket of width `bucket_s` that time `t` falls in, on the event clock's whole
+/// nanoseconds: an event at exactly 0.3 s is in bucket 3 of 0.1 s, where `0.3 / 0.1` in `f64`
+/// is 2.9999999999999996. Negative and NaN times are in bucket 0; a width under a nanosecond
+/// counts as one.
+pub(crate) fn bucket_index(t: f64, bucket_s: f64) -> usize {
+    let (t, width) = on_ns(t, bucket_s);
+    usize::try_from(t / width).unwrap_or(usize::MAX)
+}
+
+/// The first bucket boundary at or after `t`, as a bucket index (on nanoseconds, as
+/// [`bucket_index`]).
+pub(crate) fn bucket_index_ceil(t: f64, bucket_s: f64) -> usize {
+    let (t, width) = on_ns(t, bucket_s);
+    usize::try_from(t.div_ceil(width)).unwrap_or(usize::MAX)
+}
+
+fn on_ns(t: f64, bucket_s: f64) -> (u64, u64) {
+    use super::events::round_ns;
+    (round_ns(t * 1e9), round_ns(bucket_s * 1e9).max(1))
+}
+
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
 /// tracked candidate.
 #[derive(Clone, Debug, Default)]
@@ -65,9 +86,7 @@ impl Series {
     /// The bucket of time `t`, grown to it; `None` past [`MAX_SERIES_BUCKETS`] (a run that
     /// long keeps its totals, not its series).
     fn bucket(&mut self, t: f64) -> Option<usize> {
-        // `floor().max(0.0) as usize` without the library call: the saturating cast truncates
-        // towards zero, which is the floor from 0 up, and sends negatives and NaN to 0.
-        let b = (t / self.bucket_s) as usize;
+        let b = bucket_index(t, self.bucket_s);
         if b >= MAX_SERIES_BUCKETS {
             return None;
         }
@@ -642,5 +661,32 @@ impl RunStats {
         out.sort_unstable();
         out.dedup();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bucket_index, bucket_index_ceil, Series};
+
+    #[test]
+    fn an_event_on_a_bucket_boundary_opens_the_next_bucket() {
+        // The event clock reads ns / 1e9; these quotients fall an ulp short in `f64`.
+        assert_eq!(bucket_index(300_000_000.0 / 1e9, 0.1), 3);
+        assert_eq!(bucket_index(15.0, 0.1), 150);
+        assert_eq!(bucket_index(0.7, 0.1), 7);
+        assert_eq!(bucket_index(0.299_999_999, 0.1), 2);
+        assert_eq!(bucket_index(2.0, 1.0), 2);
+        assert_eq!(bucket_index(-1.0, 0.1), 0);
+        assert_eq!(bucket_index(f64::NAN, 0.1), 0);
+        assert_eq!(bucket_index_ceil(300_000_000.0 / 1e9, 0.1), 3);
+        assert_eq!(bucket_index_ceil(0.300_000_001, 0.1), 4);
+        let mut s = Series {
+            bucket_s: 0.1,
+            tracked: vec![0],
+            ..Default::default()
+        };
+        assert_eq!(s.bucket(0.3), Some(3));
+        assert_eq!(s.totals.len(), 4);
+        assert_eq!(s.bucket(1e9), None);
     }
 }
