@@ -4,7 +4,7 @@
 //! seeded and cut short to keep the suite quick.
 
 use selection_coordinator::sim::{
-    limit_settling, simulate, PolicyReport, PolicySpec, Report, Scenario,
+    limit_settling, simulate, Knee, PolicyReport, PolicySpec, Report, Scenario,
 };
 
 fn run(sc: &Scenario, policies: &[&str], seeds: &[u64]) -> Report {
@@ -233,6 +233,48 @@ duration_ms = { kind = "exp", mean = 10.0 }
     assert_eq!(arc.error_rate, 0.0);
 }
 
+/// The built-in `slow-link`, Vector's test case (`tests/data/adaptive-concurrency/slow-link.yaml`): 200
+/// requests ready at once on a link whose latency grows by a whole 100 ms per attempt in
+/// flight (`scale = 1`), so more concurrency buys no throughput at all. Vector expects its
+/// controller's limit to average 1.7-5 and its observed round trip 100-450 ms. A fourth case
+/// on which this harness gives Vector's own figures; the coordinator keeps the link near one
+/// attempt in flight too, and serves it at its full 10 per second.
+#[test]
+fn a_slow_link_is_kept_near_one_attempt_in_flight() {
+    let sc = Scenario::load("slow-link").unwrap();
+    assert_eq!(
+        sc.candidates[0].knee,
+        Some(Knee {
+            start: 0,
+            exp: 1.0,
+            scale: 1.0
+        })
+    );
+    let r = run(
+        &sc,
+        &["vector-arc", "coordinator", "oracle-limits", "least-loaded"],
+        &[1],
+    );
+    let limit = |p: &str| get(&r, p).limit_mean["server"].unwrap();
+    // Measured: vector-arc 2.0, the coordinator 1.3, the oracle 1.
+    let arc = limit("vector-arc");
+    assert!((1.7..=5.0).contains(&arc), "vector-arc limit mean {arc}");
+    assert_eq!(limit("oracle-limits"), 1.0);
+    let coordinator = limit("coordinator");
+    assert!(coordinator <= 2.0, "coordinator limit mean {coordinator}");
+    for p in ["vector-arc", "coordinator", "oracle-limits"] {
+        let s = get(&r, p);
+        assert_eq!(s.error_rate, 0.0, "{p}");
+        assert!(
+            (s.goodput_per_s - 10.0).abs() < 0.1,
+            "{p}: {}",
+            s.goodput_per_s
+        );
+    }
+    // Without a limit every request lands at once on 200 x 100 ms and times out.
+    assert!(get(&r, "least-loaded").error_rate > 0.9);
+}
+
 /// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
 fn short_shift() -> Scenario {
     let mut sc = Scenario::load("capacity-shift").unwrap();
@@ -300,4 +342,15 @@ knee = { start = 2, exp = 1.1 }
         .replace("exp = 1.1", "exp = 0.5");
     let err = Scenario::parse(&bad_exp, "bad.toml").unwrap_err();
     assert!(err.message.contains("at least 1"), "{err}");
+    // A knee that changes nothing is a mistake to point out, not a no-op to run.
+    let flat = text
+        .replace("service_ms = 10.0\n", "")
+        .replace("exp = 1.1", "exp = 1.0");
+    let err = Scenario::parse(&flat, "bad.toml").unwrap_err();
+    assert_eq!(err.field, "candidates[0].knee");
+    assert!(err.message.contains("changes no latency"), "{err}");
+    let negative = text
+        .replace("service_ms = 10.0\n", "")
+        .replace("exp = 1.1", "scale = -1.0");
+    assert!(Scenario::parse(&negative, "bad.toml").is_err());
 }

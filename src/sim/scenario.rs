@@ -22,7 +22,7 @@ pub use caller::{Caller, OnTimeout, Retry};
 pub(crate) use parse::{deserialize, did_you_mean};
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 15] = [
+pub const BUILTIN: [(&str, &str); 16] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -55,6 +55,7 @@ pub const BUILTIN: [(&str, &str); 15] = [
     ("c3-clop", include_str!("../../scenarios/c3-clop.toml")),
     ("herd", include_str!("../../scenarios/herd.toml")),
     ("knee", include_str!("../../scenarios/knee.toml")),
+    ("slow-link", include_str!("../../scenarios/slow-link.toml")),
     (
         "hidden-capacity",
         include_str!("../../scenarios/hidden-capacity.toml"),
@@ -277,17 +278,27 @@ fn half() -> f64 {
     0.5
 }
 
-/// Latency that grows with concurrency past a knee, as in Vector's adaptive concurrency test
-/// harness: an attempt landing on `n` attempts in flight (itself included) takes
-/// `exp^(n - start)` times its sampled time when `n > start`.
+/// Latency that grows with concurrency, as in Vector's adaptive concurrency test harness: an
+/// attempt landing on `n` attempts in flight (itself included) takes
+/// `exp^(n - start) + scale x (n - 1)` times its sampled time (the power counted only when
+/// `n > start`, as 1 otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Knee {
-    /// Attempts in flight served at the base latency.
+    /// Attempts in flight served without the exponential growth (default 0).
+    #[serde(default)]
     pub start: u32,
-    /// Latency factor per attempt in flight past `start` (at least 1).
-    #[serde(deserialize_with = "at_least_1")]
+    /// Latency factor per attempt in flight past `start` (at least 1; default 1, no knee).
+    #[serde(default = "unit", deserialize_with = "at_least_1")]
     pub exp: f64,
+    /// Latency added per attempt in flight besides the attempt itself, as a share of its
+    /// sampled time: linear growth from the first attempt on (Vector's `scale`; default 0).
+    #[serde(default, deserialize_with = "non_neg")]
+    pub scale: f64,
+}
+
+fn unit() -> f64 {
+    1.0
 }
 
 fn at_least_1<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
@@ -311,12 +322,34 @@ impl Knee {
     /// included).
     pub fn factor(&self, load: u32) -> f64 {
         let past = load.saturating_sub(self.start);
-        if past == 0 {
-            return 1.0;
+        let knee = if past == 0 {
+            1.0
+        } else {
+            self.exp.powi(past.min(i32::MAX as u32) as i32)
+        };
+        // `1 + scale (n - 1) + (knee - 1)` as Vector writes it, summed without the round trip
+        // through `knee - 1`, so a knee alone keeps its exact power.
+        (knee + self.scale * f64::from(load.saturating_sub(1))).min(KNEE_MAX_FACTOR)
+    }
+
+    /// The attempts in flight past which more add latency and no throughput, if there is
+    /// such a point: `start` for a knee with an `exp` above 1 (past it, throughput falls once
+    /// the power outgrows the attempts); 1 when `scale` is at least 1 alone (each attempt
+    /// more adds at least a whole attempt's time, so throughput is at best flat). A `scale`
+    /// under 1 alone has none: each attempt more still adds throughput, at a price in latency.
+    pub fn best_concurrency(&self) -> Option<u32> {
+        if self.exp > 1.0 {
+            Some(self.start.max(1))
+        } else if self.scale >= 1.0 {
+            Some(1)
+        } else {
+            None
         }
-        self.exp
-            .powi(past.min(i32::MAX as u32) as i32)
-            .min(KNEE_MAX_FACTOR)
+    }
+
+    /// Whether it changes any latency: an `exp` above 1 or a `scale` above 0.
+    pub fn is_active(&self) -> bool {
+        self.exp > 1.0 || self.scale > 0.0
     }
 }
 

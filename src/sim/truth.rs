@@ -212,14 +212,19 @@ impl Truth {
     }
 
     /// The attempts in flight it serves at its best: the servers of a queue, its `capacity`,
-    /// the start of its `knee` (the smallest of those it has, at least 1); `None` without any.
+    /// its `knee`'s best concurrency (the smallest of those it has, at least 1); `None`
+    /// without any.
     pub fn concurrency_capacity(&self) -> Option<u32> {
         let servers = self.is_queue().then_some(self.servers);
-        [servers, self.capacity, self.knee.map(|k| k.start)]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|c| c.max(1))
+        [
+            servers,
+            self.capacity,
+            self.knee.and_then(|k| k.best_concurrency()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|c| c.max(1))
     }
 
     /// Whether attempts queue for a server (the candidate has a `service_ms`).
@@ -543,6 +548,37 @@ mod tests {
         // Far past the knee the time stays finite and times out.
         let r = t.attempt(100_000, 0, Some(1000.0), &mut SmallRng::seed_from_u64(1));
         assert_eq!(r.outcome(), Outcome::failure(FailureClass::Timeout));
+    }
+
+    #[test]
+    fn a_scaled_link_adds_its_share_per_attempt_in_flight() {
+        // Vector's `slow-link`: 100 ms, and 100 ms more per other attempt in flight.
+        let t = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { scale = 1.0 }",
+        ));
+        let end = |load| {
+            t.attempt(load, 0, None, &mut SmallRng::seed_from_u64(1))
+                .end_s()
+        };
+        assert_eq!(end(1), 0.1);
+        assert!((end(2) - 0.2).abs() < 1e-12, "{}", end(2));
+        assert!((end(5) - 0.5).abs() < 1e-12, "{}", end(5));
+        assert_eq!(t.concurrency_capacity(), Some(1));
+        // Both terms, as Vector's harness sums them: 1 + 0.5 x 11 + (1.1^2 - 1) at 12.
+        let both = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\n\
+             knee = { start = 10, exp = 1.1, scale = 0.5 }",
+        ));
+        let end = both
+            .attempt(12, 0, None, &mut SmallRng::seed_from_u64(1))
+            .end_s();
+        assert!((end - 0.1 * (1.0 + 5.5 + 0.21)).abs() < 1e-12, "{end}");
+        assert_eq!(both.concurrency_capacity(), Some(10));
+        // A scale under 1 alone keeps adding throughput: no best concurrency to know.
+        let gentle = Truth::from_spec(&spec(
+            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { scale = 0.25 }",
+        ));
+        assert_eq!(gentle.concurrency_capacity(), None);
     }
 
     #[test]

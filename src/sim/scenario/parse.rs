@@ -439,6 +439,15 @@ impl Scenario {
                         .into(),
                 ));
             }
+            if c.knee.is_some_and(|k| !k.is_active()) {
+                return Err(err(
+                    &format!("candidates[{i}].knee"),
+                    whole_key("knee"),
+                    "this `knee` changes no latency: give it an `exp` above 1 (growth past \
+                     `start`) or a `scale` above 0 (growth from the first attempt), or drop it"
+                        .into(),
+                ));
+            }
         }
         for (i, c) in self.candidates.iter().enumerate() {
             slow_service(c.service_ms.as_ref(), c.slowdown).map_err(|e| {
