@@ -532,15 +532,23 @@ mod tests {
         assert!(!healed.is_queue() && healed.servers() == u32::MAX);
     }
 
+    /// A candidate answering every attempt in 100 ms, with this `knee` table.
+    fn link(knee: &str) -> Truth {
+        Truth::from_spec(&spec(&format!(
+            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = {knee}"
+        )))
+    }
+
+    /// When an attempt granted at 0 s on `load` attempts in flight ends.
+    fn end_at(t: &Truth, load: u32) -> f64 {
+        t.attempt(load, 0, None, &mut SmallRng::seed_from_u64(1))
+            .end_s()
+    }
+
     #[test]
     fn past_the_knee_latency_grows_by_its_factor_per_attempt() {
-        let t = Truth::from_spec(&spec(
-            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { start = 10, exp = 1.1 }",
-        ));
-        let end = |load| {
-            t.attempt(load, 0, None, &mut SmallRng::seed_from_u64(1))
-                .end_s()
-        };
+        let t = link("{ start = 10, exp = 1.1 }");
+        let end = |load| end_at(&t, load);
         assert_eq!(end(1), 0.1);
         assert_eq!(end(10), 0.1);
         assert!((end(11) - 0.11).abs() < 1e-12, "{}", end(11));
@@ -553,32 +561,19 @@ mod tests {
     #[test]
     fn a_scaled_link_adds_its_share_per_attempt_in_flight() {
         // Vector's `slow-link`: 100 ms, and 100 ms more per other attempt in flight.
-        let t = Truth::from_spec(&spec(
-            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { scale = 1.0 }",
-        ));
-        let end = |load| {
-            t.attempt(load, 0, None, &mut SmallRng::seed_from_u64(1))
-                .end_s()
-        };
+        let t = link("{ scale = 1.0 }");
+        let end = |load| end_at(&t, load);
         assert_eq!(end(1), 0.1);
         assert!((end(2) - 0.2).abs() < 1e-12, "{}", end(2));
         assert!((end(5) - 0.5).abs() < 1e-12, "{}", end(5));
         assert_eq!(t.concurrency_capacity(), Some(1));
         // Both terms, as Vector's harness sums them: 1 + 0.5 x 11 + (1.1^2 - 1) at 12.
-        let both = Truth::from_spec(&spec(
-            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\n\
-             knee = { start = 10, exp = 1.1, scale = 0.5 }",
-        ));
-        let end = both
-            .attempt(12, 0, None, &mut SmallRng::seed_from_u64(1))
-            .end_s();
+        let both = link("{ start = 10, exp = 1.1, scale = 0.5 }");
+        let end = end_at(&both, 12);
         assert!((end - 0.1 * (1.0 + 5.5 + 0.21)).abs() < 1e-12, "{end}");
         assert_eq!(both.concurrency_capacity(), Some(10));
         // A scale under 1 alone keeps adding throughput: no best concurrency to know.
-        let gentle = Truth::from_spec(&spec(
-            "id = 'a'\nsuccess = 1.0\nduration_ms = 100.0\nknee = { scale = 0.25 }",
-        ));
-        assert_eq!(gentle.concurrency_capacity(), None);
+        assert_eq!(link("{ scale = 0.25 }").concurrency_capacity(), None);
     }
 
     #[test]
