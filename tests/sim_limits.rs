@@ -275,6 +275,97 @@ fn a_slow_link_is_kept_near_one_attempt_in_flight() {
     assert!(get(&r, "least-loaded").error_rate > 0.9);
 }
 
+/// A one-server link answering in `delay_ms` at any concurrency, fed by a sender at a fixed
+/// rate (Vector's harness with an `interval`): `rate` requests a second for `seconds`.
+fn steady_sender(rate: f64, seconds: f64, delay_ms: f64) -> Scenario {
+    Scenario::parse(
+        &format!(
+            r#"
+name = "steady-sender"
+series_bucket_s = 1.0
+coordinator = {{ adaptive = {{ enabled = true }} }}
+[workload]
+loop = "open"
+rate_per_s = {rate}
+duration_s = {seconds}
+arrivals = "even"
+attempt_timeout_ms = 1000.0
+[[candidates]]
+id = "server"
+success = 1.0
+duration_ms = {delay_ms}
+"#
+        ),
+        "steady-sender",
+    )
+    .unwrap()
+}
+
+/// Vector's test cases `medium-send` (500 requests, one each 25 ms, on a 100 ms link: about
+/// four in flight; Vector expects its controller's limit to stay at most 9) and `slow-send-1`
+/// (100 requests, one each 100 ms, on a 50 ms link: never two in flight; Vector expects a
+/// limit mean of 1-2). Two more cases on which this harness gives Vector's own figures. The
+/// coordinator holds no request back in either: every latency is the link's own.
+#[test]
+fn a_steady_sender_below_the_links_capacity_is_served_at_once() {
+    let medium = steady_sender(40.0, 12.5, 100.0);
+    let slow = steady_sender(10.0, 10.0, 50.0);
+    let policies = ["vector-arc", "coordinator"];
+    let (m, s) = (run(&medium, &policies, &[1]), run(&slow, &policies, &[1]));
+    // Evenly spaced from 0 s: exactly rate x duration requests, none at `duration_s` itself.
+    for (r, n) in [(&m, 500.0), (&s, 100.0)] {
+        for p in policies {
+            assert_eq!(get(r, p).requests, n, "{p}");
+            assert_eq!(get(r, p).error_rate, 0.0, "{p}");
+        }
+    }
+    // Measured: vector-arc's limit averages 4.6 and 1.5.
+    let arc = get(&m, "vector-arc");
+    let mean = arc.limit_mean["server"].unwrap();
+    assert!((4.0..=9.0).contains(&mean), "medium-send limit mean {mean}");
+    let highest = arc.series.limit["server"]
+        .iter()
+        .flatten()
+        .fold(0.0_f64, |a, &b| a.max(b));
+    assert!(highest <= 9.0, "medium-send limit {highest}");
+    let mean = get(&s, "vector-arc").limit_mean["server"].unwrap();
+    assert!((1.0..=2.0).contains(&mean), "slow-send-1 limit mean {mean}");
+    // The coordinator's limit never binds: each request takes the link's time exactly.
+    for (r, delay) in [(&m, 100.0), (&s, 50.0)] {
+        let c = get(r, "coordinator");
+        for got in [c.latency_ms.mean, c.latency_ms.p99] {
+            assert!((got - delay).abs() < 1e-6, "{got} against {delay}");
+        }
+    }
+    // vector-arc holds some of medium-send's requests at the client.
+    assert!(arc.latency_ms.mean > 100.0, "{}", arc.latency_ms.mean);
+}
+
+#[test]
+fn even_arrivals_belong_to_an_open_loop() {
+    let closed = r#"
+name = "bad"
+[workload]
+loop = "closed"
+workers = 1
+operations = 1
+arrivals = "even"
+[[candidates]]
+id = "a"
+success = 1.0
+"#;
+    let err = Scenario::parse(closed, "bad.toml").unwrap_err();
+    assert_eq!(err.field, "workload.arrivals");
+    let typo = closed
+        .replace(
+            "loop = \"closed\"\nworkers = 1\noperations = 1",
+            "loop = \"open\"\nrate_per_s = 1.0\nduration_s = 1.0",
+        )
+        .replace("\"even\"", "\"evenly\"");
+    let err = Scenario::parse(&typo, "bad.toml").unwrap_err();
+    assert!(err.message.contains("poisson"), "{err}");
+}
+
 /// `capacity-shift` cut to 15 s: capacities halve at 5 s and come back at 10 s.
 fn short_shift() -> Scenario {
     let mut sc = Scenario::load("capacity-shift").unwrap();

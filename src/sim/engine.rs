@@ -13,7 +13,7 @@ use super::events::{round_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
-use super::scenario::{Action, Caller, LoopKind, Scenario};
+use super::scenario::{Action, Arrivals, Caller, LoopKind, Scenario};
 use super::truth::{sooner, AttemptResult, Truth};
 use crate::core::{FailureClass, Outcome};
 
@@ -135,6 +135,8 @@ pub(crate) struct Engine<'a> {
     workers_left: Vec<u32>,
     open_requests: u64,
     arrivals_done: bool,
+    /// Evenly spaced arrivals scheduled so far.
+    even_arrivals: u64,
     wl_rng: SmallRng,
     truth_rng: SmallRng,
     stats: RunStats,
@@ -211,6 +213,7 @@ impl<'a> Engine<'a> {
             workers_left: Vec::new(),
             open_requests: 0,
             arrivals_done: false,
+            even_arrivals: 0,
             wl_rng: stream(seed, 1),
             truth_rng: stream(seed, 2),
             stats,
@@ -328,8 +331,19 @@ impl<'a> Engine<'a> {
     /// Schedules the open loop's next arrival after `now`; arrivals stop at `duration_s`, the
     /// first one too.
     fn next_arrival(&mut self, now: f64) {
-        let u: f64 = self.wl_rng.random();
-        let next = now - (1.0 - u).ln() / self.sc.workload.rate_per_s;
+        let w = &self.sc.workload;
+        let next = match w.arrivals {
+            Arrivals::Poisson => {
+                let u: f64 = self.wl_rng.random();
+                now - (1.0 - u).ln() / w.rate_per_s
+            }
+            // The n-th at n / rate, from the count rather than by adding gaps, which would
+            // drift by an ulp each.
+            Arrivals::Even => {
+                self.even_arrivals += 1;
+                (self.even_arrivals - 1) as f64 / w.rate_per_s
+            }
+        };
         if next < self.sc.workload.duration_s {
             self.at(next, Ev::Arrive);
         } else {

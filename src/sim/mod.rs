@@ -54,8 +54,8 @@ pub use plot::plot_svg;
 pub use policy::{PolicySpec, POLICY_NAMES};
 pub use report::{ArmReport, Degraded, PolicyReport, Report, Seeds, SeriesReport, Summary};
 pub use scenario::{
-    Action, Caller, CandidateSpec, CoordinatorSpec, Knee, LoopKind, OnTimeout, Retry, Scenario,
-    ScenarioError, Slowdown, TimelineEvent, Workload, BUILTIN,
+    Action, Arrivals, Caller, CandidateSpec, CoordinatorSpec, Knee, LoopKind, OnTimeout, Retry,
+    Scenario, ScenarioError, Slowdown, TimelineEvent, Workload, BUILTIN,
 };
 pub use truth::{AttemptResult, Truth};
 

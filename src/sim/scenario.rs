@@ -441,8 +441,20 @@ pub struct TimelineEvent {
 pub enum LoopKind {
     /// `workers` each run `operations` requests back to back.
     Closed,
-    /// Poisson arrivals at `rate_per_s` for `duration_s`.
+    /// Arrivals at `rate_per_s` for `duration_s`, Poisson or evenly spaced (`arrivals`).
     Open,
+}
+
+/// How an open loop's requests are spaced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Independent arrivals (exponential gaps of mean `1 / rate_per_s`), as many users at once.
+    #[default]
+    Poisson,
+    /// One arrival every `1 / rate_per_s` seconds, the first at 0 s, as a load generator at a
+    /// fixed rate (or Vector's harness with an `interval`) sends them.
+    Even,
 }
 
 /// The workload.
@@ -467,6 +479,9 @@ pub struct Workload {
     /// Open loop: arrivals stop after this many seconds.
     #[serde(default, deserialize_with = "s_non_neg")]
     pub duration_s: f64,
+    /// Open loop: how arrivals are spaced (default Poisson).
+    #[serde(default)]
+    pub arrivals: Arrivals,
     /// Candidates each request may use: a random subset of this size (0: all).
     #[serde(default)]
     pub subset: u32,

@@ -298,6 +298,7 @@ impl Scenario {
             LoopKind::Closed => &[
                 ("rate_per_s", w.rate_per_s != 0.0),
                 ("duration_s", w.duration_s != 0.0),
+                ("arrivals", w.arrivals != Arrivals::Poisson),
             ],
             LoopKind::Open => &[
                 ("workers", w.workers != 0),
