@@ -9,7 +9,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::dist::MAX_MS;
-use super::events::{round_ns, EventQueue};
+use super::events::{secs_to_ns, EventQueue};
 use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
@@ -225,7 +225,7 @@ impl<'a> Engine<'a> {
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
-        let ns = round_ns(t.max(self.now) * 1e9);
+        let ns = secs_to_ns(t.max(self.now));
         self.seq += 1;
         self.heap.push(ns, self.seq, ev);
     }

@@ -108,6 +108,13 @@ impl<E: Copy> EventQueue<E> {
     }
 }
 
+/// Seconds on the event clock as its whole nanoseconds: the nearest, saturating at 0 and at
+/// the clock's end (NaN is 0). Times compared as the event queue orders them compare so.
+#[inline]
+pub(crate) fn secs_to_ns(s: f64) -> u64 {
+    round_ns(s * 1e9)
+}
+
 /// `x.round() as u64` (halves away from zero, saturating) without the library call `round` is
 /// on this target: for `0 <= x < 2^52` the truncation and the fraction `x - trunc(x)` are
 /// exact, so comparing the fraction with one half decides exactly as rounding does; larger

@@ -8,12 +8,12 @@
 //! Vector's harness keeps `Instant`s, whole nanoseconds, so an attempt started exactly one
 //! second before an event is dropped at that event. The simulator's clock is in seconds as
 //! `f64`, whose sums drift by an ulp (`0.2 + 0.1 > 0.3`), so the window is kept on the
-//! nearest nanosecond, as the event queue keeps its own (`events::round_ns`): on the `f64`
+//! nearest nanosecond, as the event queue keeps its own (`events::secs_to_ns`): on the `f64`
 //! clock the same drop happens only by chance.
 
 use std::collections::VecDeque;
 
-use super::events::round_ns;
+use super::events::secs_to_ns;
 
 /// The trailing window, nanoseconds.
 const WINDOW_NS: u64 = 1_000_000_000;
@@ -33,7 +33,7 @@ pub(crate) struct TrailingRate {
 impl TrailingRate {
     /// An attempt started at `now`.
     pub(crate) fn start(&mut self, now: f64) {
-        let now = round_ns(now * 1e9);
+        let now = secs_to_ns(now);
         self.prune(now);
         self.starts.push_back(now);
         self.feed(now);
@@ -41,7 +41,7 @@ impl TrailingRate {
 
     /// An attempt ended at `now`.
     pub(crate) fn end(&mut self, now: f64) {
-        let now = round_ns(now * 1e9);
+        let now = secs_to_ns(now);
         self.prune(now);
         self.feed(now);
     }
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn times_at_the_clock_ends_do_not_overflow() {
-        // `round_ns` saturates: -inf is 0, +inf the clock's end, NaN is 0.
+        // `secs_to_ns` saturates: -inf is 0, +inf the clock's end, NaN is 0.
         let mut r = TrailingRate::default();
         r.start(f64::NEG_INFINITY);
         r.end(f64::NAN);
@@ -166,7 +166,7 @@ mod tests {
     fn nanos_rounds_to_the_nearest() {
         // 0.30000000000000004 and 0.29999999999999998 are the same instant.
         assert_ne!(0.1 + 0.2, 0.3);
-        let nanos = |s: f64| round_ns(s * 1e9);
+        let nanos = secs_to_ns;
         assert_eq!(nanos(0.1 + 0.2), nanos(0.3));
         assert_eq!(nanos(0.3), 300_000_000);
         assert_eq!(nanos(1.0), 1_000_000_000);

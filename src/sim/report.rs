@@ -66,8 +66,8 @@ pub(crate) fn bucket_index_ceil(t: f64, bucket_s: f64) -> usize {
 }
 
 fn on_ns(t: f64, bucket_s: f64) -> (u64, u64) {
-    use super::events::round_ns;
-    (round_ns(t * 1e9), round_ns(bucket_s * 1e9).max(1))
+    use super::events::secs_to_ns;
+    (secs_to_ns(t), secs_to_ns(bucket_s).max(1))
 }
 
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each

@@ -9,7 +9,7 @@
 //! is the integer part of the estimate (`getLimit()` is an `int`): a candidate is open while
 //! its attempts in flight are fewer.
 
-use crate::sim::events::round_ns;
+use crate::sim::events::secs_to_ns;
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
@@ -378,12 +378,12 @@ impl LimitAlgo for VectorArc {
             self.n += 1;
         }
         let current = self.current();
-        let now = round_ns(now_s * 1e9);
+        let now = secs_to_ns(now_s);
         match self.past {
             None => {
                 if let Some(c) = current {
                     self.past = Some((c, 0.0));
-                    self.next_update_ns = now.saturating_add(round_ns(c * 1e9));
+                    self.next_update_ns = now.saturating_add(secs_to_ns(c));
                 }
             }
             Some((mean, variance)) if now >= self.next_update_ns => {
@@ -397,7 +397,7 @@ impl LimitAlgo for VectorArc {
                     None => (mean, variance),
                 };
                 self.past = Some((mean, variance));
-                self.next_update_ns = now.saturating_add(round_ns(mean * 1e9));
+                self.next_update_ns = now.saturating_add(secs_to_ns(mean));
                 self.sum_s = 0.0;
                 self.n = 0;
                 self.back_pressure = false;

@@ -24,11 +24,10 @@ const MIN_HEARTBEAT_S: f64 = 0.5;
 /// failures in a row (`accrual.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct P2cOpcount {
-    /// Network errors mark a server Unknown (SDAM).
-    sdam: bool,
     /// Per candidate, until when it is Unknown, seconds.
     unknown_until: Vec<f64>,
-    /// The servers' monitors and the latency window (MongoDB), if kept.
+    /// The servers' monitors and the latency window (MongoDB), if kept; with them, network
+    /// errors mark a server Unknown (SDAM).
     monitor: Option<RttMonitor>,
     /// Failure accrual (Linkerd), if kept.
     accrual: Option<Accrual>,
@@ -41,7 +40,6 @@ impl P2cOpcount {
     /// latency window; the monitors' round trips draw from `rng`.
     pub(crate) fn mongodb(rng: SmallRng) -> Self {
         P2cOpcount {
-            sdam: true,
             monitor: Some(RttMonitor::new(rng)),
             ..P2cOpcount::default()
         }
@@ -101,7 +99,7 @@ impl Picker for P2cOpcount {
             outcome,
             Outcome::Failure(FailureClass::Transport | FailureClass::Refused)
         );
-        if self.sdam && network {
+        if self.monitor.is_some() && network {
             let i = cand as usize;
             if self.unknown_until.len() <= i {
                 self.unknown_until.resize(i + 1, f64::NEG_INFINITY);

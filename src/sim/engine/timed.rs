@@ -3,7 +3,7 @@
 
 use super::{Engine, Ev, Req, NO_ATT};
 use crate::core::{FailureClass, Outcome};
-use crate::sim::events::round_ns;
+use crate::sim::events::secs_to_ns;
 use crate::sim::policy::World;
 
 impl Engine<'_> {
@@ -16,7 +16,7 @@ impl Engine<'_> {
             return;
         };
         // Never at an instant already run: a tick there found nothing more due.
-        let ns = round_ns(t * 1e9).max(round_ns(now * 1e9) + 1);
+        let ns = secs_to_ns(t).max(secs_to_ns(now) + 1);
         if self.timed_ns.is_some_and(|armed| armed <= ns) {
             return;
         }
@@ -34,7 +34,7 @@ impl Engine<'_> {
         let due = self
             .policy
             .next_wakeup_s()
-            .is_some_and(|t| round_ns(t * 1e9) <= ns);
+            .is_some_and(|t| secs_to_ns(t) <= ns);
         if due {
             let world = world!(self, now);
             self.policy.tick(now, &world);
@@ -60,7 +60,7 @@ impl Engine<'_> {
         let att = &self.atts[a as usize];
         !att.queued
             && att.result.ok
-            && round_ns((att.granted + att.result.first_byte_s) * 1e9) <= round_ns(now * 1e9)
+            && secs_to_ns(att.granted + att.result.first_byte_s) <= secs_to_ns(now)
     }
 
     /// The caller of request slot `req` (generation `gen`) gives up: the request fails now. Its
