@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use selection_coordinator::score::AttemptTime;
 use selection_coordinator::{
     CandidateId, CandidateInfo, Config, Core, Error, Event, FailureClass, Limits, Next, Outcome,
     Rejection, Request,
@@ -313,6 +314,78 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
     assert!(
         core.first_byte(g.attempt).is_err(),
         "a finished attempt is unknown"
+    );
+}
+
+/// `a` and `b` answer in 20 ms; `a`'s transfers then take 1,000 ms and `b`'s 100 ms. Returns
+/// the time components of `a` and `b` after 10 downloads each, and `b`'s before and after an
+/// attempt of it that reported its first byte has run 3 s more.
+fn downloads(attempt_time: AttemptTime) -> ((f64, f64), (f64, f64)) {
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut config = Config {
+        refresh_ms: 20,
+        ..Config::default()
+    };
+    config.ema.attempt_time = attempt_time;
+    let mut core = Core::new(config, start).unwrap();
+    for id in ["a", "b"] {
+        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
+            .unwrap();
+    }
+    let mut now = start;
+    for _ in 0..10 {
+        for (id, ms) in [("a", 1000.0), ("b", 100.0)] {
+            core.ready(Request::only([id]), now, &mut rng).unwrap();
+            let Some(Event::Granted(g)) = core.poll_event() else {
+                panic!("a grant")
+            };
+            now += Duration::from_millis(ms as u64);
+            let outcome = Outcome::success_with(5.0, 20.0, 1_000_000, ms);
+            core.outcome(g.attempt, outcome, now).unwrap();
+            core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        }
+    }
+    // Two ticks a refresh period apart: at least one refresh between them.
+    let tick = |core: &mut Core, now: &mut Instant, rng: &mut SmallRng, by: Duration| {
+        *now += by;
+        core.tick(*now, rng);
+        *now += Duration::from_millis(30);
+        core.tick(*now, rng);
+    };
+    let time_of = |core: &Core, id: &str| {
+        core.candidate(&id.into())
+            .unwrap()
+            .components
+            .time_to_success
+    };
+    tick(&mut core, &mut now, &mut rng, Duration::ZERO);
+    let learned = (time_of(&core, "a"), time_of(&core, "b"));
+    core.ready(Request::only(["b"]), now, &mut rng).unwrap();
+    let Some(Event::Granted(g)) = core.poll_event() else {
+        panic!("a grant")
+    };
+    now += Duration::from_millis(20);
+    core.first_byte(g.attempt).unwrap();
+    let before = time_of(&core, "b");
+    tick(&mut core, &mut now, &mut rng, Duration::from_secs(3));
+    (learned, (before, time_of(&core, "b")))
+}
+
+#[test]
+fn counted_to_completion_a_download_is_timed_to_its_end() {
+    // To the first byte (the default) both answer in 20 ms, and a transfer that has sent its
+    // first byte is an answer, however long it runs.
+    let ((a, b), (before, after)) = downloads(AttemptTime::FirstByte);
+    assert_eq!(a, b, "first bytes alike");
+    assert_eq!(before, after, "a transfer under way is no hang");
+    // To completion `a`'s downloads take ten times `b`'s, and a download of `b` still running
+    // 3 s on, thirty times what its downloads take, counts against it as a censored sample.
+    let ((a, b), (before, after)) = downloads(AttemptTime::Completion);
+    assert!(a < 0.5 * b, "a {a} vs b {b}");
+    assert!(
+        after < 0.1 * before,
+        "b {before} -> {after} with a download running 3 s"
     );
 }
 

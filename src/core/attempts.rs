@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::score::AttemptTime;
 
 impl Core {
     /// Reports what happened in an attempt; updates the statistics. Only the first report of
@@ -62,10 +63,14 @@ impl Core {
     /// Says an attempt has its first byte (the outcome may follow much later, at the end of
     /// a transfer). Optional: until an attempt reports either, its age counts as evidence that
     /// the candidate is slow to answer (see `weights.time_to_success`), and without this call
-    /// a long transfer counts as such until its outcome.
+    /// a long transfer counts as such until its outcome. With `ema.attempt_time =
+    /// "completion"` the attempt's time runs to its outcome, and this call changes nothing.
     pub fn first_byte(&mut self, id: AttemptId) -> Result<(), Error> {
         let a = self.attempts.index(id)?;
-        self.attempts[a].answered = true;
+        // Counted to completion, a transfer still running is a try still running.
+        if self.model.config().ema.attempt_time == AttemptTime::FirstByte {
+            self.attempts[a].answered = true;
+        }
         Ok(())
     }
 

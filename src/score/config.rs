@@ -97,6 +97,26 @@ pub struct EmaConfig {
     /// candidates. 1: no cap. Default 1 (`docs/tuning.md`, "Evidence that ages by time, at
     /// low traffic").
     pub max_gain: f64,
+    /// Where an attempt's time ends for `time_to_success` and the attempt-time filter: at a
+    /// success's first byte (the default) or at its completion. Failures count to their end
+    /// either way.
+    pub attempt_time: AttemptTime,
+}
+
+/// Where a successful attempt's time ends, as `time_to_success` counts it
+/// ([`EmaConfig::attempt_time`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptTime {
+    /// At the first byte (`Success::ttfb_ms`, else the whole attempt): the wait before data
+    /// flows, what request-response callers and streaming retrievals feel. The default.
+    #[default]
+    FirstByte,
+    /// At completion (`Success::duration_ms`, else the attempt as the core timed it, grant to
+    /// report): the whole transfer. For bulk downloads from candidates whose bandwidth
+    /// differs, where a quick first byte followed by a slow transfer is the slower choice.
+    /// An attempt that has reported its first byte still counts as running until it ends.
+    Completion,
 }
 
 impl Default for EmaConfig {
@@ -362,6 +382,7 @@ impl Default for Config {
                 heal_probes: true,
                 record_probes: true,
                 max_gain: 1.0,
+                attempt_time: AttemptTime::FirstByte,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),

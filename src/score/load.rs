@@ -23,9 +23,10 @@ const OPTIONAL: [&str; 5] = [
 ];
 
 /// Fields whose value is one of a fixed set of strings.
-const CHOICES: [(&str, &[&str]); 2] = [
+const CHOICES: [(&str, &[&str]); 3] = [
     ("mode", &["sum", "mixture"]),
     ("unseen.prior", &["average", "pooled"]),
+    ("ema.attempt_time", &["first_byte", "completion"]),
 ];
 
 /// Whole-number fields stored in 32 bits (the others take any `u64`).

@@ -53,8 +53,8 @@ mod variants;
 pub use crate::error::{ConfigError, Problem};
 pub use components::{Components, Weights};
 pub use config::{
-    Arm, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow, WindowConfig,
-    PRESETS,
+    Arm, AttemptTime, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, Shadow,
+    WindowConfig, PRESETS,
 };
 pub use deadline::DeadlineConfig;
 pub(crate) use feedback::FeedbackBook;

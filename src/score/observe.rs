@@ -1,5 +1,6 @@
 //! The update rules: how an outcome moves a candidate's statistics, and ejection.
 
+use super::config::AttemptTime;
 use super::evidence::{self, Sample};
 use super::stats::{
     ema, finite_or_zero, pack_lag, pack_opt, saturate_u16, unpack_lag, unpack_opt, ATTEMPT_MS,
@@ -120,7 +121,10 @@ impl ScoreModel {
         }
         // Time to a result: a success's first byte when reported, else the whole attempt.
         let first_byte = match outcome {
-            Outcome::Success(s) => s.ttfb_ms.or(elapsed_ms),
+            Outcome::Success(s) => match cfg.ema.attempt_time {
+                AttemptTime::FirstByte => s.ttfb_ms.or(elapsed_ms),
+                AttemptTime::Completion => s.duration_ms.or(elapsed_ms),
+            },
             Outcome::Failure(_) => elapsed_ms,
         };
         let mut recovered = false;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::components::Weights;
 use super::config::{
-    Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, WindowConfig,
+    AttemptTime, Config, EjectionConfig, EmaConfig, Mode, PerfConfig, PriceConfig, WindowConfig,
 };
 use super::deadline::DeadlineConfig;
 use super::feedback::FeedbackConfig;
@@ -53,6 +53,7 @@ impl Config {
                 heal_probes: false,
                 record_probes: false,
                 max_gain: 1.0,
+                attempt_time: AttemptTime::FirstByte,
             },
             window: WindowConfig::default(),
             price: PriceConfig::default(),
@@ -107,6 +108,7 @@ impl Config {
                 heal_probes: false,
                 record_probes: false,
                 max_gain: 1.0,
+                attempt_time: AttemptTime::FirstByte,
             },
             window: WindowConfig::default(),
             price: PriceConfig {

@@ -15,6 +15,7 @@ fn bad_toml_config_names_every_bad_field() {
         [ema]
         alpha = 1.5
         overall_alpha = 0
+        attempt_time = "last_byte"
         [window]
         buckets = 0
         [tag_weights]
@@ -31,6 +32,7 @@ fn bad_toml_config_names_every_bad_field() {
         "weights.connect",
         "ema.alpha",
         "ema.overall_alpha",
+        "ema.attempt_time",
         "window.buckets",
         "tag_weights.verified",
     ] {
@@ -39,6 +41,12 @@ fn bad_toml_config_names_every_bad_field() {
     let shown = err.to_string();
     assert!(shown.contains("ema.alpha: must be in (0, 1]"), "{shown}");
     assert!(shown.contains("floor: is NaN"), "{shown}");
+    assert!(
+        shown.contains(
+            "ema.attempt_time: unknown value `last_byte`; expected one of first_byte, completion"
+        ),
+        "{shown}"
+    );
 }
 
 #[test]
