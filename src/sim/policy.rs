@@ -208,6 +208,8 @@ pub enum PolicySpec {
     Clairvoyant,
     /// Knows the truth.
     Oracle,
+    /// Knows the truth, and counts a success's time to its completion (the transfer included).
+    OracleCompletion,
     /// Thompson sampling over everything ever seen: the learning bound of a stationary world.
     Thompson,
     /// Netflix concurrency-limits' `Gradient2Limit` per candidate over a least-loaded p2c.
@@ -223,7 +225,7 @@ pub enum PolicySpec {
 }
 
 /// Every policy name `--policies` accepts (besides `coordinator:<preset or file>`).
-pub const POLICY_NAMES: [&str; 23] = [
+pub const POLICY_NAMES: [&str; 24] = [
     "coordinator",
     "random",
     "round-robin",
@@ -241,6 +243,7 @@ pub const POLICY_NAMES: [&str; 23] = [
     "c3-rate",
     "clairvoyant",
     "oracle",
+    "oracle-completion",
     "thompson",
     "gradient2",
     "vegas",
@@ -274,6 +277,7 @@ impl PolicySpec {
             "c3-rate" => PolicySpec::C3Rate,
             "clairvoyant" => PolicySpec::Clairvoyant,
             "oracle" => PolicySpec::Oracle,
+            "oracle-completion" => PolicySpec::OracleCompletion,
             "thompson" => PolicySpec::Thompson,
             "gradient2" => PolicySpec::Gradient2,
             "vegas" => PolicySpec::Vegas,
@@ -315,6 +319,7 @@ impl PolicySpec {
             PolicySpec::C3Rate => "c3-rate",
             PolicySpec::Clairvoyant => "clairvoyant",
             PolicySpec::Oracle => "oracle",
+            PolicySpec::OracleCompletion => "oracle-completion",
             PolicySpec::Thompson => "thompson",
             PolicySpec::Gradient2 => "gradient2",
             PolicySpec::Vegas => "vegas",
@@ -380,7 +385,13 @@ impl PolicySpec {
             PolicySpec::C3 => baselines::queued(baselines::C3::new(false), limits, rng),
             PolicySpec::C3Rate => baselines::queued(baselines::C3::new(true), limits, rng),
             PolicySpec::Clairvoyant => baselines::queued(baselines::Clairvoyant, limits, rng),
-            PolicySpec::Oracle => baselines::queued(baselines::Oracle, limits, rng),
+            PolicySpec::Oracle => baselines::queued(baselines::Oracle::default(), limits, rng),
+            PolicySpec::OracleCompletion => {
+                let oracle = baselines::Oracle {
+                    to_completion: true,
+                };
+                baselines::queued(oracle, limits, rng)
+            }
             PolicySpec::Thompson => baselines::queued(baselines::Thompson::default(), limits, rng),
             PolicySpec::Gradient2 => {
                 let l = baselines::Limited::new(|_| limiters::Gradient2::default(), seed ^ 0x6d);

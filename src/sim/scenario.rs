@@ -22,7 +22,7 @@ pub use caller::{Caller, OnTimeout, Retry};
 pub(crate) use parse::{deserialize, did_you_mean};
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 16] = [
+pub const BUILTIN: [(&str, &str); 17] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -56,6 +56,10 @@ pub const BUILTIN: [(&str, &str); 16] = [
     ("herd", include_str!("../../scenarios/herd.toml")),
     ("knee", include_str!("../../scenarios/knee.toml")),
     ("slow-link", include_str!("../../scenarios/slow-link.toml")),
+    (
+        "bulk-transfer",
+        include_str!("../../scenarios/bulk-transfer.toml"),
+    ),
     (
         "hidden-capacity",
         include_str!("../../scenarios/hidden-capacity.toml"),

@@ -321,6 +321,25 @@ impl Truth {
             }
     }
 
+    /// Mean milliseconds from a success's first byte to its end when it sends `bytes`: the
+    /// duration and the transfer that follow a first byte (0 without `ttfb_ms`, where the
+    /// first byte is the end of the whole attempt).
+    pub(crate) fn mean_after_first_byte_ms(&self, bytes: u64) -> f64 {
+        if self.ttfb_ms.is_none() {
+            return 0.0;
+        }
+        self.duration_ms.mean() + self.transfer_ms(bytes)
+    }
+
+    /// Milliseconds to send `bytes` at this candidate's bandwidth (0 without one), at most
+    /// the longest time a scenario may give.
+    fn transfer_ms(&self, bytes: u64) -> f64 {
+        match self.bandwidth_mbps {
+            Some(mbps) if bytes > 0 => transfer_ms(bytes, mbps).min(MAX_MS),
+            _ => 0.0,
+        }
+    }
+
     /// Runs one attempt that lands on `load` attempts in flight (itself included), transfers
     /// `bytes` (0: request-response) and gives up after `timeout_ms` without a first byte
     /// (`None`: never).
@@ -385,12 +404,9 @@ impl Truth {
             None => {
                 let connect = sample(&self.connect_ms, rng);
                 let ttfb = self.ttfb_ms.as_ref().map(|d| sample(d, rng));
-                let transfer = match self.bandwidth_mbps {
-                    // At most the longest time a scenario may give (a timeline can set a
-                    // bandwidth near 0).
-                    Some(mbps) if bytes > 0 => transfer_ms(bytes, mbps).min(MAX_MS),
-                    _ => 0.0,
-                };
+                // At most the longest time a scenario may give (a timeline can set a bandwidth
+                // near 0).
+                let transfer = self.transfer_ms(bytes);
                 let duration = transfer + sample(&self.duration_ms, rng);
                 let total = connect + ttfb.unwrap_or(0.0) + duration;
                 let first_byte = match ttfb {

@@ -55,8 +55,9 @@ pub(crate) struct Args {
     /// Comma-separated policies: coordinator, `coordinator:<preset or config file>`, random,
     /// round-robin, p2c-opcount, mongo-error-bias, lassie-pairwise, lassie, livepeer,
     /// p2c-peak-ewma, least-loaded, least-loaded-accrual, least-pending, dynamic-snitch, c3,
-    /// c3-rate, clairvoyant, oracle, thompson, and the concurrency limiters gradient2, vegas,
-    /// aimd, vector-arc, oracle-limits (docs/baselines.md). Default: the scenario's own list. A config file with `[[arms]]`
+    /// c3-rate, clairvoyant, oracle, oracle-completion, thompson, and the concurrency limiters
+    /// gradient2, vegas, aimd, vector-arc, oracle-limits (docs/baselines.md). Default: the
+    /// scenario's own list. A config file with `[[arms]]`
     /// also reports each arm (docs/arms.md). In fleet mode, `coordinator:<config>` alone: the
     /// config every client runs.
     #[arg(long, value_delimiter = ',')]

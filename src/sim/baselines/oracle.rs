@@ -27,8 +27,15 @@ use crate::sim::policy::{Cand, World};
 /// the queue the oracle piled every request onto the fastest or surest server until its
 /// attempts timed out; without the last rule it still ranked a sure server with a second's
 /// backlog above an idle one a percent less sure.
-#[derive(Debug)]
-pub(crate) struct Oracle;
+///
+/// `to_completion` (`oracle-completion`) counts a success's time to its end instead of its
+/// first byte: the duration and the transfer of `workload.bytes` at the candidate's bandwidth
+/// that follow the first byte. It is the limit for callers that wait for a whole download.
+#[derive(Debug, Default)]
+pub(crate) struct Oracle {
+    /// Successes cost their time to completion, not to the first byte.
+    pub(crate) to_completion: bool,
+}
 
 /// A share of first bytes past the timeout below this is taken as none: no run is long
 /// enough to see it, and it would otherwise decide ties between equally sure servers by the
@@ -39,13 +46,17 @@ const NEGLIGIBLE_LATE: f64 = 1e-4;
 const WAIT_SCALE_MS: f64 = 1000.0;
 
 /// `c`'s success probability and the expected milliseconds an attempt sent to it now takes.
-fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
+/// `after_ms`: what a success costs past its first byte.
+fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>, after_ms: f64) -> (f64, f64) {
     let t = &w.truth[c as usize];
     let p = t.success_probability(st.in_flight[c as usize] + 1);
     let failure_ms = t.failure_ms.mean();
     if !t.is_queue() {
         let Some(timeout_ms) = w.workload.attempt_timeout_ms else {
-            return (p, p * t.mean_first_byte_ms() + (1.0 - p) * failure_ms);
+            return (
+                p,
+                p * (t.mean_first_byte_ms() + after_ms) + (1.0 - p) * failure_ms,
+            );
         };
         // A served attempt whose first byte would come after the timeout times out.
         let in_time = match t.first_byte_within(timeout_ms) {
@@ -53,7 +64,7 @@ fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
             q => q,
         };
         let ok = p * in_time;
-        let cost = ok * t.mean_first_byte_ms().min(timeout_ms)
+        let cost = ok * (t.mean_first_byte_ms().min(timeout_ms) + after_ms)
             + (p - ok) * timeout_ms
             + (1.0 - p) * failure_ms.min(timeout_ms);
         return (ok, cost);
@@ -67,13 +78,18 @@ fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>) -> (f64, f64) {
         return (0.0, timeout_ms);
     }
     let p = p * (1.0 - expected_wait_ms(c, w) / timeout_ms).max(0.0);
-    (p, p * first_byte_ms + (1.0 - p) * failure_ms)
+    (p, p * (first_byte_ms + after_ms) + (1.0 - p) * failure_ms)
 }
 
 impl Picker for Oracle {
     fn pick(&mut self, s: &[Cand], st: &PickState<'_>, w: &World<'_>, rng: &mut SmallRng) -> Cand {
         let key = |c: Cand| -> (f64, f64) {
-            let (p, cost) = odds(c, st, w);
+            let after_ms = if self.to_completion {
+                w.truth[c as usize].mean_after_first_byte_ms(w.workload.bytes)
+            } else {
+                0.0
+            };
+            let (p, cost) = odds(c, st, w, after_ms);
             if w.workload.retries == 0 {
                 (p, -cost)
             } else {
@@ -122,7 +138,10 @@ service_ms = 4.0
         // The first is full (a refusal); the second serves after a 24 ms wait.
         tw.load(0, 1, 1);
         tw.load(1, 1, 5);
-        assert_eq!(tw.always_picks(&mut Oracle, &[0, 1], &[2, 6], 0.0), 1);
+        assert_eq!(
+            tw.always_picks(&mut Oracle::default(), &[0, 1], &[2, 6], 0.0),
+            1
+        );
     }
 
     #[test]
@@ -147,6 +166,9 @@ service_ms = 4.0
         // near one waits 24 ms and answers at 28 ms.
         tw.load(0, 1, 0);
         tw.load(1, 1, 5);
-        assert_eq!(tw.always_picks(&mut Oracle, &[0, 1], &[1, 6], 0.0), 1);
+        assert_eq!(
+            tw.always_picks(&mut Oracle::default(), &[0, 1], &[1, 6], 0.0),
+            1
+        );
     }
 }
