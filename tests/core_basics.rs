@@ -28,6 +28,32 @@ fn events(core: &mut Core) -> Vec<Event> {
     std::iter::from_fn(|| core.poll_event()).collect()
 }
 
+/// A core with `config` and the candidates `ids`, its rng seeded with `seed`, and its start.
+fn core_of(config: Config, ids: &[&str], seed: u64) -> (Core, SmallRng, Instant) {
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut core = Core::new(config, start).unwrap();
+    for id in ids {
+        core.add_candidate(CandidateInfo::new(*id), start, &mut rng)
+            .unwrap();
+    }
+    (core, rng, start)
+}
+
+/// Asks for one attempt on `id` alone and returns the grant, which must come at once.
+fn grant_on(
+    core: &mut Core,
+    id: &str,
+    now: Instant,
+    rng: &mut SmallRng,
+) -> selection_coordinator::Grant {
+    core.ready(Request::only([id]), now, rng).unwrap();
+    let Some(Event::Granted(g)) = core.poll_event() else {
+        panic!("a grant on {id}")
+    };
+    g
+}
+
 /// The grants among `events`.
 fn grants(events: &[Event]) -> impl Iterator<Item = &selection_coordinator::Grant> {
     events.iter().filter_map(|e| match e {
@@ -212,20 +238,11 @@ fn slow_failures_cost_more_time_to_success_than_fast_ones() {
     // Fixed-weight averages, so both keep exactly the same success EMA (with the drift filter a
     // surprising 3 s time would also move the slow one's success).
     config.ema.drift = 0.0;
-    let start = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(3);
-    let mut core = Core::new(config, start).unwrap();
-    for id in ["slow", "fast"] {
-        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
-            .unwrap();
-    }
+    let (mut core, mut rng, start) = core_of(config, &["slow", "fast"], 3);
     let mut now = start;
     for round in 0..40 {
         for id in ["slow", "fast"] {
-            core.ready(Request::only([id]), now, &mut rng).unwrap();
-            let Some(Event::Granted(g)) = core.poll_event() else {
-                panic!()
-            };
+            let g = grant_on(&mut core, id, now, &mut rng);
             let (took, outcome) = if round % 2 == 0 {
                 (100, Outcome::success_with(20.0, 100.0, 1000, 150.0))
             } else if id == "slow" {
@@ -255,24 +272,15 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
     // `a` and `b` share a history of 100 ms successes. An attempt on `a` then runs: younger
     // than a try usually takes it changes nothing; older, `a` is charged from the next refresh
     // as if a try took that long; once its first byte is reported it stops counting.
-    let start = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(5);
     let config = Config {
         refresh_ms: 20,
         ..Config::default()
     };
-    let mut core = Core::new(config, start).unwrap();
-    for id in ["a", "b"] {
-        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
-            .unwrap();
-    }
+    let (mut core, mut rng, start) = core_of(config, &["a", "b"], 5);
     let mut now = start;
     for _ in 0..10 {
         for id in ["a", "b"] {
-            core.ready(Request::only([id]), now, &mut rng).unwrap();
-            let Some(Event::Granted(g)) = core.poll_event() else {
-                panic!("a grant")
-            };
+            let g = grant_on(&mut core, id, now, &mut rng);
             now += Duration::from_millis(100);
             core.outcome(
                 g.attempt,
@@ -289,10 +297,7 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
             .components
             .time_to_success
     };
-    core.ready(Request::only(["a"]), now, &mut rng).unwrap();
-    let Some(Event::Granted(g)) = core.poll_event() else {
-        panic!("a grant")
-    };
+    let g = grant_on(&mut core, "a", now, &mut rng);
     // Two ticks a refresh period apart: at least one refresh between them.
     let mut refreshed = |core: &mut Core, now: &mut Instant| {
         for _ in 0..2 {
@@ -321,25 +326,16 @@ fn an_attempt_running_long_without_an_answer_counts_against_its_candidate() {
 /// the time components of `a` and `b` after 10 downloads each, and `b`'s before and after an
 /// attempt of it that reported its first byte has run 3 s more.
 fn downloads(attempt_time: AttemptTime) -> ((f64, f64), (f64, f64)) {
-    let start = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(9);
     let mut config = Config {
         refresh_ms: 20,
         ..Config::default()
     };
     config.ema.attempt_time = attempt_time;
-    let mut core = Core::new(config, start).unwrap();
-    for id in ["a", "b"] {
-        core.add_candidate(CandidateInfo::new(id), start, &mut rng)
-            .unwrap();
-    }
+    let (mut core, mut rng, start) = core_of(config, &["a", "b"], 9);
     let mut now = start;
     for _ in 0..10 {
         for (id, ms) in [("a", 1000.0), ("b", 100.0)] {
-            core.ready(Request::only([id]), now, &mut rng).unwrap();
-            let Some(Event::Granted(g)) = core.poll_event() else {
-                panic!("a grant")
-            };
+            let g = grant_on(&mut core, id, now, &mut rng);
             now += Duration::from_millis(ms as u64);
             let outcome = Outcome::success_with(5.0, 20.0, 1_000_000, ms);
             core.outcome(g.attempt, outcome, now).unwrap();
@@ -361,10 +357,7 @@ fn downloads(attempt_time: AttemptTime) -> ((f64, f64), (f64, f64)) {
     };
     tick(&mut core, &mut now, &mut rng, Duration::ZERO);
     let learned = (time_of(&core, "a"), time_of(&core, "b"));
-    core.ready(Request::only(["b"]), now, &mut rng).unwrap();
-    let Some(Event::Granted(g)) = core.poll_event() else {
-        panic!("a grant")
-    };
+    let g = grant_on(&mut core, "b", now, &mut rng);
     now += Duration::from_millis(20);
     core.first_byte(g.attempt).unwrap();
     let before = time_of(&core, "b");
