@@ -224,7 +224,9 @@ impl Core {
     }
 
     /// Whether `id` is open and not closed (cancelled, rejected, carried over a restart):
-    /// whether [`Next::Retry`](crate::Next::Retry) on its attempt would ask again.
+    /// whether [`Next::Retry`](crate::Next::Retry) on its attempt would ask again. The actor
+    /// asks it.
+    #[cfg(feature = "actor")]
     pub(crate) fn takes_retry(&self, id: RequestId) -> bool {
         matches!(self.request_index(id), Ok(i) if self.requests[i as usize].closed.is_none())
     }
