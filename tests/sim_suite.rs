@@ -196,6 +196,7 @@ fn count_present(sc: &Scenario) -> usize {
 /// 200 seeds per family: every scenario parses and validates, and has its family's shape.
 #[test]
 fn every_family_generates_valid_scenarios_for_many_seeds() {
+    let (mut heavy_seen, mut all_seen) = (0usize, 0usize);
     for family in Family::ALL {
         for seed in 0..200u64 {
             let g = generate(family, seed, (seed % 7) as usize, &names())
@@ -256,9 +257,34 @@ fn every_family_generates_valid_scenarios_for_many_seeds() {
                     let k = sc.workload.subset as usize;
                     assert!((5..=50).contains(&k) && tl.is_empty(), "{ctx}");
                 }
+                Family::HeavyTail => {
+                    assert!((4..=12).contains(&n) && tl.is_empty(), "{ctx}");
+                    // Heavy-tailed: exponential, or lognormal with sd at least the mean; the
+                    // others' sd is 0.1-0.6 of the mean. No queues.
+                    let heavy = |d: &Option<Dist>| match d {
+                        Some(Dist::Exp { .. }) => true,
+                        Some(Dist::LogNormal { mean, sd }) => *sd >= 0.999 * *mean,
+                        _ => false,
+                    };
+                    assert!(sc.candidates.iter().all(|c| c.servers.is_none()), "{ctx}");
+                    let means: Vec<f64> = sc
+                        .candidates
+                        .iter()
+                        .map(|c| c.ttfb_ms.as_ref().map_or(0.0, Dist::mean))
+                        .collect();
+                    let (lo, hi) = means
+                        .iter()
+                        .fold((f64::MAX, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
+                    assert!(lo > 0.0 && hi <= 3.01 * lo, "{ctx}");
+                    heavy_seen += sc.candidates.iter().filter(|c| heavy(&c.ttfb_ms)).count();
+                    all_seen += n;
+                }
             }
         }
     }
+    // Half of the heavy-tail family's candidates, each drawn on its own.
+    let share = heavy_seen as f64 / all_seen as f64;
+    assert!((0.45..0.55).contains(&share), "heavy-tailed share {share}");
 }
 
 fn figures(

@@ -11,7 +11,7 @@ use selection_coordinator::sim::PolicySpec;
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuiteArgs {
     /// Run generated scenarios instead of one: comma-separated families (degrade-heal, outage,
-    /// drift, flap, churn, population, or all). Default policies: coordinator, oracle,
+    /// drift, flap, churn, population, heavy-tail, or all). Default policies: coordinator, oracle,
     /// p2c-peak-ewma, least-loaded, mongo-error-bias, round-robin, random, p2c-opcount.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["scenario", "plot", "list"])]
     pub(crate) suite: Vec<String>,
@@ -47,7 +47,7 @@ pub(crate) fn run(
     let families = Family::parse_list(&args.suite)?;
     let count = args.count.unwrap_or(DEFAULT_COUNT);
     // Every scenario is generated before the runs start (some 10 KB each, text and parsed,
-    // and each run's figures stay until the report): 1000 per family of all six families stay
+    // and each run's figures stay until the report): 1000 per family of all seven families stay
     // within about a hundred MB, and take over an hour with the default policies on two
     // cores. 100 per family and policy take about a minute.
     const MAX_COUNT: usize = 1_000;

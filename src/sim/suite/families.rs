@@ -572,6 +572,47 @@ pub(super) fn population(rng: &mut SmallRng, name: String) -> Draft {
     }
 }
 
+/// 4-12 candidates whose first bytes differ up to threefold (the fleet's base, log-uniform
+/// 5-50 ms, x log-uniform 1-3), half of them (each on its own) heavy-tailed: exponential, or
+/// lognormal with a coefficient of variation of 1-3, equally likely; the others the mild
+/// lognormal of the other families. Success, failures, load and run length as in the other
+/// families (60-120 s), never queueing. Nothing changes: what is measured is telling a heavy
+/// tail from a slower mean.
+pub(super) fn heavy_tail(rng: &mut SmallRng, name: String) -> Draft {
+    let n = rng.random_range(4..=12);
+    let base = log_uniform(rng, 5.0, 50.0);
+    let mut heavy = 0;
+    let mut cands: Vec<Cand> = (0..n)
+        .map(|i| {
+            let mut c = candidate(rng, format!("server-{i}"), base, 3.0, 0.15);
+            if rng.random_bool(0.5) {
+                heavy += 1;
+                let mean = c.ttfb_ms.mean();
+                c.ttfb_ms = if rng.random_bool(0.5) {
+                    Dist::Exp { mean: r3(mean) }
+                } else {
+                    Dist::LogNormal {
+                        mean: r3(mean),
+                        sd: r3(mean * rng.random_range(1.0..3.0)),
+                    }
+                };
+            }
+            c
+        })
+        .collect();
+    let duration = rng.random_range(60.0..120.0);
+    let load = load(rng, &mut cands, duration);
+    Draft {
+        name,
+        description: format!(
+            "{n} servers, {heavy} with heavy-tailed first bytes; nothing changes over {duration:.0} s"
+        ),
+        load,
+        candidates: cands,
+        timeline: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
