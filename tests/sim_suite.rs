@@ -29,7 +29,7 @@ fn specs() -> Vec<PolicySpec> {
 fn the_same_seed_gives_the_same_scenarios_and_figures() {
     let a = generate_suite(&Family::ALL, 1, 11, &names()).unwrap();
     let b = generate_suite(&Family::ALL, 1, 11, &names()).unwrap();
-    assert_eq!(a.len(), 6);
+    assert_eq!(a.len(), 7);
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x.text, y.text);
         assert_eq!(x.seed, y.seed);

@@ -119,7 +119,8 @@ impl ScoreModel {
             pull(&mut bandwidth_bps, overall.bandwidth_bps);
             pull(&mut attempt_ms, overall.attempt_ms);
         }
-        // Time to a result: a success's first byte when reported, else the whole attempt.
+        // Time to a result: a success's first byte when reported (or, counted to completion,
+        // its whole duration), else the whole attempt as the core timed it.
         let first_byte = match outcome {
             Outcome::Success(s) => match cfg.ema.attempt_time {
                 AttemptTime::FirstByte => s.ttfb_ms.or(elapsed_ms),
