@@ -332,7 +332,7 @@ impl Truth {
     }
 
     /// Milliseconds to send `bytes` at this candidate's bandwidth (0 without one), at most
-    /// the longest time a scenario may give.
+    /// the longest time a scenario may give (a timeline can set a bandwidth near 0).
     fn transfer_ms(&self, bytes: u64) -> f64 {
         match self.bandwidth_mbps {
             Some(mbps) if bytes > 0 => transfer_ms(bytes, mbps).min(MAX_MS),
@@ -404,8 +404,6 @@ impl Truth {
             None => {
                 let connect = sample(&self.connect_ms, rng);
                 let ttfb = self.ttfb_ms.as_ref().map(|d| sample(d, rng));
-                // At most the longest time a scenario may give (a timeline can set a bandwidth
-                // near 0).
                 let transfer = self.transfer_ms(bytes);
                 let duration = transfer + sample(&self.duration_ms, rng);
                 let total = connect + ttfb.unwrap_or(0.0) + duration;
