@@ -121,7 +121,7 @@ impl ScoreModel {
         }
         // Time to a result: a success's first byte when reported (or, counted to completion,
         // its whole duration), else the whole attempt as the core timed it.
-        let first_byte = match outcome {
+        let result_ms = match outcome {
             Outcome::Success(s) => match cfg.ema.attempt_time {
                 AttemptTime::FirstByte => s.ttfb_ms.or(elapsed_ms),
                 AttemptTime::Completion => s.duration_ms.or(elapsed_ms),
@@ -129,7 +129,7 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         let mut recovered = false;
-        if let Some(t) = first_byte.filter(|t| *t >= 0.0 && *t < f64::INFINITY) {
+        if let Some(t) = result_ms.filter(|t| *t >= 0.0 && *t < f64::INFINITY) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);
