@@ -430,14 +430,15 @@ fn next_wakeup_is_the_first_deadline_then_the_lease_end_then_the_refresh() {
     assert!(next > t0 + refresh && next <= t0 + refresh + ms(1));
 }
 
-/// The coarse refresh runs every `refresh_ms` (100 ms by default) for a small fleet, and every
-/// `refresh_per_candidate_us` per candidate for a large one (its cost is O(n)).
+/// The coarse refresh runs every `refresh_ms` (100 ms by default) for a small fleet, and a
+/// settled large fleet's every `refresh_per_candidate_us` per candidate (its cost is O(n)).
 #[test]
 fn the_refresh_period_stretches_with_the_fleet() {
     let c = Config::default();
     assert_eq!(c.refresh_period_s(1), 0.1);
-    assert_eq!(c.refresh_period_s(4_000), 0.1);
-    assert!((c.refresh_period_s(10_000) - 0.25).abs() < 1e-12);
+    assert_eq!(c.refresh_period_s(500), 0.1);
+    assert!((c.refresh_period_s(4_000) - 0.8).abs() < 1e-12);
+    assert!((c.refresh_period_s(10_000) - 2.0).abs() < 1e-12);
     let mut off = c.clone();
     off.refresh_per_candidate_us = 0.0;
     assert_eq!(off.refresh_period_s(100_000), 0.1);
@@ -452,15 +453,110 @@ fn the_refresh_period_stretches_with_the_fleet() {
             "{err}"
         );
     }
-    // A core of 6,000 candidates: once the first refresh after they joined has run (due at
-    // 100 ms, brought by a draw at 101 ms), the next one is 150 ms away, not 100.
+}
+
+/// One decision at `now`, answered at once.
+fn decide_answered(core: &mut Core, rng: &mut SmallRng, now: Instant) {
+    core.ready(Request::any(), now, rng).unwrap();
+    for ev in events(core) {
+        if let Event::Granted(g) = ev {
+            core.outcome(g.attempt, Outcome::success_with(5.0, 10.0, 1000, 5.0), now)
+                .unwrap();
+            core.done(g.attempt, Next::Finish, now, rng).unwrap();
+        }
+    }
+}
+
+/// Decisions every millisecond from `start` to `end`: the periods between the coarse refreshes
+/// they bring, in whole milliseconds (a refresh runs at the first decision past its due time,
+/// so each period reads a millisecond long at most).
+fn refresh_periods_ms(
+    core: &mut Core,
+    rng: &mut SmallRng,
+    start: Instant,
+    end: Instant,
+) -> Vec<u128> {
+    let mut periods = Vec::new();
+    let mut due = core.next_refresh();
+    let mut now = start;
+    while now < end {
+        now += Duration::from_millis(1);
+        decide_answered(core, rng, now);
+        let next = core.next_refresh();
+        if next != due {
+            periods.push((next - now).as_millis());
+            due = next;
+        }
+    }
+    periods
+}
+
+/// A large fleet is refreshed every `refresh_ms` while it is new, then less and less often,
+/// each period twice the last, up to its settled period (`refresh_per_candidate_us` per
+/// candidate: 1.2 s for 6,000); a tenth more candidates start it over.
+#[test]
+fn a_large_fleets_refresh_backs_off_as_it_settles_and_starts_over_when_it_grows() {
     let (mut core, mut rng, t0) = core_with(6_000, Limits::default());
-    let at = t0 + Duration::from_millis(101);
-    core.ready(Request::any(), at, &mut rng).unwrap();
-    let next = core.next_wakeup() - at;
+    let periods = refresh_periods_ms(&mut core, &mut rng, t0, t0 + Duration::from_secs(6));
+    assert_eq!(
+        periods,
+        [100, 200, 400, 800, 1200, 1200, 1200, 1200],
+        "{periods:?}"
+    );
+    let mut now = t0 + Duration::from_secs(6);
+    for i in 0..600 {
+        core.add_candidate(CandidateInfo::new(format!("new{i}")), now, &mut rng)
+            .unwrap();
+    }
+    assert!(core.next_refresh() - now <= Duration::from_millis(101));
+    now += Duration::from_millis(1);
+    let periods = refresh_periods_ms(&mut core, &mut rng, now, now + Duration::from_secs(3));
+    assert_eq!(&periods[..4], [100, 200, 400, 800], "{periods:?}");
+    // A small fleet's period is `refresh_ms` throughout.
+    let (mut small, mut rng, t0) = core_with(50, Limits::default());
+    let periods = refresh_periods_ms(&mut small, &mut rng, t0, t0 + Duration::from_secs(2));
+    assert!(periods.iter().all(|&p| p == 100), "{periods:?}");
+}
+
+/// Between a settled large fleet's coarse refreshes (2 s apart here), an attempt that has
+/// run far past what the candidate's tries take is charged within `refresh_ms`, by the scan
+/// of the attempts still running, as on a small fleet.
+#[test]
+fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
+    let config = Config {
+        refresh_per_candidate_us: 1_000.0,
+        ..Config::default()
+    };
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut core = Core::new(config, t0).unwrap();
+    for i in 0..2_000 {
+        core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
+            .unwrap();
+    }
+    // 1,000 decisions a second for 8 s: the refresh period has backed off to 2 s.
+    let mut now = t0 + Duration::from_secs(8);
+    let periods = refresh_periods_ms(&mut core, &mut rng, t0, now);
+    assert_eq!(periods.last(), Some(&2000), "{periods:?}");
+    // One attempt that never answers, granted just after a refresh.
+    let refresh = core.next_refresh();
+    while now <= refresh {
+        now += Duration::from_millis(1);
+        decide_answered(&mut core, &mut rng, now);
+    }
+    let hung = CandidateId::new("c7");
+    core.ready(Request::only([hung.clone()]), now, &mut rng)
+        .unwrap();
+    assert!(matches!(events(&mut core)[..], [Event::Granted(_)]));
+    let before = core.tree_probability(&hung);
+    // 400 ms on (each try took 5 ms), well before the next refresh.
+    let later = now + Duration::from_millis(400);
+    assert!(core.next_refresh() > later + Duration::from_secs(1));
+    core.tick(later, &mut rng);
+    let after = core.tree_probability(&hung);
     assert!(
-        next > Duration::from_millis(150) && next <= Duration::from_millis(151),
-        "{next:?}"
+        after < before / 100.0,
+        "a silent attempt charged at once: {before} -> {after}"
     );
 }
 

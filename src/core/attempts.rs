@@ -256,13 +256,15 @@ impl Core {
     }
 
     /// When the core next needs [`Core::tick`]: the earliest waiting deadline, the end of the
-    /// oldest attempt's lease ([`Limits::max_attempt_s`]) or the next periodic refresh
-    /// (every [`Config::refresh_period_s`]: `refresh_ms` of the config, stretched for large
-    /// fleets), whichever comes first. The refresh also ends ejections. A driver keeps one
-    /// timer armed at this
-    /// instant and reads it again after every call, since any call may move it.
+    /// oldest attempt's lease ([`Limits::max_attempt_s`]), the next periodic refresh (every
+    /// `refresh_ms` of the config, a large fleet's stretched once it settles, up to
+    /// [`Config::refresh_period_s`]) or the next scan of the attempts still running between
+    /// two such refreshes (every `refresh_ms`), whichever comes first. Both also end
+    /// ejections. A driver keeps one timer armed at this instant and reads it again after
+    /// every call, since any call may move it.
     pub fn next_wakeup(&self) -> Instant {
-        let refresh_ns = (self.clock.next_refresh_s * 1e9).ceil() as u64;
+        let refresh_s = self.clock.next_refresh_s.min(self.clock.next_scan_s);
+        let refresh_ns = (refresh_s * 1e9).ceil() as u64;
         let due_ns = self
             .timed_due_ns()
             .map_or(refresh_ns, |d| d.min(refresh_ns));

@@ -85,6 +85,7 @@ impl Core {
         self.fleet.by_id.insert(&self.fleet.infos, idx);
         self.limit_added(idx as usize);
         self.fleet.live_count += 1;
+        self.fleet_resized();
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
         self.stake_moved(info_stake != 0.0);
@@ -156,6 +157,7 @@ impl Core {
         self.fleet.stake_total -= self.fleet.infos[idx].stake;
         self.fleet.slots[idx].live = false;
         self.fleet.live_count -= 1;
+        self.fleet_resized();
         self.refresh_static(idx);
         self.refresh_leaf(idx);
         if self.fleet.slots[idx].in_flight == 0 {

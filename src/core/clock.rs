@@ -24,6 +24,16 @@ pub(super) struct Clock {
     pub(super) bucket: u64,
     /// When the coarse refresh of every candidate is next due.
     pub(super) next_refresh_s: f64,
+    /// The period the last coarse refresh set: `refresh_ms` after the fleet changed, then
+    /// doubling up to the settled period ([`crate::Config::refresh_period_s`]); 0 before the
+    /// first refresh and after a new config.
+    pub(super) refresh_period_s: f64,
+    /// The live candidates when the refresh period last started over: a tenth more or fewer
+    /// start it over again (`Core::fleet_resized`).
+    pub(super) refresh_live: usize,
+    /// When the attempts still running are next scanned between coarse refreshes (every
+    /// `refresh_ms`; see `Core::scan_running`).
+    pub(super) next_scan_s: f64,
     /// When the coarse refresh next recomputes the components no channel reads.
     pub(super) next_unused_s: f64,
 }
@@ -38,6 +48,9 @@ impl Clock {
             now_ns: 0,
             bucket: 0,
             next_refresh_s: 0.0,
+            refresh_period_s: 0.0,
+            refresh_live: 0,
+            next_scan_s: 0.0,
             next_unused_s: 0.0,
         };
         clock.derive(bucket_s);

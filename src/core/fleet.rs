@@ -3,7 +3,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::score::{Components, Learned};
+use crate::score::{Components, Learned, StatsView};
 use scoring::ScoredAt;
 
 /// How often the coarse refresh also recomputes the components no channel reads (they are
@@ -26,6 +26,9 @@ pub(super) enum Refresh {
     /// The coarse refresh of every candidate: everything is recomputed (the unread components
     /// at most once a second), and the leaves are written deferred, for one rebuild after.
     Coarse,
+    /// The scan of attempts still running between coarse refreshes: recomputed as by the
+    /// coarse refresh, the leaves written at the next draw.
+    Scan,
 }
 
 impl Core {
@@ -51,20 +54,20 @@ impl Core {
     /// Finds each candidate's oldest attempt still running without a report (the earliest
     /// granted, the lowest attempt index among equals). O(a log a) for `a` such attempts.
     pub(super) fn find_oldest_pending(&mut self) {
+        // Sorted with each grant time at hand rather than looked up at every comparison.
+        let mut running: Vec<(u32, f64, u32)> = self
+            .attempts
+            .iter()
+            .enumerate()
+            .filter(|(_, att)| att.active && !att.reported && !att.answered)
+            .map(|(a, att)| (att.key.idx, att.granted_s, a as u32))
+            .collect();
+        running
+            .sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+        running.dedup_by_key(|r| r.0);
         let pending = &mut self.fleet.oldest_pending;
         pending.clear();
-        for (a, att) in self.attempts.iter().enumerate() {
-            if att.active && !att.reported && !att.answered {
-                pending.push((att.key.idx, a as u32));
-            }
-        }
-        let granted = |a: u32| self.attempts[a as usize].granted_s;
-        pending.sort_unstable_by(|&(s1, a1), &(s2, a2)| {
-            s1.cmp(&s2)
-                .then(granted(a1).total_cmp(&granted(a2)))
-                .then(a1.cmp(&a2))
-        });
-        pending.dedup_by_key(|&mut (slot, _)| slot);
+        pending.extend(running.iter().map(|&(slot, _, a)| (slot, a)));
     }
 
     /// The current window bucket (see [`Clock::bucket`](super::clock::Clock::bucket)).
@@ -146,7 +149,9 @@ impl Core {
             // Components no channel reads cannot move a draw: an outcome keeps them, and the
             // coarse refresh recomputes them at most once a second (`next_unused_s`), for
             // display.
-            let keep = from_outcome || (deferred && self.clock.now_s < self.clock.next_unused_s);
+            let keep = from_outcome
+                || (matches!(how, Refresh::Coarse | Refresh::Scan)
+                    && self.clock.now_s < self.clock.next_unused_s);
             let previous = keep.then_some(&slot.learned);
             let at = if from_outcome {
                 ScoredAt::Outcome
@@ -224,14 +229,92 @@ impl Core {
     }
 
     /// Brings the scores up to date before a draw: everything when something global changed
-    /// or the coarse tick is due, else only the candidates a round of digests named.
+    /// or the coarse tick is due, else the attempts still running when their scan is due, and
+    /// the candidates a round of digests named.
     #[inline]
     pub(super) fn refresh_due(&mut self) {
         if self.dirty || self.clock.now_s >= self.clock.next_refresh_s {
             self.refresh_all();
         } else {
+            if self.clock.now_s >= self.clock.next_scan_s {
+                self.scan_running();
+            }
             self.refresh_digested();
         }
+    }
+
+    /// Between two coarse refreshes of a large fleet, every `refresh_ms`: finds each
+    /// candidate's oldest unanswered attempt again and rescores the candidates whose attempt
+    /// has run past twice what one is expected to take, then again each time its age doubles
+    /// (and once more when it ends), so a server that stops answering is charged about as
+    /// soon as on a small fleet, however far apart the fleet's coarse refreshes are; ends the
+    /// ejections that are over; wakes the parked requests. O(attempts running), plus a pass
+    /// over the flags while any candidate is ejected.
+    #[cold]
+    #[inline(never)]
+    fn scan_running(&mut self) {
+        let before = std::mem::take(&mut self.fleet.charged);
+        self.find_oldest_pending();
+        self.queue.wake_all(&mut self.requests);
+        let now_s = self.clock.now_s;
+        let reference_ms = self.fleet.overall.attempt_ms.map(|o| o.max(1.0));
+        let mut charged = Vec::new();
+        let mut rescore = Vec::new();
+        for &(slot, a) in &self.fleet.oldest_pending {
+            let age_ms = (now_s - self.attempts[a as usize].granted_s) * 1000.0;
+            let last = before
+                .binary_search_by_key(&slot, |c| c.0)
+                .ok()
+                .map(|i| before[i])
+                .filter(|c| c.1 == a);
+            let due = match last {
+                Some((_, _, at_ms, _)) => age_ms >= 2.0 * at_ms,
+                None => {
+                    // `ScoreModel::censored_time` charges an attempt once its age passes the
+                    // expected time, between the candidate's own estimate and the fleet's.
+                    let own_ms = self.fleet.slots[slot as usize].stats.attempt_ms();
+                    let expected_ms = match (own_ms, reference_ms) {
+                        (Some(t), Some(o)) => t.min(o),
+                        (t, o) => t.or(o).unwrap_or(0.0),
+                    };
+                    age_ms > 2.0 * expected_ms
+                }
+            };
+            if due {
+                rescore.push(slot);
+                charged.push((slot, a, age_ms, now_s));
+            } else if let Some(c) = last {
+                charged.push(c);
+            }
+        }
+        // A charged attempt that ended without an outcome of its candidate since the charge
+        // (an outcome rescores it): lift the charge.
+        let slots = &self.fleet.slots;
+        rescore.extend(
+            before
+                .iter()
+                .filter(|c| charged.binary_search_by_key(&c.0, |d| d.0).is_err())
+                .filter(|c| {
+                    slots[c.0 as usize]
+                        .stats
+                        .last_sample_s()
+                        .is_none_or(|l| l < c.3)
+                })
+                .map(|c| c.0),
+        );
+        if self.fleet.ejected_count > 0 && self.model.config().ejection.enabled {
+            let over = |s: &Slot| s.ejected && s.stats.ejected_until_s().is_none_or(|u| u <= now_s);
+            rescore.extend(
+                (0..self.fleet.slots.len() as u32).filter(|&i| over(&self.fleet.slots[i as usize])),
+            );
+        }
+        rescore.sort_unstable();
+        rescore.dedup();
+        for &idx in &rescore {
+            self.refresh_slot(idx as usize, Refresh::Scan);
+        }
+        self.fleet.charged = charged;
+        self.clock.next_scan_s = now_s + self.model.config().refresh_ms as f64 / 1000.0;
     }
 
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
@@ -263,14 +346,44 @@ impl Core {
         }
         self.fleet.stale.clear();
         self.dirty = false;
-        self.clock.next_refresh_s =
-            self.clock.now_s + self.model.config().refresh_period_s(self.fleet.live_count);
+        self.fleet.charged.clear();
+        let period = self.next_refresh_period();
+        self.clock.next_refresh_s = self.clock.now_s + period;
+        self.clock.next_scan_s = self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+    }
+
+    /// The period until the next coarse refresh: `refresh_ms` after the fleet or the config
+    /// changed, then twice the last period, up to the settled period
+    /// ([`Config::refresh_period_s`]), which a large fleet stretches. A fleet being learned
+    /// moves its all-candidate averages and pooled center at every refresh, and every draw
+    /// weighs candidates scored against them, so it is refreshed often; a settled one is not.
+    fn next_refresh_period(&mut self) -> f64 {
+        let config = self.model.config();
+        let base = config.refresh_ms as f64 / 1000.0;
+        let settled = config.refresh_period_s(self.fleet.live_count).max(base);
+        let period = (2.0 * self.clock.refresh_period_s).max(base).min(settled);
+        self.clock.refresh_period_s = period;
+        period
+    }
+
+    /// A candidate joined or left: once a tenth of the fleet has since the refresh period
+    /// last started over, it starts over, and the next refresh comes within `refresh_ms`.
+    pub(super) fn fleet_resized(&mut self) {
+        let (live, at_start) = (self.fleet.live_count, self.clock.refresh_live);
+        if live.abs_diff(at_start) * 10 >= at_start.max(1) {
+            self.clock.refresh_live = live;
+            self.clock.refresh_period_s = 0.0;
+            let soon = self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+            self.clock.next_refresh_s = self.clock.next_refresh_s.min(soon);
+        }
     }
 
     /// Rebuilds the trees after the channel layout changed (a new config).
     pub(crate) fn rebuild_trees(&mut self) {
         // A component the old config left unread may be read now: recompute every one.
         self.clock.next_unused_s = f64::NEG_INFINITY;
+        // And the refresh period starts again from `refresh_ms`.
+        self.clock.refresh_period_s = 0.0;
         self.fleet.trees = vec![SumTree::default(); self.model.channels().len()];
         for slot in &mut self.fleet.slots {
             slot.in_tree = false;

@@ -372,6 +372,14 @@ impl Core {
         self.queue.parked()
     }
 
+    /// When the next coarse refresh of every candidate is due (for tests: a driver arms its
+    /// timer at [`Core::next_wakeup`], which also covers the scans between refreshes).
+    #[doc(hidden)]
+    pub fn next_refresh(&self) -> Instant {
+        self.clock
+            .instant_at((self.clock.next_refresh_s * 1e9).ceil() as u64)
+    }
+
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {

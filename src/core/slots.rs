@@ -89,9 +89,13 @@ pub(super) struct Fleet {
     /// Candidates whose score leaves are written at the next draw.
     pub(super) stale: Vec<u32>,
     /// `(slot, attempt)` for each slot with an attempt still running without a report as of
-    /// the last full refresh, the oldest then; sorted by slot, one entry per slot, so it takes
+    /// the last coarse refresh or scan, the oldest then; sorted by slot, one entry per slot, so it takes
     /// memory per running attempt, not per candidate. See `Core::pending_ms`.
     pub(super) oldest_pending: Vec<(u32, u32)>,
+    /// `(slot, attempt, age in ms, when)` for each slot a scan between coarse refreshes last
+    /// rescored for an attempt running long, sorted by slot: the scans rescore it again when
+    /// that age has doubled, or once the attempt has ended. See `Core::scan_running`.
+    pub(super) charged: Vec<(u32, u32, f64, f64)>,
     /// Per slot, whether its candidate slows under concurrency.
     pub(super) load_fit: Vec<LoadFit>,
     /// Per slot, what its server reported about its queue and service time.
@@ -119,6 +123,7 @@ impl Fleet {
             next_added: 0,
             stale: Vec::new(),
             oldest_pending: Vec::new(),
+            charged: Vec::new(),
             load_fit: Vec::new(),
             feedback: FeedbackBook::default(),
             saved_leaves: Vec::new(),

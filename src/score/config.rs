@@ -277,11 +277,13 @@ pub struct Config {
     pub ejection: EjectionConfig,
     /// How often every candidate's cached score is refreshed (windows forget, statistics decay,
     /// all-candidate averages move, attempts still running age), milliseconds: the shortest
-    /// period ([`Config::refresh_per_candidate_us`] stretches it for large fleets).
+    /// period, which [`Config::refresh_per_candidate_us`] stretches for a settled large fleet
+    /// (whose attempts still running are checked this often all the same).
     pub refresh_ms: u64,
-    /// The refresh period is at least this many microseconds per live candidate, so the O(n)
-    /// refresh of a large fleet does not run as often as a small fleet's (with 25: 100 ms up
-    /// to 4,000 candidates, 250 ms at 10,000). 0: every `refresh_ms` whatever the fleet.
+    /// A settled fleet's refresh period is at least this many microseconds per live candidate
+    /// (with 200: 100 ms up to 500 candidates, 2 s at 10,000); after a change of the
+    /// candidates or the config it starts at `refresh_ms` and doubles at each refresh up to
+    /// that. 0: every `refresh_ms` whatever the fleet.
     pub refresh_per_candidate_us: f64,
     /// Live A/B arms: each request is assigned one by share (sticky by its key) and drawn with
     /// that arm's weights and filters; all arms share the learned statistics. Empty: one policy.
@@ -389,7 +391,7 @@ impl Default for Config {
             perf: PerfConfig::default(),
             ejection: EjectionConfig::default(),
             refresh_ms: 100,
-            refresh_per_candidate_us: 25.0,
+            refresh_per_candidate_us: 200.0,
             arms: Vec::new(),
             shadows: Vec::new(),
             share: ShareConfig::default(),
@@ -489,8 +491,8 @@ impl Config {
         }
     }
 
-    /// Seconds between coarse refreshes for a fleet of `live` candidates: `refresh_ms`,
-    /// stretched to `refresh_per_candidate_us` per candidate.
+    /// Seconds between coarse refreshes of a settled fleet of `live` candidates (`refresh_ms`
+    /// stretched to `refresh_per_candidate_us` each).
     pub fn refresh_period_s(&self, live: usize) -> f64 {
         let per_fleet = live as f64 * self.refresh_per_candidate_us / 1e6;
         (self.refresh_ms as f64 / 1000.0).max(per_fleet)
