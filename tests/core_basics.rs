@@ -560,6 +560,52 @@ fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
     );
 }
 
+/// A failing candidate that answers again is a sign the fleet may be coming back from an
+/// outage: a settled large fleet's next coarse refresh, which judges every candidate's probes,
+/// comes within `refresh_ms` instead of up to its settled period (2 s here) later.
+#[test]
+fn a_heal_in_a_settled_large_fleet_brings_the_next_refresh_forward() {
+    let config = Config {
+        refresh_per_candidate_us: 1_000.0,
+        ..Config::default()
+    };
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut core = Core::new(config, t0).unwrap();
+    for i in 0..2_000 {
+        core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
+            .unwrap();
+    }
+    let mut now = t0 + Duration::from_secs(8);
+    let periods = refresh_periods_ms(&mut core, &mut rng, t0, now);
+    assert_eq!(periods.last(), Some(&2000), "{periods:?}");
+    // One candidate fails 30 times in a row (failing), then answers, just after a refresh.
+    let refresh = core.next_refresh();
+    while now <= refresh {
+        now += Duration::from_millis(1);
+        decide_answered(&mut core, &mut rng, now);
+    }
+    let sick = CandidateId::new("c7");
+    let mut attempt = |core: &mut Core, outcome: Outcome, now: Instant| {
+        core.ready(Request::only([sick.clone()]), now, &mut rng)
+            .unwrap();
+        let Some(Event::Granted(g)) = core.poll_event() else {
+            panic!("granted");
+        };
+        core.outcome(g.attempt, outcome, now).unwrap();
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    };
+    for _ in 0..30 {
+        now += Duration::from_millis(1);
+        attempt(&mut core, Outcome::failure(FailureClass::Transport), now);
+    }
+    assert!(core.next_refresh() - now > Duration::from_secs(1));
+    now += Duration::from_millis(1);
+    attempt(&mut core, Outcome::success_with(5.0, 10.0, 1000, 5.0), now);
+    let next = core.next_refresh() - now;
+    assert!(next <= Duration::from_millis(101), "{next:?}");
+}
+
 /// Runs `per_s` decisions a second for `secs` seconds of the core's clock, each answered at once.
 fn run_at(core: &mut Core, rng: &mut SmallRng, start: Instant, per_s: u32, secs: u32) -> Instant {
     let step = Duration::from_secs(1) / per_s;

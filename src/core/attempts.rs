@@ -114,6 +114,9 @@ impl Core {
                 self.out.counters.ejections += 1;
             }
         }
+        if observed.recovered {
+            self.heal_seen();
+        }
         self.refresh_after_outcome(idx);
     }
 

@@ -31,6 +31,8 @@ pub(super) struct Clock {
     /// The live candidates when the refresh period last started over: a tenth more or fewer
     /// start it over again (`Core::fleet_resized`).
     pub(super) refresh_live: usize,
+    /// When a heal last brought the next coarse refresh forward (`Core::heal_seen`).
+    pub(super) heal_pull_s: f64,
     /// When the attempts still running are next scanned between coarse refreshes (every
     /// `refresh_ms`; see `Core::scan_running`).
     pub(super) next_scan_s: f64,
@@ -50,6 +52,7 @@ impl Clock {
             next_refresh_s: 0.0,
             refresh_period_s: 0.0,
             refresh_live: 0,
+            heal_pull_s: f64::NEG_INFINITY,
             next_scan_s: 0.0,
             next_unused_s: 0.0,
         };

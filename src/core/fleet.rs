@@ -366,6 +366,21 @@ impl Core {
         period
     }
 
+    /// A failing candidate answered (a heal, `Pool::healed`): the fleet may be coming back
+    /// from an outage, so the next coarse refresh, which judges every candidate's probes,
+    /// comes within `refresh_ms`; at most once per settled period, so a fleet where some
+    /// candidate heals all the time is not refreshed at every one.
+    pub(super) fn heal_seen(&mut self) {
+        let config = self.model.config();
+        let now_s = self.clock.now_s;
+        let settled = config.refresh_period_s(self.fleet.live_count);
+        if now_s - self.clock.heal_pull_s >= settled {
+            self.clock.heal_pull_s = now_s;
+            let soon = now_s + config.refresh_ms as f64 / 1000.0;
+            self.clock.next_refresh_s = self.clock.next_refresh_s.min(soon);
+        }
+    }
+
     /// A candidate joined or left: once a tenth of the fleet has since the refresh period
     /// last started over, it starts over, and the next refresh comes within `refresh_ms`.
     pub(super) fn fleet_resized(&mut self) {
