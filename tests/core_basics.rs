@@ -518,11 +518,10 @@ fn a_large_fleets_refresh_backs_off_as_it_settles_and_starts_over_when_it_grows(
     assert!(periods.iter().all(|&p| p == 100), "{periods:?}");
 }
 
-/// Between a settled large fleet's coarse refreshes (2 s apart here), an attempt that has
-/// run far past what the candidate's tries take is charged within `refresh_ms`, by the scan
-/// of the attempts still running, as on a small fleet.
-#[test]
-fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
+/// 2,000 candidates refreshed at most every 2 s once settled (`refresh_per_candidate_us` 1,000),
+/// after 8 s of 1,000 decisions a second, each answered at once: the period has backed off to
+/// 2 s. Returned just after a refresh, with the instant.
+fn settled_large_fleet() -> (Core, SmallRng, Instant) {
     let config = Config {
         refresh_per_candidate_us: 1_000.0,
         ..Config::default()
@@ -534,16 +533,24 @@ fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
         core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
             .unwrap();
     }
-    // 1,000 decisions a second for 8 s: the refresh period has backed off to 2 s.
     let mut now = t0 + Duration::from_secs(8);
     let periods = refresh_periods_ms(&mut core, &mut rng, t0, now);
     assert_eq!(periods.last(), Some(&2000), "{periods:?}");
-    // One attempt that never answers, granted just after a refresh.
     let refresh = core.next_refresh();
     while now <= refresh {
         now += Duration::from_millis(1);
         decide_answered(&mut core, &mut rng, now);
     }
+    (core, rng, now)
+}
+
+/// Between a settled large fleet's coarse refreshes (2 s apart here), an attempt that has
+/// run far past what the candidate's tries take is charged within `refresh_ms`, by the scan
+/// of the attempts still running, as on a small fleet.
+#[test]
+fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
+    let (mut core, mut rng, now) = settled_large_fleet();
+    // One attempt that never answers, granted just after a refresh.
     let hung = CandidateId::new("c7");
     core.ready(Request::only([hung.clone()]), now, &mut rng)
         .unwrap();
@@ -565,26 +572,8 @@ fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
 /// comes within `refresh_ms` instead of up to its settled period (2 s here) later.
 #[test]
 fn a_heal_in_a_settled_large_fleet_brings_the_next_refresh_forward() {
-    let config = Config {
-        refresh_per_candidate_us: 1_000.0,
-        ..Config::default()
-    };
-    let t0 = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(7);
-    let mut core = Core::new(config, t0).unwrap();
-    for i in 0..2_000 {
-        core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
-            .unwrap();
-    }
-    let mut now = t0 + Duration::from_secs(8);
-    let periods = refresh_periods_ms(&mut core, &mut rng, t0, now);
-    assert_eq!(periods.last(), Some(&2000), "{periods:?}");
+    let (mut core, mut rng, mut now) = settled_large_fleet();
     // One candidate fails 30 times in a row (failing), then answers, just after a refresh.
-    let refresh = core.next_refresh();
-    while now <= refresh {
-        now += Duration::from_millis(1);
-        decide_answered(&mut core, &mut rng, now);
-    }
     let sick = CandidateId::new("c7");
     let mut attempt = |core: &mut Core, outcome: Outcome, now: Instant| {
         core.ready(Request::only([sick.clone()]), now, &mut rng)
@@ -612,14 +601,7 @@ fn run_at(core: &mut Core, rng: &mut SmallRng, start: Instant, per_s: u32, secs:
     let mut now = start;
     for _ in 0..per_s * secs {
         now += step;
-        core.ready(Request::any(), now, rng).unwrap();
-        for ev in events(core) {
-            if let Event::Granted(g) = ev {
-                core.outcome(g.attempt, Outcome::success_with(5.0, 10.0, 1000, 5.0), now)
-                    .unwrap();
-                core.done(g.attempt, Next::Finish, now, rng).unwrap();
-            }
-        }
+        decide_answered(core, rng, now);
     }
     core.tick(now, rng);
     now
