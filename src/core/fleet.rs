@@ -314,7 +314,7 @@ impl Core {
             self.refresh_slot(idx as usize, Refresh::Scan);
         }
         self.fleet.charged = charged;
-        self.clock.next_scan_s = now_s + self.model.config().refresh_ms as f64 / 1000.0;
+        self.clock.next_scan_s = now_s + self.base_period_s();
     }
 
     /// Recomputes every candidate (the coarse tick): windows forget, statistics decay, the
@@ -349,7 +349,18 @@ impl Core {
         self.fleet.charged.clear();
         let period = self.next_refresh_period();
         self.clock.next_refresh_s = self.clock.now_s + period;
-        self.clock.next_scan_s = self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
+        self.clock.next_scan_s = self.clock.now_s + self.base_period_s();
+    }
+
+    /// `refresh_ms` in seconds: the shortest refresh period, and the scans' period.
+    fn base_period_s(&self) -> f64 {
+        self.model.config().refresh_ms as f64 / 1000.0
+    }
+
+    /// Brings the next coarse refresh within `refresh_ms`.
+    fn refresh_soon(&mut self) {
+        let soon = self.clock.now_s + self.base_period_s();
+        self.clock.next_refresh_s = self.clock.next_refresh_s.min(soon);
     }
 
     /// The period until the next coarse refresh: `refresh_ms` after the fleet or the config
@@ -358,9 +369,9 @@ impl Core {
     /// moves its all-candidate averages and pooled center at every refresh, and every draw
     /// weighs candidates scored against them, so it is refreshed often; a settled one is not.
     fn next_refresh_period(&mut self) -> f64 {
-        let config = self.model.config();
-        let base = config.refresh_ms as f64 / 1000.0;
-        let settled = config.refresh_period_s(self.fleet.live_count).max(base);
+        let base = self.base_period_s();
+        let live = self.fleet.live_count;
+        let settled = self.model.config().refresh_period_s(live).max(base);
         let period = (2.0 * self.clock.refresh_period_s).max(base).min(settled);
         self.clock.refresh_period_s = period;
         period
@@ -371,13 +382,11 @@ impl Core {
     /// comes within `refresh_ms`; at most once per settled period, so a fleet where some
     /// candidate heals all the time is not refreshed at every one.
     pub(super) fn heal_seen(&mut self) {
-        let config = self.model.config();
         let now_s = self.clock.now_s;
-        let settled = config.refresh_period_s(self.fleet.live_count);
+        let settled = self.model.config().refresh_period_s(self.fleet.live_count);
         if now_s - self.clock.heal_pull_s >= settled {
             self.clock.heal_pull_s = now_s;
-            let soon = now_s + config.refresh_ms as f64 / 1000.0;
-            self.clock.next_refresh_s = self.clock.next_refresh_s.min(soon);
+            self.refresh_soon();
         }
     }
 
@@ -388,8 +397,7 @@ impl Core {
         if live.abs_diff(at_start) * 10 >= at_start.max(1) {
             self.clock.refresh_live = live;
             self.clock.refresh_period_s = 0.0;
-            let soon = self.clock.now_s + self.model.config().refresh_ms as f64 / 1000.0;
-            self.clock.next_refresh_s = self.clock.next_refresh_s.min(soon);
+            self.refresh_soon();
         }
     }
 
