@@ -225,9 +225,16 @@ impl<'a> Engine<'a> {
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
-        let ns = secs_to_ns(t.max(self.now));
+        let (ns, seq) = self.stamp(t);
+        self.heap.push(ns, seq, ev);
+    }
+
+    /// An event's key for time `t` (not before now): its nanosecond and the next sequence
+    /// number.
+    #[inline]
+    fn stamp(&mut self, t: f64) -> (u64, u64) {
         self.seq += 1;
-        self.heap.push(ns, self.seq, ev);
+        (secs_to_ns(t.max(self.now)), self.seq)
     }
 
     /// Runs to the end and returns the statistics.
@@ -345,7 +352,9 @@ impl<'a> Engine<'a> {
             }
         };
         if next < self.sc.workload.duration_s {
-            self.at(next, Ev::Arrive);
+            // Beside the heap: arrivals come one at a time, each the soonest event.
+            let (ns, seq) = self.stamp(next);
+            self.heap.push_next(ns, seq, Ev::Arrive);
         } else {
             self.arrivals_done = true;
         }

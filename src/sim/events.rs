@@ -5,6 +5,12 @@
 //! such as the `BinaryHeap` of `Reverse((ns, seq, event))` this replaces. A key is one `u128`
 //! (time in the high half), so a comparison is one wide compare; four children per node halve
 //! the depth of a binary heap, and a node's children lie next to each other in memory.
+//!
+//! One more event may wait beside the heap: the next of a stream whose events are due one at
+//! a time (the open loop's arrivals, each scheduled when the one before it comes). It keeps
+//! its key and is compared with the heap's top at every pop, so the order is the same as if it
+//! were in the heap, without the two sifts through the whole depth an arrival costs there (it
+//! is nearly always the soonest event).
 
 /// Children per node.
 const ARITY: usize = 4;
@@ -13,31 +19,59 @@ const ARITY: usize = 4;
 #[derive(Debug)]
 pub(crate) struct EventQueue<E> {
     heap: Vec<(u128, E)>,
+    /// The stream's next event, kept beside the heap (see the [module docs](self)).
+    next: Option<(u128, E)>,
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: Vec::new() }
+        EventQueue {
+            heap: Vec::new(),
+            next: None,
+        }
     }
+}
+
+/// An event's key: time in the high half, sequence number in the low.
+#[inline]
+fn key(ns: u64, seq: u64) -> u128 {
+    (u128::from(ns) << 64) | u128::from(seq)
 }
 
 impl<E: Copy> EventQueue<E> {
     /// Whether no event is waiting.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.heap.is_empty() && self.next.is_none()
     }
 
     /// The time of the next event, ns, without taking it.
     #[inline]
     pub(crate) fn peek_ns(&self) -> Option<u64> {
-        self.heap.first().map(|e| (e.0 >> 64) as u64)
+        let top = self.heap.first().map(|e| e.0);
+        let soonest = match (top, self.next.map(|e| e.0)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        soonest.map(|k| (k >> 64) as u64)
+    }
+
+    /// Adds the stream's next event at `ns` (see the [module docs](self)): it comes out in
+    /// the same order as if it had been [pushed](Self::push). At most one waits at a time; a
+    /// second one before the first is taken goes into the heap.
+    #[inline]
+    pub(crate) fn push_next(&mut self, ns: u64, seq: u64, event: E) {
+        if self.next.is_some() {
+            self.push(ns, seq, event);
+        } else {
+            self.next = Some((key(ns, seq), event));
+        }
     }
 
     /// Adds an event at `ns`; `seq` must differ from every other key's at the same `ns`.
     #[inline]
     pub(crate) fn push(&mut self, ns: u64, seq: u64, event: E) {
-        let key = (u128::from(ns) << 64) | u128::from(seq);
+        let key = key(ns, seq);
         let mut i = self.heap.len();
         self.heap.push((key, event));
         // Sift up: move parents down into the hole until the parent is smaller.
@@ -55,6 +89,12 @@ impl<E: Copy> EventQueue<E> {
     /// Takes the event with the smallest (ns, seq), as (ns, event).
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(u64, E)> {
+        if let Some((k, ev)) = self.next {
+            if self.heap.first().is_none_or(|top| k < top.0) {
+                self.next = None;
+                return Some(((k >> 64) as u64, ev));
+            }
+        }
         let last = self.heap.pop()?;
         if self.heap.is_empty() {
             return Some(((last.0 >> 64) as u64, last.1));
@@ -148,20 +188,26 @@ mod tests {
 
         /// Any interleaving of pushes and pops comes out as from the binary heap it replaces.
         #[test]
-        fn pops_in_the_binary_heaps_order(ops in proptest::collection::vec((0u64..50, any::<bool>()), 1..400)) {
+        fn pops_in_the_binary_heaps_order(ops in proptest::collection::vec((0u64..50, 0u8..3), 1..400)) {
             let mut q = EventQueue::default();
             let mut h = BinaryHeap::new();
             let mut seq = 0u64;
-            for (ns, pop) in ops {
-                if pop {
+            for (ns, op) in ops {
+                if op == 0 {
                     let want = h.pop().map(|Reverse((ns, _, ev)): Reverse<(u64, u64, u32)>| (ns, ev));
                     prop_assert_eq!(q.pop(), want);
                 } else {
                     seq += 1;
-                    q.push(ns, seq, seq as u32);
+                    // Both kinds of push, the stream's beside the heap or in it.
+                    if op == 1 {
+                        q.push(ns, seq, seq as u32);
+                    } else {
+                        q.push_next(ns, seq, seq as u32);
+                    }
                     h.push(Reverse((ns, seq, seq as u32)));
                 }
                 prop_assert_eq!(q.is_empty(), h.is_empty());
+                prop_assert_eq!(q.peek_ns(), h.peek().map(|Reverse((ns, _, _))| *ns));
             }
             while let Some(Reverse((ns, _, ev))) = h.pop() {
                 prop_assert_eq!(q.pop(), Some((ns, ev)));
