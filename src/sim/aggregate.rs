@@ -445,6 +445,7 @@ mod tests {
             tracked: vec![0],
             totals: vec![[10, 10, 0]; n],
             by_cand,
+            ..Default::default()
         }
     }
 

@@ -80,13 +80,26 @@ pub(crate) struct Series {
     pub(crate) totals: Vec<[u64; 3]>,
     /// Per bucket, per tracked candidate: attempts (flattened).
     pub(crate) by_cand: Vec<u64>,
+    /// The last bucket found, as (its first ns, the next bucket's first ns, its index): the
+    /// run's events come in time order, so most fall in the bucket of the one before.
+    pub(crate) last: Option<(u64, u64, usize)>,
 }
 
 impl Series {
     /// The bucket of time `t`, grown to it; `None` past [`MAX_SERIES_BUCKETS`] (a run that
     /// long keeps its totals, not its series).
     fn bucket(&mut self, t: f64) -> Option<usize> {
-        let b = bucket_index(t, self.bucket_s);
+        let b = match self.last {
+            Some((from, to, b)) if (from..to).contains(&super::events::secs_to_ns(t)) => b,
+            _ => {
+                // As `bucket_index`, with the bucket's bounds kept.
+                let (ns, width) = on_ns(t, self.bucket_s);
+                let b = ns / width;
+                let index = usize::try_from(b).unwrap_or(usize::MAX);
+                self.last = Some((b * width, (b + 1).saturating_mul(width), index));
+                index
+            }
+        };
         if b >= MAX_SERIES_BUCKETS {
             return None;
         }
