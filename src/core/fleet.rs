@@ -52,22 +52,37 @@ impl Core {
     }
 
     /// Finds each candidate's oldest attempt still running without a report (the earliest
-    /// granted, the lowest attempt index among equals). O(a log a) for `a` such attempts.
+    /// granted, the lowest attempt index among equals). O(a + n) for `a` attempt slots and `n`
+    /// candidate slots, in one pass over the attempts (by index, so the first of equal grant
+    /// times stays) and one over the candidates for the slot order.
     pub(super) fn find_oldest_pending(&mut self) {
-        // Sorted with each grant time at hand rather than looked up at every comparison.
-        let mut running: Vec<(u32, f64, u32)> = self
-            .attempts
-            .iter()
-            .enumerate()
-            .filter(|(_, att)| att.active && !att.reported && !att.answered)
-            .map(|(a, att)| (att.key.idx, att.granted_s, a as u32))
-            .collect();
-        running
-            .sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
-        running.dedup_by_key(|r| r.0);
+        const NONE: u32 = u32::MAX;
+        let mut oldest = vec![NONE; self.fleet.slots.len()];
+        for (a, att) in self.attempts.iter().enumerate() {
+            if !att.active || att.reported || att.answered {
+                continue;
+            }
+            let Some(best) = oldest.get_mut(att.key.idx as usize) else {
+                continue;
+            };
+            if *best == NONE
+                || att
+                    .granted_s
+                    .total_cmp(&self.attempts[*best as usize].granted_s)
+                    .is_lt()
+            {
+                *best = a as u32;
+            }
+        }
         let pending = &mut self.fleet.oldest_pending;
         pending.clear();
-        pending.extend(running.iter().map(|&(slot, _, a)| (slot, a)));
+        pending.extend(
+            oldest
+                .iter()
+                .enumerate()
+                .filter(|&(_, &a)| a != NONE)
+                .map(|(slot, &a)| (slot as u32, a)),
+        );
     }
 
     /// The current window bucket (see [`Clock::bucket`](super::clock::Clock::bucket)).
