@@ -567,6 +567,45 @@ fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
     );
 }
 
+/// A scan's charge belongs to one attempt: a later attempt of the same candidate that runs
+/// long in the same attempt slot is charged as soon as it runs past the expected time, not
+/// only once it is twice as old as the earlier attempt was when charged.
+#[test]
+fn a_hang_in_a_reused_attempt_slot_is_charged_afresh() {
+    let (mut core, mut rng, now) = settled_large_fleet();
+    let sick = CandidateId::new("c7");
+    let mut grant = |core: &mut Core, now: Instant| {
+        core.ready(Request::only([sick.clone()]), now, &mut rng)
+            .unwrap();
+        match core.poll_event() {
+            Some(Event::Granted(g)) => g.attempt,
+            other => panic!("granted, not {other:?}"),
+        }
+    };
+    // The first attempt is charged 400 ms on, then answers (in 5 ms, as its tries take).
+    let first = grant(&mut core, now);
+    let charged = now + Duration::from_millis(400);
+    core.tick(charged, &mut SmallRng::seed_from_u64(1));
+    core.outcome(first, Outcome::success_with(5.0, 10.0, 1000, 5.0), charged)
+        .unwrap();
+    core.done(first, Next::Finish, charged, &mut SmallRng::seed_from_u64(2))
+        .unwrap();
+    // The next one takes the slot the first freed (the core reuses the last freed) and
+    // never answers.
+    let second = grant(&mut core, charged);
+    assert_ne!(second, first);
+    let before = core.tree_probability(&sick);
+    // 300 ms on: past the expected time many times over, short of twice the first one's 400.
+    let later = charged + Duration::from_millis(300);
+    assert!(core.next_refresh() > later + Duration::from_millis(500));
+    core.tick(later, &mut SmallRng::seed_from_u64(3));
+    let after = core.tree_probability(&sick);
+    assert!(
+        after < before / 100.0,
+        "the second attempt charged on its own age: {before} -> {after}"
+    );
+}
+
 /// A failing candidate that answers again is a sign the fleet may be coming back from an
 /// outage: a settled large fleet's next coarse refresh, which judges every candidate's probes,
 /// comes within `refresh_ms` instead of up to its settled period (2 s here) later.

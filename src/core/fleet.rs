@@ -1,6 +1,7 @@
 //! The fleet of candidate slots: their limits, cached components, filter flags, the
 //! channel sum trees' leaves, and the refresh that keeps them current.
 
+use super::slots::Charge;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::score::{Components, Learned, StatsView};
@@ -276,14 +277,16 @@ impl Core {
         let mut charged = Vec::new();
         let mut rescore = Vec::new();
         for &(slot, a) in &self.fleet.oldest_pending {
-            let age_ms = (now_s - self.attempts[a as usize].granted_s) * 1000.0;
+            let att = &self.attempts[a as usize];
+            let age_ms = (now_s - att.granted_s) * 1000.0;
+            let attempt = (a, att.gen);
             let last = before
-                .binary_search_by_key(&slot, |c| c.0)
+                .binary_search_by_key(&slot, |c| c.slot)
                 .ok()
                 .map(|i| before[i])
-                .filter(|c| c.1 == a);
+                .filter(|c| c.attempt == attempt);
             let due = match last {
-                Some((_, _, at_ms, _)) => age_ms >= 2.0 * at_ms,
+                Some(c) => age_ms >= 2.0 * c.age_ms,
                 None => {
                     // `ScoreModel::censored_time` charges an attempt once its age passes the
                     // expected time, between the candidate's own estimate and the fleet's.
@@ -297,7 +300,12 @@ impl Core {
             };
             if due {
                 rescore.push(slot);
-                charged.push((slot, a, age_ms, now_s));
+                charged.push(Charge {
+                    slot,
+                    attempt,
+                    age_ms,
+                    at_s: now_s,
+                });
             } else if let Some(c) = last {
                 charged.push(c);
             }
@@ -308,14 +316,14 @@ impl Core {
         rescore.extend(
             before
                 .iter()
-                .filter(|c| charged.binary_search_by_key(&c.0, |d| d.0).is_err())
+                .filter(|c| charged.binary_search_by_key(&c.slot, |d| d.slot).is_err())
                 .filter(|c| {
-                    slots[c.0 as usize]
+                    slots[c.slot as usize]
                         .stats
                         .last_sample_s()
-                        .is_none_or(|l| l < c.3)
+                        .is_none_or(|l| l < c.at_s)
                 })
-                .map(|c| c.0),
+                .map(|c| c.slot),
         );
         if self.fleet.ejected_count > 0 && self.model.config().ejection.enabled {
             let over = |s: &Slot| s.ejected && s.stats.ejected_until_s().is_none_or(|u| u <= now_s);

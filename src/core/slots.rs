@@ -92,16 +92,29 @@ pub(super) struct Fleet {
     /// the last coarse refresh or scan, the oldest then; sorted by slot, one entry per slot, so it takes
     /// memory per running attempt, not per candidate. See `Core::pending_ms`.
     pub(super) oldest_pending: Vec<(u32, u32)>,
-    /// `(slot, attempt, age in ms, when)` for each slot a scan between coarse refreshes last
-    /// rescored for an attempt running long, sorted by slot: the scans rescore it again when
-    /// that age has doubled, or once the attempt has ended. See `Core::scan_running`.
-    pub(super) charged: Vec<(u32, u32, f64, f64)>,
+    /// Each slot a scan between coarse refreshes last rescored for an attempt running long,
+    /// sorted by slot: the scans rescore it again when that age has doubled, or once the
+    /// attempt has ended. See `Core::scan_running`.
+    pub(super) charged: Vec<Charge>,
     /// Per slot, whether its candidate slows under concurrency.
     pub(super) load_fit: Vec<LoadFit>,
     /// Per slot, what its server reported about its queue and service time.
     pub(super) feedback: FeedbackBook,
     /// Leaves zeroed for one tree draw, as (slot, channel, value), to put back after it.
     saved_leaves: Vec<(usize, usize, f64)>,
+}
+
+/// A scan's charge of a candidate for an attempt running long (`Core::scan_running`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Charge {
+    /// The candidate's slot.
+    pub(super) slot: u32,
+    /// The attempt's slot and generation: a later attempt in the same slot is another one.
+    pub(super) attempt: (u32, u32),
+    /// The attempt's age when charged, ms.
+    pub(super) age_ms: f64,
+    /// When, seconds since the epoch.
+    pub(super) at_s: f64,
 }
 
 impl Fleet {
