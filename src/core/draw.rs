@@ -237,23 +237,27 @@ fn select(take_a: bool, a: f64, b: f64) -> f64 {
 /// stops within the block is as random as the descent's directions. The running target is
 /// the same sequence of subtractions (subtracting a zero weight leaves it unchanged), every
 /// comparison is made, and the first hit is found in a bit mask.
+///
+/// `target` is not negative (a descent only ever subtracts what it is at least): then the
+/// running target stays at or above 0 up to the first hit, so a zero weight, which it is never
+/// below, needs no test of its own there. The positive weights are only looked for when
+/// nothing was hit (rounding past the block's sum).
 #[inline]
 fn pick_block(weights: &[f64; BLOCK], target: f64) -> Option<usize> {
+    debug_assert!(
+        target >= 0.0 || target.is_nan(),
+        "a block's target is not negative"
+    );
     let mut t = target;
     let mut hits = 0u32;
-    let mut positive = 0u32;
     for (i, &w) in weights.iter().enumerate() {
-        let pos = w > 0.0;
-        hits |= u32::from(pos && t < w) << i;
-        positive |= u32::from(pos) << i;
+        hits |= u32::from(t < w) << i;
         t -= w;
     }
     if hits != 0 {
         Some(hits.trailing_zeros() as usize)
-    } else if positive != 0 {
-        Some(31 - positive.leading_zeros() as usize)
     } else {
-        None
+        weights.iter().rposition(|&w| w > 0.0)
     }
 }
 
