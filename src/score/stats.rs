@@ -82,15 +82,52 @@ impl ErrorWindow {
         } else {
             (self.newest - oldest + 1).min(buckets).min(self.newest + 1)
         };
-        let mut e = 0u32;
-        let mut t = 0u32;
-        for k in 0..live {
-            let i = ((self.newest - k) % WINDOW_RING as u64) as usize;
-            e += u32::from(self.errors[i]);
-            t += u32::from(self.totals[i]);
-        }
-        (e, t)
+        // The live buckets are a run of the ring, `live` long, ending at the newest: their
+        // slots' bits, rotated into place in 16 bits.
+        let run = (1u32 << live) - 1;
+        let start = ((self.newest + 1 - live) % WINDOW_RING as u64) as u32;
+        let slots = ((run << start) | (run >> (WINDOW_RING as u32 - start))) & 0xFFFF;
+        (
+            masked_sum(&self.errors, slots),
+            masked_sum(&self.totals, slots),
+        )
     }
+}
+
+/// For each 4-bit pattern `b`, the mask of a `u64` holding four 16-bit counts (the first in the
+/// lowest bits) that keeps count `l` where bit `l` of `b` is set.
+const LANES: [u64; 16] = {
+    let mut table = [0u64; 16];
+    let mut b = 0;
+    while b < 16 {
+        let mut l = 0;
+        while l < 4 {
+            if (b >> l) & 1 == 1 {
+                table[b] |= 0xFFFF << (16 * l);
+            }
+            l += 1;
+        }
+        b += 1;
+    }
+    table
+};
+
+/// The sum of the ring's counts whose bit is set in `slots` (bit `i` for slot `i`), four at a
+/// time in a `u64`: the same integer as adding them one by one, without an index per slot.
+#[inline]
+fn masked_sum(counts: &[u16; WINDOW_RING], slots: u32) -> u32 {
+    const EVEN: u64 = 0x0000_FFFF_0000_FFFF;
+    let mut acc = 0u64;
+    for (j, four) in counts.chunks_exact(4).enumerate() {
+        let word = u64::from(four[0])
+            | (u64::from(four[1]) << 16)
+            | (u64::from(four[2]) << 32)
+            | (u64::from(four[3]) << 48);
+        let kept = word & LANES[((slots >> (4 * j)) & 15) as usize];
+        // Two 32-bit lanes, each adding at most eight 16-bit counts: no carry between them.
+        acc += (kept & EVEN) + ((kept >> 16) & EVEN);
+    }
+    ((acc >> 32) + (acc & 0xFFFF_FFFF)) as u32
 }
 
 impl ErrorWindow {
