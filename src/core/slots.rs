@@ -219,6 +219,17 @@ impl Fleet {
     /// Whether any candidate the request may use exists at all, with capacity or not.
     #[inline]
     pub(super) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
+        // A plain request (no names, exclusions or capabilities, most of them): any usable
+        // candidate, as the count says; the others scan, out of line.
+        if set.eligible.is_none() && set.exclude.is_empty() && set.caps.is_empty() {
+            return self.usable_count > 0;
+        }
+        self.has_eligible_in(set)
+    }
+
+    /// [`Fleet::has_eligible`] for a request that names, excludes or needs something.
+    #[inline(never)]
+    fn has_eligible_in(&self, set: DrawSet<'_>) -> bool {
         self.any_in(set, |s| s.usable, self.usable_count)
     }
 
