@@ -35,6 +35,8 @@ pub struct ErrorWindow {
 
 /// Ring size of [`ErrorWindow`]; configs with more buckets are capped here.
 pub(crate) const WINDOW_RING: usize = 16;
+// `ErrorWindow::counts` finds the live buckets in a 16-bit mask of the ring's slots.
+const _: () = assert!(WINDOW_RING == 16);
 
 impl ErrorWindow {
     /// Moves the newest bucket forward to `bucket`, clearing the slots it passes over.
