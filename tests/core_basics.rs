@@ -588,8 +588,13 @@ fn a_hang_in_a_reused_attempt_slot_is_charged_afresh() {
     core.tick(charged, &mut SmallRng::seed_from_u64(1));
     core.outcome(first, Outcome::success_with(5.0, 10.0, 1000, 5.0), charged)
         .unwrap();
-    core.done(first, Next::Finish, charged, &mut SmallRng::seed_from_u64(2))
-        .unwrap();
+    core.done(
+        first,
+        Next::Finish,
+        charged,
+        &mut SmallRng::seed_from_u64(2),
+    )
+    .unwrap();
     // The next one takes the slot the first freed (the core reuses the last freed) and
     // never answers.
     let second = grant(&mut core, charged);
