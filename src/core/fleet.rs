@@ -58,6 +58,11 @@ impl Core {
     /// times stays) and one over the candidates for the slot order.
     pub(super) fn find_oldest_pending(&mut self) {
         const NONE: u32 = u32::MAX;
+        if self.attempts.in_flight() == 0 {
+            // Nothing runs (and nothing to allocate on the decision path).
+            self.fleet.oldest_pending.clear();
+            return;
+        }
         let mut oldest = vec![NONE; self.fleet.slots.len()];
         for (a, att) in self.attempts.iter().enumerate() {
             if !att.active || att.reported || att.answered {
