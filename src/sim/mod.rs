@@ -38,6 +38,7 @@ mod queue;
 mod rate_stats;
 mod report;
 pub(crate) mod scenario;
+mod series;
 pub mod suite;
 mod truth;
 
