@@ -574,16 +574,8 @@ fn a_hang_in_a_large_fleet_is_charged_between_its_refreshes() {
 fn a_hang_in_a_reused_attempt_slot_is_charged_afresh() {
     let (mut core, mut rng, now) = settled_large_fleet();
     let sick = CandidateId::new("c7");
-    let mut grant = |core: &mut Core, now: Instant| {
-        core.ready(Request::only([sick.clone()]), now, &mut rng)
-            .unwrap();
-        match core.poll_event() {
-            Some(Event::Granted(g)) => g.attempt,
-            other => panic!("granted, not {other:?}"),
-        }
-    };
     // The first attempt is charged 400 ms on, then answers (in 5 ms, as its tries take).
-    let first = grant(&mut core, now);
+    let first = grant_on(&mut core, "c7", now, &mut rng).attempt;
     let charged = now + Duration::from_millis(400);
     core.tick(charged, &mut SmallRng::seed_from_u64(1));
     core.outcome(first, Outcome::success_with(5.0, 10.0, 1000, 5.0), charged)
@@ -597,7 +589,7 @@ fn a_hang_in_a_reused_attempt_slot_is_charged_afresh() {
     .unwrap();
     // The next one takes the slot the first freed (the core reuses the last freed) and
     // never answers.
-    let second = grant(&mut core, charged);
+    let second = grant_on(&mut core, "c7", charged, &mut rng).attempt;
     assert_ne!(second, first);
     let before = core.tree_probability(&sick);
     // 300 ms on: past the expected time many times over, short of twice the first one's 400.
@@ -618,13 +610,8 @@ fn a_hang_in_a_reused_attempt_slot_is_charged_afresh() {
 fn a_heal_in_a_settled_large_fleet_brings_the_next_refresh_forward() {
     let (mut core, mut rng, mut now) = settled_large_fleet();
     // One candidate fails 30 times in a row (failing), then answers, just after a refresh.
-    let sick = CandidateId::new("c7");
     let mut attempt = |core: &mut Core, outcome: Outcome, now: Instant| {
-        core.ready(Request::only([sick.clone()]), now, &mut rng)
-            .unwrap();
-        let Some(Event::Granted(g)) = core.poll_event() else {
-            panic!("granted");
-        };
+        let g = grant_on(core, "c7", now, &mut rng);
         core.outcome(g.attempt, outcome, now).unwrap();
         core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
     };

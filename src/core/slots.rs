@@ -219,24 +219,23 @@ impl Fleet {
     /// Whether any candidate the request may use exists at all, with capacity or not.
     #[inline]
     pub(super) fn has_eligible(&self, set: DrawSet<'_>) -> bool {
-        // A plain request (no names, exclusions or capabilities, most of them): any usable
-        // candidate, as the count says; the others scan, out of line.
-        if set.eligible.is_none() && set.exclude.is_empty() && set.caps.is_empty() {
-            return self.usable_count > 0;
-        }
-        self.has_eligible_in(set)
-    }
-
-    /// [`Fleet::has_eligible`] for a request that names, excludes or needs something.
-    #[inline(never)]
-    fn has_eligible_in(&self, set: DrawSet<'_>) -> bool {
         self.any_in(set, |s| s.usable, self.usable_count)
     }
 
     /// Whether some candidate in `set` passes `has`; `count` is how many slots pass it fleet-wide
-    /// (kept up to date), which answers a plain request without a scan.
+    /// (kept up to date), which answers a plain request (no names, exclusions or capabilities,
+    /// most of them) inline; the others scan, out of line.
     #[inline]
     fn any_in(&self, set: DrawSet<'_>, has: impl Fn(&Slot) -> bool, count: usize) -> bool {
+        if set.eligible.is_none() && set.exclude.is_empty() && set.caps.is_empty() {
+            return count > 0;
+        }
+        self.any_in_scan(set, has, count)
+    }
+
+    /// [`Fleet::any_in`] for a set that names, excludes or needs something.
+    #[inline(never)]
+    fn any_in_scan(&self, set: DrawSet<'_>, has: impl Fn(&Slot) -> bool, count: usize) -> bool {
         match set.eligible {
             Some(keys) => keys.iter().any(|k| {
                 let s = &self.slots[k.idx as usize];
