@@ -35,6 +35,8 @@ pub(crate) struct Pool {
     /// slow under concurrency. It gates the load component for every candidate alike, so
     /// one whose fit was misled by a passing degradation is not held apart from the rest.
     pub(crate) queueing: f32,
+    /// The load component's powers of `queueing`, worked out when it is.
+    pub(crate) queueing_powers: crate::score::LoadPowers,
     /// When a failing candidate last answered (virtual seconds; -inf: never, or heal probes
     /// off): every other failing candidate last sampled before is due a probe.
     pub(crate) heal_at_s: f64,
@@ -62,6 +64,7 @@ impl Default for Pool {
             overall: None,
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
+            queueing_powers: crate::score::LoadPowers::new(0.0),
             heal_at_s: f64::NEG_INFINITY,
             deadline_multiple: f64::NAN,
             heal_next_s: f64::NEG_INFINITY,
@@ -163,11 +166,15 @@ impl Core {
         }
         self.pool.probes.record_s =
             record_s.map_or(f64::INFINITY, |p| period(p, idle_record.max(1)));
-        self.pool.queueing = if live > 0 {
+        let queueing = if live > 0 {
             (q / live as f64) as f32
         } else {
             0.0
         };
+        if queueing.to_bits() != self.pool.queueing.to_bits() {
+            self.pool.queueing = queueing;
+            self.pool.queueing_powers = crate::score::LoadPowers::new(f64::from(queueing));
+        }
         self.pool.deadline_multiple = self
             .model
             .config()

@@ -78,6 +78,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             queueing: self.pool.queueing,
             heal_at_s: self.pool.heal_at_s,
+            queueing_powers: &self.pool.queueing_powers,
         };
         self.model.assemble(
             &s.learned,

@@ -96,6 +96,7 @@ impl ScoreModel {
     /// ([`super::LoadFit::overload_follows_load`]); if not, `load.background_overload` of
     /// its evidence is discounted. `queueing`: the fleet's queueing evidence; `own_queueing`:
     /// the candidate's own ([`super::LoadFit::evidence`]), counted as `load.own_queueing` says.
+    /// `fleet_powers`: the powers of the fleet's queueing evidence, if the caller keeps them.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn load_component(
@@ -107,6 +108,7 @@ impl ScoreModel {
         follows_load: bool,
         queueing: f32,
         own_queueing: f32,
+        fleet_powers: Option<&LoadPowers>,
     ) -> f64 {
         let mut load = if limit == u32::MAX {
             // Nothing in flight, the usual state after a release: 1 / 1 without the division.
@@ -147,9 +149,67 @@ impl ScoreModel {
             if evidence <= 0.0 {
                 load = 1.0;
             } else if evidence < 1.0 && load != 1.0 {
-                load = load.max(0.0).powf(evidence);
+                // Most powers taken are of a few loads (one to eight in flight, no limit) to
+                // the fleet's queueing evidence or a new candidate's: those come from tables
+                // worked out with the same call, so the value is the same to the bit.
+                let unlimited = (limit == u32::MAX).then_some(in_flight);
+                load = unlimited
+                    .and_then(|k| {
+                        let row = usize::try_from(attempts).ok()?;
+                        fleet_powers
+                            .and_then(|p| p.get(k, evidence))
+                            .or_else(|| self.ramp_powers.get(row)?.get(k, evidence))
+                    })
+                    .unwrap_or_else(|| load.max(0.0).powf(evidence));
             }
         }
         unit(load)
+    }
+}
+
+/// The most in flight a [`LoadPowers`] table covers.
+const POWERS_UP_TO: usize = 8;
+
+/// The unlimited load component's powers `(1 / (1 + k)) ^ e` for `k` of 1 to
+/// [`POWERS_UP_TO`] in flight, for one evidence `e`: the powers most draws take, since
+/// the evidence is usually the fleet's queueing evidence (the same for every candidate until
+/// the next refresh) or a new candidate's (one per outcome count below
+/// `load.unknown_samples`). Each entry is worked out by the very expression the load
+/// component uses, so a value read from the table is the one it would compute.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LoadPowers {
+    evidence: f64,
+    by_in_flight: [f64; POWERS_UP_TO],
+}
+
+impl LoadPowers {
+    /// The table for evidence `evidence`.
+    pub(crate) fn new(evidence: f64) -> Self {
+        let by_in_flight = std::array::from_fn(|i| {
+            let load = 1.0 / (1.0 + (i + 1) as f64);
+            load.max(0.0).powf(evidence)
+        });
+        LoadPowers {
+            evidence,
+            by_in_flight,
+        }
+    }
+
+    /// The tables of a new candidate's evidence, one per outcome count below `unknown`
+    /// (the gate's `unknown_samples`; at most 16 of them).
+    pub(crate) fn ramp(unknown: u32) -> Vec<Self> {
+        (0..unknown.min(16))
+            .map(|a| LoadPowers::new((1.0 - f64::from(a) / f64::from(unknown)).max(0.0)))
+            .collect()
+    }
+
+    /// `(1 / (1 + in_flight)) ^ evidence` if this table holds it.
+    #[inline]
+    pub(super) fn get(&self, in_flight: u32, evidence: f64) -> Option<f64> {
+        if evidence != self.evidence {
+            return None;
+        }
+        let i = (in_flight as usize).checked_sub(1)?;
+        self.by_in_flight.get(i).copied()
     }
 }

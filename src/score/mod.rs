@@ -62,6 +62,7 @@ pub use feedback::FeedbackConfig;
 pub use last_attempt::LastAttemptConfig;
 pub use load_fit::LoadFit;
 pub use load_gate::LoadConfig;
+pub(crate) use load_gate::LoadPowers;
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 use probes::probe_due;
@@ -113,7 +114,7 @@ impl Learned {
 /// What the core knows of the fleet and the clock when it rebuilds a candidate's components
 /// from the cached ones ([`ScoreModel::assemble`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct FleetState {
+pub(crate) struct FleetState<'a> {
     /// Sum of the live candidates' stakes.
     pub(crate) stake_total: f64,
     /// See [`ScoreContext::probe_at_s`].
@@ -124,6 +125,8 @@ pub(crate) struct FleetState {
     pub(crate) queueing: f32,
     /// See [`ScoreContext::heal_at_s`].
     pub(crate) heal_at_s: f64,
+    /// The load component's powers of `queueing` ([`LoadPowers`]).
+    pub(crate) queueing_powers: &'a LoadPowers,
 }
 
 /// Inputs to a component computation that are not the candidate's own.
@@ -198,6 +201,8 @@ pub struct ScoreModel {
     unused: [bool; components::COUNT],
     /// The weight of each component ([`Config::component_weights`]).
     weights: [f64; components::COUNT],
+    /// The load component's powers for a new candidate's evidence ([`LoadPowers::ramp`]).
+    ramp_powers: Vec<LoadPowers>,
 }
 
 impl ScoreModel {
@@ -214,6 +219,7 @@ impl ScoreModel {
             unused[TIME_TO_SUCCESS] = false;
         }
         Ok(ScoreModel {
+            ramp_powers: LoadPowers::ramp(config.load.unknown_samples),
             unused,
             weights: comp_weights,
             power: Power::of(config.exponent),
@@ -312,6 +318,7 @@ impl ScoreModel {
             ctx.overload_follows_load,
             ctx.queueing,
             ctx.own_queueing,
+            None,
         );
         let probe = probe_due(
             ctx.in_flight,
@@ -503,6 +510,7 @@ impl ScoreModel {
             follows_load,
             fleet.queueing,
             own_queueing,
+            Some(fleet.queueing_powers),
         );
         let probe = probe_due(
             in_flight,

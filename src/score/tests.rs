@@ -382,7 +382,8 @@ fn load_counts_only_with_evidence_of_overload() {
             known.overload_evidence,
             true,
             0.0,
-            0.0
+            0.0,
+            None
         ),
         1.0
     );
@@ -399,7 +400,8 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.overload_evidence,
             true,
             0.0,
-            0.0
+            0.0,
+            None
         ),
         0.25
     );
@@ -411,7 +413,8 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.overload_evidence,
             true,
             0.0,
-            0.0
+            0.0,
+            None
         ),
         0.25
     );
@@ -428,7 +431,8 @@ fn load_counts_only_with_evidence_of_overload() {
             some.overload_evidence,
             true,
             0.0,
-            0.0
+            0.0,
+            None
         ) - 0.5)
             .abs()
             < 1e-6
@@ -446,7 +450,8 @@ fn load_counts_only_with_evidence_of_overload() {
             young.overload_evidence,
             true,
             0.0,
-            0.0
+            0.0,
+            None
         ) - 0.25f64.powf(0.6))
         .abs()
             < 1e-12
@@ -455,21 +460,21 @@ fn load_counts_only_with_evidence_of_overload() {
     // server failing outright is spread all the same, and with no background share every
     // failure counts alike.
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0),
+        m.load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0, None),
         1.0
     );
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.3, false, 0.0, 0.0),
+        m.load_component(3, u32::MAX, 50, 0.3, false, 0.0, 0.0, None),
         0.25
     );
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.03, true, 0.0, 0.0),
+        m.load_component(3, u32::MAX, 50, 0.03, true, 0.0, 0.0, None),
         0.25
     );
     let mut every = Config::default();
     every.load.background_overload = 0.0;
     assert_eq!(
-        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0),
+        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0, None),
         0.25
     );
     // lassie counts load for everyone.
@@ -478,9 +483,58 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Config::default()
     };
     assert_eq!(
-        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0, 0.0),
+        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0, 0.0, None),
         0.25
     );
+}
+
+#[test]
+fn load_power_tables_give_the_computed_value_to_the_bit() {
+    // The tables are a shortcut for `powf`: with or without them, every load component is
+    // the same bits, whether the evidence is the fleet's queueing, a new candidate's, or
+    // neither (then the table is not read).
+    let m = model(Config::default());
+    for fleet in [0.0f32, 0.0105, 0.37, 0.6, 0.99] {
+        let powers = LoadPowers::new(f64::from(fleet));
+        for in_flight in 0..12 {
+            for attempts in 0..8 {
+                for (overload, own) in [(0.0, 0.0), (0.0004, 0.0), (0.0, 0.9)] {
+                    let plain = m.load_component(
+                        in_flight,
+                        u32::MAX,
+                        attempts,
+                        overload,
+                        true,
+                        fleet,
+                        own,
+                        None,
+                    );
+                    let tabled = m.load_component(
+                        in_flight,
+                        u32::MAX,
+                        attempts,
+                        overload,
+                        true,
+                        fleet,
+                        own,
+                        Some(&powers),
+                    );
+                    assert_eq!(
+                        plain.to_bits(),
+                        tabled.to_bits(),
+                        "{fleet} {in_flight} {attempts}"
+                    );
+                }
+            }
+        }
+    }
+    // A table holds only its own evidence, and only one to eight in flight.
+    let powers = LoadPowers::new(0.25);
+    assert_eq!(powers.get(1, 0.25), Some(0.5f64.powf(0.25)));
+    assert_eq!(powers.get(8, 0.25), Some((1.0f64 / 9.0).powf(0.25)));
+    assert_eq!(powers.get(1, 0.3), None);
+    assert_eq!(powers.get(0, 0.25), None);
+    assert_eq!(powers.get(9, 0.25), None);
 }
 
 #[test]
@@ -490,16 +544,17 @@ fn partial_evidence_is_an_elasticity_not_a_ceiling() {
     // 0.4 however many attempts it holds, above that of a candidate with full evidence and
     // five in flight (1 / 6); as an elasticity it falls with the queue.
     let m = model(Config::default());
-    let queue = |in_flight: u32| m.load_component(in_flight, u32::MAX, 500, 0.0, true, 0.6, 0.0);
+    let queue =
+        |in_flight: u32| m.load_component(in_flight, u32::MAX, 500, 0.0, true, 0.6, 0.0, None);
     let deep = queue(280);
     // (The evidence is an f32: 0.6 to about 1e-8.)
     assert!((deep - 281f64.powf(-0.6)).abs() < 1e-6, "{deep}");
-    assert!(deep < m.load_component(5, u32::MAX, 500, 0.5, true, 0.0, 0.0));
+    assert!(deep < m.load_component(5, u32::MAX, 500, 0.5, true, 0.0, 0.0, None));
     // Still monotone, and 1 with nothing in flight.
     assert_eq!(queue(0), 1.0);
     assert!(queue(1) > queue(2) && queue(2) > queue(40));
     // With a per-candidate limit: nothing left at the limit, whatever the evidence.
-    assert_eq!(m.load_component(8, 8, 500, 0.0, true, 0.6, 0.0), 0.0);
+    assert_eq!(m.load_component(8, 8, 500, 0.0, true, 0.6, 0.0, None), 0.0);
 }
 
 #[test]
@@ -508,7 +563,7 @@ fn own_queueing_evidence_counts_as_far_as_the_fleet_queues() {
     let load = |own_weight: f64, fleet: f32, own: f32| {
         let mut c = Config::default();
         c.load.own_queueing = own_weight;
-        model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, own)
+        model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, own, None)
     };
     // Off (the default): the fleet's evidence alone, 0.25 ^ 0.5.
     assert_eq!(load(0.0, 0.5, 1.0), 0.5);
