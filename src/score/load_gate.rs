@@ -152,15 +152,17 @@ impl ScoreModel {
                 // Most powers taken are of a few loads (one to eight in flight, no limit) to
                 // the fleet's queueing evidence or a new candidate's: those come from tables
                 // worked out with the same call, so the value is the same to the bit.
-                let unlimited = (limit == u32::MAX).then_some(in_flight);
-                load = unlimited
-                    .and_then(|k| {
-                        let row = usize::try_from(attempts).ok()?;
-                        fleet_powers
-                            .and_then(|p| p.get(k, evidence))
-                            .or_else(|| self.ramp_powers.get(row)?.get(k, evidence))
-                    })
-                    .unwrap_or_else(|| load.max(0.0).powf(evidence));
+                let tabled = if limit == u32::MAX {
+                    fleet_powers
+                        .and_then(|p| p.get(in_flight, evidence))
+                        .or_else(|| {
+                            let row = usize::try_from(attempts).ok()?;
+                            self.ramp_powers.get(row)?.get(in_flight, evidence)
+                        })
+                } else {
+                    None
+                };
+                load = tabled.unwrap_or_else(|| load.max(0.0).powf(evidence));
             }
         }
         unit(load)
