@@ -499,26 +499,19 @@ fn load_power_tables_give_the_computed_value_to_the_bit() {
         for in_flight in 0..12 {
             for attempts in 0..8 {
                 for (overload, own) in [(0.0, 0.0), (0.0004, 0.0), (0.0, 0.9)] {
-                    let plain = m.load_component(
-                        in_flight,
-                        u32::MAX,
-                        attempts,
-                        overload,
-                        true,
-                        fleet,
-                        own,
-                        None,
-                    );
-                    let tabled = m.load_component(
-                        in_flight,
-                        u32::MAX,
-                        attempts,
-                        overload,
-                        true,
-                        fleet,
-                        own,
-                        Some(&powers),
-                    );
+                    let component = |powers| {
+                        m.load_component(
+                            in_flight,
+                            u32::MAX,
+                            attempts,
+                            overload,
+                            true,
+                            fleet,
+                            own,
+                            powers,
+                        )
+                    };
+                    let (plain, tabled) = (component(None), component(Some(&powers)));
                     assert_eq!(
                         plain.to_bits(),
                         tabled.to_bits(),
