@@ -171,10 +171,8 @@ impl Core {
         } else {
             0.0
         };
-        if queueing.to_bits() != self.pool.queueing.to_bits() {
-            self.pool.queueing = queueing;
-            self.pool.queueing_powers = crate::score::LoadPowers::new(f64::from(queueing));
-        }
+        self.pool.queueing = queueing;
+        self.pool.queueing_powers = crate::score::LoadPowers::new(f64::from(queueing));
         self.pool.deadline_multiple = self
             .model
             .config()

@@ -1,5 +1,7 @@
 //! A run's counts per time bucket, on the event clock's whole nanoseconds.
 
+use super::events::secs_to_ns;
+
 /// The most time-series buckets a run keeps (10^6: 28 hours of 0.1 s buckets). A closed loop
 /// can run for any time its scenario's times add up to; past this its series stop, its totals
 /// go on.
@@ -22,8 +24,12 @@ pub(crate) fn bucket_index_ceil(t: f64, bucket_s: f64) -> usize {
 }
 
 fn on_ns(t: f64, bucket_s: f64) -> (u64, u64) {
-    use super::events::secs_to_ns;
-    (secs_to_ns(t), secs_to_ns(bucket_s).max(1))
+    (secs_to_ns(t), width_ns(bucket_s))
+}
+
+/// A bucket's width in whole nanoseconds, at least one.
+fn width_ns(bucket_s: f64) -> u64 {
+    secs_to_ns(bucket_s).max(1)
 }
 
 /// Counts per time bucket: attempts, finished requests, failed requests, and attempts on each
@@ -46,11 +52,12 @@ impl Series {
     /// long keeps its totals, not its series).
     #[inline]
     pub(crate) fn bucket(&mut self, t: f64) -> Option<usize> {
+        let ns = secs_to_ns(t);
         let b = match self.last {
-            Some((from, to, b)) if (from..to).contains(&super::events::secs_to_ns(t)) => b,
+            Some((from, to, b)) if (from..to).contains(&ns) => b,
             _ => {
                 // As `bucket_index`, with the bucket's bounds kept.
-                let (ns, width) = on_ns(t, self.bucket_s);
+                let width = width_ns(self.bucket_s);
                 let b = ns / width;
                 let index = usize::try_from(b).unwrap_or(usize::MAX);
                 self.last = Some((b * width, (b + 1).saturating_mul(width), index));
