@@ -14,7 +14,8 @@ use super::policy::{Cand, Decision, Policy, PolicySpec, Req, World};
 use super::queue::{Job, Queues};
 use super::report::RunStats;
 use super::scenario::{Action, Arrivals, Caller, LoopKind, Scenario};
-use super::truth::{sooner, AttemptResult, Truth};
+use super::truth::{sooner, AttemptResult};
+use super::truths::Truths;
 use crate::core::{FailureClass, Outcome};
 
 mod feedback;
@@ -114,8 +115,7 @@ pub(crate) struct Engine<'a> {
     policy: Box<dyn Policy>,
     ids: Vec<String>,
     spec_of: Vec<usize>,
-    truth: Vec<Truth>,
-    base_truth: Vec<Truth>,
+    truth: Truths,
     present: Vec<bool>,
     live: Vec<Cand>,
     load: Vec<u32>,
@@ -172,10 +172,7 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let expanded = sc.expanded();
         let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
-        let truth: Vec<Truth> = expanded
-            .iter()
-            .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
-            .collect();
+        let truth = Truths::new(sc);
         let tracked = RunStats::tracked_candidates(sc, &ids);
         let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
         stats.arms = policy
@@ -197,7 +194,6 @@ impl<'a> Engine<'a> {
             policy,
             ids,
             spec_of: expanded.iter().map(|(_, s)| *s).collect(),
-            base_truth: truth.clone(),
             truth,
             present: vec![false; n],
             live: Vec::new(),
@@ -386,11 +382,11 @@ impl<'a> Engine<'a> {
         };
         match ev.action {
             Action::Degrade => {
-                self.truth[c].degrade(ev);
+                self.truth.degrade(c, ev);
                 self.serve_queue(c, now);
             }
             Action::Heal => {
-                self.truth[c] = self.base_truth[c].clone();
+                self.truth.heal(c);
                 self.serve_queue(c, now);
             }
             Action::Join => {

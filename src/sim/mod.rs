@@ -41,6 +41,7 @@ pub(crate) mod scenario;
 mod series;
 pub mod suite;
 mod truth;
+mod truths;
 
 use std::collections::BTreeMap;
 

@@ -11,7 +11,7 @@ use super::baselines;
 use super::baselines::limiters;
 use super::queue::Queues;
 use super::scenario::Workload;
-use super::truth::Truth;
+use super::truths::Truths;
 
 mod coordinator;
 use crate::core::{CandidateId, CandidateInfo, Limits, Outcome};
@@ -42,7 +42,7 @@ pub(crate) enum Decision {
 /// queues and service rates.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct World<'a> {
-    pub(crate) truth: &'a [Truth],
+    pub(crate) truth: &'a Truths,
     /// The scenario's workload (retries, the attempt timeout).
     pub(crate) workload: &'a Workload,
     #[allow(dead_code)]

@@ -401,10 +401,11 @@ pub(crate) mod testing {
     use crate::sim::policy::{Cand, World};
     use crate::sim::queue::{Job, Queues};
     use crate::sim::scenario::Workload;
-    use crate::sim::{Scenario, Truth};
+    use crate::sim::truths::Truths;
+    use crate::sim::Scenario;
 
     pub(crate) struct TestWorld {
-        truth: Vec<Truth>,
+        truth: Truths,
         workload: Workload,
         queues: Queues,
     }
@@ -413,11 +414,7 @@ pub(crate) mod testing {
         /// The world of the scenario `toml`, every station empty.
         pub(crate) fn new(toml: &str) -> Self {
             let sc = Scenario::parse(toml, "test").expect("a valid scenario");
-            let truth: Vec<Truth> = sc
-                .expanded()
-                .iter()
-                .map(|(_, s)| Truth::from_spec(&sc.candidates[*s]))
-                .collect();
+            let truth = Truths::new(&sc);
             let queues = Queues::new(truth.len(), 0);
             TestWorld {
                 truth,
