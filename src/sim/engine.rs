@@ -175,6 +175,7 @@ impl<'a> Engine<'a> {
         let truth = Truths::new(sc);
         let tracked = RunStats::tracked_candidates(sc, &ids);
         let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
+        stats.reserve_requests(sc.workload.expected_requests());
         stats.arms = policy
             .arm_names()
             .iter()

@@ -80,6 +80,13 @@ impl RunStats {
         }
     }
 
+    /// Room for `n` requests' latencies and first bytes, so the lists do not grow (and copy
+    /// themselves) during the run.
+    pub(crate) fn reserve_requests(&mut self, n: usize) {
+        self.latency_ms.reserve_exact(n);
+        self.ttfb_ms.reserve_exact(n);
+    }
+
     /// An attempt on `cand` of a request of `arm`.
     pub(crate) fn attempt(&mut self, cand: Cand, now: f64, arm: Option<usize>) {
         if let Some(a) = arm.and_then(|a| self.arms.get_mut(a)) {

@@ -512,6 +512,23 @@ pub struct Workload {
     pub server_feedback: bool,
 }
 
+impl Workload {
+    /// About how many requests the workload makes: `workers x operations` in a closed loop,
+    /// `rate_per_s x duration_s` in an open one with room for a Poisson count's spread (four
+    /// standard deviations), at most 2^22. A hint for sizing the run's lists, not a limit.
+    pub(crate) fn expected_requests(&self) -> usize {
+        let n = match self.kind {
+            LoopKind::Closed => f64::from(self.workers) * f64::from(self.operations),
+            LoopKind::Open => {
+                let n = self.rate_per_s * self.duration_s;
+                n + 4.0 * n.max(0.0).sqrt() + 16.0
+            }
+        };
+        // `as` saturates, and NaN (no valid workload has one) becomes 0.
+        n.clamp(0.0, f64::from(1u32 << 22)) as usize
+    }
+}
+
 fn stall_default() -> f64 {
     1000.0
 }
@@ -632,4 +649,49 @@ pub(crate) const MIN_BUCKET_S: f64 = 0.001;
 
 fn bucket_default() -> f64 {
     0.1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{simulate, PolicySpec};
+
+    /// The hint covers the requests a run makes (a Poisson count included) without sizing
+    /// the lists far past them.
+    #[test]
+    fn the_expected_requests_cover_the_run_and_little_more() {
+        let policy = [PolicySpec::parse("random").unwrap()];
+        for (workload, made) in [
+            (
+                "loop = \"open\"\nrate_per_s = 1000.0\nduration_s = 5.0",
+                None,
+            ),
+            (
+                "loop = \"closed\"\nworkers = 5\noperations = 100",
+                Some(500.0),
+            ),
+        ] {
+            let sc = Scenario::parse(
+                &format!(
+                    "name = \"t\"\n[workload]\n{workload}\n\
+                     [[candidates]]\nid = \"c\"\ncount = 3\nsuccess = 1.0\nduration_ms = 2.0\n"
+                ),
+                "test",
+            )
+            .unwrap();
+            let expected = sc.workload.expected_requests() as f64;
+            for seed in 1..=10 {
+                let r = simulate(&sc, &policy, &[seed], 1, None).unwrap();
+                let requests = r.policies[0].requests;
+                if let Some(m) = made {
+                    assert_eq!(requests, m);
+                }
+                assert!(requests <= expected, "seed {seed}: {requests} > {expected}");
+                assert!(
+                    expected <= 1.2 * requests,
+                    "seed {seed}: {expected} for {requests}"
+                );
+            }
+        }
+    }
 }
