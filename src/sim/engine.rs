@@ -172,7 +172,6 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let expanded = sc.expanded();
         let ids: Vec<String> = expanded.iter().map(|(id, _)| id.clone()).collect();
-        let truth = Truths::new(sc);
         let tracked = RunStats::tracked_candidates(sc, &ids);
         let mut stats = RunStats::new(label, &ids, tracked, sc.series_bucket_s);
         stats.reserve_requests(sc.workload.expected_requests());
@@ -190,12 +189,13 @@ impl<'a> Engine<'a> {
             a.timeout_s = timeout_s;
         }
         let n = ids.len();
+        let spec_of: Vec<usize> = expanded.iter().map(|(_, s)| *s).collect();
         Engine {
             sc,
             policy,
             ids,
-            spec_of: expanded.iter().map(|(_, s)| *s).collect(),
-            truth,
+            truth: Truths::new(&sc.candidates, &spec_of),
+            spec_of,
             present: vec![false; n],
             live: Vec::new(),
             load: vec![0; n],

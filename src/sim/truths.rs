@@ -10,14 +10,14 @@
 
 use std::ops::Index;
 
-use super::scenario::{Scenario, TimelineEvent};
+use super::scenario::{CandidateSpec, TimelineEvent};
 use super::truth::Truth;
 
 /// No copy of its own yet.
 const NONE: u32 = u32::MAX;
 
 /// The candidates' truths; see the [module docs](self).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Truths {
     /// The scenario entries' truths (index = entry), then the candidates' own copies.
     table: Vec<Truth>,
@@ -30,11 +30,12 @@ pub(crate) struct Truths {
 }
 
 impl Truths {
-    /// The truths of `sc`'s candidates as [`Scenario::expanded`] lists them, each as its
-    /// entry in the file says.
-    pub(crate) fn new(sc: &Scenario) -> Self {
-        let table: Vec<Truth> = sc.candidates.iter().map(Truth::from_spec).collect();
-        let base: Vec<u32> = sc.expanded().iter().map(|(_, s)| *s as u32).collect();
+    /// The truths of the candidates whose scenario entries (indices into `specs`) are
+    /// `entry_of`, in that order (as [`Scenario::expanded`](super::Scenario::expanded) lists
+    /// them), each as its entry in the file says.
+    pub(crate) fn new(specs: &[CandidateSpec], entry_of: &[usize]) -> Self {
+        let table: Vec<Truth> = specs.iter().map(Truth::from_spec).collect();
+        let base: Vec<u32> = entry_of.iter().map(|&s| s as u32).collect();
         Truths {
             table,
             of: base.clone(),
@@ -92,6 +93,7 @@ impl Index<usize> for Truths {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::Scenario;
 
     fn scenario() -> Scenario {
         Scenario::parse(
@@ -105,8 +107,8 @@ mod tests {
         .expect("a valid scenario")
     }
 
-    /// The mean duration a truth gives, read through its `Debug` form (the fields are
-    /// private to the truth's module).
+    /// A truth's fields, read through its `Debug` form (they are private to the truth's
+    /// module).
     fn debug(t: &Truth) -> String {
         format!("{t:?}")
     }
@@ -116,7 +118,8 @@ mod tests {
     #[test]
     fn a_change_stays_with_its_candidate_and_a_heal_restores_the_file() {
         let sc = scenario();
-        let mut truths = Truths::new(&sc);
+        let entries: Vec<usize> = sc.expanded().iter().map(|(_, s)| *s).collect();
+        let mut truths = Truths::new(&sc.candidates, &entries);
         let each: Vec<Truth> = sc
             .expanded()
             .iter()

@@ -414,7 +414,8 @@ pub(crate) mod testing {
         /// The world of the scenario `toml`, every station empty.
         pub(crate) fn new(toml: &str) -> Self {
             let sc = Scenario::parse(toml, "test").expect("a valid scenario");
-            let truth = Truths::new(&sc);
+            let entries: Vec<usize> = sc.expanded().iter().map(|(_, s)| *s).collect();
+            let truth = Truths::new(&sc.candidates, &entries);
             let queues = Queues::new(truth.len(), 0);
             TestWorld {
                 truth,
