@@ -1,6 +1,7 @@
 //! Coordinator faults: supervised restarts, snapshots saved and loaded, stale permits, the
 //! handle's retry, and bad input at the actor answered with typed errors.
 
+use std::path::Path;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -52,11 +53,19 @@ async fn learn(
     }
 }
 
-#[actix::test]
-async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
-    tokio::time::pause();
+#[test]
+fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    actix::System::new()
+        .block_on(a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in(dir.path()));
+}
+
+async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in(dir: &Path) {
+    tokio::time::pause();
+    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -265,11 +274,19 @@ async fn the_handle_asks_again_once_after_a_restart() {
     assert_eq!((s.in_flight, s.shell.stale), (0, 0));
 }
 
-#[actix::test]
-async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
-    tokio::time::pause();
+#[test]
+fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    actix::System::new()
+        .block_on(snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir.path()));
+}
+
+async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir: &Path) {
+    tokio::time::pause();
+    let store = SnapshotStore::new(dir, "snap.json").unwrap();
     let c = build(&["a", "b"], 4)
         .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
         .unwrap()
@@ -312,11 +329,20 @@ async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
     );
 }
 
-#[actix::test]
-async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
-    tokio::time::pause();
+#[test]
+fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    actix::System::new().block_on(
+        a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in(dir.path()),
+    );
+}
+
+async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in(dir: &Path) {
+    tokio::time::pause();
+    let store = SnapshotStore::new(dir, "snap.json").unwrap();
     std::fs::write(store.path(), b"{\"version\": 1, \"overall\": ").unwrap();
     let c = build(&["a"], 4)
         .with_snapshots(store.clone(), None)
@@ -440,12 +466,19 @@ fn shutting_the_system_down_saves_a_snapshot() {
 
 /// A restart takes statistics from the snapshot, not the candidate set: a candidate removed
 /// after the save stays removed, one added after it is kept with fresh statistics.
-#[actix::test]
-async fn a_restart_keeps_the_candidate_set_in_force() {
+#[test]
+fn a_restart_keeps_the_candidate_set_in_force() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
+    let dir = tempfile::tempdir().unwrap();
+    actix::System::new().block_on(a_restart_keeps_the_candidate_set_in_force_in(dir.path()));
+}
+
+async fn a_restart_keeps_the_candidate_set_in_force_in(dir: &Path) {
     tokio::time::pause();
     use selection_coordinator::actor::{AddCandidate, RemoveCandidate};
-    let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "snap.json").unwrap();
+    let store = SnapshotStore::new(dir, "snap.json").unwrap();
     let c = build(&["a", "b"], 4)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -576,11 +609,18 @@ async fn a_request_id_of_an_earlier_incarnation_reaches_no_request_of_the_new_on
 
 /// A crash skips the save at stop only once: a later clean stop of the restarted coordinator
 /// saves what it learned, as any stop does.
-#[actix::test]
-async fn a_stop_after_a_crash_saves_the_snapshot_again() {
-    tokio::time::pause();
+#[test]
+fn a_stop_after_a_crash_saves_the_snapshot_again() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    actix::System::new().block_on(a_stop_after_a_crash_saves_the_snapshot_again_in(dir.path()));
+}
+
+async fn a_stop_after_a_crash_saves_the_snapshot_again_in(dir: &Path) {
+    tokio::time::pause();
+    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -607,11 +647,22 @@ async fn a_stop_after_a_crash_saves_the_snapshot_again() {
 
 /// A snapshot file loaded at the start has aged by the time since it was written: an
 /// ejection that would have ended meanwhile is over.
-#[actix::test]
-async fn a_snapshot_file_loaded_a_day_later_has_aged() {
-    tokio::time::pause();
+#[test]
+fn a_snapshot_file_loaded_a_day_later_has_aged() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let other = tempfile::tempdir().unwrap();
+    actix::System::new().block_on(a_snapshot_file_loaded_a_day_later_has_aged_in(
+        dir.path(),
+        other.path(),
+    ));
+}
+
+async fn a_snapshot_file_loaded_a_day_later_has_aged_in(dir: &Path, other: &Path) {
+    tokio::time::pause();
+    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1).start();
     let (w, mut rx) = probe();
     learn(&c, &mut rx, &w, 4, 20.0).await;
@@ -642,8 +693,7 @@ async fn a_snapshot_file_loaded_a_day_later_has_aged() {
     );
 
     // The same snapshot stamped now restores the ejections as current.
-    let dir = tempfile::tempdir().unwrap();
-    let store = SnapshotStore::new(dir.path(), "coordinator.json").unwrap();
+    let store = SnapshotStore::new(other, "coordinator.json").unwrap();
     store
         .save(&snapshot.stamped(std::time::SystemTime::now()))
         .unwrap();

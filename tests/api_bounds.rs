@@ -5,6 +5,7 @@
 //! Actor tests pause tokio's clock, which the coordinator reads, so they run in virtual time;
 //! the fleet config tests need no NATS server (the config is checked before connecting).
 
+use std::path::Path;
 use std::time::Duration;
 
 use selection_coordinator::actor::{Coordinator, CoordinatorHandle, SubscribeChannel};
@@ -50,11 +51,20 @@ async fn mailbox_capacity_is_clamped_not_a_panic() {
     decides(&CoordinatorHandle::new(addr)).await;
 }
 
-#[actix::test]
-async fn snapshot_period_past_the_clock_means_never_not_a_panic() {
-    tokio::time::pause();
+#[test]
+fn snapshot_period_past_the_clock_means_never_not_a_panic() {
+    // The coordinator writes a last snapshot as the actix System stops, after the
+    // body: the directory outlives the System, so that write lands in it and goes
+    // with it instead of recreating it under the system's temporary directory.
     let dir = tempfile::tempdir().unwrap();
-    let store = selection_coordinator::snapshot::SnapshotStore::new(dir.path(), "s.json").unwrap();
+    actix::System::new().block_on(snapshot_period_past_the_clock_means_never_not_a_panic_in(
+        dir.path(),
+    ));
+}
+
+async fn snapshot_period_past_the_clock_means_never_not_a_panic_in(dir: &Path) {
+    tokio::time::pause();
+    let store = selection_coordinator::snapshot::SnapshotStore::new(dir, "s.json").unwrap();
     let handle = coordinator()
         .with_snapshots(store, Some(Duration::MAX))
         .unwrap()
@@ -64,7 +74,7 @@ async fn snapshot_period_past_the_clock_means_never_not_a_panic() {
     tokio::time::sleep(Duration::from_secs(3600)).await;
     decides(&handle).await;
     assert!(
-        !dir.path().join("s.json").exists(),
+        !dir.join("s.json").exists(),
         "a snapshot was saved periodically"
     );
 }
