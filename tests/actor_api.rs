@@ -5,7 +5,7 @@
 //! The actix tests pause tokio's clock; the tests on plain tokio talk to a coordinator on
 //! another thread, whose clock a pause here could not reach, and wait on answers only.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
@@ -24,7 +24,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{load, next_answer, next_permit, probe, without_ages};
+use support::{load, next_answer, next_permit, probe, with_snapshot_dir, without_ages};
 
 fn build(candidates: usize, global: u32) -> Coordinator {
     let limits = Limits {
@@ -423,22 +423,16 @@ async fn periodic_saves_are_written_off_the_actor_thread_while_grants_go_on() {
 
 #[test]
 fn an_explicit_save_answers_after_its_write_and_an_older_one_never_overwrites_it() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(
-        an_explicit_save_answers_after_its_write_and_an_older_one_never_overwrites_it_in(
-            dir.path(),
-        ),
+    with_snapshot_dir(
+        an_explicit_save_answers_after_its_write_and_an_older_one_never_overwrites_it_in,
     );
 }
 
 async fn an_explicit_save_answers_after_its_write_and_an_older_one_never_overwrites_it_in(
-    dir: &Path,
+    dir: PathBuf,
 ) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "snap.json").unwrap();
+    let store = SnapshotStore::new(&dir, "snap.json").unwrap();
     let (hook, mut gate) = Gate::new();
     let c = build(50, 4)
         .with_snapshots(store.clone(), Some(Duration::from_millis(10)))

@@ -1,7 +1,7 @@
 //! Coordinator faults: supervised restarts, snapshots saved and loaded, stale permits, the
 //! handle's retry, and bad input at the actor answered with typed errors.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -16,7 +16,7 @@ use selection_coordinator::{
 use tokio::sync::mpsc;
 
 mod support;
-use support::{load, next_answer, next_permit, probe, without_ages, Probe};
+use support::{load, next_answer, next_permit, probe, with_snapshot_dir, without_ages, Probe};
 
 fn build(candidates: &[&str], global: u32) -> Coordinator {
     let limits = Limits {
@@ -55,17 +55,12 @@ async fn learn(
 
 #[test]
 fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new()
-        .block_on(a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in(dir.path()));
+    with_snapshot_dir(a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in);
 }
 
-async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in(dir: &Path) {
+async fn a_crash_restarts_from_the_last_snapshot_and_answers_waiters_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
+    let store = SnapshotStore::new(&dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -276,17 +271,12 @@ async fn the_handle_asks_again_once_after_a_restart() {
 
 #[test]
 fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new()
-        .block_on(snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir.path()));
+    with_snapshot_dir(snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in);
 }
 
-async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir: &Path) {
+async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "snap.json").unwrap();
+    let store = SnapshotStore::new(&dir, "snap.json").unwrap();
     let c = build(&["a", "b"], 4)
         .with_snapshots(store.clone(), Some(Duration::from_millis(10)))
         .unwrap()
@@ -331,18 +321,12 @@ async fn snapshots_are_saved_periodically_and_on_stop_and_loaded_at_start_in(dir
 
 #[test]
 fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(
-        a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in(dir.path()),
-    );
+    with_snapshot_dir(a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in);
 }
 
-async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in(dir: &Path) {
+async fn a_corrupt_snapshot_is_moved_aside_and_the_coordinator_starts_fresh_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "snap.json").unwrap();
+    let store = SnapshotStore::new(&dir, "snap.json").unwrap();
     std::fs::write(store.path(), b"{\"version\": 1, \"overall\": ").unwrap();
     let c = build(&["a"], 4)
         .with_snapshots(store.clone(), None)
@@ -468,17 +452,13 @@ fn shutting_the_system_down_saves_a_snapshot() {
 /// after the save stays removed, one added after it is kept with fresh statistics.
 #[test]
 fn a_restart_keeps_the_candidate_set_in_force() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(a_restart_keeps_the_candidate_set_in_force_in(dir.path()));
+    with_snapshot_dir(a_restart_keeps_the_candidate_set_in_force_in);
 }
 
-async fn a_restart_keeps_the_candidate_set_in_force_in(dir: &Path) {
+async fn a_restart_keeps_the_candidate_set_in_force_in(dir: PathBuf) {
     tokio::time::pause();
     use selection_coordinator::actor::{AddCandidate, RemoveCandidate};
-    let store = SnapshotStore::new(dir, "snap.json").unwrap();
+    let store = SnapshotStore::new(&dir, "snap.json").unwrap();
     let c = build(&["a", "b"], 4)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -611,16 +591,12 @@ async fn a_request_id_of_an_earlier_incarnation_reaches_no_request_of_the_new_on
 /// saves what it learned, as any stop does.
 #[test]
 fn a_stop_after_a_crash_saves_the_snapshot_again() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(a_stop_after_a_crash_saves_the_snapshot_again_in(dir.path()));
+    with_snapshot_dir(a_stop_after_a_crash_saves_the_snapshot_again_in);
 }
 
-async fn a_stop_after_a_crash_saves_the_snapshot_again_in(dir: &Path) {
+async fn a_stop_after_a_crash_saves_the_snapshot_again_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
+    let store = SnapshotStore::new(&dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1)
         .with_snapshots(store.clone(), None)
         .unwrap()
@@ -649,20 +625,12 @@ async fn a_stop_after_a_crash_saves_the_snapshot_again_in(dir: &Path) {
 /// ejection that would have ended meanwhile is over.
 #[test]
 fn a_snapshot_file_loaded_a_day_later_has_aged() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    let other = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(a_snapshot_file_loaded_a_day_later_has_aged_in(
-        dir.path(),
-        other.path(),
-    ));
+    with_snapshot_dir(a_snapshot_file_loaded_a_day_later_has_aged_in);
 }
 
-async fn a_snapshot_file_loaded_a_day_later_has_aged_in(dir: &Path, other: &Path) {
+async fn a_snapshot_file_loaded_a_day_later_has_aged_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
+    let store = SnapshotStore::new(&dir, "coordinator.json").unwrap();
     let c = build(&["a", "b"], 1).start();
     let (w, mut rx) = probe();
     learn(&c, &mut rx, &w, 4, 20.0).await;
@@ -693,7 +661,7 @@ async fn a_snapshot_file_loaded_a_day_later_has_aged_in(dir: &Path, other: &Path
     );
 
     // The same snapshot stamped now restores the ejections as current.
-    let store = SnapshotStore::new(other, "coordinator.json").unwrap();
+    let store = SnapshotStore::new(dir.join("later"), "coordinator.json").unwrap();
     store
         .save(&snapshot.stamped(std::time::SystemTime::now()))
         .unwrap();
