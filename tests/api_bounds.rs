@@ -5,11 +5,15 @@
 //! Actor tests pause tokio's clock, which the coordinator reads, so they run in virtual time;
 //! the fleet config tests need no NATS server (the config is checked before connecting).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use selection_coordinator::actor::{Coordinator, CoordinatorHandle, SubscribeChannel};
 use selection_coordinator::{CandidateInfo, Config, Limits, Outcome, Request};
+
+#[path = "support/snapshot_dir.rs"]
+mod snapshot_dir;
+use snapshot_dir::with_snapshot_dir;
 
 fn coordinator() -> Coordinator {
     Coordinator::with_seed(Config::default(), Limits::default(), 7)
@@ -53,18 +57,12 @@ async fn mailbox_capacity_is_clamped_not_a_panic() {
 
 #[test]
 fn snapshot_period_past_the_clock_means_never_not_a_panic() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(snapshot_period_past_the_clock_means_never_not_a_panic_in(
-        dir.path(),
-    ));
+    with_snapshot_dir(snapshot_period_past_the_clock_means_never_not_a_panic_in);
 }
 
-async fn snapshot_period_past_the_clock_means_never_not_a_panic_in(dir: &Path) {
+async fn snapshot_period_past_the_clock_means_never_not_a_panic_in(dir: PathBuf) {
     tokio::time::pause();
-    let store = selection_coordinator::snapshot::SnapshotStore::new(dir, "s.json").unwrap();
+    let store = selection_coordinator::snapshot::SnapshotStore::new(&dir, "s.json").unwrap();
     let handle = coordinator()
         .with_snapshots(store, Some(Duration::MAX))
         .unwrap()

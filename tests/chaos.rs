@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -22,6 +22,10 @@ use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use selection_coordinator::{
     CandidateInfo, Config, FailureClass, Limits, Next, Outcome, Rejection, Request,
 };
+
+#[path = "support/snapshot_dir.rs"]
+mod snapshot_dir;
+use snapshot_dir::with_snapshot_dir;
 
 /// Attempts to run (grants received by workers).
 const ATTEMPTS: u64 = 100_000;
@@ -206,16 +210,12 @@ async fn wait_for_grants(tally: &Shared, n: u64) {
 /// Nothing here sleeps.
 #[test]
 fn chaos_nothing_is_lost() {
-    // The coordinator writes a last snapshot as the actix System stops, after the
-    // body: the directory outlives the System, so that write lands in it and goes
-    // with it instead of recreating it under the system's temporary directory.
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(chaos_nothing_is_lost_in(dir.path()));
+    with_snapshot_dir(chaos_nothing_is_lost_in);
 }
 
-async fn chaos_nothing_is_lost_in(dir: &Path) {
+async fn chaos_nothing_is_lost_in(dir: PathBuf) {
     let started = Instant::now();
-    let store = SnapshotStore::new(dir, "coordinator.json").unwrap();
+    let store = SnapshotStore::new(&dir, "coordinator.json").unwrap();
     let limits = Limits {
         global: GLOBAL_LIMIT,
         ..Limits::default()

@@ -1,13 +1,15 @@
 //! Test workers shared by the actor test binaries.
 
-use std::future::Future;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use selection_coordinator::actor::{Answer, Permit};
 use selection_coordinator::snapshot::{Loaded, Snapshot, SnapshotStore};
 use tokio::sync::mpsc;
+
+mod snapshot_dir;
+#[allow(unused_imports)] // not every test binary saves snapshots
+pub use snapshot_dir::with_snapshot_dir;
 
 /// A worker that hands every answer to the test, which then plays the worker's part.
 pub struct Probe {
@@ -84,15 +86,4 @@ pub fn without_ages(mut s: Snapshot) -> Snapshot {
         c.stats.last_sample_age_s = None;
     }
     s
-}
-
-/// Runs `test` on a new actix System, as `#[actix::test]` does, with a temporary directory
-/// made outside it. A coordinator with a snapshot store writes a last snapshot as its System
-/// stops, after the test's body: a directory made inside the body is gone by then, and the
-/// save would recreate it and leave it behind. This one outlives the System and is removed,
-/// with what was written in it, after it.
-#[allow(dead_code)] // not every test binary saves snapshots
-pub fn with_snapshot_dir<F: Future<Output = ()>>(test: impl FnOnce(PathBuf) -> F) {
-    let dir = tempfile::tempdir().unwrap();
-    actix::System::new().block_on(test(dir.path().to_path_buf()));
 }
