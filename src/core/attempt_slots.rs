@@ -15,6 +15,8 @@ pub(super) struct AttemptSlot {
     pub(super) reported: bool,
     /// The caller said a first byte came: no longer evidence of a slow answer.
     pub(super) answered: bool,
+    /// Its outcome was an overload failure (whether its request retries is read at `done`).
+    pub(super) shed: bool,
     pub(super) key: Key,
     pub(super) request: u32,
     /// The candidate's attempts in flight when this one was granted, itself included.
@@ -86,6 +88,7 @@ impl Attempts {
             active: true,
             reported: false,
             answered: false,
+            shed: false,
             key: new.key,
             request: new.request,
             concurrency: new.concurrency,

@@ -24,6 +24,7 @@ impl Core {
         }
         self.advance(now);
         self.attempts[a].reported = true;
+        self.attempts[a].shed = matches!(outcome, Outcome::Failure(FailureClass::Overload));
         let att = self.attempts[a];
         let idx = att.key.idx as usize;
         let elapsed_ms = (self.clock.now_s - att.granted_s).max(0.0) * 1000.0;
@@ -138,6 +139,9 @@ impl Core {
         } else {
             next
         };
+        if att.shed {
+            self.pool.observe_shed(next != Next::Finish);
+        }
         match next {
             Next::Finish => {
                 self.drop_pending(ridx);

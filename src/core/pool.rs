@@ -4,6 +4,9 @@
 use super::Core;
 use crate::score::{ScoreContext, StatsView};
 
+/// The newest overload failure's weight in [`Pool::observe_shed`]'s average, once warm.
+const SHED_ALPHA: f64 = 0.02;
+
 /// Scheduled probes take at most this share of the draws: on a large fleet the probe period
 /// stretches to `candidates / (PROBE_SHARE * decisions per second)`.
 const PROBE_SHARE: f64 = 0.01;
@@ -52,6 +55,11 @@ pub(crate) struct Pool {
     /// ([`crate::score::ScoreContext::probe_at_s`]).
     pub(crate) at_s: f64,
     rate: f64,
+    /// The share of overload failures whose requests went on to another attempt (a moving
+    /// average, the first ones a plain mean), which sets `load.shed_relief` in force; 1 until
+    /// one is seen.
+    shed_retried: f64,
+    sheds: u32,
 }
 
 impl Default for Pool {
@@ -71,11 +79,20 @@ impl Default for Pool {
             decisions: 0,
             at_s: 0.0,
             rate: 0.0,
+            shed_retried: 1.0,
+            sheds: 0,
         }
     }
 }
 
 impl Pool {
+    /// Counts an overload failure whose request `retried` (went on to another attempt) or not.
+    pub(crate) fn observe_shed(&mut self, retried: bool) {
+        self.sheds = self.sheds.saturating_add(1);
+        let a = (1.0 / f64::from(self.sheds)).max(SHED_ALPHA);
+        self.shed_retried += a * (f64::from(u8::from(retried)) - self.shed_retried);
+    }
+
     /// The variance of a success average whose newest outcome weighs `weight`
     /// ([`crate::score::ScoreModel::success_weight`]) for a candidate as likely to succeed as
     /// the fleet's center `center`.
@@ -184,6 +201,7 @@ impl Core {
         let (rate, live) = (self.pool.rate, self.fleet.live_count);
         self.model.scale_floor(rate, live);
         super::arms::scale_floors(&mut self.arms, &mut self.shadows, rate, live);
+        self.model.set_shed_retried(self.pool.shed_retried);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }
@@ -370,6 +388,57 @@ mod tests {
         let (spread, _) = estimate(&ys);
         // The true spread is 0.345^2 = 0.119.
         assert!((0.07..0.13).contains(&spread), "{spread}");
+    }
+
+    /// The relief in force after a core saw `n` sheds whose requests did `next`.
+    fn relief_after_sheds(n: u32, next: crate::Next) -> f64 {
+        use rand::{rngs::SmallRng, SeedableRng};
+        use std::time::{Duration, Instant};
+
+        use crate::core::Event;
+        use crate::{CandidateInfo, Config, FailureClass, Outcome, Request};
+
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        for i in 0..n {
+            let at = t0 + Duration::from_millis(u64::from(i));
+            core.ready(Request::any(), at, &mut rng).unwrap();
+            let attempt = std::iter::from_fn(|| core.poll_event())
+                .find_map(|e| match e {
+                    Event::Granted(g) => Some(g.attempt),
+                    _ => None,
+                })
+                .unwrap();
+            core.outcome(attempt, Outcome::Failure(FailureClass::Overload), at)
+                .unwrap();
+            core.done(attempt, next, at, &mut rng).unwrap();
+        }
+        core.tick(t0 + Duration::from_secs(1), &mut rng);
+        core.model.shed_relief_in_force()
+    }
+
+    #[test]
+    fn sheds_that_end_their_requests_take_the_relief_away() {
+        assert_eq!(relief_after_sheds(0, crate::Next::Finish), 1.0);
+        assert_eq!(relief_after_sheds(40, crate::Next::Retry), 1.0);
+        assert_eq!(relief_after_sheds(40, crate::Next::Finish), 0.0);
+    }
+
+    #[test]
+    fn the_share_of_sheds_retried_is_a_plain_mean_at_first() {
+        let mut pool = Pool::default();
+        for retried in [true, false, false, true] {
+            pool.observe_shed(retried);
+        }
+        assert!((pool.shed_retried - 0.5).abs() < 1e-12);
+        // Later ones weigh SHED_ALPHA each.
+        for _ in 0..1000 {
+            pool.observe_shed(false);
+        }
+        assert!(pool.shed_retried < 1e-6, "{}", pool.shed_retried);
     }
 
     #[test]

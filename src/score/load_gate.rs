@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{unit, Config, ScoreModel};
+use super::{unit, ScoreModel};
 use crate::error::Problem;
 
 /// Which candidates the load component applies to: all of them, or only those with evidence
@@ -47,15 +47,39 @@ pub struct LoadConfig {
     /// evidence is spurious (a degraded server slows and gathers attempts at once) gains almost
     /// nothing. In `[0, 1]`; 0: every candidate counts the fleet's evidence alike.
     pub own_queueing: f64,
+    /// With `gate` and `queueing` on: how far a candidate whose overload failures follow its
+    /// load is spared the overload component where the fleet queues and requests retry their
+    /// sheds. The component becomes `overload ^ (1 - shed_relief * q * r)` for the fleet's
+    /// queueing evidence `q` and the share `r` of overload failures whose requests went on to
+    /// another attempt (learned from `done`: `Next::Retry` or `Next::Keep` against
+    /// `Next::Finish`). In a queueing fleet a server that sheds past its capacity already has
+    /// its load counted in full by the load component; the overload window, which remembers
+    /// its sheds for `window.buckets` seconds while its queue drains in milliseconds, would
+    /// charge it a second time and send its traffic to a server that queues without limit and
+    /// never sheds. A shed that ends its request is an error, which the window is there to
+    /// count, so without retries nothing changes. A fleet whose latencies are the servers' own
+    /// (`q` = 0) is not touched, nor is a server whose overload failures come at any load. In
+    /// `[0, 1]`; 0: the overload component counts alike in every fleet.
+    pub shed_relief: f64,
 }
 
 impl Default for LoadConfig {
     fn default() -> Self {
-        Config::default().load
+        Self::DEFAULT
     }
 }
 
 impl LoadConfig {
+    /// The project's default (`Config::default().load`).
+    pub const DEFAULT: LoadConfig = LoadConfig {
+        gate: 1000.0,
+        unknown_samples: 5,
+        queueing: true,
+        background_overload: 0.05,
+        own_queueing: 0.0,
+        shed_relief: 1.0,
+    };
+
     /// The load component applies to every candidate (lassie, Livepeer).
     pub const ALWAYS: LoadConfig = LoadConfig {
         gate: 0.0,
@@ -63,6 +87,7 @@ impl LoadConfig {
         queueing: false,
         background_overload: 0.0,
         own_queueing: 0.0,
+        shed_relief: 0.0,
     };
 
     /// Adds what is wrong with the section beyond the checks every number gets.
@@ -70,6 +95,7 @@ impl LoadConfig {
         for (path, share) in [
             ("load.background_overload", self.background_overload),
             ("load.own_queueing", self.own_queueing),
+            ("load.shed_relief", self.shed_relief),
         ] {
             if !(0.0..=1.0).contains(&share) {
                 problems.push(Problem::new(
@@ -82,6 +108,20 @@ impl LoadConfig {
 }
 
 impl ScoreModel {
+    /// Sets `load.shed_relief` in force from the share of overload failures whose requests
+    /// went on to another attempt (`retried`, in `[0, 1]`): a shed its request retries costs
+    /// a moment, one that ends its request is an error, which the overload component is
+    /// there to count.
+    pub(crate) fn set_shed_retried(&mut self, retried: f64) {
+        self.shed_relief = self.config.load.shed_relief * retried.clamp(0.0, 1.0);
+    }
+
+    /// `load.shed_relief` in force.
+    #[cfg(test)]
+    pub(crate) fn shed_relief_in_force(&self) -> f64 {
+        self.shed_relief
+    }
+
     /// The load component alone (it is the only one a grant or a release moves).
     ///
     /// With `load.gate` on, the in-flight penalty counts only as far as the candidate's

@@ -203,6 +203,8 @@ pub struct ScoreModel {
     weights: [f64; components::COUNT],
     /// The load component's powers for a new candidate's evidence ([`LoadPowers::ramp`]).
     ramp_powers: Vec<LoadPowers>,
+    /// `load.shed_relief` in force ([`ScoreModel::set_shed_retried`]).
+    shed_relief: f64,
 }
 
 impl ScoreModel {
@@ -225,6 +227,7 @@ impl ScoreModel {
             power: Power::of(config.exponent),
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
             feedback_exponent: (config.feedback.exponent > 0.0).then_some(config.feedback.exponent),
+            shed_relief: config.load.shed_relief,
             config,
             floor,
             channels,
@@ -380,11 +383,17 @@ impl ScoreModel {
         };
         let win = &self.config.window;
         let (errors, total) = stats.window().counts(ctx.bucket, win.buckets as usize);
-        let overload = if total < win.min_samples || total == 0 {
+        let mut overload = if total < win.min_samples || total == 0 {
             1.0
         } else {
             1.0 - errors as f64 / total as f64
         };
+        // Where the fleet queues, sheds that follow the load and that requests retry are the
+        // load component's to charge (`load.shed_relief`).
+        let relief = self.shed_relief * self.queueing_share(ctx.queueing);
+        if relief > 0.0 && overload < 1.0 && ctx.overload_follows_load {
+            overload = overload.powf(1.0 - relief);
+        }
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
         // instantly and never succeeds is not free per success, it is hopeless.
