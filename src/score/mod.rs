@@ -390,9 +390,11 @@ impl ScoreModel {
         };
         // Where the fleet queues, sheds that follow the load and that requests retry are the
         // load component's to charge (`load.shed_relief`).
-        let relief = self.shed_relief * self.queueing_share(ctx.queueing);
-        if relief > 0.0 && overload < 1.0 && ctx.overload_follows_load {
-            overload = overload.powf(1.0 - relief);
+        if overload < 1.0 && ctx.overload_follows_load {
+            let relief = self.shed_relief * self.queueing_share(ctx.queueing);
+            if relief > 0.0 {
+                overload = overload.powf(1.0 - relief);
+            }
         }
         // What a try costs until a first byte arrives, failures included, per success. A try
         // costs at least a millisecond (the averages' convention): a candidate that fails
