@@ -38,14 +38,16 @@ pub(crate) struct ShadowState {
     stats: ShadowStats,
 }
 
-/// Sets the floor in force of every arm and shadow that draws with a config of its own, from
-/// its own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
-/// candidates ([`ScoreModel::scale_floor`]).
-pub(crate) fn scale_floors(
+/// Sets what every arm and shadow that draws with a config of its own has in force: its floor,
+/// from its own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
+/// candidates ([`ScoreModel::scale_floor`]), and its `load.shed_relief` at the share of sheds
+/// the coordinator's requests retried ([`ScoreModel::set_shed_retried`]).
+pub(crate) fn set_in_force(
     arms: &mut [ArmState],
     shadows: &mut [ShadowState],
     decisions_per_s: f64,
     live: usize,
+    shed_retried: f64,
 ) {
     let models = arms
         .iter_mut()
@@ -53,6 +55,7 @@ pub(crate) fn scale_floors(
         .chain(shadows.iter_mut().filter_map(|s| s.model.as_mut()));
     for model in models {
         model.scale_floor(decisions_per_s, live);
+        model.set_shed_retried(shed_retried);
     }
 }
 
@@ -297,7 +300,7 @@ fn strip(c: &Config) -> Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{key_point, scale_floors, ArmState, ShadowState, ShadowStats};
+    use super::{key_point, set_in_force, ArmState, ShadowState, ShadowStats};
     use crate::score::{Config, ScoreModel};
 
     #[test]
@@ -330,8 +333,12 @@ mod tests {
             stats: ShadowStats::default(),
         }];
         // 30 decisions a second over 40 candidates.
-        scale_floors(&mut arms, &mut shadows, 30.0, 40);
+        set_in_force(&mut arms, &mut shadows, 30.0, 40, 0.25);
         let floor = |m: &Option<ScoreModel>| m.as_ref().unwrap().floor();
+        // A quarter of the sheds retried: a quarter of each config's relief.
+        let relief = |m: &Option<ScoreModel>| m.as_ref().unwrap().shed_relief_in_force();
+        assert_eq!(relief(&arms[0].model), 0.25);
+        assert_eq!(relief(&shadows[0].model), 0.25);
         assert!((floor(&arms[0].model) - 0.01 * 0.075).abs() < 1e-12);
         assert_eq!(floor(&arms[1].model), 0.01);
         // 0.2 x 30 / 40 x 10 s = 1.5 tries per period: in force in full.

@@ -196,12 +196,14 @@ impl Core {
             .deadline
             .multiple(self.fleet.overall.ttfb_spread, self.pool.queueing);
         // The floor in force: the config's, less where it would reach each candidate too
-        // rarely to bring one back (`floor_period_s`) at this decision rate; the same for the
-        // arms and shadows that draw with a config of their own.
+        // rarely to bring one back (`floor_period_s`) at this decision rate, and the shed
+        // relief at the share of sheds retried; the same for the arms and shadows that draw
+        // with a config of their own.
         let (rate, live) = (self.pool.rate, self.fleet.live_count);
         self.model.scale_floor(rate, live);
-        super::arms::scale_floors(&mut self.arms, &mut self.shadows, rate, live);
         self.model.set_shed_retried(self.pool.shed_retried);
+        let retried = self.pool.shed_retried;
+        super::arms::set_in_force(&mut self.arms, &mut self.shadows, rate, live, retried);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();
         }
