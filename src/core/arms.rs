@@ -40,8 +40,8 @@ pub(crate) struct ShadowState {
 
 /// Sets what every arm and shadow that draws with a config of its own has in force: its floor,
 /// from its own `floor` and `floor_period_s`, at the coordinator's decision rate over its `live`
-/// candidates ([`ScoreModel::scale_floor`]), and its `load.shed_relief` at the share of sheds
-/// the coordinator's requests retried ([`ScoreModel::set_shed_retried`]).
+/// candidates, and its `load.shed_relief` at the share of sheds the coordinator's requests
+/// retried ([`ScoreModel::set_in_force`]).
 pub(crate) fn set_in_force(
     arms: &mut [ArmState],
     shadows: &mut [ShadowState],
@@ -54,8 +54,7 @@ pub(crate) fn set_in_force(
         .filter_map(|a| a.model.as_mut())
         .chain(shadows.iter_mut().filter_map(|s| s.model.as_mut()));
     for model in models {
-        model.scale_floor(decisions_per_s, live);
-        model.set_shed_retried(shed_retried);
+        model.set_in_force(decisions_per_s, live, shed_retried);
     }
 }
 

@@ -199,10 +199,12 @@ impl Core {
         // rarely to bring one back (`floor_period_s`) at this decision rate, and the shed
         // relief at the share of sheds retried; the same for the arms and shadows that draw
         // with a config of their own.
-        let (rate, live) = (self.pool.rate, self.fleet.live_count);
-        self.model.scale_floor(rate, live);
-        self.model.set_shed_retried(self.pool.shed_retried);
-        let retried = self.pool.shed_retried;
+        let (rate, live, retried) = (
+            self.pool.rate,
+            self.fleet.live_count,
+            self.pool.shed_retried,
+        );
+        self.model.set_in_force(rate, live, retried);
         super::arms::set_in_force(&mut self.arms, &mut self.shadows, rate, live, retried);
         if self.model.last_attempt_rate().is_some() {
             self.refresh_success_pool();

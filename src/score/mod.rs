@@ -250,10 +250,12 @@ impl ScoreModel {
         self.floor
     }
 
-    /// Sets the floor in force for `decisions_per_s` draws a second over `live` candidates,
-    /// from this config's `floor` and `floor_period_s` ([`channels::floor_in_force`]); the
-    /// channels keep their layout.
-    pub(crate) fn scale_floor(&mut self, decisions_per_s: f64, live: usize) {
+    /// Sets what the coordinator's state puts in force: the floor for `decisions_per_s` draws a
+    /// second over `live` candidates, from this config's `floor` and `floor_period_s`
+    /// ([`channels::floor_in_force`]; the channels keep their layout), and `load.shed_relief`
+    /// at `shed_retried` ([`ScoreModel::set_shed_retried`]).
+    pub(crate) fn set_in_force(&mut self, decisions_per_s: f64, live: usize, shed_retried: f64) {
+        self.set_shed_retried(shed_retried);
         let c = &self.config;
         // At most the config's floor (validated into [0, 1]), which a floor of 1 keeps.
         let floor = channels::floor_in_force(c.floor, c.floor_period_s, decisions_per_s, live);
