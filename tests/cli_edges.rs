@@ -197,7 +197,7 @@ fn flags_of_another_mode_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let dump = dir.path().join("d3");
     let dump = dump.to_str().unwrap();
-    let cases: [(Vec<&str>, &[&str]); 6] = [
+    let cases: [(Vec<&str>, &[&str]); 7] = [
         (
             vec![
                 "--scenario",
@@ -212,6 +212,10 @@ fn flags_of_another_mode_are_refused() {
         (
             vec!["--scenario", "recovery", "--count", "5"],
             &["--count goes with --suite"],
+        ),
+        (
+            vec!["--scenario", "recovery", "--by-world"],
+            &["--by-world goes with --suite"],
         ),
         (
             vec![

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use selection_coordinator::sim::suite::{
-    generate, generate_suite, run_suite, Family, Instance, InstanceFigures, SuiteReport,
+    generate, generate_suite, run_suite, Family, Instance, InstanceFigures, SuiteReport, World,
 };
 use selection_coordinator::sim::{
     simulate, Action, CandidateSpec, Dist, LoopKind, PolicySpec, Scenario,
@@ -135,7 +135,7 @@ fn the_command_line_dumps_and_reruns() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("family degrade-heal: 1 scenarios"),
+        stdout.contains("family degrade-heal: 1 scenario,"),
         "{stdout}"
     );
     let suite = json_of(&suite_json);
@@ -314,6 +314,7 @@ fn instance(family: &str, mine: InstanceFigures, oracle: InstanceFigures) -> Ins
         seed: 1,
         degrade_at_s: Some(20.0),
         heal_at_s: Some(40.0),
+        world: World::new(false, true),
         policies: vec![mine, oracle],
     }
 }
@@ -412,6 +413,41 @@ fn the_json_has_the_documented_shape() {
     // Degrade-heal has both.
     assert!(fams[0]["policies"][0]["detection_excess_s"]["p50"].is_f64());
     assert_eq!(v["instances"].as_array().unwrap().len(), 4);
+    // Each instance says its world, read from its scenario: a candidate with a service time
+    // is a queue, and retries above 0 retry.
+    for (g, inst) in gens.iter().zip(v["instances"].as_array().unwrap()) {
+        let queueing = g.scenario.candidates.iter().any(|c| c.service_ms.is_some());
+        assert_eq!(inst["world"]["queueing"], queueing, "{}", g.scenario.name);
+        assert_eq!(inst["world"]["retries"], g.scenario.workload.retries > 0);
+    }
+    // Each family splits its scenarios by world: every
+    // scenario in exactly one, each world's figures over its own scenarios.
+    for (f, fam) in fams.iter().enumerate() {
+        let insts = &v["instances"].as_array().unwrap()[2 * f..2 * f + 2];
+        let worlds = fam["worlds"].as_array().unwrap();
+        let total: u64 = worlds
+            .iter()
+            .map(|w| w["scenarios"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 2);
+        for w in worlds {
+            let of = insts
+                .iter()
+                .filter(|i| {
+                    i["world"]["queueing"] == w["queueing"] && i["world"]["retries"] == w["retries"]
+                })
+                .count();
+            assert_eq!(w["scenarios"].as_u64().unwrap() as usize, of, "{w}");
+            assert!(w["world"].as_str().unwrap().contains("retries"));
+            let labels: Vec<&str> = w["policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["policy"].as_str().unwrap())
+                .collect();
+            assert_eq!(labels, ["coordinator", "p2c-peak-ewma"]);
+        }
+    }
 }
 
 /// Detection and recovery follow the degraded candidates the oracle used: suite seed 17's
@@ -449,6 +485,7 @@ fn a_candidate_the_oracle_never_used_is_not_followed() {
         seed: g.seed,
         degrade_at_s: Some(13.844),
         heal_at_s: Some(33.292),
+        world: World::new(false, true),
         policies: vec![mine, reference],
     };
     let rep = SuiteReport::new(17, &[inst]);

@@ -240,6 +240,7 @@ fn check_mode(args: &Args) -> Result<(), String> {
     let suite_flags: Vec<&str> = [
         ("--count", args.suite.count.is_some()),
         ("--dump", args.suite.dump.is_some()),
+        ("--by-world", args.suite.by_world),
     ]
     .into_iter()
     .filter_map(|(name, given)| given.then_some(name))

@@ -4,7 +4,9 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use selection_coordinator::sim::suite::{generate_suite, run_suite, Family, DEFAULT_POLICIES};
+use selection_coordinator::sim::suite::{
+    generate_suite, run_suite, Detail, Family, DEFAULT_POLICIES,
+};
 use selection_coordinator::sim::PolicySpec;
 
 /// The suite's own flags of `selcoord simulate`.
@@ -26,6 +28,10 @@ pub(crate) struct SuiteArgs {
     /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
     #[arg(long, value_name = "DIR")]
     pub(crate) dump: Option<PathBuf>,
+    /// Also report each family split by kind of world: fleets whose latency is their own or
+    /// that queue, requests that retry or not (with --suite; the JSON always has the split)
+    #[arg(long)]
+    pub(crate) by_world: bool,
 }
 
 /// Scenarios per family when `--count` is not given.
@@ -105,7 +111,12 @@ pub(crate) fn run(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    crate::out::print(&report.table())?;
+    let detail = if args.by_world {
+        Detail::Worlds
+    } else {
+        Detail::Families
+    };
+    crate::out::print(&report.table_with(detail))?;
     if let Some(path) = json {
         crate::report_file::write_str(path, &(report.to_json() + "\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -24,6 +24,7 @@ mod draft;
 mod families;
 mod paired;
 mod report;
+mod worlds;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -34,7 +35,10 @@ use rand::{RngExt, SeedableRng};
 use super::{simulate, Action, PolicyReport, PolicySpec, Progress, Scenario, ScenarioError};
 
 pub use paired::{Paired, PairedSummary};
-pub use report::{FamilyReport, Instance, InstanceFigures, PolicySummary, Quantiles, SuiteReport};
+pub use report::{
+    Detail, FamilyReport, Instance, InstanceFigures, PolicySummary, Quantiles, SuiteReport,
+};
+pub use worlds::{World, WorldReport};
 
 /// The policies a suite runs when none are named: the coordinator, the oracle every figure is
 /// measured against, and the baselines.
@@ -349,6 +353,7 @@ fn instance(g: &Generated, policies: &[PolicySpec], runs: &[PolicyReport]) -> In
         .map(|(p, r)| InstanceFigures::new(p.label(), r, oracle))
         .collect();
     let (degrade_at_s, heal_at_s) = event_times(&g.scenario);
+    let queueing = g.scenario.candidates.iter().any(|c| c.service_ms.is_some());
     Instance {
         family: g.family.name().to_string(),
         scenario: g.scenario.name.clone(),
@@ -356,6 +361,7 @@ fn instance(g: &Generated, policies: &[PolicySpec], runs: &[PolicyReport]) -> In
         seed: g.seed,
         degrade_at_s,
         heal_at_s,
+        world: World::new(queueing, g.scenario.workload.retries > 0),
         policies: figures,
     }
 }

@@ -196,6 +196,7 @@ mod tests {
             seed: 1,
             degrade_at_s: Some(10.0),
             heal_at_s: Some(30.0),
+            world: crate::sim::suite::World::new(false, true),
             policies: vec![a, b, figures("oracle", 10.0, 0.0, Some(1.0))],
         }
     }

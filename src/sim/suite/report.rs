@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::paired::{self, PairedSummary};
+use super::worlds::{self, World, WorldReport};
 use crate::sim::{Degraded, PolicyReport};
 
 /// One policy's figures on one scenario (one run).
@@ -109,6 +110,8 @@ pub struct Instance {
     pub degrade_at_s: Option<f64>,
     /// When the heal that recovery follows happened, if any.
     pub heal_at_s: Option<f64>,
+    /// The kind of world it is: whether its fleet queues and its requests retry.
+    pub world: World,
     /// One entry per policy, the oracle included.
     pub policies: Vec<InstanceFigures>,
 }
@@ -174,6 +177,19 @@ pub struct FamilyReport {
     /// Each policy after the first (but the oracle) against the first, scenario by scenario;
     /// empty with fewer than two.
     pub paired: Vec<PairedSummary>,
+    /// The same figures per kind of world (fleets that queue or not, requests that retry or
+    /// not), for the worlds with at least one scenario.
+    pub worlds: Vec<WorldReport>,
+}
+
+/// How much a suite's table shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// Each family's figures and the paired comparisons.
+    #[default]
+    Families,
+    /// The same, and under each family its figures per kind of world ([`World`]).
+    Worlds,
 }
 
 /// The whole suite.
@@ -204,7 +220,7 @@ pub(super) fn excess(
     })
 }
 
-fn summarize(policy: &str, instances: &[&Instance]) -> PolicySummary {
+pub(super) fn summarize(policy: &str, instances: &[&Instance]) -> PolicySummary {
     let (mut rec, mut det, mut err, mut ttfb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut never_rec, mut never_det) = (0, 0);
     for inst in instances {
@@ -280,6 +296,7 @@ impl SuiteReport {
                     scenarios: mine.len(),
                     policies: names.iter().map(|p| summarize(p, &mine)).collect(),
                     paired,
+                    worlds: worlds::split(&names, &mine),
                 }
             })
             .collect();
@@ -293,40 +310,31 @@ impl SuiteReport {
 
     /// One table per family.
     pub fn table(&self) -> String {
+        self.table_with(Detail::Families)
+    }
+
+    /// One table per family, with as much as `detail` asks.
+    pub fn table_with(&self, detail: Detail) -> String {
         let mut out = String::new();
-        let f = |x: Option<f64>, prec: usize| x.map_or("-".to_string(), |v| format!("{v:.prec$}"));
         for fam in &self.families {
             let _ = writeln!(
                 out,
-                "family {}: {} scenarios, suite seed {}; against the oracle, p50 / p95 over scenarios",
-                fam.family, fam.scenarios, self.seed
+                "family {}: {}, suite seed {}; against the oracle, p50 / p95 over scenarios",
+                fam.family,
+                scenarios(fam.scenarios),
+                self.seed
             );
             let _ = writeln!(
                 out,
                 "{:<22} {:>17} {:>7} {:>17} {:>7} {:>17} {:>13}",
                 "policy", "recovery +s", "never", "detection +s", "never", "error +", "ttfb x"
             );
-            for p in &fam.policies {
-                let pair =
-                    |q: Quantiles, prec: usize| format!("{} / {}", f(q.p50, prec), f(q.p95, prec));
-                let ratio = |n: usize, of: usize| {
-                    if of == 0 {
-                        "-".to_string()
-                    } else {
-                        format!("{n}/{of}")
-                    }
-                };
-                let _ = writeln!(
-                    out,
-                    "{:<22} {:>17} {:>7} {:>17} {:>7} {:>17} {:>13}",
-                    truncate(&p.policy, 22),
-                    pair(p.recovery_excess_s, 1),
-                    ratio(p.never_recovered, p.recovery_scenarios),
-                    pair(p.detection_excess_s, 1),
-                    ratio(p.never_detected, p.detection_scenarios),
-                    pair(p.error_excess, 4),
-                    pair(p.ttfb_ratio, 2),
-                );
+            rows(&mut out, &fam.policies, "");
+            if detail == Detail::Worlds {
+                for w in &fam.worlds {
+                    let _ = writeln!(out, "  {}: {}", w.world, scenarios(w.scenarios));
+                    rows(&mut out, &w.policies, "    ");
+                }
             }
             paired::table(&mut out, &fam.paired);
             let _ = writeln!(out);
@@ -337,6 +345,42 @@ impl SuiteReport {
     /// The JSON contract (`docs/simulate-json.md`).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// "1 scenario", "2 scenarios".
+fn scenarios(n: usize) -> String {
+    if n == 1 {
+        "1 scenario".to_string()
+    } else {
+        format!("{n} scenarios")
+    }
+}
+
+/// One row per policy, the name after `indent` and cut to the column.
+fn rows(out: &mut String, policies: &[PolicySummary], indent: &str) {
+    let f = |x: Option<f64>, prec: usize| x.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+    let pair = |q: Quantiles, prec: usize| format!("{} / {}", f(q.p50, prec), f(q.p95, prec));
+    let ratio = |n: usize, of: usize| {
+        if of == 0 {
+            "-".to_string()
+        } else {
+            format!("{n}/{of}")
+        }
+    };
+    for p in policies {
+        let name = format!("{indent}{}", truncate(&p.policy, 22 - indent.len()));
+        let _ = writeln!(
+            out,
+            "{:<22} {:>17} {:>7} {:>17} {:>7} {:>17} {:>13}",
+            name,
+            pair(p.recovery_excess_s, 1),
+            ratio(p.never_recovered, p.recovery_scenarios),
+            pair(p.detection_excess_s, 1),
+            ratio(p.never_detected, p.detection_scenarios),
+            pair(p.error_excess, 4),
+            pair(p.ttfb_ratio, 2),
+        );
     }
 }
 
@@ -446,6 +490,7 @@ mod tests {
             seed: 1,
             degrade_at_s: Some(10.0),
             heal_at_s: Some(30.0),
+            world: World::new(false, true),
             policies: vec![me, oracle],
         };
         let insts = [
