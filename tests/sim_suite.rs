@@ -446,6 +446,13 @@ fn the_json_has_the_documented_shape() {
                 .map(|p| p["policy"].as_str().unwrap())
                 .collect();
             assert_eq!(labels, ["coordinator", "p2c-peak-ewma"]);
+            let paired = w["paired"].as_array().unwrap();
+            assert_eq!(paired.len(), 1);
+            assert_eq!(paired[0]["against"], "coordinator");
+            assert_eq!(
+                paired[0]["ttfb_ratio"]["scenarios"].as_u64().unwrap() as usize,
+                of
+            );
         }
     }
 }

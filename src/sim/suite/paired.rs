@@ -132,13 +132,13 @@ pub(crate) fn compare(policy: &str, against: &str, instances: &[&Instance]) -> P
 }
 
 /// The table's block for one family: nothing when there is nothing to pair.
-pub(crate) fn table(out: &mut String, paired: &[PairedSummary]) {
+pub(crate) fn table(out: &mut String, paired: &[PairedSummary], indent: &str) {
     let Some(first) = paired.first() else {
         return;
     };
     let _ = writeln!(
         out,
-        "paired against {}: mean over the scenarios both have [95% interval] better/worse",
+        "{indent}paired against {}: mean over the scenarios both have [95% interval] better/worse",
         first.against
     );
     let cell = |p: Paired, prec: usize, signed: bool| match (p.mean, p.low, p.high) {
@@ -160,7 +160,7 @@ pub(crate) fn table(out: &mut String, paired: &[PairedSummary]) {
     for p in paired {
         let _ = writeln!(
             out,
-            "  {:<24} ttfb x {:<26} error {:<34} recovery s {:<28} detection s {}",
+            "{indent}  {:<24} ttfb x {:<26} error {:<34} recovery s {:<28} detection s {}",
             super::report::truncate(&p.policy, 24),
             cell(p.ttfb_ratio, 3, false),
             cell(p.error_diff, 4, true),
@@ -240,7 +240,7 @@ mod tests {
         assert!((rec.mean.unwrap() - ((2.0 - 3.0) + (5.0 - 30.0)) / 2.0).abs() < 1e-12);
         assert_eq!((rec.better, rec.worse), (2, 0));
         let mut out = String::new();
-        table(&mut out, &[s]);
+        table(&mut out, &[s], "");
         assert!(out.starts_with("paired against ref"), "{out}");
         assert!(out.contains("ttfb x 1.000"), "{out}");
     }

@@ -220,6 +220,18 @@ pub(super) fn excess(
     })
 }
 
+/// Each policy after the first of `names` against the first, over `instances`; empty with
+/// fewer than two.
+pub(super) fn paired_against_first(names: &[&str], instances: &[&Instance]) -> Vec<PairedSummary> {
+    match names.split_first() {
+        Some((first, rest)) => rest
+            .iter()
+            .map(|p| paired::compare(p, first, instances))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 pub(super) fn summarize(policy: &str, instances: &[&Instance]) -> PolicySummary {
     let (mut rec, mut det, mut err, mut ttfb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut never_rec, mut never_det) = (0, 0);
@@ -284,18 +296,11 @@ impl SuiteReport {
                             .collect()
                     })
                     .unwrap_or_default();
-                let paired = match names.split_first() {
-                    Some((first, rest)) => rest
-                        .iter()
-                        .map(|p| paired::compare(p, first, &mine))
-                        .collect(),
-                    None => Vec::new(),
-                };
                 FamilyReport {
                     family: fam.clone(),
                     scenarios: mine.len(),
                     policies: names.iter().map(|p| summarize(p, &mine)).collect(),
-                    paired,
+                    paired: paired_against_first(&names, &mine),
                     worlds: worlds::split(&names, &mine),
                 }
             })
@@ -330,13 +335,14 @@ impl SuiteReport {
                 "policy", "recovery +s", "never", "detection +s", "never", "error +", "ttfb x"
             );
             rows(&mut out, &fam.policies, "");
+            paired::table(&mut out, &fam.paired, "");
             if detail == Detail::Worlds {
                 for w in &fam.worlds {
                     let _ = writeln!(out, "  {}: {}", w.world, scenarios(w.scenarios));
                     rows(&mut out, &w.policies, "    ");
+                    paired::table(&mut out, &w.paired, "    ");
                 }
             }
-            paired::table(&mut out, &fam.paired);
             let _ = writeln!(out);
         }
         out

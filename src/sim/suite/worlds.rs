@@ -7,7 +7,8 @@
 
 use serde::Serialize;
 
-use super::report::{summarize, Instance, PolicySummary};
+use super::paired::PairedSummary;
+use super::report::{paired_against_first, summarize, Instance, PolicySummary};
 
 /// The kind of world a generated scenario is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -58,6 +59,9 @@ pub struct WorldReport {
     pub scenarios: usize,
     /// One entry per policy but the oracle, in the order asked, as the family's own.
     pub policies: Vec<PolicySummary>,
+    /// Each policy after the first (but the oracle) against the first over this world's
+    /// scenarios, as the family's own; empty with fewer than two.
+    pub paired: Vec<PairedSummary>,
 }
 
 /// The family's scenarios (`mine`) split by world, each summarized for `policies`; worlds with
@@ -73,6 +77,7 @@ pub(super) fn split(policies: &[&str], mine: &[&Instance]) -> Vec<WorldReport> {
                 retries: w.retries,
                 scenarios: of.len(),
                 policies: policies.iter().map(|p| summarize(p, &of)).collect(),
+                paired: paired_against_first(policies, &of),
             })
         })
         .collect()
@@ -96,8 +101,10 @@ mod tests {
         }
     }
 
-    /// A scenario of `world` where the policy `p` is `ratio` times the oracle's first byte.
+    /// A scenario of `world` where the policy `p` is `ratio` times the oracle's first byte, and
+    /// `q` as fast as `p` where the fleet has its own latency, twice as slow where it queues.
     fn instance(world: World, ratio: f64) -> Instance {
+        let q = if world.queueing { 2.0 } else { 1.0 };
         Instance {
             family: "f".into(),
             scenario: "f-0".into(),
@@ -108,6 +115,7 @@ mod tests {
             world,
             policies: vec![
                 figures("p", 10.0 * ratio, 0.0),
+                figures("q", 10.0 * ratio * q, 0.0),
                 figures("oracle", 10.0, 0.0),
             ],
         }
@@ -150,6 +158,16 @@ mod tests {
         assert_eq!(worlds[2].policies[0].policy, "p");
         // The family's own figures stay over all four.
         assert_eq!(r.families[0].policies[0].ttfb_ratio.p95, Some(3.0));
+        // `q` against `p`: as fast without queues, twice as slow in the queueing world, and
+        // 2^(2/4) over the family's four scenarios (geometric mean).
+        let paired = |p: &[crate::sim::suite::PairedSummary]| {
+            assert_eq!((p[0].policy.as_str(), p[0].against.as_str()), ("q", "p"));
+            p[0].ttfb_ratio.mean.unwrap()
+        };
+        assert!((paired(&worlds[0].paired) - 1.0).abs() < 1e-12);
+        assert!((paired(&worlds[1].paired) - 1.0).abs() < 1e-12);
+        assert!((paired(&worlds[2].paired) - 2.0).abs() < 1e-12);
+        assert!((paired(&r.families[0].paired) - 2f64.sqrt()).abs() < 1e-12);
     }
 
     #[test]
@@ -171,7 +189,9 @@ mod tests {
             split.contains("  own latency, retries: 1 scenario\n"),
             "{split}"
         );
-        // Each world's rows are indented under it.
+        // Each world's rows are indented under it, its paired comparison too.
         assert!(split.contains("\n    p "), "{split}");
+        assert!(split.contains("\n    paired against p:"), "{split}");
+        assert!(split.contains("\n      q "), "{split}");
     }
 }
