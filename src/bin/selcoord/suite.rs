@@ -29,7 +29,7 @@ pub(crate) struct SuiteArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) dump: Option<PathBuf>,
     /// Also report each family split by kind of world: fleets whose latency is their own or
-    /// that queue, requests that retry or not (with --suite; the JSON always has the split)
+    /// that queue, requests that retry or not (with --suite; the JSON always has the split).
     #[arg(long)]
     pub(crate) by_world: bool,
 }
