@@ -23,8 +23,6 @@ impl Config {
         tags.insert("verified".to_string(), 3.0);
         tags.insert("fast-retrieval".to_string(), 2.0);
         Config {
-            preset: Some("lassie".into()),
-            mode: Mode::Sum,
             weights: Weights {
                 success: 1.0,
                 connect: 1.0,
@@ -33,44 +31,7 @@ impl Config {
                 ..Weights::ZERO
             },
             tag_weights: tags,
-            exponent: 1.0,
-            time_exponent: 0.0,
-            load: LoadConfig::ALWAYS,
-            feedback: FeedbackConfig::OFF,
-            floor: 0.0,
-            floor_period_s: 0.0,
-            deterministic: false,
-            ema: EmaConfig {
-                alpha: 0.5,
-                overall_alpha: 0.2,
-                success_prior: 1.0,
-                first_sample_replaces_prior: true,
-                half_life_s: None,
-                warm_up: false,
-                drift: 0.0,
-                pooling: false,
-                probe_s: 0.0,
-                heal_probes: false,
-                record_probes: false,
-                max_gain: 1.0,
-                attempt_time: AttemptTime::FirstByte,
-            },
-            window: WindowConfig::default(),
-            price: PriceConfig::default(),
-            perf: PerfConfig::default(),
-            ejection: EjectionConfig {
-                enabled: false,
-                ..EjectionConfig::default()
-            },
-            refresh_ms: 1000,
-            refresh_per_candidate_us: 0.0,
-            arms: Vec::new(),
-            shadows: Vec::new(),
-            share: ShareConfig::default(),
-            adaptive: AdaptiveConfig::default(),
-            unseen: UnseenConfig::AVERAGE,
-            last_attempt: LastAttemptConfig::OFF,
-            deadline: DeadlineConfig::OFF,
+            ..Self::original("lassie", Mode::Sum)
         }
     }
 
@@ -79,14 +40,31 @@ impl Config {
     /// (`ignoreMaxPriceIfNeeded` false) when one is set.
     pub fn livepeer() -> Self {
         Config {
-            preset: Some("livepeer".into()),
-            mode: Mode::Mixture,
             weights: Weights {
                 stake: 0.7,
                 price: 0.0,
                 uniform: 0.3,
                 ..Weights::ZERO
             },
+            price: PriceConfig {
+                exp_factor: 100.0,
+                max: None,
+                ignore_max_if_none_pass: false,
+            },
+            ..Self::original("livepeer", Mode::Mixture)
+        }
+    }
+
+    /// What both originals share: no weights or tags yet, weights drawn as they are (exponent
+    /// 1, no time exponent, no floor), the load always counted, plain averages (alpha 0.5,
+    /// overall alpha 0.2, the first sample replacing the prior; no decay, drift, pooling or
+    /// probes), and none of the coordinator's later features (feedback, ejection, sharing,
+    /// adaptive limits, last-attempt cost, deadline advice).
+    fn original(preset: &str, mode: Mode) -> Self {
+        Config {
+            preset: Some(preset.into()),
+            mode,
+            weights: Weights::ZERO,
             tag_weights: BTreeMap::new(),
             exponent: 1.0,
             time_exponent: 0.0,
@@ -111,11 +89,7 @@ impl Config {
                 attempt_time: AttemptTime::FirstByte,
             },
             window: WindowConfig::default(),
-            price: PriceConfig {
-                exp_factor: 100.0,
-                max: None,
-                ignore_max_if_none_pass: false,
-            },
+            price: PriceConfig::default(),
             perf: PerfConfig::default(),
             ejection: EjectionConfig {
                 enabled: false,
