@@ -100,6 +100,21 @@ fn a_toml_syntax_error_shows_line_column_and_snippet() {
     );
 }
 
+/// An error at a carriage return that ends a line (a lone `\r`, or one of several before the
+/// newline) is shown at that line with one caret, not a panic: the line shown is cut before
+/// its carriage returns, so the span may start past the line's shown end.
+#[test]
+fn an_error_at_a_carriage_return_is_shown_not_a_panic() {
+    for text in ["\r", "name = \"x\"\r\r\r\n[[\n", "a = 1\r\r\r\r\n"] {
+        let e = Scenario::parse(text, "bad.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("bad.toml line 1"), "{text:?}: {shown}");
+        assert!(shown.contains("at line 1, column"), "{text:?}: {shown}");
+        assert!(shown.contains("\n1 | "), "{text:?}: {shown}");
+        assert!(shown.ends_with('^'), "{text:?}: {shown}");
+    }
+}
+
 #[test]
 fn columns_count_characters_not_bytes() {
     let e = Scenario::parse("name = \"ééé\" oops\n", "bad.toml").unwrap_err();

@@ -64,7 +64,9 @@ fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
     let column = text[line_start..start].chars().count() + 1;
     let number = line_of(text, start).to_string();
     let pad = " ".repeat(number.len());
-    let end = boundary(span.end.clamp(start, line_start + line.len()));
+    // The line is shown without its carriage returns, so the span may start past its end.
+    let shown_end = (line_start + line.len()).max(start);
+    let end = boundary(span.end.clamp(start, shown_end));
     let carets = text[start..end].chars().count().max(1);
     format!(
         "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
