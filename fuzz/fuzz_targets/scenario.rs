@@ -1,11 +1,13 @@
 //! Scenario parsing never panics: any bytes give a scenario or an error naming the field. A
 //! scenario that parses keeps the promises the simulator relies on: replica ids are unique and
-//! every candidate's info is valid for the core.
+//! every candidate's info is valid for the core. Text that declares `kind = "discovery"` is
+//! read as a discovery scenario, as `selcoord simulate` does, and must not panic either.
 #![no_main]
 
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
+use selection_coordinator::discovery::sim::DiscoveryScenario;
 use selection_coordinator::sim::Scenario;
 
 /// Replicas expanded beyond this are not built (memory, not correctness).
@@ -15,6 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    if DiscoveryScenario::is_discovery(text) {
+        let _ = DiscoveryScenario::parse(text, "fuzz");
+        return;
+    }
     let Ok(scenario) = Scenario::parse(text, "fuzz") else {
         return;
     };
