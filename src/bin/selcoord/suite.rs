@@ -84,9 +84,10 @@ pub(crate) fn run(
             crate::report_file::write_str(&path, &g.text)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
+        let n = scenarios.len();
         eprintln!(
-            "wrote {} scenario files to {}",
-            scenarios.len(),
+            "wrote {n} scenario file{} to {}",
+            if n == 1 { "" } else { "s" },
             dir.display()
         );
     }
