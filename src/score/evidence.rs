@@ -182,7 +182,9 @@ pub(crate) fn aged_var(var: f32, drift: f64, dt_s: f64) -> f64 {
 /// sample, takes the sample `sample_ms`; `samples` is how many it had before (it paces how fast
 /// the sample variance is learned); `sample`: what the time is of (an answer or a failure, see
 /// [`Sample`]); `was_failing`: the candidate was [`failing`]
-/// before this sample; `fleet_ms`: the all-candidate average attempt time, the lowest one fast
+/// before this sample; `failures_common`: its record says failures are common
+/// ([`failures_common`]: a first surprise then teaches the sample variance at once, see
+/// below); `fleet_ms`: the all-candidate average attempt time, the lowest one fast
 /// answer may bring the estimate to (`None`: no floor).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
@@ -195,6 +197,7 @@ pub(crate) fn update(
     samples: u64,
     sample: Sample,
     was_failing: bool,
+    failures_common: bool,
     max_gain: f64,
     lag: f32,
     fleet_ms: Option<f64>,
@@ -295,9 +298,30 @@ pub(crate) fn update(
     } else {
         learned_r.max(MAX_NOISE)
     };
-    let learned = (learned_r + b * ((seen - p).max(0.0) - learned_r)).clamp(MIN_NOISE, ceiling);
     // A first surprise may be an outlier: it only marks the estimate as in doubt.
     let flagged = surprise && !changed;
+    // What a first surprise teaches the sample variance waits for the next sample (the flag
+    // is the stored noise's sign): if that one is no change, the surprise was an outlier and
+    // is learned then, at the clip it had; if it is a change, the surprise was the change's
+    // first sample and teaches nothing (so does a slow outlier followed by an answer at the
+    // old pace: that answer is a fast-side change back). Each switch of a flapping server would otherwise
+    // raise the variance until its answers surprise no more, and its return after the
+    // flapping would wait for a dozen probes. A candidate whose failures are common learns
+    // at once, as before: its surprises come in pairs in the ordinary course (a provider's
+    // timeouts), and they are its spread (`docs/tuning.md`, "A surprise that turns out to be
+    // a change teaches the noise nothing").
+    let deferred = !failures_common;
+    let mut base = learned_r;
+    if deferred && pending && !changed {
+        let clipped = cs * cs * (p + learned_r);
+        base += b * ((clipped - p).max(0.0) - base);
+    }
+    let learned = if deferred && flagged {
+        base
+    } else {
+        base + b * ((seen - p).max(0.0) - base)
+    }
+    .clamp(MIN_NOISE, ceiling);
     Filtered {
         mean_ms: if mean.is_finite() { mean.max(0.0) } else { m },
         var: ((1.0 - gain) * p).min(f64::from(f32::MAX)) as f32,

@@ -129,6 +129,8 @@ impl ScoreModel {
             Outcome::Failure(_) => elapsed_ms,
         };
         let mut recovered = false;
+        // The filter called a change on a failure (see the failure branch below).
+        let mut changed_on_failure = false;
         if let Some(t) = result_ms.filter(|t| *t >= 0.0 && *t < f64::INFINITY) {
             match Some(cfg.ema.drift).filter(|d| *d > 0.0) {
                 Some(drift) => {
@@ -156,11 +158,13 @@ impl ScoreModel {
                         attempts,
                         sample,
                         was_failing,
+                        evidence::failures_common(u64::from(stats.successes), attempts),
                         cfg.ema.max_gain,
                         unpack_lag(stats.attempt_lag),
                         overall.attempt_ms,
                     );
                     stats.attempt_lag = pack_lag(f.lag);
+                    changed_on_failure = f.changed && sample != Sample::Answer;
                     recovered = was_failing && sample == Sample::Answer;
                     attempt_ms = Some(f.mean_ms);
                     stats.attempt_var = finite_or_zero(f.var);
@@ -250,6 +254,14 @@ impl ScoreModel {
             v[BANDWIDTH_BPS] = pack_opt(bandwidth_bps);
             let failures = u32::from(stats.consecutive_failures).saturating_add(1);
             stats.consecutive_failures = saturate_u16(failures);
+            // A change called on a failure moved the success average most of the way to 0:
+            // the candidate is failing from here (`evidence::failing`), so its next answer is
+            // a change too, instead of climbing back by one average step per answer while it
+            // counts fewer failures in a row than a failing candidate needs.
+            if changed_on_failure {
+                let streak = saturate_u16(evidence::FAILING_STREAK);
+                stats.consecutive_failures = stats.consecutive_failures.max(streak);
+            }
             Observed {
                 eject: cfg.ejection.enabled
                     && failures >= cfg.ejection.consecutive_failures

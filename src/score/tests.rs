@@ -7,6 +7,7 @@ use super::*;
 use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 
 mod censored;
+mod failing_streak;
 mod shed_relief;
 
 /// A score context with nothing in flight, no limit and no fleet spread.

@@ -14,6 +14,7 @@ fn answer(m: Option<f64>, v: f32, r: f32, x: f64, dt: f64, fleet: Option<f64>) -
         20,
         Sample::Answer,
         false,
+        false,
         1.0,
         0.0,
         fleet,
@@ -30,7 +31,21 @@ fn step(
     sample: Sample,
     was_failing: bool,
 ) -> Filtered {
-    update(m, v, r, x, dt, 0.1, n, sample, was_failing, 1.0, 0.0, None)
+    update(
+        m,
+        v,
+        r,
+        x,
+        dt,
+        0.1,
+        n,
+        sample,
+        was_failing,
+        false,
+        1.0,
+        0.0,
+        None,
+    )
 }
 
 fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
@@ -45,6 +60,7 @@ fn run(samples: &[f64], dt: f64, drift: f64) -> (Option<f64>, f32, f32) {
             drift,
             n as u64,
             Sample::Answer,
+            false,
             false,
             1.0,
             lag,
@@ -100,6 +116,7 @@ fn a_capped_gain_averages_rare_samples_and_still_follows_a_change() {
                 0.1,
                 n as u64,
                 Sample::Answer,
+                false,
                 false,
                 max_gain,
                 lag,
@@ -199,7 +216,9 @@ fn common_fast_refusals_among_answers_are_no_surprise_and_timeouts_are() {
             } else {
                 (1.0 + (n % 4) as f64, kind)
             };
-            let f = update(m, v, r, x, 0.01, 0.1, n, sample, false, 1.0, lag, None);
+            let f = update(
+                m, v, r, x, 0.01, 0.1, n, sample, false, false, 1.0, lag, None,
+            );
             if n >= 20 && f.surprise {
                 surprises += 1;
             }
@@ -225,6 +244,7 @@ fn common_fast_refusals_among_answers_are_no_surprise_and_timeouts_are() {
             0.1,
             400,
             Sample::CommonFailure,
+            false,
             false,
             1.0,
             lag,
@@ -293,6 +313,7 @@ fn one_fast_answer_brings_a_slow_candidate_back_to_the_fleet_level_not_below() {
         20,
         Sample::Answer,
         true,
+        false,
         1.0,
         0.0,
         Some(30.0),
@@ -317,6 +338,7 @@ fn heavy_tailed_answers_teach_a_noise_past_the_gain_cap_and_failures_do_not() {
             0.1,
             n,
             Sample::Answer,
+            false,
             false,
             1.0,
             lag,
@@ -348,6 +370,7 @@ fn heavy_tailed_answers_teach_a_noise_past_the_gain_cap_and_failures_do_not() {
                 Sample::Failure
             },
             false,
+            false,
             1.0,
             lag,
             None,
@@ -378,6 +401,7 @@ fn hostile_inputs_stay_finite() {
             1e3,
             5,
             Sample::Answer,
+            false,
             false,
             1.0,
             0.0,
@@ -416,6 +440,7 @@ fn lag_changes(samples: &[f64], dt: f64) -> usize {
             0.1,
             i as u64,
             Sample::Answer,
+            false,
             false,
             1.0,
             lag,
@@ -458,6 +483,7 @@ fn answers_that_keep_falling_on_one_side_read_as_a_change() {
             0.1,
             500,
             Sample::Answer,
+            false,
             false,
             1.0,
             lag,
@@ -503,6 +529,7 @@ fn failures_leave_the_lag_sum_alone() {
         200,
         Sample::Failure,
         false,
+        false,
         1.0,
         -3.0,
         None,
@@ -525,6 +552,7 @@ fn a_lag_that_fires_on_a_close_answer_gives_it_half_the_weight() {
         500,
         Sample::Answer,
         false,
+        false,
         1.0,
         -6.0,
         None,
@@ -532,4 +560,76 @@ fn a_lag_that_fires_on_a_close_answer_gives_it_half_the_weight() {
     assert!(f.changed && !f.surprise, "{f:?}");
     assert!(f.gain >= 0.5 - 1e-9, "{f:?}");
     assert!(f.mean_ms < 100.0 * 0.7f64.powf(0.49), "{f:?}");
+}
+
+/// A candidate that has answered in 18-22 ms for a while, as the filter holds it.
+fn steady_state() -> (Option<f64>, f32, f32) {
+    let xs: Vec<f64> = (0..200).map(|i| 18.0 + (i % 5) as f64).collect();
+    run(&xs, 0.1, 0.1)
+}
+
+#[test]
+fn a_surprise_that_begins_a_change_teaches_the_noise_nothing() {
+    let steady = steady_state();
+    let noise = steady.2.abs();
+    let first = step(steady, 400.0, 0.1, 200, Sample::Answer, false);
+    assert!(first.surprise && !first.changed, "{first:?}");
+    assert_eq!(
+        first.noise.abs(),
+        noise,
+        "the lesson waits for the next sample"
+    );
+    let second = step(
+        (Some(first.mean_ms), first.var, first.noise),
+        400.0,
+        0.1,
+        201,
+        Sample::Answer,
+        false,
+    );
+    assert!(second.changed, "{second:?}");
+    assert!(second.noise.abs() <= noise, "{} > {noise}", second.noise);
+}
+
+#[test]
+fn an_outlier_is_learned_at_the_next_sample() {
+    let steady = steady_state();
+    let noise = steady.2.abs();
+    let outlier = step(steady, 400.0, 0.1, 200, Sample::Answer, false);
+    assert!(outlier.noise < 0.0, "flagged: {outlier:?}");
+    // The next sample lands on the estimate the outlier left (a fast one would be a change
+    // back, which drops the lesson like any change).
+    let next = step(
+        (Some(outlier.mean_ms), outlier.var, outlier.noise),
+        outlier.mean_ms,
+        0.1,
+        201,
+        Sample::Answer,
+        false,
+    );
+    assert!(!next.changed && !next.surprise, "{next:?}");
+    assert!(next.noise > 1.2 * noise, "{} against {noise}", next.noise);
+}
+
+#[test]
+fn a_candidate_whose_failures_are_common_learns_a_surprise_at_once() {
+    let (m, v, r) = steady_state();
+    let noise = r.abs();
+    let f = update(
+        m,
+        v,
+        r,
+        400.0,
+        0.1,
+        0.1,
+        200,
+        Sample::Answer,
+        false,
+        true,
+        1.0,
+        0.0,
+        None,
+    );
+    assert!(f.surprise && !f.changed, "{f:?}");
+    assert!(f.noise.abs() > 1.2 * noise, "{} against {noise}", f.noise);
 }
