@@ -303,13 +303,13 @@ pub(crate) fn update(
     // What a first surprise teaches the sample variance waits for the next sample (the flag
     // is the stored noise's sign): if that one is no change, the surprise was an outlier and
     // is learned then, at the clip it had; if it is a change, the surprise was the change's
-    // first sample and teaches nothing (so does a slow outlier followed by an answer at the
-    // old pace: that answer is a fast-side change back). Each switch of a flapping server would otherwise
-    // raise the variance until its answers surprise no more, and its return after the
-    // flapping would wait for a dozen probes. A candidate whose failures are common learns
-    // at once, as before: its surprises come in pairs in the ordinary course (a provider's
-    // timeouts), and they are its spread (`docs/tuning.md`, "A surprise that turns out to be
-    // a change teaches the noise nothing").
+    // first sample and teaches nothing (nor does a slow outlier followed by an answer at the
+    // old pace: that answer is a fast-side change back). Each switch of a flapping server
+    // would otherwise raise the variance until its answers surprise no more, and its return
+    // after the flapping would wait for a dozen probes. A candidate whose failures are common
+    // learns at once, as before: its surprises come in pairs in the ordinary course (a
+    // provider's timeouts), and they are its spread (`docs/tuning.md`, "A surprise that turns
+    // out to be a change teaches the noise nothing" and the section after it).
     let deferred = !failures_common;
     let mut base = learned_r;
     if deferred && pending && !changed {
