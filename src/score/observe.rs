@@ -137,11 +137,12 @@ impl ScoreModel {
                     let since = unpack_opt(v[LAST_SAMPLE_S]).map_or(0.0, |l| now_s - l);
                     let was_failing =
                         evidence::failing(success, u32::from(stats.consecutive_failures));
+                    // The record read once: it classes a failure and tells the filter how
+                    // a surprise teaches the noise.
+                    let common = evidence::failures_common(u64::from(stats.successes), attempts);
                     let sample = if success_sample > 0.0 {
                         Sample::Answer
-                    } else if !overload
-                        && evidence::failures_common(u64::from(stats.successes), attempts)
-                    {
+                    } else if !overload && common {
                         Sample::CommonFailure
                     } else {
                         Sample::Failure
@@ -158,7 +159,7 @@ impl ScoreModel {
                         attempts,
                         sample,
                         was_failing,
-                        evidence::failures_common(u64::from(stats.successes), attempts),
+                        common,
                         cfg.ema.max_gain,
                         unpack_lag(stats.attempt_lag),
                         overall.attempt_ms,
