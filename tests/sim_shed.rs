@@ -5,6 +5,7 @@
 //! The fastest of four servers (10 ms first byte against 30 ms) answers 2 % of its attempts
 //! with overload errors: at any load in the first scenario, and in the second also 30 % more
 //! per attempt in flight past 2. At 200 requests a second the fast server holds about two.
+//! In the third it answers 0.3 %: a few failures in memory at any time.
 
 use selection_coordinator::score::{Config, LoadConfig};
 use selection_coordinator::sim::{simulate, PolicySpec, Report, Scenario};
@@ -40,7 +41,10 @@ ttfb_ms = { kind = "lognormal", mean = 30.0, sd = 6.0 }
 const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
 
 fn run(capacity: &str) -> Report {
-    let text = STEADY.replace("CAPACITY", capacity);
+    run_with(STEADY.replace("CAPACITY", capacity))
+}
+
+fn run_with(text: String) -> Report {
     let sc = Scenario::parse(&text, "shed").unwrap();
     // The default, and the earlier rule where every overload failure counts alike.
     let mut earlier = Config::default();
@@ -65,9 +69,10 @@ fn figures(r: &Report, policy: &str) -> (f64, f64, f64) {
     (p.share["fast"], p.ttfb_ms.mean, p.attempts_per_request)
 }
 
-/// Measured over seeds 1-6: the default sends 93.5 % to the fast server at a mean first
-/// byte of 11.3 ms (the oracle 98.0 %, 10.4 ms); the earlier rule held it to about one
-/// attempt in flight: 86.7 %, 12.7 ms.
+/// Measured over seeds 1-6: the default sends 95.4 % to the fast server at a mean first
+/// byte of 10.9 ms (the oracle 98.0 %, 10.4 ms); the earlier rule held it to about one
+/// attempt in flight: 87.6 %, 12.5 ms. (94.4 %, 11.1 ms while a few failures in memory were
+/// presumed to follow the load, below.)
 #[test]
 fn a_steady_share_of_overload_errors_does_not_hold_the_fastest_server_back() {
     let r = run("");
@@ -84,9 +89,9 @@ fn a_steady_share_of_overload_errors_does_not_hold_the_fastest_server_back() {
     assert!(ttfb < earlier_ttfb, "{ttfb} vs {earlier_ttfb}");
 }
 
-/// Measured over seeds 1-6: 57.6 % to the fast server and 1.050 attempts per request, as
-/// under the earlier rule (59.0 %, 1.054); a build whose fit never sees the failures follow
-/// the load reads 1.066 and fails here.
+/// Measured over seeds 1-6: 61.2 % to the fast server and 1.058 attempts per request, as
+/// under the earlier rule (61.1 %, 1.056); a build whose fit never saw the failures follow
+/// the load read 1.066 and failed here.
 #[test]
 fn overload_errors_past_a_capacity_still_spread_the_load() {
     let r = run("capacity = 2\noverload_per_extra = 0.3");
@@ -102,4 +107,24 @@ fn overload_errors_past_a_capacity_still_spread_the_load() {
         attempts <= earlier_attempts + 0.01,
         "{attempts} vs {earlier_attempts}"
     );
+}
+
+/// A trickle too thin for the failures' concurrency to be known: 0.3 % of the fast server's
+/// attempts, about three failures in the averages' memory at any time. They come at the
+/// concurrency its attempts come at, so they are read as a trickle from the first. Measured
+/// over seeds 1-6: 98.0 % to the fast server at a mean first byte of 10.40 ms (the oracle
+/// 99.7 %, 10.07 ms). While fewer than five failures in memory were presumed to follow the
+/// load, each held it to about one attempt in flight: 96.0 %, 10.81 ms.
+#[test]
+fn a_few_overload_errors_at_the_usual_concurrency_do_not_hold_the_fastest_server_back() {
+    let thin = STEADY
+        .replace("CAPACITY", "")
+        .replacen("success = 0.98\n", "success = 0.997\n", 1);
+    assert!(thin.contains("success = 0.997"));
+    let r = run_with(thin);
+    let (share, ttfb, _) = figures(&r, "coordinator");
+    let (_, oracle_ttfb, _) = figures(&r, "oracle");
+    eprintln!("default {share:.3} / {ttfb:.2} ms, oracle {oracle_ttfb:.2} ms");
+    assert!(share >= 0.975, "{share}");
+    assert!(ttfb <= 1.05 * oracle_ttfb, "{ttfb} vs {oracle_ttfb}");
 }

@@ -458,16 +458,18 @@ fn the_json_has_the_documented_shape() {
 }
 
 /// Detection and recovery follow the degraded candidates the oracle used: suite seed 17's
-/// `degrade-heal-17` degrades a middling server (33 ms among a 20 ms one and others) that
-/// the oracle never sends to, while the coordinator gave it a few per cent before, and
-/// rightly less after its heal. Against its own share before, the coordinator detected the
-/// degrade, and its return to that share has moved with the default (never, then 46 s after
-/// the heal, now 9.6 s), but the scenario has no reference to measure a return against, so
-/// it enters neither excess.
+/// `degrade-heal-10` degrades a middling server (18 ms among four at 10-12 ms) that the
+/// oracle never sends to, while the coordinator gave it about one per cent before. Against
+/// its own share before, the coordinator detected the degrade and returned to that share
+/// (7.1 s after the heal), but the scenario has no reference to measure either against, so
+/// it enters neither excess. (This test first read `degrade-heal-17`, whose middling server
+/// the coordinator no longer sends to either since a fast server's first overload failure
+/// stopped holding it to one attempt in flight: docs/tuning.md, "A few overload failures
+/// judged by the same test".)
 #[test]
 fn a_candidate_the_oracle_never_used_is_not_followed() {
     let policies = ["coordinator".to_string(), "oracle".to_string()];
-    let g = generate(Family::DegradeHeal, 17, 17, &policies).unwrap();
+    let g = generate(Family::DegradeHeal, 17, 10, &policies).unwrap();
     let specs: Vec<PolicySpec> = policies
         .iter()
         .map(|n| PolicySpec::parse(n).unwrap())
@@ -490,8 +492,8 @@ fn a_candidate_the_oracle_never_used_is_not_followed() {
         scenario: g.scenario.name.clone(),
         description: String::new(),
         seed: g.seed,
-        degrade_at_s: Some(13.844),
-        heal_at_s: Some(33.292),
+        degrade_at_s: Some(19.648),
+        heal_at_s: Some(37.371),
         world: World::new(false, true),
         policies: vec![mine, reference],
     };

@@ -39,9 +39,6 @@ const EVIDENCE_KEEP: f32 = 0.99995;
 const MAX_ELASTICITY: f64 = 1.5;
 /// Below this variance of `ln(n)` the slope is not estimated (nothing varied).
 const MIN_K_VAR: f32 = 0.01;
-/// Overload failures the moving averages must hold before they say the failures do not
-/// follow the load (until then they are presumed to).
-const MIN_OVERLOADS: f32 = 5.0;
 /// Standard errors by which the overload failures' mean concurrency must exceed the
 /// attempts' for them to follow the load.
 const SHED_SIGNIFICANCE: f32 = 2.0;
@@ -193,16 +190,18 @@ impl LoadFit {
 
     /// Whether the candidate's overload failures follow its load: their mean concurrency
     /// (log) exceeds that of its timed attempts by more than [`SHED_SIGNIFICANCE`] standard
-    /// errors. `true` while the averages hold fewer than [`MIN_OVERLOADS`] overload failures:
-    /// until its failures show otherwise, a candidate that sheds is presumed to shed because
-    /// it is busy. `outcomes` as for [`LoadFit::observe_shed`].
+    /// errors, however few the failures in memory. A few failures have a wide standard error,
+    /// so they follow the load only if they came at a concurrency well above the usual one:
+    /// a failure or two at the usual concurrency is a trickle until more show otherwise.
+    /// (Presuming that they follow the load until five are held let a fast server's first
+    /// background failure hold it to one attempt in flight; its attempts then came at a lower
+    /// concurrency than its old failures, which seemed to confirm it.) `true` with nothing to
+    /// compare (no overload failure in memory). `outcomes` as for
+    /// [`LoadFit::observe_shed`].
     #[inline]
     pub(crate) fn overload_follows_load(&self, outcomes: u64) -> bool {
         // Overload failures in memory: the share times the averages' effective count.
         let held = self.shed * (outcomes as f32).min(2.0 / FIT_ALPHA - 1.0);
-        if held < MIN_OVERLOADS || held.is_nan() {
-            return true;
-        }
         let excess = self.shed_k / self.shed - self.k;
         let se = (self.kk.max(0.0) / held).sqrt();
         // NaN (nothing to compare with) reads as following.
@@ -288,11 +287,29 @@ mod tests {
     }
 
     #[test]
-    fn too_few_overload_failures_are_presumed_to_follow_the_load() {
-        // 0.1 % at any load: about one failure in the averages' memory.
-        let rare = shedding(5_000, |_| 0.001, 3);
-        assert!(rare.overload_follows_load(5_000), "{rare:?}");
-        // None at all, and a fresh fit.
+    fn a_few_overload_failures_follow_the_load_only_well_above_the_usual_concurrency() {
+        // 0.1 % at any load: a few failures in the averages' memory, at the concurrencies
+        // the attempts come at. Each seed's handful reads as a trickle.
+        for seed in 1..=5 {
+            let rare = shedding(5_000, |_| 0.001, seed);
+            assert!(!rare.overload_follows_load(5_000), "{seed}: {rare:?}");
+        }
+        // A server that works alone and sheds the one time it is given three: a single
+        // failure far above its usual concurrency is enough.
+        let mut alone = LoadFit::default();
+        for i in 1..=500u64 {
+            alone.observe(1 + u32::from(i % 10 == 0), 20.0);
+            alone.observe_shed(1 + u32::from(i % 10 == 0), false, i);
+        }
+        alone.observe_shed(3, true, 501);
+        assert!(alone.overload_follows_load(501), "{alone:?}");
+        // The same failure at its usual concurrency is not.
+        let mut usual = alone;
+        usual.shed = 0.0;
+        usual.shed_k = 0.0;
+        usual.observe_shed(1, true, 502);
+        assert!(!usual.overload_follows_load(502), "{usual:?}");
+        // None at all, and a fresh fit: nothing to compare with.
         assert!(shedding(100, |_| 0.0, 3).overload_follows_load(100));
         assert!(LoadFit::default().overload_follows_load(0));
         // Only overload failures, never a timed attempt: nothing to compare them with.
