@@ -462,9 +462,10 @@ fn the_json_has_the_documented_shape() {
 /// oracle never sends to, while the coordinator gave it about one per cent before. Against
 /// its own share before, the coordinator detected the degrade and returned to that share
 /// (7.1 s after the heal), but the scenario has no reference to measure either against, so
-/// it enters neither excess. (This test first read `degrade-heal-17`, whose middling server
-/// the coordinator no longer sends to either since a fast server's first overload failure
-/// stopped holding it to one attempt in flight: docs/tuning.md, "A few overload failures
+/// it enters neither excess. (This test first read `degrade-heal-17`. The coordinator no
+/// longer sends to that scenario's middling server either: the fastest one, 20.5 ms with 1 %
+/// of its attempts failing with overload errors at any load, is no longer held to one
+/// attempt in flight by its first such failure, docs/tuning.md, "A few overload failures
 /// judged by the same test".)
 #[test]
 fn a_candidate_the_oracle_never_used_is_not_followed() {
