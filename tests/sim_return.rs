@@ -47,8 +47,8 @@ candidate = "fast"
 "#;
 
 /// Every seed of 1–6, and their mean, as the simulator reports them. Measured: 1.2, 1.3, 1.1,
-/// 1.4, 2.7 and 1.5 s against the oracle's 1.0 s each (mean 1.53 s; when this was first
-/// written 1.2, 1.1, 1.1, 1.4, 1.8 and 1.5 s; without the deadline advice
+/// 1.4, 2.7 and 1.5 s against the oracle's 1.0 s each (mean 1.53 s; 1.2, 1.1, 1.1, 1.4, 1.8
+/// and 1.5 s when last read before; without the deadline advice
 /// 1.3, 1.2, 1.3, 1.7, 2.1 and 1.6 s; at an earlier default 1.2, 1.7, 5.6, 1.4, 4.1 and 1.8 s,
 /// and 3.2, 1.7, 13.5, 4.3, 5.5 and 2.2 s while a healed server's first fast answer was not yet
 /// taken as a change).
