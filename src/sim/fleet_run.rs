@@ -450,15 +450,17 @@ impl FleetReport {
         let f = &self.fleet;
         let _ = writeln!(
             out,
-            "scenario {}: fleet of {} coordinators, share {}, digest every {} s, delay {} ms (+{} ms jitter), loss {}; {} seeds, means over seeds",
+            "scenario {}: fleet of {} coordinator{}, share {}, digest every {} s, delay {} ms (+{} ms jitter), loss {}; {} seed{}, means over seeds",
             self.scenario,
             f.clients,
+            if f.clients == 1 { "" } else { "s" },
             f.share.name(),
             f.period_s,
             f.delay_ms,
             f.jitter_ms,
             f.loss,
-            self.seeds.len()
+            self.seeds.len(),
+            if self.seeds.len() == 1 { "" } else { "s" }
         );
         let _ = writeln!(
             out,

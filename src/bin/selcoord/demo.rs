@@ -43,10 +43,11 @@ pub(crate) struct Args {
     /// stopped (a closed loop's `operations` and an open loop's `duration_s` are ignored).
     #[arg(long, default_value = DEFAULT_SCENARIO)]
     scenario: String,
-    /// A coordinator config file (TOML or JSON; it may define live A/B `arms` and `shadows`)
-    /// replacing the scenario's. It is reloaded on SIGHUP and when the file changes: a valid
-    /// file is applied keeping statistics, waiting requests and permits; an invalid one is
-    /// reported with its field paths and the running config stays.
+    /// A coordinator config replacing the scenario's: a preset name (default, lassie,
+    /// livepeer), or a config file (TOML or JSON; it may define live A/B `arms` and
+    /// `shadows`). A file is reloaded on SIGHUP and when it changes: a valid file is applied
+    /// keeping statistics, waiting requests and permits; an invalid one is reported with its
+    /// field paths and the running config stays.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Where to serve Prometheus metrics (`/metrics`). Port 0 takes a free port, which the
@@ -64,8 +65,13 @@ pub(crate) struct Args {
     /// Write decision records to this file as JSON lines.
     #[arg(long)]
     decision_log: Option<PathBuf>,
-    /// Share of decisions written to the decision log (0 to 1).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    /// Share of decisions written to the decision log (0 to 1; with --decision-log).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        allow_negative_numbers = true,
+        requires = "decision_log"
+    )]
     sample_rate: f64,
     /// Candidates labelled by name in the metrics; the rest are counted as `other`.
     #[arg(
@@ -143,10 +149,19 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let scenario = if args.scenario == DEFAULT_SCENARIO {
         Scenario::parse(DEMO_SCENARIO, "builtin:demo").map_err(|e| e.to_string())?
     } else {
-        Scenario::load(&args.scenario)
-            .map_err(|e| format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too"))?
+        Scenario::load(&args.scenario).map_err(|e| {
+            // Only where the name was not found: the simulator's list of built-ins does not
+            // have the demo's own scenario. A file's own problems stand as they are.
+            let not_found = e.message.starts_with("unknown scenario")
+                || e.message.starts_with("cannot read it (");
+            if not_found {
+                format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too")
+            } else {
+                e.to_string()
+            }
+        })?
     };
-    let config = args.config.as_deref().map(reload::load).transpose()?;
+    let (config, args) = demo_config(args)?;
     // A log streamed as the run goes, written in place: not replaced atomically as the
     // reports of `simulate` are (`report_file`).
     let log = match &args.decision_log {
@@ -166,6 +181,23 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     #[cfg(not(feature = "prometheus"))]
     eprintln!("selcoord demo: built without the `prometheus` feature: no metrics endpoint");
     System::new().block_on(live(args, scenario, config, discovery, log, snapshots))
+}
+
+/// The `--config` given: a preset by name (run as it is, with nothing to watch: `args.config`
+/// is cleared), or a file (read now, and watched by the running demo).
+fn demo_config(mut args: Args) -> Result<(Option<selection_coordinator::Config>, Args), String> {
+    let Some(path) = args.config.clone() else {
+        return Ok((None, args));
+    };
+    if path.exists() {
+        return Ok((Some(reload::load(&path)?), args));
+    }
+    // A preset, or else the error that names the presets and says no such file exists.
+    let name = path.to_string_lossy();
+    let config = selection_coordinator::Config::from_name_or_path(&name)
+        .map_err(|e| format!("--config {name}: {e}"))?;
+    args.config = None;
+    Ok((Some(config), args))
 }
 
 /// The store and period of `--snapshot` / `--snapshot-every`, checked before anything starts.

@@ -98,6 +98,14 @@ pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, Str
     }
 }
 
+/// A whole number from 1 to `MAX`: [`positive`] with the flag's own bound in the message.
+pub(crate) fn positive_up_to<const MAX: u32>(s: &str) -> Result<u32, String> {
+    match positive::<u32>(s) {
+        Ok(v) if v <= MAX => Ok(v),
+        _ => Err(format!("must be a whole number >= 1 (at most {MAX})")),
+    }
+}
+
 /// `--threads` as given, or the number of cores.
 pub(crate) fn threads_or_cores(threads: Option<usize>) -> usize {
     threads.unwrap_or_else(|| {

@@ -15,6 +15,9 @@ use selection_coordinator::sim::{
 /// figures (and list the seeds), where one scenario's runs fold into running means.
 const MAX_KEPT_SEEDS: u64 = 10_000;
 
+/// The most seeds one run takes: a typo's extra digits would otherwise run for days.
+const MAX_SEEDS: u64 = 1_000_000;
+
 /// Refuses more seeds than `mode` keeps, before any allocation.
 fn kept_seeds(args: &Args, mode: &str) -> Result<Vec<u64>, String> {
     if args.seeds > MAX_KEPT_SEEDS {
@@ -32,6 +35,13 @@ fn kept_seeds(args: &Args, mode: &str) -> Result<Vec<u64>, String> {
 pub(crate) fn parse_policies(names: &[String]) -> Result<Vec<PolicySpec>, String> {
     let mut specs: Vec<PolicySpec> = Vec::with_capacity(names.len());
     for name in names {
+        if name.trim().is_empty() {
+            return Err(
+                "--policies has an empty name (two commas in a row, or one at an end): list \
+                 policy names separated by commas"
+                    .into(),
+            );
+        }
         let spec = PolicySpec::parse(name.trim())?;
         if specs.iter().any(|s| s.label() == spec.label()) {
             return Err(format!(
@@ -117,7 +127,7 @@ pub(crate) struct FleetArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        value_parser = crate::positive::<u32>,
+        value_parser = crate::positive_up_to::<{ selection_coordinator::sim::MAX_CLIENTS }>,
     )]
     fleet_clients: Option<u32>,
     /// Seconds between a coordinator's digests.
@@ -363,6 +373,13 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         args.policies.clone()
     };
     let policies = parse_policies(&names)?;
+    if args.seeds > MAX_SEEDS {
+        return Err(format!(
+            "--seeds {}: at most {MAX_SEEDS} seeds at once (figures are means over them, and \
+             a million runs take hours); run more with a later --seed",
+            args.seeds
+        ));
+    }
     let seeds = Seeds::Range {
         first: args.seed,
         count: args.seeds,
