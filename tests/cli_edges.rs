@@ -261,7 +261,6 @@ fn flags_of_another_mode_are_refused() {
 fn a_fleet_override_is_reported_under_its_flag() {
     for (flag, value) in [
         ("--digest-loss", "7"),
-        ("--fleet-clients", "101"),
         ("--digest-period-s", "0"),
         ("--digest-delay-ms", "-1"),
         ("--digest-jitter-ms", "inf"),
@@ -299,7 +298,7 @@ fn negative_numbers_get_the_programs_own_message() {
             "runs past the largest seed",
         ),
         (
-            &["demo", "--sample-rate", "-0.5"],
+            &["demo", "--decision-log", "d.jsonl", "--sample-rate", "-0.5"],
             "--sample-rate must be between 0 and 1",
         ),
         (
@@ -674,11 +673,7 @@ fn count_flags_say_at_least_one_whatever_the_value() {
             "--threads",
             "18446744073709551615",
         ),
-        (
-            &["--scenario", "fleet-degrade"],
-            "--fleet-clients",
-            "4294967295",
-        ),
+        (&["--scenario", "fleet-degrade"], "--fleet-clients", "100"),
     ];
     for (mode, flag, max) in runs {
         for value in ["1.5", "0", "-2", "x", "99999999999999999999999"] {
@@ -1164,4 +1159,124 @@ fn a_closed_pipe_drops_a_report_sent_to_stdout_quietly() {
     ];
     let out = with_closed_pipe(&args, 0);
     assert_quiet_exit(&args, &out);
+}
+
+/// The first decision record a short demo writes to its log, with `extra` flags.
+fn first_demo_record(extra: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decisions.jsonl");
+    let mut args = vec![
+        "demo",
+        "--duration",
+        "0.3",
+        "--listen",
+        "127.0.0.1:0",
+        "--decision-log",
+        log.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = selcoord(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().expect("a decision record");
+    serde_json::from_str(first).unwrap()
+}
+
+/// `demo --config` takes a preset by name, as `explain --config` and `coordinator:<preset>`
+/// do: Lassie's preset weighs a candidate by its plain score (exponent 1), the default by a
+/// power of it.
+#[test]
+fn the_demo_runs_a_preset_named_by_config() {
+    let weighed_plainly = |record: &serde_json::Value| {
+        let c = &record["candidates"][0];
+        let (score, weight) = (c["score"].as_f64().unwrap(), c["weight"].as_f64().unwrap());
+        (score - weight).abs() < 1e-9 * score.abs().max(1.0)
+    };
+    assert!(weighed_plainly(&first_demo_record(&["--config", "lassie"])));
+    assert!(!weighed_plainly(&first_demo_record(&[])));
+    let err = selcoord_fails(&["demo", "--config", "lassy", "--duration", "0.3"]);
+    assert!(
+        err.contains("--config lassy")
+            && err.contains("`lassy` is neither a preset (default, lassie, livepeer)"),
+        "{err}"
+    );
+}
+
+/// A scenario file's own problem is reported as it is; the note that `demo` is a built-in
+/// scenario comes only with a name that was not found.
+#[test]
+fn the_demo_notes_its_own_scenario_only_for_a_name_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.toml");
+    std::fs::write(&path, "name = \"x\"\nwrokers = 3\n").unwrap();
+    let err = selcoord_fails(&["demo", "--scenario", path.to_str().unwrap()]);
+    assert!(err.contains("wrokers"), "{err}");
+    assert!(!err.contains("built into the demo"), "{err}");
+    let err = selcoord_fails(&["demo", "--scenario", "nosuch"]);
+    assert!(err.contains("`demo` is built into the demo too"), "{err}");
+}
+
+/// Flags that would otherwise be ignored or accepted without bound are refused with what to
+/// do: a sample rate with no decision log, a seed count a typo made huge, an empty policy
+/// name, and a fleet of no coordinators (with the fleet's own bounds, not the type's).
+#[test]
+fn flags_that_would_do_nothing_or_run_for_days_are_refused() {
+    for (args, want) in [
+        (
+            &["demo", "--sample-rate", "0.5", "--duration", "1"][..],
+            "--decision-log",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--seeds", "99999999"],
+            "--seeds 99999999: at most 1000000 seeds at once",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--policies", ""],
+            "--policies has an empty name",
+        ),
+        (
+            &[
+                "simulate",
+                "--scenario",
+                "recovery",
+                "--policies",
+                "oracle,,random",
+            ],
+            "--policies has an empty name",
+        ),
+        (
+            &["simulate", "--scenario", "recovery", "--fleet-clients", "101"],
+            "invalid value '101' for '--fleet-clients <N>': must be a whole number >= 1 (at most 100)",
+        ),
+    ] {
+        let err = selcoord_fails(args);
+        assert!(err.contains(want), "{args:?}: missing {want:?} in {err}");
+    }
+}
+
+/// A candidates file with unknown fields beside bad values gets both reported in one pass,
+/// and a candidate's bad fields each get their own path.
+#[test]
+fn explain_reports_unknown_fields_beside_bad_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = explain_file(
+        dir.path(),
+        "c.json",
+        r#"{"candidates": [
+            {"id": "a", "stats": {"success": 1.5, "latency": 3}},
+            {"id": "b", "stake": -5, "price": -1, "weird": 2}
+        ]}"#,
+        &[],
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    for want in [
+        "candidates[0].stats.latency: unknown field `latency`",
+        "candidates[0].stats.success: must be in [0, 1], got 1.5",
+        "candidates[1].weird: unknown field `weird`",
+        "candidates[1].stake: is negative",
+        "candidates[1].price: is negative",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
 }

@@ -6,24 +6,72 @@ use crate::vocab::{CandidateInfo, Eligible, Outcome, Request, Success};
 
 impl CandidateInfo {
     /// Checks that every number is usable: finite and not negative, a non-empty id, a limit > 0.
+    /// The first problem found, as [`Error::InvalidCandidate`]; [`CandidateInfo::problems`]
+    /// lists them all.
     pub fn validate(&self) -> Result<(), Error> {
+        let mut first = None;
+        self.each_problem(|e| {
+            first = Some(e);
+            false
+        });
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Every problem [`CandidateInfo::validate`] checks for, in field order (empty when the
+    /// info is usable): for a caller that reports them all at once, as a file loader does.
+    ///
+    /// ```
+    /// use selection_coordinator::{CandidateInfo, Error};
+    ///
+    /// let mut info = CandidateInfo::new("a");
+    /// info.stake = -5.0;
+    /// info.price = f64::NAN;
+    /// let fields: Vec<String> = info
+    ///     .problems()
+    ///     .into_iter()
+    ///     .filter_map(|e| match e {
+    ///         Error::InvalidCandidate { field, .. } => Some(field),
+    ///         _ => None,
+    ///     })
+    ///     .collect();
+    /// assert_eq!(fields, ["stake", "price"]);
+    /// ```
+    pub fn problems(&self) -> Vec<Error> {
+        let mut all = Vec::new();
+        self.each_problem(|e| {
+            all.push(e);
+            true
+        });
+        all
+    }
+
+    /// Calls `found` with each problem in field order while it returns true.
+    fn each_problem(&self, mut found: impl FnMut(Error) -> bool) {
         let bad = |field: String, problem: &str| Error::InvalidCandidate {
             id: self.id.clone(),
             field,
             problem: problem.to_string(),
         };
-        if self.id.as_str().is_empty() {
-            return Err(bad("id".into(), "must not be empty"));
+        if self.id.as_str().is_empty() && !found(bad("id".into(), "must not be empty")) {
+            return;
         }
-        check_number(self.stake).map_err(|p| bad("stake".into(), p))?;
-        check_number(self.price).map_err(|p| bad("price".into(), p))?;
+        for (field, x) in [("stake", self.stake), ("price", self.price)] {
+            if let Err(p) = check_number(x) {
+                if !found(bad(field.into(), p)) {
+                    return;
+                }
+            }
+        }
         for (region, score) in &self.perf_scores {
-            check_number(*score).map_err(|p| bad(format!("perf_scores.{region}"), p))?;
+            if let Err(p) = check_number(*score) {
+                if !found(bad(format!("perf_scores.{region}"), p)) {
+                    return;
+                }
+            }
         }
         if self.max_in_flight == Some(0) {
-            return Err(bad("max_in_flight".into(), "must be at least 1"));
+            found(bad("max_in_flight".into(), "must be at least 1"));
         }
-        Ok(())
     }
 }
 

@@ -234,6 +234,37 @@ fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, Stri
     })
 }
 
+/// [`typed`], reporting every unknown field of the table at `path` rather than the first:
+/// each is reported and left out, and the rest is read again, so the known fields' own
+/// problems are found in the same pass. `None` when it still cannot be read.
+fn typed_all<T: serde::de::DeserializeOwned>(
+    mut v: Value,
+    path: &str,
+    problems: &mut Vec<String>,
+) -> Option<T> {
+    loop {
+        match typed::<T>(v.clone(), path) {
+            Ok(t) => return Some(t),
+            Err(e) => {
+                // `path.key: unknown field ...`: a key of this table, which can be left out.
+                let key = e
+                    .strip_prefix(path)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .and_then(|rest| rest.split_once(": unknown field"))
+                    .map(|(key, _)| key.to_string());
+                problems.push(e);
+                let removed = match (key, v.as_object_mut()) {
+                    (Some(key), Some(table)) => table.remove(&key).is_some(),
+                    _ => false,
+                };
+                if !removed {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 impl CandidatesFile {
     fn load(path: &Path) -> Result<Self, String> {
         let text = selection_coordinator::input::read_text(path)
@@ -322,25 +353,30 @@ impl CandidatesFile {
                     }
                 }
             }
-            let stats = match entry.as_object_mut().and_then(|o| o.remove("stats")) {
-                None => None,
-                Some(v) => match typed::<RecordedStats>(v, &format!("{path}.stats")) {
-                    Ok(s) => {
-                        s.problems(&format!("{path}.stats"), &mut problems);
-                        Some(s)
-                    }
-                    Err(e) => {
-                        problems.push(e);
-                        None
-                    }
-                },
-            };
-            match typed::<CandidateInfo>(entry, &path) {
-                Ok(info) => match info.validate() {
-                    Ok(()) => candidates.push((info, stats)),
-                    Err(e) => problems.push(format!("{path}: {e}")),
-                },
-                Err(e) => problems.push(e),
+            let stats = entry
+                .as_object_mut()
+                .and_then(|o| o.remove("stats"))
+                .and_then(|v| {
+                    let at = format!("{path}.stats");
+                    let s = typed_all::<RecordedStats>(v, &at, &mut problems)?;
+                    s.problems(&at, &mut problems);
+                    Some(s)
+                });
+            if let Some(info) = typed_all::<CandidateInfo>(entry, &path, &mut problems) {
+                let found = info.problems();
+                if found.is_empty() {
+                    candidates.push((info, stats));
+                }
+                for e in found {
+                    problems.push(match e {
+                        selection_coordinator::Error::InvalidCandidate {
+                            field, problem, ..
+                        } => {
+                            format!("{path}.{field}: {problem}")
+                        }
+                        other => format!("{path}: {other}"),
+                    });
+                }
             }
         }
         if candidates.is_empty() && problems.is_empty() {
