@@ -320,7 +320,13 @@ fn a_huge_number_is_shown_compactly() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("got 1e300") && !e.contains("0000000000"), "{e}");
-    let out = selcoord(&["demo", "--sample-rate", "1e300"]);
+    let out = selcoord(&[
+        "demo",
+        "--decision-log",
+        "d.jsonl",
+        "--sample-rate",
+        "1e300",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
