@@ -1,7 +1,8 @@
 //! Reading an input file (a config, a scenario, a candidates file) with a size cap: a path
 //! such as a device or a runaway file fails at once instead of filling memory; and finding
 //! the numbers in a TOML document that JSON cannot hold; showing a number given in one
-//! compactly in a message.
+//! compactly in a message; and finding where a field is in a TOML document, to point a
+//! message at its line.
 
 use std::io::Read;
 use std::path::Path;
@@ -102,6 +103,86 @@ impl std::fmt::Display for Num {
             _ => write!(f, "{shown:>width$}"),
         }
     }
+}
+
+/// Where `span` starts in `text`, as TOML's own errors show it: the column, then the line with
+/// carets under the span (cut at the line's end).
+#[cfg(feature = "sim")]
+pub(crate) fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
+    let boundary = |mut i: usize| {
+        i = i.min(text.len());
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = boundary(span.start);
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim_end_matches('\r');
+    let column = text[line_start..start].chars().count() + 1;
+    let number = line_of(text, start).to_string();
+    let pad = " ".repeat(number.len());
+    // The line is shown without its carriage returns, so the span may start past its end.
+    let shown_end = (line_start + line.len()).max(start);
+    let end = boundary(span.end.clamp(start, shown_end));
+    let carets = text[start..end].chars().count().max(1);
+    format!(
+        "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
+        " ".repeat(column - 1),
+        "^".repeat(carets)
+    )
+}
+
+/// The span of the value at `field` (`candidates[1].servers`, `workload.workers`) in the TOML
+/// `text`, or of the nearest enclosing value there when it is absent (`workload` for a
+/// defaulted `workload.workers`); `None` for the document itself. A check on the parsed
+/// scenario points there, in an inline table as in an ordinary one.
+pub(crate) fn span_of(text: &str, field: &str) -> Option<std::ops::Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let root = DeTable::parse(text).ok()?;
+    let mut here: Option<&toml::Spanned<DeValue<'_>>> = None;
+    let mut table: Option<&DeTable<'_>> = Some(root.get_ref());
+    for part in field.split('.') {
+        let mut pieces = part.split('[');
+        let key = pieces.next().unwrap_or_default();
+        let Some(next) = table.and_then(|t| {
+            t.iter()
+                .find(|(k, _)| k.get_ref().as_ref() == key)
+                .map(|(_, v)| v)
+        }) else {
+            break;
+        };
+        here = Some(next);
+        for index in pieces {
+            let item = index
+                .trim_end_matches(']')
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| match here.map(toml::Spanned::get_ref) {
+                    Some(DeValue::Array(items)) => items.get(i),
+                    _ => None,
+                });
+            match item {
+                Some(item) => here = Some(item),
+                None => return here.map(toml::Spanned::span),
+            }
+        }
+        table = match here.map(toml::Spanned::get_ref) {
+            Some(DeValue::Table(t)) => Some(t),
+            _ => None,
+        };
+    }
+    here.map(toml::Spanned::span)
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 #[cfg(test)]

@@ -118,15 +118,14 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = crate::input::read_text(path)
             .map_err(|e| ConfigError::single("", format!("cannot read {}: {e}", path.display())))?;
-        let parsed = if path
+        if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
         {
-            Self::from_json_str(&text)
+            Self::from_json_str(&text).map_err(|e| in_file(e, path, None))
         } else {
-            Self::from_toml_str(&text)
-        };
-        parsed.map_err(|e| in_file(e, path))
+            Self::from_toml_str(&text).map_err(|e| in_file(e, path, Some(&text)))
+        }
     }
 
     fn from_document(mut doc: Value, mut problems: Vec<Problem>) -> Result<Self, ConfigError> {
@@ -447,9 +446,20 @@ fn merge(base: &mut Value, patch: Value) {
 }
 
 /// Names the file in every problem's message.
-fn in_file(mut e: ConfigError, path: &Path) -> ConfigError {
+/// Says which file each problem is in and, for a TOML file, on which line: the field's own,
+/// or else that of the nearest enclosing table present (`[weights]` for a missing weight).
+fn in_file(mut e: ConfigError, path: &Path, toml: Option<&str>) -> ConfigError {
     for p in &mut e.problems {
-        p.message = format!("{} (in {})", p.message, path.display());
+        let line = toml.filter(|_| !p.path.is_empty()).and_then(|text| {
+            Some(crate::input::line_of(
+                text,
+                crate::input::span_of(text, &p.path)?.start,
+            ))
+        });
+        p.message = match line {
+            Some(n) => format!("{} (in {}, line {n})", p.message, path.display()),
+            None => format!("{} (in {})", p.message, path.display()),
+        };
     }
     e
 }

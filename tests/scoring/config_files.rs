@@ -262,3 +262,32 @@ fn a_config_parses_from_toml_text() {
     let err = "[weights]\nsucess = 1\n".parse::<Config>().unwrap_err();
     assert_eq!(err.paths(), ["weights.sucess"], "{err}");
 }
+
+/// A problem in a TOML config file says the file and the line of its field (or of the table
+/// holding it); a JSON file's, the file only.
+#[test]
+fn a_config_files_problems_name_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "exponent = \"x\"\n\n[weights]\nload = -1.0\nbogus = 2\n",
+    )
+    .unwrap();
+    let text = Config::load(&path).unwrap_err().to_string();
+    let file = path.display().to_string();
+    for want in [
+        format!("exponent: must be a number (in {file}, line 1)"),
+        format!("weights.load: is negative (-1) (in {file}, line 4)"),
+        format!("(in {file}, line 5)"),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in\n{text}");
+    }
+    let json = dir.path().join("bad.json");
+    std::fs::write(&json, r#"{"exponent": "x"}"#).unwrap();
+    let text = Config::load(&json).unwrap_err().to_string();
+    assert!(
+        text.contains(&format!("(in {})", json.display())) && !text.contains("line"),
+        "{text}"
+    );
+}

@@ -3,7 +3,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::input::Num;
+use crate::input::{line_of, snippet, span_of, Num};
 use crate::sim::dist::MAX_MS;
 use crate::sim::report::MAX_SERIES_BUCKETS;
 use crate::sim::truth::transfer_ms;
@@ -45,84 +45,6 @@ fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
         .filter(|(d, n)| *d <= 3 && *d * 3 <= name.chars().count().max(n.chars().count()))
         .min_by_key(|(d, _)| *d)
         .map(|(_, n)| n)
-}
-
-/// Where `span` starts in `text`, as TOML's own errors show it: the column, then the line with
-/// carets under the span (cut at the line's end).
-fn snippet(text: &str, span: std::ops::Range<usize>) -> String {
-    let boundary = |mut i: usize| {
-        i = i.min(text.len());
-        while !text.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let start = boundary(span.start);
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-    let line = text[line_start..line_end].trim_end_matches('\r');
-    let column = text[line_start..start].chars().count() + 1;
-    let number = line_of(text, start).to_string();
-    let pad = " ".repeat(number.len());
-    // The line is shown without its carriage returns, so the span may start past its end.
-    let shown_end = (line_start + line.len()).max(start);
-    let end = boundary(span.end.clamp(start, shown_end));
-    let carets = text[start..end].chars().count().max(1);
-    format!(
-        "at line {number}, column {column}:\n{pad} |\n{number} | {line}\n{pad} | {}{}",
-        " ".repeat(column - 1),
-        "^".repeat(carets)
-    )
-}
-
-/// The span of the value at `field` (`candidates[1].servers`, `workload.workers`) in the TOML
-/// `text`, or of the nearest enclosing value there when it is absent (`workload` for a
-/// defaulted `workload.workers`); `None` for the document itself. A check on the parsed
-/// scenario points there, in an inline table as in an ordinary one.
-pub(crate) fn span_of(text: &str, field: &str) -> Option<std::ops::Range<usize>> {
-    use toml::de::{DeTable, DeValue};
-    let root = DeTable::parse(text).ok()?;
-    let mut here: Option<&toml::Spanned<DeValue<'_>>> = None;
-    let mut table: Option<&DeTable<'_>> = Some(root.get_ref());
-    for part in field.split('.') {
-        let mut pieces = part.split('[');
-        let key = pieces.next().unwrap_or_default();
-        let Some(next) = table.and_then(|t| {
-            t.iter()
-                .find(|(k, _)| k.get_ref().as_ref() == key)
-                .map(|(_, v)| v)
-        }) else {
-            break;
-        };
-        here = Some(next);
-        for index in pieces {
-            let item = index
-                .trim_end_matches(']')
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| match here.map(toml::Spanned::get_ref) {
-                    Some(DeValue::Array(items)) => items.get(i),
-                    _ => None,
-                });
-            match item {
-                Some(item) => here = Some(item),
-                None => return here.map(toml::Spanned::span),
-            }
-        }
-        table = match here.map(toml::Spanned::get_ref) {
-            Some(DeValue::Table(t)) => Some(t),
-            _ => None,
-        };
-    }
-    here.map(toml::Spanned::span)
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
 }
 
 /// Reads scenario `text` (from `source_name`) as a `T`: a syntax error or a value serde refuses
