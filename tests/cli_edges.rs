@@ -1212,6 +1212,9 @@ fn the_demo_notes_its_own_scenario_only_for_a_name_not_found() {
     let err = selcoord_fails(&["demo", "--scenario", path.to_str().unwrap()]);
     assert!(err.contains("wrokers"), "{err}");
     assert!(!err.contains("built into the demo"), "{err}");
+    let err = selcoord_fails(&["demo", "--scenario", "livepeer-discovery"]);
+    assert!(err.contains("is a discovery scenario"), "{err}");
+    assert!(!err.contains("built into the demo"), "{err}");
     let err = selcoord_fails(&["demo", "--scenario", "nosuch"]);
     assert!(err.contains("`demo` is built into the demo too"), "{err}");
 }

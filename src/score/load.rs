@@ -445,7 +445,6 @@ fn merge(base: &mut Value, patch: Value) {
     }
 }
 
-/// Names the file in every problem's message.
 /// Says which file each problem is in and, for a TOML file, on which line: the field's own,
 /// or else that of the nearest enclosing table present (`[weights]` for a missing weight).
 fn in_file(mut e: ConfigError, path: &Path, toml: Option<&str>) -> ConfigError {

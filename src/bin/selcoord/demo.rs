@@ -150,14 +150,15 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         Scenario::parse(DEMO_SCENARIO, "builtin:demo").map_err(|e| e.to_string())?
     } else {
         Scenario::load(&args.scenario).map_err(|e| {
-            // Only where the name was not found: the simulator's list of built-ins does not
-            // have the demo's own scenario. A file's own problems stand as they are.
-            let not_found = e.message.starts_with("unknown scenario")
-                || e.message.starts_with("cannot read it (");
-            if not_found {
-                format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too")
-            } else {
+            // Only where nothing of that name exists: the simulator's list of built-ins does
+            // not have the demo's own scenario. A file's own problems, and a discovery
+            // scenario's, stand as they are.
+            let exists = std::path::Path::new(&args.scenario).exists()
+                || selection_coordinator::discovery::sim::scenario_text(&args.scenario).is_some();
+            if exists {
                 e.to_string()
+            } else {
+                format!("{e}; `{DEFAULT_SCENARIO}` is built into the demo too")
             }
         })?
     };
