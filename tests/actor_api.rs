@@ -19,7 +19,7 @@ use selection_coordinator::actor::{
 use selection_coordinator::metrics::names;
 use selection_coordinator::snapshot::SnapshotStore;
 use selection_coordinator::{
-    CandidateInfo, Config, Error, Limits, Next, Outcome, Rejection, Request,
+    CandidateInfo, Config, Error, FailureClass, Limits, Next, Outcome, Rejection, Request,
 };
 use tokio::sync::mpsc;
 
@@ -879,4 +879,30 @@ fn snapshot_saves_are_counted_by_result_in_the_metrics() {
         assert!(saves(&values, "skipped") <= s.skipped);
         handle.stop().await;
     });
+}
+
+/// A permit sends only the first valid outcome: an invalid one is refused at once with the
+/// error and leaves the attempt unreported (a corrected one may follow), and a second
+/// report is refused as a duplicate instead of being counted.
+#[actix::test]
+async fn a_permit_reports_one_valid_outcome_and_says_why_it_refuses_others() {
+    let handle = build(1, 1).start_handle();
+    let mut permit = handle.acquire(Request::any()).await.unwrap();
+    let nan = Outcome::success_with(f64::NAN, 12.0, 4096, 30.0);
+    assert!(matches!(
+        permit.try_report(nan),
+        Err(Error::InvalidOutcome { .. })
+    ));
+    permit.try_report(Outcome::success()).unwrap();
+    assert!(matches!(
+        permit.try_report(Outcome::failure(FailureClass::Transport)),
+        Err(Error::DuplicateOutcome(_))
+    ));
+    // The fire-and-forget form refuses the same way (with a warning in the log).
+    permit.report(Outcome::failure(FailureClass::Transport));
+    drop(permit);
+    let s = state(&handle).await;
+    let c = &s.candidates[0].stats;
+    assert_eq!((c.attempts, c.successes), (1, 1), "{c:?}");
+    assert_eq!(s.shell.duplicate_outcome + s.shell.invalid_input, 0);
 }

@@ -10,7 +10,7 @@ use super::handle::{answer_of, AbandonOnDrop};
 use super::messages::{Done, Dropped, FirstByte, Report, RetryAcquire};
 use super::{AcquireError, Coordinator, CoordinatorGone};
 use crate::core::{AttemptId, CandidateId, Grant, Next, Outcome, RequestId};
-use crate::error::Rejection;
+use crate::error::{Error, Rejection};
 
 /// The coordinator's answer to a [`Ready`](super::Ready): a slot or a reason why not.
 ///
@@ -41,6 +41,8 @@ pub struct Permit {
     incarnation: u64,
     /// `None` once the slot has been released (or taken back before delivery).
     coordinator: Option<Addr<Coordinator>>,
+    /// Whether an outcome was reported: only the first one counts.
+    reported: bool,
 }
 
 impl Permit {
@@ -49,6 +51,7 @@ impl Permit {
             grant,
             incarnation,
             coordinator: Some(coordinator),
+            reported: false,
         }
     }
 
@@ -106,8 +109,43 @@ impl Permit {
     }
 
     /// Reports the attempt's outcome; the statistics learn from it. Only the first report of
-    /// an attempt counts (later ones are counted as strays by the coordinator and ignored).
+    /// an attempt counts. An outcome [`Outcome::validate`] refuses (a NaN or negative time),
+    /// or a second report, is not sent: it is logged as a warning (`tracing`) and ignored.
+    /// [`Permit::try_report`] returns that error instead.
     pub fn report(&mut self, outcome: Outcome) {
+        if let Err(e) = self.try_report(outcome) {
+            tracing::warn!(attempt = %self.grant.attempt, "outcome not reported: {e}");
+        }
+    }
+
+    /// [`Permit::report`], saying why an outcome was not sent: [`Error::InvalidOutcome`] for
+    /// one [`Outcome::validate`] refuses (nothing is reported, so a corrected outcome may
+    /// follow), [`Error::DuplicateOutcome`] once an outcome was reported.
+    ///
+    /// ```
+    /// use selection_coordinator::actor::Coordinator;
+    /// use selection_coordinator::{CandidateInfo, Config, Error, Limits, Outcome, Request};
+    ///
+    /// actix::System::new().block_on(async {
+    ///     let handle = Coordinator::with_seed(Config::default(), Limits::default(), 1)?
+    ///         .with_candidate(CandidateInfo::new("a"))?
+    ///         .start_handle();
+    ///     let mut permit = handle.acquire(Request::any()).await?;
+    ///     let bad = Outcome::success_with(f64::NAN, 20.0, 4096, 35.0);
+    ///     assert!(matches!(permit.try_report(bad), Err(Error::InvalidOutcome { .. })));
+    ///     permit.try_report(Outcome::success())?;
+    ///     let again = permit.try_report(Outcome::success());
+    ///     assert!(matches!(again, Err(Error::DuplicateOutcome(_))));
+    ///     Ok::<_, Box<dyn std::error::Error>>(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn try_report(&mut self, outcome: Outcome) -> Result<(), Error> {
+        outcome.validate()?;
+        if self.reported {
+            return Err(Error::DuplicateOutcome(self.grant.attempt));
+        }
+        self.reported = true;
         if let Some(addr) = &self.coordinator {
             addr.do_send(Report {
                 attempt: self.grant.attempt,
@@ -115,6 +153,7 @@ impl Permit {
                 outcome,
             });
         }
+        Ok(())
     }
 
     /// Releases the slot and says what the request does next.

@@ -128,8 +128,9 @@ impl Default for Limits {
 
 impl Limits {
     /// Checks the limits as [`Core::with_limits`] and [`Core::set_limits`] do, before handing
-    /// them over (for example after reading them from a file): every limit at least 1, a
-    /// lease finite and positive. Errors with [`Error::InvalidLimits`], saying which.
+    /// them over (for example after reading them from a file): `global`, `per_candidate` and
+    /// `max_parallelism` at least 1 (`max_waiting` may be 0: never queue), a lease finite
+    /// and positive. Errors with [`Error::InvalidLimits`], saying which.
     pub fn validate(&self) -> Result<(), Error> {
         if self.global == 0 {
             return Err(Error::InvalidLimits("global must be at least 1".into()));

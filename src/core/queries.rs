@@ -18,9 +18,10 @@ impl Core {
         self.out.set_close_events(on);
     }
 
-    /// Records a share of decisions (0 = none, the default; 1 = every decision). Sampling is
-    /// a deterministic accumulator, so recording never changes which candidates win. Without
-    /// the `decision-records` feature (on by default) nothing is ever recorded.
+    /// Records a share of decisions (0 = none, the default; 1 = every decision; a rate
+    /// outside `[0, 1]` is clamped to it, and one that is not a finite number records none).
+    /// Sampling is a deterministic accumulator, so recording never changes which candidates
+    /// win. Without the `decision-records` feature (on by default) nothing is ever recorded.
     pub fn set_record_rate(&mut self, rate: f64) {
         self.out.set_record_rate(rate);
     }
