@@ -215,23 +215,26 @@ struct OverallIn {
 /// Reads `v` as a `T`; an error names the field under `path` (`candidates[0].stake`) and the
 /// type it wants in words.
 fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, String> {
-    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
-        let field = e.path().to_string();
-        let at = if field.is_empty() || field == "." {
-            path.to_string()
-        } else {
-            format!("{path}.{field}")
-        };
-        let msg = e
-            .inner()
-            .to_string()
-            .replace("expected f64", "expected a number")
-            .replace("expected f32", "expected a number")
-            .replace("expected u64", "expected a whole number")
-            .replace("expected u32", "expected a whole number")
-            .replace("expected a sequence", "expected a list");
-        format!("{at}: {msg}")
-    })
+    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| described(&e, path))
+}
+
+/// A deserialization error as [`typed`] reports it.
+fn described(e: &serde_path_to_error::Error<serde_json::Error>, path: &str) -> String {
+    let field = e.path().to_string();
+    let at = if field.is_empty() || field == "." {
+        path.to_string()
+    } else {
+        format!("{path}.{field}")
+    };
+    let msg = e
+        .inner()
+        .to_string()
+        .replace("expected f64", "expected a number")
+        .replace("expected f32", "expected a number")
+        .replace("expected u64", "expected a whole number")
+        .replace("expected u32", "expected a whole number")
+        .replace("expected a sequence", "expected a list");
+    format!("{at}: {msg}")
 }
 
 /// [`typed`], reporting every unknown field of the table at `path` rather than the first:
@@ -243,24 +246,20 @@ fn typed_all<T: serde::de::DeserializeOwned>(
     problems: &mut Vec<String>,
 ) -> Option<T> {
     loop {
-        match typed::<T>(v.clone(), path) {
+        let e = match serde_path_to_error::deserialize::<_, T>(v.clone()) {
             Ok(t) => return Some(t),
-            Err(e) => {
-                // `path.key: unknown field ...`: a key of this table, which can be left out.
-                let key = e
-                    .strip_prefix(path)
-                    .and_then(|rest| rest.strip_prefix('.'))
-                    .and_then(|rest| rest.split_once(": unknown field"))
-                    .map(|(key, _)| key.to_string());
-                problems.push(e);
-                let removed = match (key, v.as_object_mut()) {
-                    (Some(key), Some(table)) => table.remove(&key).is_some(),
-                    _ => false,
-                };
-                if !removed {
-                    return None;
-                }
-            }
+            Err(e) => e,
+        };
+        problems.push(described(&e, path));
+        // An unknown key of this very table (not of one nested in it) can be left out.
+        let unknown = e.inner().to_string().starts_with("unknown field");
+        let key = e.path().to_string();
+        let removed = unknown
+            && !key.contains(['.', '['])
+            && v.as_object_mut()
+                .is_some_and(|table| table.remove(&key).is_some());
+        if !removed {
+            return None;
         }
     }
 }
