@@ -147,7 +147,20 @@ async fn stray_messages_are_counted_not_fatal() {
     let attempt = p.attempt();
     let incarnation = p.incarnation();
     p.report(Outcome::success());
-    p.report(Outcome::success()); // second report of the same attempt
+    // A second report: the permit refuses it itself...
+    let again = p.try_report(Outcome::success());
+    assert!(
+        matches!(again, Err(Error::DuplicateOutcome(_))),
+        "{again:?}"
+    );
+    // ...and the actor, sent one straight, counts it and ignores it.
+    c.send(Report {
+        attempt,
+        incarnation,
+        outcome: Outcome::success(),
+    })
+    .await
+    .unwrap();
     p.done(Next::Finish);
     // A second Done and a report after the attempt ended.
     c.send(Done {
@@ -867,8 +880,15 @@ async fn ignored_input_of_every_kind_counts_as_an_error() {
     let c = coordinator(&["a"], Limits::default());
     let (w, mut rx) = probe();
     ready(&c, &w, Request::any()).await;
-    let mut p = next_permit(&mut rx).await;
-    p.report(Outcome::success_with(f64::NAN, 1.0, 1, 1.0));
+    let p = next_permit(&mut rx).await;
+    // Sent straight to the actor: a permit would refuse it before sending (`try_report`).
+    c.send(Report {
+        attempt: p.attempt(),
+        incarnation: p.incarnation(),
+        outcome: Outcome::success_with(f64::NAN, 1.0, 1, 1.0),
+    })
+    .await
+    .unwrap();
     p.done(Next::Finish);
     let s = state(&c).await;
     assert_eq!(s.shell.invalid_input, 1);
