@@ -1283,3 +1283,30 @@ fn explain_reports_unknown_fields_beside_bad_values() {
         assert!(err.contains(want), "missing {want:?} in\n{err}");
     }
 }
+
+/// A fleet flag without `--fleet-clients` on a scenario without a `[fleet]` table runs a fleet
+/// of one, which has no one to share with: the run says so and how to run several.
+#[test]
+fn a_fleet_of_one_says_it_shares_with_no_one() {
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "mongo-overload",
+        "--digest-loss",
+        "0.5",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("a fleet of 1 coordinator shares its digests with no one"),
+        "{err}"
+    );
+    let out = selcoord(&[
+        "simulate",
+        "--scenario",
+        "mongo-overload",
+        "--fleet-clients",
+        "2",
+    ]);
+    assert!(!stderr(&out).contains("with no one"), "{}", stderr(&out));
+}

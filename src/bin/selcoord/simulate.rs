@@ -445,6 +445,12 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
         );
     }
     let seeds = kept_seeds(args, "fleet mode")?;
+    if spec.clients == 1 && spec.share == FleetShare::Digest {
+        eprintln!(
+            "selcoord: note: a fleet of 1 coordinator shares its digests with no one; \
+             --fleet-clients N (2 to 100) runs several"
+        );
+    }
     let scenario = &fleet_config(scenario, &args.policies)?;
     let threads = crate::threads_or_cores(args.threads);
     // `simulate_fleet` reports no progress: a spinner with the elapsed time shows it runs.
@@ -454,9 +460,10 @@ fn run_fleet(scenario: &Scenario, spec: &FleetSpec, args: &Args) -> Result<(), S
             s.set_style(style);
         }
         s.set_message(format!(
-            "{}: a fleet of {} coordinators, {} seed{}",
+            "{}: a fleet of {} coordinator{}, {} seed{}",
             scenario.name,
             spec.clients,
+            if spec.clients == 1 { "" } else { "s" },
             seeds.len(),
             if seeds.len() == 1 { "" } else { "s" }
         ));
