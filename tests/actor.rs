@@ -13,7 +13,8 @@ use selection_coordinator::actor::{
     WatchUrgentDigests,
 };
 use selection_coordinator::{
-    CandidateInfo, Config, Error, FailureClass, Limits, Next, Outcome, Rejection, Request,
+    AttemptId, CandidateInfo, Config, Error, FailureClass, Limits, Next, Outcome, Rejection,
+    Request,
 };
 use tokio::sync::mpsc;
 
@@ -137,6 +138,23 @@ async fn grant_to_a_closed_mailbox_goes_to_the_next_worker() {
     drop(granted);
 }
 
+/// Sends `outcome` for `attempt` straight to the actor, as a worker that bypasses its permit
+/// (or an older one) would, and waits until it is handled.
+async fn report_straight(
+    c: &Addr<Coordinator>,
+    attempt: AttemptId,
+    incarnation: u64,
+    outcome: Outcome,
+) {
+    c.send(Report {
+        attempt,
+        incarnation,
+        outcome,
+    })
+    .await
+    .unwrap();
+}
+
 #[actix::test]
 async fn stray_messages_are_counted_not_fatal() {
     tokio::time::pause();
@@ -154,13 +172,7 @@ async fn stray_messages_are_counted_not_fatal() {
         "{again:?}"
     );
     // ...and the actor, sent one straight, counts it and ignores it.
-    c.send(Report {
-        attempt,
-        incarnation,
-        outcome: Outcome::success(),
-    })
-    .await
-    .unwrap();
+    report_straight(&c, attempt, incarnation, Outcome::success()).await;
     p.done(Next::Finish);
     // A second Done and a report after the attempt ended.
     c.send(Done {
@@ -170,13 +182,7 @@ async fn stray_messages_are_counted_not_fatal() {
     })
     .await
     .unwrap();
-    c.send(Report {
-        attempt,
-        incarnation,
-        outcome: Outcome::success(),
-    })
-    .await
-    .unwrap();
+    report_straight(&c, attempt, incarnation, Outcome::success()).await;
     let s = state(&c).await;
     assert_eq!(s.shell.duplicate_outcome, 1);
     assert_eq!(s.shell.unknown_attempt, 2);
@@ -882,13 +888,8 @@ async fn ignored_input_of_every_kind_counts_as_an_error() {
     ready(&c, &w, Request::any()).await;
     let p = next_permit(&mut rx).await;
     // Sent straight to the actor: a permit would refuse it before sending (`try_report`).
-    c.send(Report {
-        attempt: p.attempt(),
-        incarnation: p.incarnation(),
-        outcome: Outcome::success_with(f64::NAN, 1.0, 1, 1.0),
-    })
-    .await
-    .unwrap();
+    let nan = Outcome::success_with(f64::NAN, 1.0, 1, 1.0);
+    report_straight(&c, p.attempt(), p.incarnation(), nan).await;
     p.done(Next::Finish);
     let s = state(&c).await;
     assert_eq!(s.shell.invalid_input, 1);

@@ -246,7 +246,7 @@ fn typed_all<T: serde::de::DeserializeOwned>(
     problems: &mut Vec<String>,
 ) -> Option<T> {
     loop {
-        let e = match serde_path_to_error::deserialize::<_, T>(v.clone()) {
+        let e = match serde_path_to_error::deserialize::<_, T>(&v) {
             Ok(t) => return Some(t),
             Err(e) => e,
         };

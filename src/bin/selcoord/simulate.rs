@@ -177,9 +177,7 @@ impl FleetArgs {
             spec.check()
                 .map_err(|e| e.replacen(&format!("fleet.{field}"), flag, 1))
         };
-        if let Some(n) = self.fleet_clients {
-            one("--fleet-clients", "clients", &|s| s.clients = n)?;
-        }
+        // `--fleet-clients` is bounded by its parser (`MAX_CLIENTS`).
         if let Some(p) = self.digest_period_s {
             one("--digest-period-s", "period_s", &|s| s.period_s = p)?;
         }
