@@ -40,6 +40,9 @@ pub(crate) struct Pool {
     pub(crate) queueing: f32,
     /// The load component's powers of `queueing`, worked out when it is.
     pub(crate) queueing_powers: crate::score::LoadPowers,
+    /// What `load.fleet_relative` counts attempts in flight against: the mean attempts in
+    /// flight per live candidate raised to `queueing` ([`crate::score::fleet_scale`]).
+    pub(crate) load_scale: f64,
     /// When a failing candidate last answered (virtual seconds; -inf: never, or heal probes
     /// off): every other failing candidate last sampled before is due a probe.
     pub(crate) heal_at_s: f64,
@@ -73,6 +76,7 @@ impl Default for Pool {
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
             queueing_powers: crate::score::LoadPowers::new(0.0),
+            load_scale: 1.0,
             heal_at_s: f64::NEG_INFINITY,
             deadline_multiple: f64::NAN,
             heal_next_s: f64::NEG_INFINITY,
@@ -190,6 +194,8 @@ impl Core {
         };
         self.pool.queueing = queueing;
         self.pool.queueing_powers = crate::score::LoadPowers::new(f64::from(queueing));
+        self.pool.load_scale =
+            crate::score::fleet_scale(self.attempts.in_flight(), self.fleet.live_count, queueing);
         self.pool.deadline_multiple = self
             .model
             .config()
@@ -286,6 +292,7 @@ impl Core {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: 0.0,
+            load_scale: 1.0,
             own_queueing: 0.0,
             overload_follows_load: true,
             queue_time: 1.0,

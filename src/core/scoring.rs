@@ -77,6 +77,7 @@ impl Scoring<'_> {
             probe_at_s: self.pool.at_s,
             probes: self.pool.probes,
             queueing: self.pool.queueing,
+            load_scale: self.pool.load_scale,
             heal_at_s: self.pool.heal_at_s,
             queueing_powers: &self.pool.queueing_powers,
         };
@@ -193,6 +194,7 @@ impl Scoring<'_> {
             probes: self.pool.probes,
             probe_at_s: self.pool.at_s,
             queueing: self.pool.queueing,
+            load_scale: self.pool.load_scale,
             own_queueing: self.own_queueing(idx),
             overload_follows_load: self.overload_follows_load(idx),
             queue_time: self.queue_time(idx, slot.in_flight + 1 - reporting),

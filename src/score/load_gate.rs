@@ -61,6 +61,17 @@ pub struct LoadConfig {
     /// (`q` = 0) is not touched, nor is a server whose overload failures come at any load. In
     /// `[0, 1]`; 0: the overload component counts alike in every fleet.
     pub shed_relief: f64,
+    /// With `gate` and `queueing` on: the attempts in flight are counted against the fleet's
+    /// mean as far as the fleet queues. The load component becomes `1 / (1 + n / m ^ q)` for
+    /// `n` in flight, `m` the mean attempts in flight per live candidate (at least 1, as of
+    /// the last coarse refresh) and `q` the fleet's queueing evidence. Near saturation a
+    /// queueing fleet holds tens of attempts at every server, where `1 / (1 + n)` no longer
+    /// tells 20 from 40 and the draw goes wherever the lagging averages look best of the
+    /// moment; against the mean, a server holding twice the fleet's mean weighs as one holding
+    /// two does against one. Below one attempt per candidate, or without queueing evidence,
+    /// nothing changes; a per-candidate limit (`1 - n / limit`) is counted as it is.
+    /// `false`: the attempts in flight are counted as they are.
+    pub fleet_relative: bool,
 }
 
 impl Default for LoadConfig {
@@ -78,6 +89,7 @@ impl LoadConfig {
         background_overload: 0.05,
         own_queueing: 0.0,
         shed_relief: 1.0,
+        fleet_relative: true,
     };
 
     /// The load component applies to every candidate (lassie, Livepeer).
@@ -88,6 +100,7 @@ impl LoadConfig {
         background_overload: 0.0,
         own_queueing: 0.0,
         shed_relief: 0.0,
+        fleet_relative: false,
     };
 
     /// Adds what is wrong with the section beyond the checks every number gets.
@@ -137,6 +150,8 @@ impl ScoreModel {
     /// its evidence is discounted. `queueing`: the fleet's queueing evidence; `own_queueing`:
     /// the candidate's own ([`super::LoadFit::evidence`]), counted as `load.own_queueing` says.
     /// `fleet_powers`: the powers of the fleet's queueing evidence, if the caller keeps them.
+    /// `fleet_scale`: the fleet's mean attempts in flight per candidate raised to its
+    /// queueing evidence ([`fleet_scale`]), which `load.fleet_relative` counts them against.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn load_component(
@@ -147,13 +162,23 @@ impl ScoreModel {
         overload_evidence: f32,
         follows_load: bool,
         queueing: f32,
+        fleet_scale: f64,
         own_queueing: f32,
         fleet_powers: Option<&LoadPowers>,
     ) -> f64 {
+        // Counted against the fleet's mean only with the gate and its queueing evidence on:
+        // the scale is 1 below one attempt per candidate or without queueing.
+        let scale = if self.fleet_relative {
+            fleet_scale
+        } else {
+            1.0
+        };
         let mut load = if limit == u32::MAX {
             // Nothing in flight, the usual state after a release: 1 / 1 without the division.
             if in_flight == 0 {
                 1.0
+            } else if scale > 1.0 {
+                1.0 / (1.0 + in_flight as f64 / scale)
             } else {
                 1.0 / (1.0 + in_flight as f64)
             }
@@ -192,7 +217,8 @@ impl ScoreModel {
                 // Most powers taken are of a few loads (one to eight in flight, no limit) to
                 // the fleet's queueing evidence or a new candidate's: those come from tables
                 // worked out with the same call, so the value is the same to the bit.
-                let tabled = if limit == u32::MAX {
+                // The tables hold the loads of whole attempts in flight, not of scaled ones.
+                let tabled = if limit == u32::MAX && scale <= 1.0 {
                     fleet_powers
                         .and_then(|p| p.get(in_flight, evidence))
                         .or_else(|| {
@@ -206,6 +232,19 @@ impl ScoreModel {
             }
         }
         unit(load)
+    }
+}
+
+/// What `load.fleet_relative` counts attempts in flight against: the mean attempts in flight
+/// per live candidate, at least 1, raised to the fleet's queueing evidence `queueing` (in
+/// `[0, 1]`). 1 for a fleet below one attempt per candidate or without queueing evidence.
+pub(crate) fn fleet_scale(in_flight: u32, live: usize, queueing: f32) -> f64 {
+    let mean = f64::from(in_flight) / live.max(1) as f64;
+    let q = f64::from(queueing).clamp(0.0, 1.0);
+    if mean > 1.0 && q > 0.0 {
+        mean.powf(q)
+    } else {
+        1.0
     }
 }
 

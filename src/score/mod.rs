@@ -8,7 +8,7 @@
 //! | `connect`, `ttfb` | `exp(-x / overall)` against the all-candidate EMA; no data: `x = overall` |
 //! | `bandwidth` | `1 - exp(-x / overall)` (higher bandwidth scores higher) |
 //! | `overload` | `1 - errors / total` over the bucketed window; 1 until `min_samples` |
-//! | `load` | `1 - in_flight / limit` (`1 / (1 + in_flight)` without a limit); with `load_gate`, only in proportion to the candidate's overload evidence |
+//! | `load` | `1 - in_flight / limit` (`1 / (1 + in_flight)` without a limit, in flight counted against the fleet's mean where it queues: `load.fleet_relative`); with `load_gate`, only in proportion to the candidate's overload evidence |
 //! | `stake` | stake share (of all candidates in `sum` mode, of the drawn set in `mixture`) |
 //! | `price` | `exp(-price / exp_factor)` |
 //! | `tags` | weighted share of the configured tags the candidate has |
@@ -30,6 +30,7 @@
 mod channels;
 mod components;
 mod config;
+mod context;
 mod deadline;
 mod evidence;
 mod feedback;
@@ -62,7 +63,7 @@ pub use feedback::FeedbackConfig;
 pub use last_attempt::LastAttemptConfig;
 pub use load_fit::LoadFit;
 pub use load_gate::LoadConfig;
-pub(crate) use load_gate::LoadPowers;
+pub(crate) use load_gate::{fleet_scale, LoadPowers};
 use power::Power;
 pub(crate) use prior::{Pooled, RemoteEvidence};
 use probes::probe_due;
@@ -76,6 +77,7 @@ pub use variants::{MAX_ARMS, MAX_SHADOWS};
 use crate::vocab::CandidateInfo;
 pub(crate) use channels::{Channel, ChannelKind};
 use components::{BANDWIDTH, CONNECT, TIME_TO_SUCCESS};
+pub(crate) use context::{FleetState, ScoreContext};
 
 /// The parts of a candidate's score that move only with its info or the config, computed
 /// once so scoring never reads the (cold) info.
@@ -111,77 +113,6 @@ impl Learned {
     }
 }
 
-/// What the core knows of the fleet and the clock when it rebuilds a candidate's components
-/// from the cached ones ([`ScoreModel::assemble`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FleetState<'a> {
-    /// Sum of the live candidates' stakes.
-    pub(crate) stake_total: f64,
-    /// See [`ScoreContext::probe_at_s`].
-    pub(crate) probe_at_s: f64,
-    /// See [`ScoreContext::probes`].
-    pub(crate) probes: ProbePeriods,
-    /// See [`ScoreContext::queueing`].
-    pub(crate) queueing: f32,
-    /// See [`ScoreContext::heal_at_s`].
-    pub(crate) heal_at_s: f64,
-    /// The load component's powers of `queueing` ([`LoadPowers`]).
-    pub(crate) queueing_powers: &'a LoadPowers,
-}
-
-/// Inputs to a component computation that are not the candidate's own.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ScoreContext {
-    pub(crate) overall: Overall,
-    pub(crate) now_s: f64,
-    pub(crate) bucket: u64,
-    pub(crate) stake_total: f64,
-    pub(crate) in_flight: u32,
-    pub(crate) limit: u32,
-    /// How long the candidate's oldest attempt still running has gone without a result,
-    /// milliseconds (0 for none): its time to a result is at least that.
-    pub(crate) pending_ms: f64,
-    /// With `ema.pooling`: the spread of the candidates' true relative times beyond noise
-    /// (squared natural-log ratios), as of the last coarse refresh; 0 shrinks every time
-    /// estimate to the fleet's center.
-    pub(crate) spread: f64,
-    /// With `ema.pooling`: the fleet's center, the mean over candidates of `ln(time per
-    /// success)`, as of the last coarse refresh (NaN before the first).
-    pub(crate) center: f64,
-    /// With `ema.probe_s`: a candidate idle and unsampled for longer than its period is drawn
-    /// as if its time were average (`ema.record_probes`: a shorter one for a good record).
-    pub(crate) probes: ProbePeriods,
-    /// The time probes are judged at: the last coarse refresh, so that whether a probe is
-    /// due moves for every candidate at once and the trees (written at refreshes) and the
-    /// evaluated draw agree between refreshes.
-    pub(crate) probe_at_s: f64,
-    /// The fleet's evidence that its candidates slow under concurrency: the mean of their
-    /// [`LoadFit::evidence`].
-    pub(crate) queueing: f32,
-    /// The candidate's own evidence that it slows under concurrency ([`LoadFit::evidence`]).
-    pub(crate) own_queueing: f32,
-    /// Whether the candidate's overload failures follow its load
-    /// ([`LoadFit::overload_follows_load`]).
-    pub(crate) overload_follows_load: bool,
-    /// How much slower than its average the candidate's next attempt is expected to be at
-    /// its present concurrency ([`LoadFit::time_factor`]); 1 without a fit.
-    pub(crate) queue_time: f64,
-    /// With `ema.heal_probes`: when a failing candidate last answered (-inf: never); a
-    /// failing candidate idle and last sampled before is drawn as if its time were average.
-    pub(crate) heal_at_s: f64,
-}
-
-impl ScoreContext {
-    /// The fleet's attempt time that a candidate's time per success is read against, floored
-    /// at a millisecond as the tries are: in a fleet answering in under a millisecond every
-    /// try would otherwise read as many times the average, and the draw weights of all would
-    /// underflow to a uniform draw that ignores failures.
-    #[inline]
-    pub(crate) fn attempt_reference_ms(&self) -> Option<f64> {
-        self.overall.attempt_ms.map(|o| o.max(1.0))
-    }
-}
-
 /// A validated config turned into the channel layout and scoring rules.
 #[derive(Clone, Debug)]
 pub struct ScoreModel {
@@ -205,6 +136,9 @@ pub struct ScoreModel {
     ramp_powers: Vec<LoadPowers>,
     /// `load.shed_relief` in force ([`ScoreModel::set_shed_retried`]).
     shed_relief: f64,
+    /// Whether attempts in flight are counted against the fleet's mean: `load.fleet_relative`
+    /// with the gate and its queueing evidence on, read once for the hot path.
+    fleet_relative: bool,
 }
 
 impl ScoreModel {
@@ -228,6 +162,9 @@ impl ScoreModel {
             time_power: (config.time_exponent > 0.0).then(|| Power::of(config.time_exponent)),
             feedback_exponent: (config.feedback.exponent > 0.0).then_some(config.feedback.exponent),
             shed_relief: config.load.shed_relief,
+            fleet_relative: config.load.fleet_relative
+                && config.load.queueing
+                && config.load.gate > 0.0,
             config,
             floor,
             channels,
@@ -322,6 +259,7 @@ impl ScoreModel {
             stats.overload_evidence,
             ctx.overload_follows_load,
             ctx.queueing,
+            ctx.load_scale,
             ctx.own_queueing,
             None,
         );
@@ -522,6 +460,7 @@ impl ScoreModel {
             stats.overload_evidence(),
             follows_load,
             fleet.queueing,
+            fleet.load_scale,
             own_queueing,
             Some(fleet.queueing_powers),
         );

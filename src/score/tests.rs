@@ -8,6 +8,7 @@ use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 
 mod censored;
 mod failing_streak;
+mod fleet_relative;
 mod shed_relief;
 
 /// A score context with nothing in flight, no limit and no fleet spread.
@@ -26,6 +27,7 @@ pub(super) fn ctx(overall: Overall) -> ScoreContext {
         heal_at_s: f64::NEG_INFINITY,
         probe_at_s: 0.0,
         queueing: 0.0,
+        load_scale: 1.0,
         own_queueing: 0.0,
         overload_follows_load: true,
         queue_time: 1.0,
@@ -384,6 +386,7 @@ fn load_counts_only_with_evidence_of_overload() {
             known.overload_evidence,
             true,
             0.0,
+            1.0,
             0.0,
             None
         ),
@@ -402,6 +405,7 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.overload_evidence,
             true,
             0.0,
+            1.0,
             0.0,
             None
         ),
@@ -415,6 +419,7 @@ fn load_counts_only_with_evidence_of_overload() {
             overloaded.overload_evidence,
             true,
             0.0,
+            1.0,
             0.0,
             None
         ),
@@ -433,6 +438,7 @@ fn load_counts_only_with_evidence_of_overload() {
             some.overload_evidence,
             true,
             0.0,
+            1.0,
             0.0,
             None
         ) - 0.5)
@@ -452,6 +458,7 @@ fn load_counts_only_with_evidence_of_overload() {
             young.overload_evidence,
             true,
             0.0,
+            1.0,
             0.0,
             None
         ) - 0.25f64.powf(0.6))
@@ -462,21 +469,21 @@ fn load_counts_only_with_evidence_of_overload() {
     // server failing outright is spread all the same, and with no background share every
     // failure counts alike.
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0, None),
+        m.load_component(3, u32::MAX, 50, 0.03, false, 0.0, 1.0, 0.0, None),
         1.0
     );
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.3, false, 0.0, 0.0, None),
+        m.load_component(3, u32::MAX, 50, 0.3, false, 0.0, 1.0, 0.0, None),
         0.25
     );
     assert_eq!(
-        m.load_component(3, u32::MAX, 50, 0.03, true, 0.0, 0.0, None),
+        m.load_component(3, u32::MAX, 50, 0.03, true, 0.0, 1.0, 0.0, None),
         0.25
     );
     let mut every = Config::default();
     every.load.background_overload = 0.0;
     assert_eq!(
-        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0, 0.0, None),
+        model(every).load_component(3, u32::MAX, 50, 0.03, false, 0.0, 1.0, 0.0, None),
         0.25
     );
     // lassie counts load for everyone.
@@ -485,7 +492,7 @@ fn load_counts_only_with_evidence_of_overload() {
         ..Config::default()
     };
     assert_eq!(
-        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0, 0.0, None),
+        model(c).load_component(3, u32::MAX, 0, 0.0, true, 0.0, 1.0, 0.0, None),
         0.25
     );
 }
@@ -509,6 +516,7 @@ fn load_power_tables_give_the_computed_value_to_the_bit() {
                             overload,
                             true,
                             fleet,
+                            1.0,
                             own,
                             powers,
                         )
@@ -540,16 +548,19 @@ fn partial_evidence_is_an_elasticity_not_a_ceiling() {
     // five in flight (1 / 6); as an elasticity it falls with the queue.
     let m = model(Config::default());
     let queue =
-        |in_flight: u32| m.load_component(in_flight, u32::MAX, 500, 0.0, true, 0.6, 0.0, None);
+        |in_flight: u32| m.load_component(in_flight, u32::MAX, 500, 0.0, true, 0.6, 1.0, 0.0, None);
     let deep = queue(280);
     // (The evidence is an f32: 0.6 to about 1e-8.)
     assert!((deep - 281f64.powf(-0.6)).abs() < 1e-6, "{deep}");
-    assert!(deep < m.load_component(5, u32::MAX, 500, 0.5, true, 0.0, 0.0, None));
+    assert!(deep < m.load_component(5, u32::MAX, 500, 0.5, true, 0.0, 1.0, 0.0, None));
     // Still monotone, and 1 with nothing in flight.
     assert_eq!(queue(0), 1.0);
     assert!(queue(1) > queue(2) && queue(2) > queue(40));
     // With a per-candidate limit: nothing left at the limit, whatever the evidence.
-    assert_eq!(m.load_component(8, 8, 500, 0.0, true, 0.6, 0.0, None), 0.0);
+    assert_eq!(
+        m.load_component(8, 8, 500, 0.0, true, 0.6, 1.0, 0.0, None),
+        0.0
+    );
 }
 
 #[test]
@@ -558,7 +569,7 @@ fn own_queueing_evidence_counts_as_far_as_the_fleet_queues() {
     let load = |own_weight: f64, fleet: f32, own: f32| {
         let mut c = Config::default();
         c.load.own_queueing = own_weight;
-        model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, own, None)
+        model(c).load_component(3, u32::MAX, 50, 0.0, true, fleet, 1.0, own, None)
     };
     // Off (the default): the fleet's evidence alone, 0.25 ^ 0.5.
     assert_eq!(load(0.0, 0.5, 1.0), 0.5);
