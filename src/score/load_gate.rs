@@ -150,7 +150,7 @@ impl ScoreModel {
     /// its evidence is discounted. `queueing`: the fleet's queueing evidence; `own_queueing`:
     /// the candidate's own ([`super::LoadFit::evidence`]), counted as `load.own_queueing` says.
     /// `fleet_powers`: the powers of the fleet's queueing evidence, if the caller keeps them.
-    /// `fleet_scale`: the fleet's mean attempts in flight per candidate raised to its
+    /// `load_scale`: the fleet's mean attempts in flight per candidate raised to its
     /// queueing evidence ([`fleet_scale`]), which `load.fleet_relative` counts them against.
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -162,17 +162,13 @@ impl ScoreModel {
         overload_evidence: f32,
         follows_load: bool,
         queueing: f32,
-        fleet_scale: f64,
+        load_scale: f64,
         own_queueing: f32,
         fleet_powers: Option<&LoadPowers>,
     ) -> f64 {
         // Counted against the fleet's mean only with the gate and its queueing evidence on:
         // the scale is 1 below one attempt per candidate or without queueing.
-        let scale = if self.fleet_relative {
-            fleet_scale
-        } else {
-            1.0
-        };
+        let scale = if self.fleet_relative { load_scale } else { 1.0 };
         let mut load = if limit == u32::MAX {
             // Nothing in flight, the usual state after a release: 1 / 1 without the division.
             if in_flight == 0 {
