@@ -217,6 +217,13 @@ impl Scoring<'_> {
             }
             ev.probs.push(p);
         }
+        // A sole candidate is drawn for certain, but `mass * value / total` with the value its
+        // own total need not give the mass back to the last bit (0.9999999999999999 for some
+        // values), so say it exactly: a record, `explain` and the probability gauge read 1. The
+        // draw is the same either way (it picks among the positive weights).
+        if let [p] = ev.probs.as_mut_slice() {
+            *p = 1.0;
+        }
     }
 
     /// A last attempt's draw: every weight but the floor's multiplied by
