@@ -38,7 +38,8 @@ fn own_queueing_is_validated_and_off_by_default() {
 /// oracle 53 ms. Since the load gate's evidence became an elasticity and the refresh period
 /// 100 ms (docs/tuning.md), the default itself reads 120.3 ms over seeds 1-3 and the setting
 /// 110.4 ms (0.92 of it): the default took most of what the setting gave, and the check is
-/// that the setting still helps by at least 5 %.
+/// that the setting still helps by at least 5 %. With the attempts in flight counted against
+/// the fleet's mean and the time factor at 14: 81.5 ms and 74.5 ms (0.91).
 #[cfg(feature = "sim")]
 #[test]
 fn a_saturated_fleet_spreads_better_with_own_queueing_evidence() {

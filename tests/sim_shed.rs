@@ -40,20 +40,24 @@ ttfb_ms = { kind = "lognormal", mean = 30.0, sd = 6.0 }
 
 const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
 
-fn run(capacity: &str) -> Report {
-    run_with(STEADY.replace("CAPACITY", capacity))
+fn run(capacity: &str, base: Config) -> Report {
+    run_with(STEADY.replace("CAPACITY", capacity), base)
 }
 
-fn run_with(text: String) -> Report {
+/// `base` as `coordinator`, the same with the earlier rule where every overload failure
+/// counts alike as `earlier`, and the oracle.
+fn run_with(text: String, base: Config) -> Report {
     let sc = Scenario::parse(&text, "shed").unwrap();
-    // The default, and the earlier rule where every overload failure counts alike.
-    let mut earlier = Config::default();
+    let mut earlier = base.clone();
     earlier.load = LoadConfig {
         background_overload: 0.0,
         ..earlier.load
     };
     let policies = vec![
-        PolicySpec::parse("coordinator").unwrap(),
+        PolicySpec::Coordinator {
+            label: "coordinator".into(),
+            config: Some(Box::new(base)),
+        },
         PolicySpec::Coordinator {
             label: "earlier".into(),
             config: Some(Box::new(earlier)),
@@ -69,13 +73,16 @@ fn figures(r: &Report, policy: &str) -> (f64, f64, f64) {
     (p.share["fast"], p.ttfb_ms.mean, p.attempts_per_request)
 }
 
-/// Measured over seeds 1-6: the default sends 95.4 % to the fast server at a mean first
-/// byte of 10.9 ms (the oracle 98.0 %, 10.4 ms); the earlier rule held it to about one
-/// attempt in flight: 87.6 %, 12.5 ms. (94.4 %, 11.1 ms while a few failures in memory were
-/// presumed to follow the load, below.)
+/// Measured over seeds 1-6: the default sends 95.7 % to the fast server at a mean first
+/// byte of 10.9 ms (the oracle 98.0 %, 10.4 ms); the earlier rule, 93.9 % and 11.3 ms. With
+/// the time factor at 12 (the default before `time_exponent = 14`) the earlier rule held it to
+/// about one attempt in flight: 87.6 %, 12.5 ms against the rule's 95.4 %, 10.9 ms; the
+/// sharper factor pulls the earlier rule toward the fast server too, so the gap is smaller.
+/// (94.4 %, 11.1 ms at 12 while a few failures in memory were presumed to follow the load,
+/// below.)
 #[test]
 fn a_steady_share_of_overload_errors_does_not_hold_the_fastest_server_back() {
-    let r = run("");
+    let r = run("", Config::default());
     let (share, ttfb, _) = figures(&r, "coordinator");
     let (earlier_share, earlier_ttfb, _) = figures(&r, "earlier");
     let (_, oracle_ttfb, _) = figures(&r, "oracle");
@@ -85,16 +92,25 @@ fn a_steady_share_of_overload_errors_does_not_hold_the_fastest_server_back() {
     );
     assert!(share >= 0.9, "{share}");
     assert!(ttfb <= 1.15 * oracle_ttfb, "{ttfb} vs {oracle_ttfb}");
-    assert!(share > earlier_share + 0.03, "{share} vs {earlier_share}");
+    assert!(share > earlier_share + 0.01, "{share} vs {earlier_share}");
     assert!(ttfb < earlier_ttfb, "{ttfb} vs {earlier_ttfb}");
 }
 
-/// Measured over seeds 1-6: 61.2 % to the fast server and 1.058 attempts per request, as
-/// under the earlier rule (61.1 %, 1.056); a build whose fit never saw the failures follow
-/// the load read 1.066 and failed here.
+/// Run with the time factor at 12, where the load term sets this fleet's spread. Measured
+/// over seeds 1-6: 61.2 % to the fast server and 1.058 attempts per request, as under the
+/// earlier rule (61.1 %, 1.056); a build whose fit never saw the failures follow the load
+/// read 1.066 and failed here. At the default 14 the time factor sets it instead (a failure
+/// shed in a millisecond costs little time to a success): 69.1 % and 1.114 attempts, the
+/// earlier rule 1.112 and every overload failure taken as background
+/// (`background_overload = 1`) 1.12, closer to the oracle's 80.9 % and 1.23 attempts, so
+/// the rule cannot be told from its absence there.
 #[test]
 fn overload_errors_past_a_capacity_still_spread_the_load() {
-    let r = run("capacity = 2\noverload_per_extra = 0.3");
+    let at_12 = Config {
+        time_exponent: 12.0,
+        ..Config::default()
+    };
+    let r = run("capacity = 2\noverload_per_extra = 0.3", at_12);
     let (share, _, attempts) = figures(&r, "coordinator");
     let (earlier_share, _, earlier_attempts) = figures(&r, "earlier");
     eprintln!(
@@ -121,7 +137,7 @@ fn a_few_overload_errors_at_the_usual_concurrency_do_not_hold_the_fastest_server
         .replace("CAPACITY", "")
         .replacen("success = 0.98\n", "success = 0.997\n", 1);
     assert!(thin.contains("success = 0.997"));
-    let r = run_with(thin);
+    let r = run_with(thin, Config::default());
     let (share, ttfb, _) = figures(&r, "coordinator");
     let (_, oracle_ttfb, _) = figures(&r, "oracle");
     eprintln!("default {share:.3} / {ttfb:.2} ms, oracle {oracle_ttfb:.2} ms");

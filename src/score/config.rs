@@ -331,7 +331,7 @@ pub struct Shadow {
 
 impl Default for Config {
     /// The project's own default, tuned in the simulator (see `docs/tuning.md`): the expected
-    /// time to a success (failures included) ranks candidates as a factor `exp(-12 r)` of the
+    /// time to a success (failures included) ranks candidates as a factor `exp(-14 r)` of the
     /// weight; the overload window and success keep traffic off a candidate that fails fast;
     /// load spreads work, but only over candidates that have answered "overloaded" (or are
     /// still unknown); exponent 24 turns a clear score gap into a near-certain choice; stake,
@@ -359,7 +359,7 @@ impl Default for Config {
             },
             tag_weights: BTreeMap::new(),
             exponent: 24.0,
-            time_exponent: 12.0,
+            time_exponent: 14.0,
             load: LoadConfig::DEFAULT,
             feedback: FeedbackConfig::default(),
             floor: 0.01,

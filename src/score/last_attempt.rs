@@ -93,7 +93,11 @@ mod tests {
 
     #[test]
     fn the_factor_falls_with_the_success_gap_and_is_one_for_the_best() {
-        let model = ScoreModel::new(with_cost(10.0)).unwrap();
+        let model = ScoreModel::new(Config {
+            time_exponent: 12.0,
+            ..with_cost(10.0)
+        })
+        .unwrap();
         let rate = model.last_attempt_rate().unwrap();
         assert_eq!(rate, 120.0);
         assert_eq!(ScoreModel::last_attempt_factor(rate, 0.99, 0.99), 1.0);
