@@ -274,8 +274,9 @@ fn coordinator_beats_lassie_on_retrieval() {
 }
 
 /// The Step 3 target: within 1.10 x the oracle on seeds 1-10. Measured 400.8 against 368.2 ms
-/// (1.089 x; 403.5 ms, 1.096 x, with the time factor at 12). The coordinator learns each provider's odds while the oracle reads them; most of
-/// what is left is the learning and the scheduled probes. The floor is spent only as far as it
+/// (1.089 x; 403.5 ms, 1.096 x, with the time factor at 12). The coordinator learns each
+/// provider's odds while the oracle reads them; most of what is left is the learning and the
+/// scheduled probes. The floor is spent only as far as it
 /// tries each provider once per `floor_period_s` (10 s): here, 30 decisions a second over 40
 /// providers, the full 1 % floor would try each once per 133 s, bringing none back in time,
 /// and cost 1.5 % of the first bytes (1.111 x with it, docs/tuning.md, "The floor where it can
