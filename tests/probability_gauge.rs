@@ -3,7 +3,7 @@
 //! every candidate is at its limit or ejected.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rand::rngs::SmallRng;
@@ -163,7 +163,7 @@ fn a_sole_candidate_reads_exactly_one_whatever_its_statistics() {
         .unwrap();
     let mut now = t0;
     for k in 0..200u32 {
-        now += std::time::Duration::from_millis(7);
+        now += Duration::from_millis(7);
         core.ready(Request::any(), now, &mut rng).unwrap();
         for g in grants(&mut core) {
             let outcome = if k % 3 == 0 {
