@@ -28,6 +28,8 @@ pub(crate) struct Evaluation {
     totals: Vec<f64>,
     /// Each key's success average, read for a last attempt's draw.
     success: Vec<f64>,
+    /// Each key's expected share of sheds at its next grant, read for a last attempt's draw.
+    shed: Vec<f64>,
     pub(crate) filters: Vec<FilterNote>,
     pub(crate) fallbacks: Vec<Fallback>,
     /// Counts usable candidates at their in-flight limit too: a query of what a draw would
@@ -43,6 +45,7 @@ impl Evaluation {
         self.values.clear();
         self.totals.clear();
         self.success.clear();
+        self.shed.clear();
         self.filters.clear();
         self.fallbacks.clear();
     }
@@ -172,7 +175,16 @@ impl Scoring<'_> {
         let uniform = m.uniform_channel();
         let nc = channels.len();
         ev.totals.resize(nc, 0.0);
-        let last = set.last.then(|| m.last_attempt_rate()).flatten();
+        let (last, last_shed) = if set.last {
+            let shed = self
+                .pool
+                .shedding
+                .then(|| m.shed_rate(self.pool.queueing))
+                .flatten();
+            (m.last_attempt_rate(), shed)
+        } else {
+            (None, None)
+        };
         for (j, &i) in ev.keys.iter().enumerate() {
             let own;
             let comps = if variant {
@@ -195,9 +207,12 @@ impl Scoring<'_> {
                 ev.success
                     .push(self.pool.shrunk_success(comps.success, weight));
             }
+            if last_shed.is_some() {
+                ev.shed.push(self.shed_next(i as usize));
+            }
         }
-        if let Some(rate) = last {
-            Self::weigh_last_attempt(ev, rate, nc, uniform);
+        if last.is_some() || last_shed.is_some() {
+            Self::weigh_last_attempt(ev, last, last_shed, nc, uniform);
         }
         let n = ev.keys.len() as f64;
         let mut empty = 0.0;
@@ -227,15 +242,28 @@ impl Scoring<'_> {
     }
 
     /// A last attempt's draw: every weight but the floor's multiplied by
-    /// [`ScoreModel::last_attempt_factor`] against the best success average in the set, and
-    /// the channel totals taken again. Out of line: most draws are not a last attempt's.
+    /// [`ScoreModel::last_attempt_factor`] against the best success average in the set (with
+    /// `rate`) and by [`ScoreModel::shed_factor`] (with `shed_rate`), and the channel totals
+    /// taken again. Out of line: most draws are not a last attempt's.
     #[cold]
     #[inline(never)]
-    fn weigh_last_attempt(ev: &mut Evaluation, rate: f64, nc: usize, uniform: usize) {
+    fn weigh_last_attempt(
+        ev: &mut Evaluation,
+        rate: Option<f64>,
+        shed_rate: Option<f64>,
+        nc: usize,
+        uniform: usize,
+    ) {
         let best = ev.success.iter().copied().fold(0.0, f64::max);
         ev.totals.iter_mut().for_each(|t| *t = 0.0);
-        for (j, &s) in ev.success.iter().enumerate() {
-            let f = ScoreModel::last_attempt_factor(rate, s, best);
+        for j in 0..ev.keys.len() {
+            let mut f = 1.0;
+            if let (Some(rate), Some(&s)) = (rate, ev.success.get(j)) {
+                f *= ScoreModel::last_attempt_factor(rate, s, best);
+            }
+            if let (Some(rate), Some(&p)) = (shed_rate, ev.shed.get(j)) {
+                f *= ScoreModel::shed_factor(rate, p);
+            }
             for c in 0..nc {
                 let v = &mut ev.values[j * nc + c];
                 if c != uniform {

@@ -38,6 +38,10 @@ pub(crate) struct Pool {
     /// slow under concurrency. It gates the load component for every candidate alike, so
     /// one whose fit was misled by a passing degradation is not held apart from the rest.
     pub(crate) queueing: f32,
+    /// Whether a live candidate sheds with its load (overload failures that follow it, as of
+    /// the last refresh): only then does a last attempt's draw weigh sheds
+    /// (`last_attempt.shed_cost`), and leave the tree.
+    pub(crate) shedding: bool,
     /// The load component's powers of `queueing`, worked out when it is.
     pub(crate) queueing_powers: crate::score::LoadPowers,
     /// What `load.fleet_relative` counts attempts in flight against: the mean attempts in
@@ -75,6 +79,7 @@ impl Default for Pool {
             overall: None,
             probes: crate::score::ProbePeriods::default(),
             queueing: 0.0,
+            shedding: false,
             queueing_powers: crate::score::LoadPowers::new(0.0),
             load_scale: 1.0,
             heal_at_s: f64::NEG_INFINITY,
@@ -170,11 +175,13 @@ impl Core {
         // Record probes: the candidates with a good record idle for longer than `probe_s`.
         let record_s = probe_s.filter(|_| ema.record_probes);
         let (mut live, mut q, mut idle_record) = (0usize, 0.0f64, 0usize);
+        let mut shedding = false;
         for (idx, fit) in self.fleet.load_fit.iter().enumerate() {
             let slot = &self.fleet.slots[idx];
             if slot.live {
                 live += 1;
                 q += f64::from(fit.evidence());
+                shedding = shedding || super::scoring::sheds_with_load(slot, fit);
                 if let Some(p) = record_s {
                     let stats = &slot.stats;
                     if stats.last_sample_s().is_some_and(|l| now_s - l > p)
@@ -193,6 +200,7 @@ impl Core {
             0.0
         };
         self.pool.queueing = queueing;
+        self.pool.shedding = shedding;
         self.pool.queueing_powers = crate::score::LoadPowers::new(f64::from(queueing));
         self.pool.load_scale =
             crate::score::fleet_scale(self.attempts.in_flight(), self.fleet.live_count, queueing);

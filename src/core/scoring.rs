@@ -143,6 +143,19 @@ impl Scoring<'_> {
             || self.fleet.load_fit[idx].overload_follows_load(stats.attempts())
     }
 
+    /// The share of slot `idx`'s next attempt expected to be shed, read at the concurrency
+    /// the grant would give it ([`crate::score::LoadFit::shed_at`]); 0 for a candidate whose
+    /// overload failures do not follow its load.
+    #[inline]
+    pub(crate) fn shed_next(&self, idx: usize) -> f64 {
+        let slot = &self.fleet.slots[idx];
+        let fit = &self.fleet.load_fit[idx];
+        if !sheds_with_load(slot, fit) {
+            return 0.0;
+        }
+        fit.shed_at(slot.in_flight.saturating_add(1)).unwrap_or(0.0)
+    }
+
     /// Slot `idx`'s own queueing evidence ([`crate::score::LoadFit::evidence`]), read only
     /// where `load.own_queueing` can count it (the setting on and the fleet queueing); 0
     /// otherwise, which the load gate reads the same way, without touching the load fit.
@@ -240,6 +253,16 @@ impl Scoring<'_> {
                 .channel_value(self.model.channels()[c].kind, &self.components_of(idx))
         }
     }
+}
+
+/// Whether a live candidate's overload failures follow its load: it has overload evidence, and
+/// its sheds came at a higher concurrency than its attempts
+/// ([`crate::score::LoadFit::overload_follows_load`]).
+#[inline]
+pub(super) fn sheds_with_load(slot: &Slot, fit: &crate::score::LoadFit) -> bool {
+    slot.live
+        && slot.stats.overload_evidence() > 0.0
+        && fit.overload_follows_load(slot.stats.attempts())
 }
 
 #[cfg(test)]

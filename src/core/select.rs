@@ -43,7 +43,7 @@ pub(crate) struct DrawSet<'a> {
     pub(super) exclude: &'a [Key],
     pub(super) caps: &'a [String],
     /// The request's last attempt: drawn by its odds of success as well
-    /// (`last_attempt.failure_cost`).
+    /// (`last_attempt.failure_cost`, `last_attempt.shed_cost`).
     pub(super) last: bool,
 }
 
@@ -113,13 +113,22 @@ impl Drawer<'_> {
         }
     }
 
+    /// Whether a last attempt's draw weighs anything the tree does not hold: success
+    /// averages (`last_attempt.failure_cost`), or sheds where a candidate sheds with its load
+    /// and the fleet does not queue (`last_attempt.shed_cost`).
+    #[inline]
+    fn last_attempt_weighed(&self) -> bool {
+        self.model.last_attempt_rate().is_some()
+            || (self.pool.shedding && self.model.shed_rate(self.pool.queueing).is_some())
+    }
+
     /// Whether the O(log n) tree draw applies to this set.
     #[inline]
     fn tree_applies(&self, set: DrawSet<'_>) -> bool {
         if set.eligible.is_some()
             || !set.caps.is_empty()
             || self.model.config().deterministic
-            || (set.last && self.model.last_attempt_rate().is_some())
+            || (set.last && self.last_attempt_weighed())
         {
             return false;
         }

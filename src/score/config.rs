@@ -391,7 +391,7 @@ impl Default for Config {
             share: ShareConfig::default(),
             adaptive: AdaptiveConfig::default(),
             unseen: UnseenConfig::AVERAGE,
-            last_attempt: LastAttemptConfig::OFF,
+            last_attempt: LastAttemptConfig::DEFAULT,
             deadline: DeadlineConfig::DEFAULT,
         }
     }

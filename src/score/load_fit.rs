@@ -39,6 +39,10 @@ const EVIDENCE_KEEP: f32 = 0.99995;
 const MAX_ELASTICITY: f64 = 1.5;
 /// Below this variance of `ln(n)` the slope is not estimated (nothing varied).
 const MIN_K_VAR: f32 = 0.01;
+/// The steepest growth of the shed share with concurrency [`LoadFit::shed_at`] reads (a
+/// power of the attempts in flight): a few sheds at a concurrency barely above the usual one
+/// would otherwise read as a wall.
+const MAX_SHED_SLOPE: f64 = 20.0;
 /// Standard errors by which the overload failures' mean concurrency must exceed the
 /// attempts' for them to follow the load.
 const SHED_SIGNIFICANCE: f32 = 2.0;
@@ -208,6 +212,26 @@ impl LoadFit {
         excess > SHED_SIGNIFICANCE * se || excess.is_nan() || se.is_nan()
     }
 
+    /// The share of an attempt granted at concurrency `next` (itself included) expected to
+    /// end as an overload failure, for a candidate whose failures follow its load: the share in
+    /// memory tilted by how far `next` lies from the attempts' mean concurrency, on a log
+    /// scale, at the rate the failures' own mean concurrency says. If the chance of a shed
+    /// grows as `k^b` and `ln k` is spread normally around its mean `m` with variance `v`,
+    /// the sheds' mean log concurrency is `m + b v`, so `b = (m_shed - m) / v`, and the share
+    /// at `next` is `shed * exp(b (ln next - m) - b^2 v / 2)`. `None` without sheds in memory
+    /// or before the concurrency has varied.
+    pub(crate) fn shed_at(&self, next: u32) -> Option<f64> {
+        if self.shed.is_nan() || self.shed <= 0.0 || self.kk < MIN_K_VAR || self.n < 10 {
+            return None;
+        }
+        let shed = f64::from(self.shed);
+        let m = f64::from(self.k);
+        let v = f64::from(self.kk);
+        let b = ((f64::from(self.shed_k) / shed - m) / v).clamp(0.0, MAX_SHED_SLOPE);
+        let p = shed * (b * (f64::from(ln_k(next)) - m) - 0.5 * b * b * v).exp();
+        p.is_finite().then(|| p.clamp(0.0, 1.0))
+    }
+
     /// How strongly the candidate's time grows with its concurrency, in `[0, 1]`.
     #[inline]
     pub(crate) fn evidence(&self) -> f32 {
@@ -284,6 +308,32 @@ mod tests {
             let steady = shedding(5_000, |_| 0.02, seed);
             assert!(!steady.overload_follows_load(5_000), "{seed}: {steady:?}");
         }
+    }
+
+    #[test]
+    fn the_shed_share_is_read_at_the_concurrency_of_the_next_grant() {
+        for seed in 1..=5 {
+            // Past 4 in flight each extra attempt sheds 20 %: none below, 80 % at 8.
+            let capacity = shedding(5_000, |k| 0.2 * k.saturating_sub(4) as f64, seed);
+            let at = |k| capacity.shed_at(k).unwrap();
+            assert!(at(2) < 0.05, "{seed}: {}", at(2));
+            assert!(at(4) < at(6) && at(6) < at(8), "{seed}: {capacity:?}");
+            assert!(at(8) > 0.4, "{seed}: {}", at(8));
+            // A steady 2 % at any concurrency reads about 2 % everywhere.
+            let steady = shedding(5_000, |_| 0.02, seed);
+            for k in [1, 4, 8] {
+                let p = steady.shed_at(k).unwrap();
+                assert!((0.005..0.05).contains(&p), "{seed} {k}: {p}");
+            }
+        }
+        // Nothing to read without sheds, or before the concurrency has varied.
+        assert_eq!(shedding(2_000, |_| 0.0, 1).shed_at(4), None);
+        let mut one_level = LoadFit::default();
+        for i in 1..=100 {
+            one_level.observe(3, 20.0);
+            one_level.observe_shed(3, i % 10 == 0, i);
+        }
+        assert_eq!(one_level.shed_at(4), None);
     }
 
     #[test]
