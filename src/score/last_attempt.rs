@@ -40,6 +40,10 @@ const MAX_FAILURE_COST: f64 = 1e6;
 /// queues in part.
 pub(crate) const QUEUE_GATE: i32 = 16;
 
+/// Below this rate a shed share of 1 moves a weight by under 1 %: the last attempt draws as
+/// any other (from the tree, in O(log n)).
+const MIN_SHED_RATE: f64 = 0.01;
+
 /// How the last attempt of a request with a known number of attempts is drawn; see the
 /// module docs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,7 +115,8 @@ impl super::ScoreModel {
 
     /// The rate at which a last attempt's weight falls with the candidate's expected share of
     /// sheds at the next grant: `time_exponent * shed_cost * (1 - q)^QUEUE_GATE`, `q` the
-    /// fleet's queueing evidence; `None` when it changes nothing.
+    /// fleet's queueing evidence; `None` when it changes nothing or next to nothing
+    /// ([`MIN_SHED_RATE`]).
     #[inline]
     pub(crate) fn shed_rate(&self, queueing: f32) -> Option<f64> {
         let k = self.config.time_exponent * self.config.last_attempt.shed_cost;
@@ -120,7 +125,7 @@ impl super::ScoreModel {
         }
         let gate = (1.0 - f64::from(queueing).clamp(0.0, 1.0)).powi(QUEUE_GATE);
         let k = k * gate;
-        (k > 0.0).then_some(k)
+        (k >= MIN_SHED_RATE).then_some(k)
     }
 
     /// What a last attempt's weight is multiplied by for a candidate whose success average is
@@ -222,6 +227,8 @@ mod tests {
         let partly = model.shed_rate(0.1).unwrap();
         assert!(partly < 0.25 * rate && partly > 0.0, "{partly}");
         assert!(model.shed_rate(1.0).is_none());
+        // A fleet that queues in the main: too little to leave the tree for.
+        assert!(model.shed_rate(0.5).is_none());
         // Off with a cost of 0, and in the presets (no time factor).
         let off = Config {
             last_attempt: LastAttemptConfig::OFF,
