@@ -13,47 +13,21 @@
 use selection_coordinator::score::{Config, LastAttemptConfig};
 use selection_coordinator::sim::{simulate, PolicySpec, Report, Scenario};
 
-const FAST_SMALL: &str = r#"
-name = "fast-small-servers"
-description = "capacity-overload with the two small servers fast"
-
-[workload]
-loop = "closed"
-workers = 24
-operations = 300
-
-[[candidates]]
-id = "big-1"
-success = 0.99
-capacity = 10
-overload_per_extra = 0.15
-failure_ms = { kind = "uniform", min = 0.5, max = 1.5 }
-duration_ms = { kind = "normal", mean = 20.0, sd = 3.0 }
-
-[[candidates]]
-id = "big-2"
-success = 0.99
-capacity = 8
-overload_per_extra = 0.15
-failure_ms = { kind = "uniform", min = 0.5, max = 1.5 }
-duration_ms = { kind = "normal", mean = 20.0, sd = 3.0 }
-
-[[candidates]]
-id = "small-1"
-success = 0.99
-capacity = 4
-overload_per_extra = 0.15
-failure_ms = { kind = "uniform", min = 0.5, max = 1.5 }
-duration_ms = { kind = "normal", mean = 8.0, sd = 1.5 }
-
-[[candidates]]
-id = "small-2"
-success = 0.99
-capacity = 2
-overload_per_extra = 0.15
-failure_ms = { kind = "uniform", min = 0.5, max = 1.5 }
-duration_ms = { kind = "normal", mean = 8.0, sd = 1.5 }
-"#;
+/// The built-in `capacity-overload` with its two small servers' times at 8 ms.
+fn fast_small() -> String {
+    let builtin = include_str!("../scenarios/capacity-overload.toml");
+    builtin
+        .split("[[candidates]]")
+        .map(|block| {
+            if block.contains("id = \"small-") {
+                block.replace("mean = 20.0, sd = 3.0", "mean = 8.0, sd = 1.5")
+            } else {
+                block.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("[[candidates]]")
+}
 
 const FAST_NARROW: &str = r#"
 name = "fast-narrow-servers"
@@ -115,7 +89,9 @@ fn figures(r: &Report, policy: &str) -> (f64, f64) {
 /// Round robin reads 9.9 %, `p2c-peak-ewma` 31 %.
 #[test]
 fn last_attempts_are_not_sent_past_a_fast_servers_capacity() {
-    let r = run(FAST_SMALL);
+    let text = fast_small();
+    assert_eq!(text.matches("mean = 8.0, sd = 1.5").count(), 2);
+    let r = run(&text);
     let (err, ttfb) = figures(&r, "coordinator");
     let (err_without, _) = figures(&r, "without");
     let (_, ttfb_oracle) = figures(&r, "oracle");
