@@ -147,7 +147,7 @@ impl Scoring<'_> {
     /// the grant would give it ([`crate::score::LoadFit::shed_at`]); 0 for a candidate whose
     /// overload failures do not follow its load.
     #[inline]
-    pub(crate) fn shed_next(&self, idx: usize) -> f64 {
+    pub(super) fn shed_next(&self, idx: usize) -> f64 {
         let slot = &self.fleet.slots[idx];
         let fit = &self.fleet.load_fit[idx];
         if !sheds_with_load(slot, fit) {

@@ -16,16 +16,14 @@
 //! A failure that the caller's own draw causes is weighed on its own, `last_attempt.shed_cost`
 //! (on by default): a candidate whose overload failures follow its load (a server past its
 //! capacity sheds) sheds a last attempt granted one attempt too many. Its share of overload
-//! failures at the concurrency the grant would give it, `p`, is read from its load fit (the
-//! overload failures' mean concurrency against its attempts', [`LoadFit::shed_at`]), and its
-//! weight is multiplied by `exp(-time_exponent * shed_cost * p)`. Time per success counts a
-//! fast shed as cheap, since a retry follows; with no retry left it fails the request, and
-//! without this a fast server of small capacity draws last attempts until it sheds most of
-//! them. Where the fleet queues, the load component already charges a server's sheds through
+//! failures at the concurrency the grant would give it, `p`, is read from its
+//! [`LoadFit`](super::LoadFit) (the overload failures' mean concurrency against its
+//! attempts'), and its weight is multiplied by `exp(-time_exponent * shed_cost * p)`. Time
+//! per success counts a fast shed as cheap, since a retry follows; with no retry left it
+//! fails the request, and without this a fast server of small capacity draws last attempts
+//! until it sheds most of them. Where the fleet queues, the load component already charges a server's sheds through
 //! its load (`load.shed_relief`), so the rate is counted as far as the fleet shows no
 //! queueing: times `(1 - q)^`[`QUEUE_GATE`], `q` the fleet's queueing evidence.
-//!
-//! [`LoadFit::shed_at`]: super::LoadFit
 
 use serde::{Deserialize, Serialize};
 
