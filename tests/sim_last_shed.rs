@@ -1,33 +1,17 @@
 //! A request's last attempt is not sent where it would be shed for being one attempt too many
 //! (`last_attempt.shed_cost`, docs/scoring.md "The last attempt").
 //!
-//! `capacity-overload` with its two small servers made fast: four servers of capacity 10, 8,
-//! 4 and 2, each attempt past capacity adding 15 % of fast overload failures, first bytes of
-//! 20 ms on the two large ones and 8 ms on the two small ones; 24 workers, one attempt per
-//! request. Time per success counts a shed as cheap (a millisecond, and a retry would follow),
-//! so without the rule the draw loads the fast small servers until they shed most of what
-//! they get: every shed is a failed request here. The second scenario is three fast servers
-//! of capacity 4 (20 % per attempt past it) beside five slow ones without a limit, 30
-//! workers, one retry: there the retry is the last attempt.
+//! The built-in `fast-shedders`, `capacity-overload` with its two small servers made fast: four
+//! servers of capacity 10, 8, 4 and 2, each attempt past capacity adding 15 % of fast overload
+//! failures, times of 20 ms on the two large ones and 8 ms on the two small ones; 24 workers,
+//! one attempt per request. Time per success counts a shed as cheap (a millisecond, and a retry
+//! would follow), so without the rule the draw loads the fast small servers until they shed
+//! most of what they get: every shed is a failed request here. The second scenario is three
+//! fast servers of capacity 4 (20 % per attempt past it) beside five slow ones without a limit,
+//! 30 workers, one retry: there the retry is the last attempt.
 
 use selection_coordinator::score::{Config, LastAttemptConfig};
 use selection_coordinator::sim::{simulate, PolicySpec, Report, Scenario};
-
-/// The built-in `capacity-overload` with its two small servers' times at 8 ms.
-fn fast_small() -> String {
-    let builtin = include_str!("../scenarios/capacity-overload.toml");
-    builtin
-        .split("[[candidates]]")
-        .map(|block| {
-            if block.contains("id = \"small-") {
-                block.replace("mean = 20.0, sd = 3.0", "mean = 8.0, sd = 1.5")
-            } else {
-                block.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("[[candidates]]")
-}
 
 const FAST_NARROW: &str = r#"
 name = "fast-narrow-servers"
@@ -58,8 +42,7 @@ ttfb_ms = { kind = "lognormal", mean = 60.0, sd = 20.0 }
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// The default as `coordinator`, the same without the rule as `without`, and the oracle.
-fn run(text: &str) -> Report {
-    let sc = Scenario::parse(text, "last-shed").unwrap();
+fn run(sc: &Scenario) -> Report {
     let without = Config {
         last_attempt: LastAttemptConfig {
             shed_cost: 0.0,
@@ -75,7 +58,7 @@ fn run(text: &str) -> Report {
         },
         PolicySpec::parse("oracle").unwrap(),
     ];
-    simulate(&sc, &policies, &SEEDS, 1, None).unwrap()
+    simulate(sc, &policies, &SEEDS, 1, None).unwrap()
 }
 
 /// (error rate, mean first byte ms) of a policy.
@@ -89,9 +72,7 @@ fn figures(r: &Report, policy: &str) -> (f64, f64) {
 /// Round robin reads 9.9 %, `p2c-peak-ewma` 31 %.
 #[test]
 fn last_attempts_are_not_sent_past_a_fast_servers_capacity() {
-    let text = fast_small();
-    assert_eq!(text.matches("mean = 8.0, sd = 1.5").count(), 2);
-    let r = run(&text);
+    let r = run(&Scenario::load("fast-shedders").unwrap());
     let (err, ttfb) = figures(&r, "coordinator");
     let (err_without, _) = figures(&r, "without");
     let (_, ttfb_oracle) = figures(&r, "oracle");
@@ -105,7 +86,7 @@ fn last_attempts_are_not_sent_past_a_fast_servers_capacity() {
 /// 26.0 ms, 30 % without it at 31.0 ms (`p2c-peak-ewma`: 0.25 % at 32.2 ms).
 #[test]
 fn a_retry_that_is_the_last_attempt_goes_where_it_will_not_be_shed() {
-    let r = run(FAST_NARROW);
+    let r = run(&Scenario::parse(FAST_NARROW, "last-shed").unwrap());
     let (err, ttfb) = figures(&r, "coordinator");
     let (err_without, ttfb_without) = figures(&r, "without");
     println!("with {err:.4} {ttfb:.1} ms, without {err_without:.4} {ttfb_without:.1} ms");

@@ -22,7 +22,7 @@ pub use caller::{Caller, OnTimeout, Retry};
 pub(crate) use parse::{deserialize, did_you_mean};
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 17] = [
+pub const BUILTIN: [(&str, &str); 18] = [
     (
         "mongo-overload",
         include_str!("../../scenarios/mongo-overload.toml"),
@@ -30,6 +30,10 @@ pub const BUILTIN: [(&str, &str); 17] = [
     (
         "capacity-overload",
         include_str!("../../scenarios/capacity-overload.toml"),
+    ),
+    (
+        "fast-shedders",
+        include_str!("../../scenarios/fast-shedders.toml"),
     ),
     ("recovery", include_str!("../../scenarios/recovery.toml")),
     (
