@@ -16,71 +16,12 @@ use crate::core::{CandidateInfo, FailureClass, Limits};
 use crate::input::Num;
 use crate::score::Config;
 
+mod builtin;
 mod caller;
 mod parse;
+pub use builtin::BUILTIN;
 pub use caller::{Caller, OnTimeout, Retry};
 pub(crate) use parse::{deserialize, did_you_mean};
-
-/// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 18] = [
-    (
-        "mongo-overload",
-        include_str!("../../scenarios/mongo-overload.toml"),
-    ),
-    (
-        "capacity-overload",
-        include_str!("../../scenarios/capacity-overload.toml"),
-    ),
-    (
-        "fast-shedders",
-        include_str!("../../scenarios/fast-shedders.toml"),
-    ),
-    ("recovery", include_str!("../../scenarios/recovery.toml")),
-    (
-        "lassie-retrieval",
-        include_str!("../../scenarios/lassie-retrieval.toml"),
-    ),
-    (
-        "livepeer-selection",
-        include_str!("../../scenarios/livepeer-selection.toml"),
-    ),
-    (
-        "pairwise-deadlock",
-        include_str!("../../scenarios/pairwise-deadlock.toml"),
-    ),
-    (
-        "large-fleet",
-        include_str!("../../scenarios/large-fleet.toml"),
-    ),
-    (
-        "linkerd-spike",
-        include_str!("../../scenarios/linkerd-spike.toml"),
-    ),
-    ("c3-clop", include_str!("../../scenarios/c3-clop.toml")),
-    ("herd", include_str!("../../scenarios/herd.toml")),
-    ("knee", include_str!("../../scenarios/knee.toml")),
-    ("slow-link", include_str!("../../scenarios/slow-link.toml")),
-    (
-        "bulk-transfer",
-        include_str!("../../scenarios/bulk-transfer.toml"),
-    ),
-    (
-        "hidden-capacity",
-        include_str!("../../scenarios/hidden-capacity.toml"),
-    ),
-    (
-        "capacity-shift",
-        include_str!("../../scenarios/capacity-shift.toml"),
-    ),
-    (
-        "fleet-lassie",
-        include_str!("../../scenarios/fleet-lassie.toml"),
-    ),
-    (
-        "fleet-degrade",
-        include_str!("../../scenarios/fleet-degrade.toml"),
-    ),
-];
 
 /// A scenario file that cannot be used.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
