@@ -36,7 +36,7 @@ const MAX_FAILURE_COST: f64 = 1e6;
 /// The power of `1 - q` (`q` the fleet's queueing evidence) the shed cost is counted at: in
 /// full where the fleet shows no queueing, a tenth at `q = 0.13`, nothing past a fleet that
 /// queues in part.
-pub(crate) const QUEUE_GATE: i32 = 16;
+const QUEUE_GATE: i32 = 16;
 
 /// Below this rate a shed share of 1 moves a weight by under 1 %: the last attempt draws as
 /// any other (from the tree, in O(log n)).
@@ -131,13 +131,7 @@ impl super::ScoreModel {
     /// [`ScoreModel::last_attempt_rate`]). In `(0, 1]`, 1 for the best.
     #[inline]
     pub(crate) fn last_attempt_factor(rate: f64, success: f64, best: f64) -> f64 {
-        let gap = (best - success).max(0.0);
-        let f = (-rate * gap).exp();
-        if f.is_finite() {
-            f
-        } else {
-            0.0
-        }
+        falling(rate * (best - success).max(0.0))
     }
 
     /// What a last attempt's weight is multiplied by for a candidate expected to shed a share
@@ -145,12 +139,18 @@ impl super::ScoreModel {
     /// `(0, 1]`, 1 for a candidate that does not shed.
     #[inline]
     pub(crate) fn shed_factor(rate: f64, shed: f64) -> f64 {
-        let f = (-rate * shed.clamp(0.0, 1.0)).exp();
-        if f.is_finite() {
-            f
-        } else {
-            0.0
-        }
+        falling(rate * shed.clamp(0.0, 1.0))
+    }
+}
+
+/// `exp(-x)` for a weight's factor, 0 where that is not a number (a NaN input).
+#[inline]
+fn falling(x: f64) -> f64 {
+    let f = (-x).exp();
+    if f.is_finite() {
+        f
+    } else {
+        0.0
     }
 }
 
