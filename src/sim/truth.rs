@@ -300,6 +300,28 @@ impl Truth {
         self.success * (1.0 - self.overload_probability(load))
     }
 
+    /// The latency factor of an attempt landing on `load` attempts in flight (itself
+    /// included): its knee's, 1 without one (a queue's slows by its wait instead).
+    pub(crate) fn knee_factor(&self, load: u32) -> f64 {
+        match self.knee {
+            Some(k) if !self.is_queue() => k.factor(load),
+            _ => 1.0,
+        }
+    }
+
+    /// Mean milliseconds of a failed attempt landing on `load` attempts in flight: an
+    /// overload failure takes `failure_ms` as it is, any other the knee scales, as
+    /// [`Truth::attempt`] does.
+    pub(crate) fn mean_failure_ms(&self, load: u32) -> f64 {
+        let failure_ms = self.failure_ms.mean();
+        let overload = self.overload_probability(load);
+        let other = (1.0 - overload) * (1.0 - self.success);
+        if self.failure == FailureClass::Overload || overload + other <= 0.0 {
+            return failure_ms;
+        }
+        failure_ms * (overload + other * self.knee_factor(load)) / (overload + other)
+    }
+
     /// The probability that a served attempt's first byte comes within `timeout_ms` of its
     /// grant, the connect time taken at its mean (a queue's wait and service not counted: the
     /// oracle reads those from the queue itself).
@@ -570,6 +592,26 @@ mod tests {
         // Far past the knee the time stays finite and times out.
         let r = t.attempt(100_000, 0, Some(1000.0), &mut SmallRng::seed_from_u64(1));
         assert_eq!(r.outcome(), Outcome::failure(FailureClass::Timeout));
+    }
+
+    #[test]
+    fn mean_failure_times_scale_by_the_knee_but_an_overload() {
+        let knee = "knee = { start = 1, exp = 2.0 }";
+        let with = |failure: &str| {
+            Truth::from_spec(&spec(&format!(
+                "id = 'a'\nsuccess = 0.5\nfailure = '{failure}'\nfailure_ms = 10.0\n\
+                 duration_ms = 100.0\ncapacity = 2\noverload_per_extra = 0.5\n{knee}"
+            )))
+        };
+        let transport = with("transport");
+        assert_eq!(transport.knee_factor(1), 1.0);
+        assert_eq!(transport.knee_factor(3), 4.0);
+        assert_eq!(transport.mean_failure_ms(1), 10.0);
+        // At 3 in flight half the attempts shed (10 ms, unscaled); of the others half fail
+        // as transport errors, four times as slow: (0.5 x 10 + 0.25 x 40) / 0.75.
+        assert!((transport.mean_failure_ms(3) - 20.0).abs() < 1e-9);
+        // An overload failure is never scaled.
+        assert_eq!(with("overload").mean_failure_ms(3), 10.0);
     }
 
     #[test]

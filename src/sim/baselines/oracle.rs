@@ -18,6 +18,11 @@ use crate::sim::policy::{Cand, World};
 /// sure server whose first byte had slowed past the timeout above a slightly less sure one
 /// that answered in time, and counted a slowness as no reason to leave.
 ///
+/// Past a candidate's `knee` its times grow with its load: every time of the attempt (a
+/// failure's too, but an overload's) is taken at the knee's factor for the load the attempt
+/// would add. Without that the oracle piled every attempt onto the fastest candidate of a
+/// fleet with knees, far past them.
+///
 /// On a queueing candidate it also reads the real queue. The expected time to the first byte
 /// counts the wait for a server at the service rate of the moment
 /// ([`expected_completion_ms`]); an attempt that would find the queue full is refused; one
@@ -49,22 +54,24 @@ const WAIT_SCALE_MS: f64 = 1000.0;
 /// `after_ms`: what a success costs past its first byte.
 fn odds(c: Cand, st: &PickState<'_>, w: &World<'_>, after_ms: f64) -> (f64, f64) {
     let t = &w.truth[c as usize];
-    let p = t.success_probability(st.in_flight[c as usize] + 1);
-    let failure_ms = t.failure_ms.mean();
+    let load = st.in_flight[c as usize] + 1;
+    let p = t.success_probability(load);
+    let failure_ms = t.mean_failure_ms(load);
     if !t.is_queue() {
+        // A knee scales every time of the attempt, the transfer after its first byte too.
+        let knee = t.knee_factor(load);
+        let first_byte_ms = t.mean_first_byte_ms() * knee;
+        let after_ms = after_ms * knee;
         let Some(timeout_ms) = w.workload.attempt_timeout_ms else {
-            return (
-                p,
-                p * (t.mean_first_byte_ms() + after_ms) + (1.0 - p) * failure_ms,
-            );
+            return (p, p * (first_byte_ms + after_ms) + (1.0 - p) * failure_ms);
         };
         // A served attempt whose first byte would come after the timeout times out.
-        let in_time = match t.first_byte_within(timeout_ms) {
+        let in_time = match t.first_byte_within(timeout_ms / knee) {
             q if q > 1.0 - NEGLIGIBLE_LATE => 1.0,
             q => q,
         };
         let ok = p * in_time;
-        let cost = ok * (t.mean_first_byte_ms().min(timeout_ms) + after_ms)
+        let cost = ok * (first_byte_ms.min(timeout_ms) + after_ms)
             + (p - ok) * timeout_ms
             + (1.0 - p) * failure_ms.min(timeout_ms);
         return (ok, cost);
@@ -168,6 +175,34 @@ service_ms = 4.0
         tw.load(1, 1, 5);
         assert_eq!(
             tw.always_picks(&mut Oracle::default(), &[0, 1], &[1, 6], 0.0),
+            1
+        );
+    }
+
+    #[test]
+    fn a_candidate_past_its_knee_counts_the_latency_the_knee_adds() {
+        let tw = TestWorld::with(
+            "",
+            r#"
+[[candidates]]
+id = "fast-knee"
+success = 1.0
+duration_ms = 10.0
+knee = { start = 4, exp = 1.3 }
+[[candidates]]
+id = "slow"
+success = 1.0
+duration_ms = 30.0
+"#,
+        );
+        // Up to its knee the fast one is chosen; with 8 in flight a ninth attempt would take
+        // 10 x 1.3^5 = 37 ms there against 30 ms on the idle slow one.
+        assert_eq!(
+            tw.always_picks(&mut Oracle::default(), &[0, 1], &[3, 0], 0.0),
+            0
+        );
+        assert_eq!(
+            tw.always_picks(&mut Oracle::default(), &[0, 1], &[8, 0], 0.0),
             1
         );
     }
