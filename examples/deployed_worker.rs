@@ -46,7 +46,8 @@ async fn attempt(permit: &mut Permit, n: u64, until: Instant) -> bool {
             false
         }
         // Our own timeout: reported, so the candidate is charged for it. A permit dropped
-        // without a report leaves no trace, and the slow candidate would keep its share.
+        // without a report past its advised deadline counts as a timeout too, but one dropped
+        // sooner (a caller's timeout shorter than the advice) leaves no trace.
         Err(_) => {
             permit.report(Outcome::failure(FailureClass::Timeout));
             false

@@ -467,3 +467,60 @@ duration_ms = 50.0
         p.latency_ms
     );
 }
+
+/// A permit dropped with no report and no first byte once its advised deadline has passed
+/// (what a timeout around the whole call does) counts as the timeout it was; dropped sooner,
+/// or without advice (a last attempt), it leaves no trace.
+#[test]
+fn an_attempt_released_unreported_past_its_advice_counts_as_a_timeout() {
+    let failures = |core: &Core| {
+        let s = core.candidate(&"a".into()).unwrap().stats;
+        s.attempts - s.successes
+    };
+    // Advised 200 ms; released unreported after 250 ms.
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
+    let before = failures(&core);
+    let g = grant(&mut core, Request::only(["a"]), now, &mut rng);
+    assert_eq!(g.deadline_ms, Some(200.0));
+    let late = now + Duration::from_millis(250);
+    core.done(g.attempt, Next::Finish, late, &mut rng).unwrap();
+    assert_eq!(failures(&core), before + 1);
+    assert_eq!(core.counters().dropped_past_advice, 1);
+    assert_eq!(
+        core.candidate(&"a".into())
+            .unwrap()
+            .stats
+            .consecutive_failures,
+        1
+    );
+
+    // Released unreported after 150 ms, before the advice: nothing learned.
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
+    let before = failures(&core);
+    let g = grant(&mut core, Request::only(["a"]), now, &mut rng);
+    let early = now + Duration::from_millis(150);
+    core.done(g.attempt, Next::Finish, early, &mut rng).unwrap();
+    assert_eq!(failures(&core), before);
+    assert_eq!(core.counters().dropped_past_advice, 0);
+
+    // A last attempt is not advised: released late, nothing learned either.
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
+    let before = failures(&core);
+    let g = grant(
+        &mut core,
+        Request::only(["a"]).with_attempts(1),
+        now,
+        &mut rng,
+    );
+    assert_eq!(g.deadline_ms, None);
+    core.done(g.attempt, Next::Finish, late, &mut rng).unwrap();
+    assert_eq!(failures(&core), before);
+
+    // Nor one whose first byte came: its transfer may run as long as it likes.
+    let (mut core, now, mut rng) = core_with(fixed_factor(), 5, 20.0);
+    let before = failures(&core);
+    let g = grant(&mut core, Request::only(["a"]), now, &mut rng);
+    core.first_byte(g.attempt).unwrap();
+    core.done(g.attempt, Next::Finish, late, &mut rng).unwrap();
+    assert_eq!(failures(&core), before);
+}

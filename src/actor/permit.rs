@@ -33,7 +33,9 @@ pub enum Answer {
 ///
 /// Report what happened with [`Permit::report`] and release the slot with [`Permit::done`].
 /// Dropping a permit without `done` releases the slot as [`Next::Finish`]; if nothing was
-/// reported the attempt leaves no trace in the statistics (as a cancelled attempt).
+/// reported the attempt leaves no trace in the statistics (as a cancelled attempt), unless it
+/// had no first byte and the deadline advised with it ([`Permit::deadline`]) had passed: then
+/// it counts as a timeout ([`Core::done`](crate::Core::done)).
 /// That is what makes a crashed or stopped worker harmless: its permit is dropped with it.
 pub struct Permit {
     grant: Grant,

@@ -24,6 +24,8 @@ pub(super) struct AttemptSlot {
     /// The candidate's limit in force when this one was granted.
     pub(super) limit: u32,
     pub(super) granted_s: f64,
+    /// The first-byte deadline advised with its grant, ms after it; infinite without one.
+    pub(super) advised_ms: f64,
     /// The arm that drew it (an index into the core's arms), if arms were configured and its
     /// arm is still in force.
     pub(super) arm: Option<u8>,
@@ -94,6 +96,7 @@ impl Attempts {
             concurrency: new.concurrency,
             limit: new.limit,
             granted_s: new.granted_s,
+            advised_ms: f64::INFINITY,
             arm: new.arm,
         };
         self.in_flight += 1;
@@ -105,6 +108,14 @@ impl Attempts {
             }
         }
         AttemptId::new(a, gen)
+    }
+
+    /// Notes the first-byte deadline advised with live attempt `a`'s grant.
+    #[inline]
+    pub(super) fn advise(&mut self, a: usize, ms: f64) {
+        if let Some(slot) = self.slots.get_mut(a) {
+            slot.advised_ms = ms;
+        }
     }
 
     #[inline]

@@ -4,6 +4,10 @@
 use super::*;
 use crate::score::AttemptTime;
 
+/// A release this close to the advised deadline (a share of it: the clock's rounding) counts
+/// as past it.
+const ADVICE_TOLERANCE: f64 = 1.0 - 1e-9;
+
 impl Core {
     /// Reports what happened in an attempt; updates the statistics. Only the first report of
     /// an attempt counts ([`Error::DuplicateOutcome`] for the rest).
@@ -122,6 +126,11 @@ impl Core {
     }
 
     /// Releases an attempt's slot and says what the request does next.
+    ///
+    /// An attempt released with neither a report nor a first byte once the deadline advised
+    /// with its grant ([`Grant::deadline_ms`]) has passed counts as a timeout: its caller gave
+    /// up as advised without saying so (a permit dropped by a timeout around the whole call).
+    /// Released sooner, or without advice, an unreported attempt leaves no trace.
     pub fn done<R: Rng + ?Sized>(
         &mut self,
         id: AttemptId,
@@ -132,6 +141,16 @@ impl Core {
         let a = self.attempts.index(id)?;
         self.advance(now);
         let att = self.attempts[a];
+        // Released with no report and no first byte past the deadline advised with its
+        // grant: the caller gave up on it as the advice said, without saying so (a permit
+        // dropped by a timeout around the whole call). It counts as the timeout it was.
+        if !att.reported
+            && !att.answered
+            && (self.clock.now_s - att.granted_s) * 1000.0 >= att.advised_ms * ADVICE_TOLERANCE
+        {
+            self.time_out_unreported(a);
+            self.out.counters.dropped_past_advice += 1;
+        }
         self.release_attempt(a);
         let ridx = att.request;
         let next = if self.requests[ridx as usize].closed.is_some() {
@@ -174,6 +193,22 @@ impl Core {
         Ok(())
     }
 
+    /// Counts attempt `a`, which ends with no report, as a timeout after the time it ran:
+    /// the lease taking it back, or its caller dropping it past its advised deadline.
+    fn time_out_unreported(&mut self, a: usize) {
+        let att = self.attempts[a];
+        let timeout = Outcome::Failure(FailureClass::Timeout);
+        let idx = att.key.idx as usize;
+        if att.key.gen == self.fleet.slots[idx].gen {
+            self.limit_observe(&att, &timeout, None);
+            self.observe_shed(idx, att.concurrency, &timeout);
+        }
+        let elapsed_ms = (self.clock.now_s - att.granted_s) * 1000.0;
+        self.apply_outcome(idx, &timeout, Some(elapsed_ms));
+        // As a reported timeout: the request's next attempts are not advised.
+        self.requests[att.request as usize].timed_out = true;
+    }
+
     #[inline]
     pub(super) fn release_attempt(&mut self, a: usize) {
         let att = self.attempts.finish(a);
@@ -204,19 +239,7 @@ impl Core {
                 let att = self.attempts[a];
                 let req_gen = self.requests[att.request as usize].gen;
                 if !att.reported {
-                    let timeout = Outcome::Failure(FailureClass::Timeout);
-                    let idx = att.key.idx as usize;
-                    if att.key.gen == self.fleet.slots[idx].gen {
-                        self.limit_observe(&att, &timeout, None);
-                        self.observe_shed(idx, att.concurrency, &timeout);
-                    }
-                    self.apply_outcome(
-                        att.key.idx as usize,
-                        &Outcome::Failure(FailureClass::Timeout),
-                        Some((self.clock.now_s - att.granted_s) * 1000.0),
-                    );
-                    // As a reported timeout: the request's next attempts are not advised.
-                    self.requests[att.request as usize].timed_out = true;
+                    self.time_out_unreported(a);
                 }
                 let candidate = self.fleet.infos[att.key.idx as usize].id.clone();
                 self.release_attempt(a);

@@ -231,6 +231,9 @@ impl Core {
         self.out.counters.by_reason[reason_ix] += 1;
         let candidate = self.fleet.infos[cidx].id.clone();
         let deadline_ms = self.scoring().deadline_ms(cidx, advise);
+        if let Some(ms) = deadline_ms {
+            self.attempts.advise(attempt.index(), ms);
+        }
         if record && path == DrawPath::Evaluated {
             self.push_record(request, attempt, &d, arm, &candidate, verdicts);
         }

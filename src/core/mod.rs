@@ -275,6 +275,10 @@ pub struct Counters {
     /// Pauses of the driver the running attempts' clocks skipped ([`Core::driver_paused`]).
     #[serde(default)]
     pub pauses: u64,
+    /// Attempts released with no report and no first byte past the deadline advised with
+    /// their grant ([`Grant::deadline_ms`]), each counted as a timeout ([`Core::done`]).
+    #[serde(default)]
+    pub dropped_past_advice: u64,
 }
 
 /// A read-only view of one candidate.
