@@ -710,6 +710,38 @@ async fn a_permit_carries_the_deadline_advice() {
     assert_eq!(last.deadline(), None, "none on a last attempt");
 }
 
+/// A permit dropped with no report once its advised deadline has passed (what
+/// `tokio::time::timeout` around the whole call does) counts as a timeout for its candidate;
+/// one dropped sooner leaves no trace.
+#[actix::test]
+async fn a_permit_dropped_past_its_advice_counts_as_a_timeout() {
+    tokio::time::pause();
+    let handle = one_slot_handle();
+    let mut first = handle.acquire(Request::any()).await.unwrap();
+    first.report(Outcome::success_with(1.0, 20.0, 1000, 21.0));
+    drop(first);
+    let dropped = |h: &CoordinatorHandle| {
+        let h = h.clone();
+        async move { h.state().await.unwrap().counters.dropped_past_advice }
+    };
+    let early = handle.acquire(Request::any()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(early);
+    assert_eq!(
+        dropped(&handle).await,
+        0,
+        "dropped before its 200 ms advice"
+    );
+    let late = handle.acquire(Request::any()).await.unwrap();
+    let advice = late
+        .deadline()
+        .expect("an answered candidate gets a deadline");
+    let waited = tokio::time::timeout(advice, std::future::pending::<()>()).await;
+    assert!(waited.is_err(), "the caller's timeout fires");
+    drop(late);
+    assert_eq!(dropped(&handle).await, 1, "dropped at its advice");
+}
+
 /// A coordinator over `a` and `b` that shares what it learns under the name `me`, and a
 /// handle to it.
 async fn sharing_coordinator() -> (Addr<Coordinator>, CoordinatorHandle) {
