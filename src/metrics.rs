@@ -8,7 +8,7 @@
 //!
 //! | source | metrics |
 //! |---|---|
-//! | [`CoordinatorMetrics::on_event`] | decisions by arm, candidate and reason, winner probability and wait time by arm, filter fallbacks, rejections by reason, reclaimed attempts |
+//! | [`CoordinatorMetrics::on_event`] | decisions by arm, candidate and reason, winner probability and wait time by arm, filter fallbacks, rejections by reason, reclaimed attempts, attempts released unreported past their advice (as `timeout` outcomes, [`Event::TimedOut`]) |
 //! | [`CoordinatorMetrics::on_outcome`] | attempt outcomes by arm, candidate and class |
 //! | [`CoordinatorMetrics::on_decision_cost`] | decision cost |
 //! | [`CoordinatorMetrics::on_gauges`] (when the coordinator starts, then periodic) | waiting and open requests, in flight vs each limit, score components and draw probability per candidate, candidates and ejected candidates, ejections, shadow agreement, winner probability and decisions |
@@ -43,7 +43,7 @@ use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gau
 use metrics::{Label, SharedString, Unit};
 
 use crate::core::{
-    CandidateId, CandidateView, Core, Counters, Event, Outcome, Reported, UNLIMITED,
+    CandidateId, CandidateView, Core, Counters, Event, FailureClass, Outcome, Reported, UNLIMITED,
 };
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
@@ -487,6 +487,9 @@ impl CoordinatorMetrics {
                 counter!(names::REJECTIONS, "reason" => reason.as_str()).increment(1);
             }
             Event::Reclaimed { .. } => counter!(names::RECLAIMED).increment(1),
+            Event::TimedOut(reported) => {
+                self.on_outcome_now(reported, &Outcome::failure(FailureClass::Timeout));
+            }
             Event::Closed { .. } => {}
         }
     }

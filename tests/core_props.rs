@@ -656,6 +656,11 @@ impl Harness {
                     self.answered.insert(request);
                 }
                 Event::Reclaimed { .. } => {}
+                // An attempt released unreported past its advice: of a request still open.
+                Event::TimedOut(r) => {
+                    prop_assert!(self.requests.contains(&r.request), "unknown {}", r.request);
+                    prop_assert!(!self.closed.contains(&r.request), "{} closed", r.request);
+                }
                 Event::Closed { request, .. } => {
                     prop_assert!(self.requests.contains(&request), "closed unknown {request}");
                     prop_assert!(self.closed.insert(request), "{request} closed twice");

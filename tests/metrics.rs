@@ -1638,6 +1638,43 @@ fn a_lease_that_runs_out_counts_one_reclaimed_attempt() {
     });
 }
 
+/// An attempt released unreported past its advised deadline is counted among the outcomes as
+/// a timeout of its candidate, as a reported timeout is.
+#[test]
+fn an_attempt_dropped_past_its_advice_counts_as_a_timeout_outcome() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut core = Core::new(Config::default(), t0).unwrap();
+        core.add_candidate(CandidateInfo::new("a"), t0, &mut rng)
+            .unwrap();
+        let mut m = CoordinatorMetrics::new(10);
+        // One answer gives the candidate a first-byte average, so the next grant is advised.
+        let g = start_on(&mut core, &mut m, &mut rng, t0, "a");
+        let t1 = t0 + Duration::from_millis(20);
+        core.outcome(g.attempt, Outcome::success_with(1.0, 20.0, 100, 21.0), t1)
+            .unwrap();
+        core.done(g.attempt, Next::Finish, t1, &mut rng).unwrap();
+        let g = start_on(&mut core, &mut m, &mut rng, t1, "a");
+        let advice = g.deadline_ms.expect("an answered candidate is advised");
+        let late = t1 + Duration::from_secs_f64(advice / 1000.0 + 0.001);
+        core.done(g.attempt, Next::Finish, late, &mut rng).unwrap();
+        let events = drain(&mut core, &mut m);
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::TimedOut(r) if r.candidate.as_str() == "a")));
+        let v = values(&snapshotter);
+        let timeouts = [
+            ("arm", "default"),
+            ("candidate", "a"),
+            ("outcome", "timeout"),
+        ];
+        assert_eq!(counter(&v, names::OUTCOMES, &timeouts), 1);
+    });
+}
+
 /// Shadow counts lower than the last seen (a fresh core) are all new, even without
 /// `on_config_set`.
 #[test]

@@ -348,7 +348,8 @@ impl Coordinator {
                     }
                 }
                 // The permit's own `done` or drop finds the attempt gone and is counted.
-                Event::Reclaimed { .. } => {}
+                // Counted by the metrics above; the permit is gone already.
+                Event::Reclaimed { .. } | Event::TimedOut(_) => {}
                 Event::Closed { request, reason } => {
                     // A worker slower than the lease hears that its request ended, rather than
                     // waiting for an answer to a later `Retry` that can no longer come.

@@ -150,6 +150,12 @@ impl Core {
         {
             self.time_out_unreported(a);
             self.out.counters.dropped_past_advice += 1;
+            let idx = att.key.idx as usize;
+            self.out.push(Event::TimedOut(Reported {
+                request: RequestId::new(att.request, self.requests[att.request as usize].gen),
+                candidate: self.fleet.infos[idx].id.clone(),
+                arm: att.arm.map(usize::from),
+            }));
         }
         self.release_attempt(a);
         let ridx = att.request;

@@ -214,6 +214,10 @@ pub enum Event {
         /// Its candidate.
         candidate: CandidateId,
     },
+    /// An attempt released with no report and no first byte past the deadline advised with
+    /// its grant ([`Core::done`]): recorded as a timeout, as if its caller had reported one.
+    /// A driver that counts outcomes counts it among them.
+    TimedOut(Reported),
     /// A request ended: nothing of it waits or runs any more and its id is no longer valid.
     /// Emitted only with [`Core::set_close_events`] on.
     Closed {

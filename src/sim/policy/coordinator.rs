@@ -124,8 +124,9 @@ impl CoordinatorPolicy {
                     self.reclaimed(attempt);
                     continue;
                 }
-                // Only with `set_close_events`, which the policy leaves off.
-                Event::Closed { .. } => continue,
+                // Only with `set_close_events`, which the policy leaves off; and a timeout
+                // the core read from a dropped attempt, which the engine counts itself.
+                Event::Closed { .. } | Event::TimedOut(_) => continue,
             };
             let req = match current {
                 Some((id, req)) if id == request => {
