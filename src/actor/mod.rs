@@ -347,8 +347,8 @@ impl Coordinator {
                         let _ = reply.deliver(Answer::Rejected { request, reason });
                     }
                 }
-                // The permit's own `done` or drop finds the attempt gone and is counted.
-                // Counted by the metrics above; the permit is gone already.
+                // Counted by the metrics above. A reclaimed attempt's permit finds it gone at
+                // its own `done` or drop (counted as stale); a timed-out one's released it.
                 Event::Reclaimed { .. } | Event::TimedOut(_) => {}
                 Event::Closed { request, reason } => {
                     // A worker slower than the lease hears that its request ended, rather than

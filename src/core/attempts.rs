@@ -141,9 +141,7 @@ impl Core {
         let a = self.attempts.index(id)?;
         self.advance(now);
         let att = self.attempts[a];
-        // Released with no report and no first byte past the deadline advised with its
-        // grant: the caller gave up on it as the advice said, without saying so (a permit
-        // dropped by a timeout around the whole call). It counts as the timeout it was.
+        // Given up on as advised, without a word (see above): the timeout it was.
         if !att.reported
             && !att.answered
             && (self.clock.now_s - att.granted_s) * 1000.0 >= att.advised_ms * ADVICE_TOLERANCE

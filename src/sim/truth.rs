@@ -595,7 +595,7 @@ mod tests {
     }
 
     #[test]
-    fn mean_failure_times_scale_by_the_knee_but_an_overload() {
+    fn mean_failure_times_scale_by_the_knee_except_an_overloads() {
         let knee = "knee = { start = 1, exp = 2.0 }";
         let with = |failure: &str| {
             Truth::from_spec(&spec(&format!(

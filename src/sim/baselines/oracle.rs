@@ -19,7 +19,7 @@ use crate::sim::policy::{Cand, World};
 /// that answered in time, and counted a slowness as no reason to leave.
 ///
 /// Past a candidate's `knee` its times grow with its load: every time of the attempt (a
-/// failure's too, but an overload's) is taken at the knee's factor for the load the attempt
+/// failure's too, except an overload's) is taken at the knee's factor for the load the attempt
 /// would add. Without that the oracle piled every attempt onto the fastest candidate of a
 /// fleet with knees, far past them.
 ///
