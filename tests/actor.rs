@@ -799,10 +799,10 @@ async fn an_urgent_digest_wakes_its_watcher_and_is_taken_once() {
     );
 }
 
-/// A candidate removed while a permit holds it and added again under its id is listed twice
-/// until that permit ends; the state's lookup by id finds the live one.
+/// A candidate removed while a permit holds it and added again under its id takes its slot
+/// back: it is listed once, live, and counts the permit still running on it.
 #[actix::test]
-async fn the_state_finds_the_live_candidate_of_an_id_added_again() {
+async fn the_state_lists_an_id_added_again_once_with_its_running_attempts() {
     let handle = Coordinator::with_seed(Config::default(), Limits::default(), 5)
         .unwrap()
         .with_candidate(CandidateInfo::new("a"))
@@ -818,11 +818,11 @@ async fn the_state_finds_the_live_candidate_of_an_id_added_again() {
             .iter()
             .filter(|c| c.info.id.as_str() == "a")
             .count(),
-        2
+        1
     );
     let a = s.candidate("a").unwrap();
     assert!(!a.removed);
-    assert_eq!(a.in_flight, 1);
+    assert_eq!(a.in_flight, 2);
     drop((old, new));
 }
 

@@ -146,8 +146,9 @@ impl State {
         }
     }
 
-    /// The candidate with this id: the live one when a candidate removed with attempts still
-    /// running was added again under its id (both are listed until those attempts end).
+    /// The candidate with this id, live or removed with attempts still running. An id is
+    /// listed once: a candidate added again while attempts of its removed self still run
+    /// takes their slot back, and counts them.
     pub fn candidate(&self, id: &str) -> Option<&CandidateState> {
         self.candidates
             .iter()

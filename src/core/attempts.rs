@@ -172,10 +172,13 @@ impl Core {
             }
             Next::Retry | Next::Keep => {
                 let r = &mut self.requests[ridx as usize];
-                let x = r.extras.get_or_insert_with(Default::default);
-                if !x.exclude.contains(&att.key) {
-                    x.exclude.push(att.key);
-                }
+                // The slot still holds the candidate's info: only an add reuses a slot.
+                let id = &self.fleet.infos[att.key.idx as usize].id;
+                r.extras.get_or_insert_with(Default::default).exclude(
+                    att.key,
+                    id,
+                    &mut self.excluding,
+                );
                 if next == Next::Keep {
                     r.keep_open = true;
                 } else if r.pending + r.in_flight < r.parallelism {
@@ -222,6 +225,7 @@ impl Core {
             self.limit_released(idx);
             self.refresh_load(idx);
         } else if self.fleet.slots[idx].in_flight == 0 {
+            self.fleet.draining.remove(&self.fleet.infos[idx].id);
             self.fleet.free_slots.push(idx as u32);
         }
         self.requests[att.request as usize].in_flight -= 1;

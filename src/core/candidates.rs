@@ -37,9 +37,18 @@ impl Core {
             return Err(Error::DuplicateCandidate(info.id));
         }
         self.advance(now);
-        let (idx, gen) = match self.fleet.free_slots.pop() {
-            Some(i) => (i, self.fleet.slots[i as usize].gen.wrapping_add(1)),
-            None => (self.fleet.slots.len() as u32, 0),
+        // A candidate removed while its attempts still ran comes back to its slot, of the
+        // same generation: those attempts load the same backend, so its limits count them,
+        // and their outcomes and the exclusions that name it by key are its own.
+        let (idx, gen, in_flight) = match self.fleet.draining.remove(&info.id) {
+            Some(i) => {
+                let s = &self.fleet.slots[i as usize];
+                (i, s.gen, s.in_flight)
+            }
+            None => match self.fleet.free_slots.pop() {
+                Some(i) => (i, self.fleet.slots[i as usize].gen.wrapping_add(1), 0),
+                None => (self.fleet.slots.len() as u32, 0, 0),
+            },
         };
         self.fleet.stake_total += info.stake;
         let info_stake = info.stake;
@@ -49,7 +58,7 @@ impl Core {
             fixed: Fixed::default(),
             own_limit: info.max_in_flight.unwrap_or(0),
             adaptive_limit: UNLIMITED,
-            in_flight: 0,
+            in_flight,
             gen,
             added_seq: self.fleet.next_added,
             live: true,
@@ -89,10 +98,28 @@ impl Core {
         self.refresh_static(idx as usize);
         self.refresh_leaf(idx as usize);
         self.stake_moved(info_stake != 0.0);
+        self.exclude_added(Key { idx, gen });
         // A request parked for want of a candidate with its capabilities may take this one.
         self.queue.wake_all(&mut self.requests);
         self.pump(rng);
         Ok(())
+    }
+
+    /// The candidate just added under `key` is excluded, by that key, from the open requests
+    /// that exclude its id: one they named before it was present, or one removed and added
+    /// again after they tried it.
+    fn exclude_added(&mut self, key: Key) {
+        let id = &self.fleet.infos[key.idx as usize].id;
+        if !self.excluding.contains_key(id) {
+            return;
+        }
+        for r in self.requests.iter_mut().filter(|r| r.active) {
+            if let Some(x) = r.extras.as_deref_mut() {
+                if x.excluded_ids.contains(id) && !x.exclude.contains(&key) {
+                    x.exclude.push(key);
+                }
+            }
+        }
     }
 
     /// A candidate's stake came, went or changed (`moved`): where stake is scored, every
@@ -141,7 +168,10 @@ impl Core {
     }
 
     /// Removes a candidate. Attempts on it run to their end and report; it is never granted
-    /// again. Waiting requests left with no candidate are rejected.
+    /// again. Waiting requests left with no candidate are rejected. Added again under its id
+    /// while those attempts run, it takes their slot back with the statistics it is given:
+    /// its limits count them, and their outcomes are its own. Requests that exclude or tried
+    /// it keep it excluded either way.
     pub fn remove_candidate<R: Rng + ?Sized>(
         &mut self,
         id: &CandidateId,
@@ -162,6 +192,8 @@ impl Core {
         self.refresh_leaf(idx);
         if self.fleet.slots[idx].in_flight == 0 {
             self.fleet.free_slots.push(idx as u32);
+        } else {
+            self.fleet.draining.insert(id.clone(), idx as u32);
         }
         // As for an update: only a stake share moves for the others at once.
         self.stake_moved(self.fleet.infos[idx].stake != 0.0);

@@ -78,7 +78,9 @@ impl Clock {
     /// at every use (the float-to-integer conversions showed on the decision path).
     #[inline]
     pub(super) fn derive(&mut self, bucket_s: f64) {
-        self.now_ns = (self.now_s * 1e9) as u64;
+        // Below `NO_DEADLINE` even past the nanoseconds' range (584 years from the epoch),
+        // so a request without a deadline never reads as past it.
+        self.now_ns = ((self.now_s * 1e9) as u64).min(NO_DEADLINE - 1);
         self.bucket = BUCKET_BASE + (self.now_s / bucket_s) as u64;
     }
 
@@ -140,5 +142,15 @@ mod tests {
         );
         assert_eq!(c.deadline_ns(Some(t0)), 0);
         assert_eq!(c.instant_at(2_000_000_000), t0 + Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_time_past_the_nanoseconds_range_is_still_before_no_deadline() {
+        let t0 = Instant::now();
+        let mut c = Clock::new(t0, 0.5);
+        // 585 years: more nanoseconds than a u64 holds.
+        c.advance(t0 + Duration::from_secs(585 * 365 * 86_400), 0.5);
+        assert!(c.now_ns < NO_DEADLINE);
+        assert!(c.deadline_ns(None) > c.now_ns);
     }
 }

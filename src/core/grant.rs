@@ -214,8 +214,11 @@ impl Core {
         let more = r.pending > 0;
         if more {
             // Parallel attempts go to different candidates.
-            let x = r.extras.get_or_insert_with(Default::default);
-            x.exclude.push(key);
+            r.extras.get_or_insert_with(Default::default).exclude(
+                key,
+                &self.fleet.infos[cidx].id,
+                &mut self.excluding,
+            );
             self.queue.move_to_general(r, idx);
         } else {
             self.drop_pending(idx);

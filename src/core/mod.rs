@@ -54,6 +54,7 @@ mod select;
 mod slots;
 mod snapshot;
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use rand::Rng;
@@ -335,7 +336,11 @@ pub(crate) struct Key {
 #[derive(Debug, Default)]
 struct Extras {
     eligible: Option<Vec<Key>>,
+    /// The excluded candidates present, by key (what a draw checks).
     exclude: Vec<Key>,
+    /// Every id the request excludes, present or not: a candidate added (or added again)
+    /// under one of them gets its new key in `exclude` (`Core::exclude_added`).
+    excluded_ids: Vec<CandidateId>,
     caps: Vec<String>,
 }
 
@@ -366,6 +371,19 @@ struct ReqSlot {
 }
 
 impl Extras {
+    /// Excludes candidate `id`, present under `key`, from the request's later attempts (a
+    /// parallel attempt went to it, or it failed and the request retries), by key for the
+    /// draws and by id for a later add (`excluding` counts the requests excluding each id).
+    fn exclude(&mut self, key: Key, id: &CandidateId, excluding: &mut HashMap<CandidateId, u32>) {
+        if !self.exclude.contains(&key) {
+            self.exclude.push(key);
+        }
+        if !self.excluded_ids.contains(id) {
+            self.excluded_ids.push(id.clone());
+            *excluding.entry(id.clone()).or_insert(0) += 1;
+        }
+    }
+
     /// What a request with these extras (none: a plain request) may draw from.
     #[inline]
     fn set(extras: Option<&Extras>) -> DrawSet<'_> {
@@ -409,6 +427,9 @@ pub struct Core {
     /// The generation a new request slot starts at ([`Core::continue_request_ids`]).
     first_request_gen: u32,
     queue: WaitQueue,
+    /// How many open requests exclude each id (their `Extras::excluded_ids`), so adding a
+    /// candidate looks for requests to update only when one excludes its id.
+    excluding: HashMap<CandidateId, u32>,
 
     attempts: Attempts,
 
@@ -441,6 +462,7 @@ impl Core {
             free_requests: Vec::new(),
             first_request_gen: 0,
             queue: WaitQueue::default(),
+            excluding: HashMap::new(),
             attempts: Attempts::default(),
             pool: pool::Pool::default(),
             adaptive: limits::Adaptive::default(),

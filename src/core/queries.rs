@@ -381,6 +381,51 @@ impl Core {
             .instant_at((self.clock.next_refresh_s * 1e9).ceil() as u64)
     }
 
+    /// Checks that removed candidates with attempts still running are listed for an add to
+    /// take back, and that every open request's exclusions by id hold by key for the
+    /// candidates present (part of [`Core::check_invariants`]).
+    fn check_exclusions(&self) -> Result<(), String> {
+        let draining = self
+            .fleet
+            .slots
+            .iter()
+            .filter(|s| !s.live && s.in_flight > 0)
+            .count();
+        if draining != self.fleet.draining.len()
+            || self.fleet.draining.iter().any(|(id, &i)| {
+                let s = &self.fleet.slots[i as usize];
+                s.live || s.in_flight == 0 || self.fleet.infos[i as usize].id != *id
+            })
+        {
+            return Err(format!(
+                "{draining} removed candidates still running, {} listed",
+                self.fleet.draining.len()
+            ));
+        }
+        let mut excluding: HashMap<&CandidateId, u32> = HashMap::new();
+        for r in self.requests.iter().filter(|r| r.active) {
+            let Some(x) = r.extras.as_deref() else {
+                continue;
+            };
+            for id in &x.excluded_ids {
+                *excluding.entry(id).or_insert(0) += 1;
+                if let Some(k) = self.fleet.key_of(id) {
+                    if !x.exclude.contains(&k) {
+                        return Err(format!("a request excluding {id} may draw it"));
+                    }
+                }
+            }
+        }
+        if excluding.len() != self.excluding.len()
+            || excluding
+                .iter()
+                .any(|(id, n)| self.excluding.get(*id) != Some(n))
+        {
+            return Err("the count of requests excluding each id drifted".into());
+        }
+        Ok(())
+    }
+
     /// Recomputes every counter from scratch and compares (for tests). Returns what differs.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -450,6 +495,7 @@ impl Core {
                 return Err("a request runs more than its parallelism".into());
             }
         }
+        self.check_exclusions()?;
         let stale = self.fleet.slots.iter().filter(|s| s.stale).count();
         if stale != self.fleet.stale.len() {
             return Err(format!(

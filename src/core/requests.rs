@@ -50,27 +50,31 @@ impl Core {
         };
         self.advance(now);
         // Most requests exclude nothing: no collecting then. Each key once: servability
-        // counts the excluded candidates.
+        // counts the excluded candidates. The ids are kept as well, those of no candidate
+        // yet included, so the exclusion holds for a candidate added under one later.
         let mut exclude: Vec<Key> = Vec::new();
-        for k in request
-            .exclude
-            .iter()
-            .filter_map(|id| self.fleet.key_of(id))
-        {
-            if !exclude.contains(&k) {
+        let mut excluded_ids: Vec<CandidateId> = Vec::new();
+        for id in request.exclude {
+            if excluded_ids.contains(&id) {
+                continue;
+            }
+            if let Some(k) = self.fleet.key_of(&id) {
                 exclude.push(k);
             }
+            *self.excluding.entry(id.clone()).or_insert(0) += 1;
+            excluded_ids.push(id);
         }
-        let extras = if eligible.is_none() && exclude.is_empty() && request.capabilities.is_empty()
-        {
-            None
-        } else {
-            Some(Box::new(Extras {
-                eligible,
-                exclude,
-                caps: request.capabilities,
-            }))
-        };
+        let extras =
+            if eligible.is_none() && excluded_ids.is_empty() && request.capabilities.is_empty() {
+                None
+            } else {
+                Some(Box::new(Extras {
+                    eligible,
+                    exclude,
+                    excluded_ids,
+                    caps: request.capabilities,
+                }))
+            };
         let deadline_ns = self.clock.deadline_ns(request.deadline);
         let (idx, gen) = self.new_request_slot();
         let seq = self.queue.next_seq();
@@ -299,7 +303,11 @@ impl Core {
         let r = &mut self.requests[idx as usize];
         if r.active && r.pending == 0 && r.in_flight == 0 && !r.keep_open {
             r.active = false;
-            r.extras = None;
+            if let Some(x) = r.extras.take() {
+                for id in &x.excluded_ids {
+                    unexclude(&mut self.excluding, id);
+                }
+            }
             self.free_requests.push(idx);
             let request = RequestId::new(idx, r.gen);
             let reason = r.closed.unwrap_or(ended);
@@ -322,6 +330,16 @@ impl Core {
         }
         for idx in doomed {
             self.reject(idx, Rejection::NoEligibleCandidate);
+        }
+    }
+}
+
+/// One open request fewer excludes `id`.
+fn unexclude(excluding: &mut HashMap<CandidateId, u32>, id: &CandidateId) {
+    if let Some(n) = excluding.get_mut(id) {
+        *n -= 1;
+        if *n == 0 {
+            excluding.remove(id);
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The fleet part: the candidate slots, their static info (with the ids), the id index, the sum
 //! trees over the drawable slots, and the counts that spare the common checks a scan.
 
+use std::collections::HashMap;
+
 use rand::{Rng, RngExt};
 
 use super::draw::SumTree;
@@ -69,6 +71,9 @@ pub(super) struct Fleet {
     pub(super) infos: Vec<CandidateInfo>,
     /// Slots of removed candidates with nothing in flight, for reuse.
     pub(super) free_slots: Vec<u32>,
+    /// Slots of removed candidates whose attempts still run, by id: adding the id again
+    /// takes its slot back (`Core::add_with_stats`).
+    pub(super) draining: HashMap<CandidateId, u32>,
     pub(super) by_id: IdIndex,
     /// One sum tree per score channel, over the slots.
     pub(super) trees: Vec<SumTree>,
@@ -124,6 +129,7 @@ impl Fleet {
             slots: Vec::new(),
             infos: Vec::new(),
             free_slots: Vec::new(),
+            draining: HashMap::new(),
             by_id: IdIndex::default(),
             trees: vec![SumTree::default(); channels],
             usable_count: 0,

@@ -25,7 +25,8 @@ pub struct Request {
     pub eligible: Eligible,
     /// How many attempts it runs at once (each on a different candidate). Default 1.
     pub parallelism: u32,
-    /// Candidates it must not use.
+    /// Candidates it must not use, by id: an id no candidate has yet, or one removed and
+    /// added again, stays excluded for as long as the request is open.
     pub exclude: Vec<CandidateId>,
     /// When it stops waiting; a waiting request past its deadline is rejected.
     #[serde(skip)]
@@ -85,7 +86,7 @@ impl Request {
         self
     }
 
-    /// Excludes a candidate (builder style).
+    /// Excludes a candidate by id, present or not (builder style).
     pub fn excluding(mut self, id: impl Into<CandidateId>) -> Self {
         self.exclude.push(id.into());
         self
