@@ -42,9 +42,7 @@ use std::collections::{HashMap, HashSet};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics::{Label, SharedString, Unit};
 
-use crate::core::{
-    CandidateId, CandidateView, Core, Counters, Event, FailureClass, Outcome, Reported, UNLIMITED,
-};
+use crate::core::{CandidateId, Core, Counters, Event, FailureClass, Outcome, Reported, UNLIMITED};
 use crate::decision::DecisionReason;
 use crate::error::Rejection;
 
@@ -348,32 +346,6 @@ struct Present {
 /// limits turned off, a candidate removed): no value, until the exporter forgets the series.
 const GONE: f64 = f64::NAN;
 
-/// The ids listed more than once (a candidate removed while attempts ran on it, then added
-/// again, perhaps removed again: each copy is listed until its attempts end), by id: the
-/// attempts running on all its copies, and the index of the copy its gauges show (the live
-/// one, else the last). Usually none.
-fn listed_more_than_once(views: &[CandidateView<'_>]) -> HashMap<CandidateId, (u32, usize)> {
-    let mut merged: HashMap<CandidateId, (u32, usize)> = HashMap::new();
-    if !views.iter().any(|v| v.removed) {
-        return merged;
-    }
-    let mut copies: HashMap<&CandidateId, u32> = HashMap::new();
-    for view in views {
-        *copies.entry(&view.info.id).or_default() += 1;
-    }
-    for (i, view) in views.iter().enumerate() {
-        if copies[&view.info.id] < 2 {
-            continue;
-        }
-        let (in_flight, shown) = merged.entry(view.info.id.clone()).or_insert((0, i));
-        *in_flight += view.in_flight;
-        if !view.removed || views[*shown].removed {
-            *shown = i;
-        }
-    }
-    merged
-}
-
 /// Sets gauge `name` to `value` while there is one; the first tick without marks it
 /// [`GONE`]. `present` says whether the last tick set it.
 fn set_while(name: &'static str, value: Option<f64>, present: &mut bool) {
@@ -556,16 +528,10 @@ impl CoordinatorMetrics {
         let mut limit_shown = HashSet::new();
         let mut no_load_shown = HashSet::new();
         let preference: HashMap<CandidateId, f64> = core.preference().into_iter().collect();
-        let views: Vec<CandidateView<'_>> = core.candidates().collect();
-        let merged = listed_more_than_once(&views);
-        for (i, view) in views.iter().enumerate() {
-            // One label per id: the live copy's gauges (else the last's), counting the
-            // attempts running on every copy.
-            let in_flight = match merged.get(&view.info.id) {
-                Some(&(_, shown)) if shown != i => continue,
-                Some(&(all, _)) => f64::from(all),
-                None => f64::from(view.in_flight),
-            };
+        // The core lists each id once: a candidate added again while attempts of its
+        // removed self run takes their slot back.
+        for view in core.candidates() {
+            let in_flight = f64::from(view.in_flight);
             if view.ejected {
                 ejected += 1;
             }

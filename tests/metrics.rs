@@ -804,9 +804,9 @@ fn a_removed_candidate_drops_to_zero_in_flight_and_probability() {
     });
 }
 
-/// A candidate removed while attempts run on it and added again under the same id is listed
-/// twice until those attempts end; its gauges show one candidate holding both sets of attempts
-/// (the per-candidate gauges add up to the total), not whichever was written last.
+/// A candidate removed while attempts run on it and added again under the same id takes its
+/// slot back: it is listed once, and its gauges show one candidate holding both sets of
+/// attempts (the per-candidate gauges add up to the total).
 #[test]
 fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
     let recorder = DebuggingRecorder::new();
@@ -830,7 +830,7 @@ fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
             core.candidates()
                 .filter(|v| v.info.id.as_str() == "a")
                 .count(),
-            2
+            1
         );
         m.on_gauges(&core);
         let v = values(&snapshotter);
@@ -843,7 +843,7 @@ fn a_candidate_added_again_while_its_old_attempts_run_shows_them_all() {
             gauge(&v, names::CANDIDATE_IN_FLIGHT, &[("candidate", "b")]),
             0.0
         );
-        // Removed again: two removed copies, still one candidate holding all five.
+        // Removed again: one removed candidate, still holding all five.
         core.remove_candidate(&CandidateId::new("a"), t0, &mut rng)
             .unwrap();
         m.on_gauges(&core);

@@ -150,9 +150,6 @@ impl State {
     /// listed once: a candidate added again while attempts of its removed self still run
     /// takes their slot back, and counts them.
     pub fn candidate(&self, id: &str) -> Option<&CandidateState> {
-        self.candidates
-            .iter()
-            .filter(|c| c.info.id.as_str() == id)
-            .min_by_key(|c| c.removed)
+        self.candidates.iter().find(|c| c.info.id.as_str() == id)
     }
 }

@@ -382,7 +382,7 @@ impl Core {
     }
 
     /// Checks that removed candidates with attempts still running are listed for an add to
-    /// take back, and that every open request's exclusions by id hold by key for the
+    /// take back (so no id is both present and removed), and that every open request's exclusions by id hold by key for the
     /// candidates present (part of [`Core::check_invariants`]).
     fn check_exclusions(&self) -> Result<(), String> {
         let draining = self
@@ -394,7 +394,10 @@ impl Core {
         if draining != self.fleet.draining.len()
             || self.fleet.draining.iter().any(|(id, &i)| {
                 let s = &self.fleet.slots[i as usize];
-                s.live || s.in_flight == 0 || self.fleet.infos[i as usize].id != *id
+                s.live
+                    || s.in_flight == 0
+                    || self.fleet.infos[i as usize].id != *id
+                    || self.fleet.index_of(id).is_some()
             })
         {
             return Err(format!(
