@@ -179,6 +179,24 @@ fn a_shadow_equal_to_the_live_config_always_agrees() {
     );
 }
 
+/// What the top level alone decides (how statistics are learned, what acts on attempts and
+/// candidates) is not an arm's or shadow's own: one whose config differs only there draws as
+/// the live config does (docs/arms.md).
+#[test]
+fn a_shadow_differing_only_in_what_the_top_level_decides_always_agrees() {
+    let mut own = Config::default();
+    own.window.min_samples = 1_000;
+    own.window.buckets = 3;
+    own.ema.alpha = 0.5;
+    own.ema.success_prior = 0.2;
+    own.deadline.factor = 3.0;
+    own.refresh_ms = 1_000;
+    own.ejection.consecutive_failures = 1;
+    let s = run_shadowed(shadowed(own));
+    assert_eq!(s.sampled, 500);
+    assert_eq!(s.agreement(), 1.0);
+}
+
 /// A worker that holds its permits until told, so attempts stay in flight across a reload.
 struct Holder {
     held: Vec<selection_coordinator::actor::Permit>,

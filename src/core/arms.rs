@@ -116,10 +116,11 @@ impl Core {
         let mut cum = 0.0;
         for arm in &config.arms {
             cum += arm.share / total;
-            let model = if arm.config.draws_like(&config) {
+            let own = drawn_with(&arm.config, &config);
+            let model = if own.draws_like(&config) {
                 None
             } else {
-                Some(ScoreModel::new(strip(&arm.config))?)
+                Some(ScoreModel::new(own)?)
             };
             arms.push(ArmState {
                 name: arm.name.clone(),
@@ -132,13 +133,14 @@ impl Core {
         }
         let mut shadows = Vec::with_capacity(config.shadows.len());
         for s in &config.shadows {
+            let own = drawn_with(&s.config, &config);
             shadows.push(ShadowState {
                 sample: s.sample,
                 acc: 0.0,
-                model: if s.config.draws_like(&config) {
+                model: if own.draws_like(&config) {
                     None
                 } else {
-                    Some(ScoreModel::new(strip(&s.config))?)
+                    Some(ScoreModel::new(own)?)
                 },
                 stats: ShadowStats {
                     name: s.name.clone(),
@@ -289,11 +291,27 @@ impl ShadowState {
 }
 
 /// An arm's or shadow's config without variants of its own (validation refuses nesting).
-fn strip(c: &Config) -> Config {
+/// The config an arm or shadow draws with: its own `config`, with what is the top level's
+/// (`docs/arms.md`) taken from `top`: how statistics are learned (`ema`, `window`: the
+/// window's buckets and minimum are read when a draw scores them), what acts on attempts
+/// and candidates (`deadline`, `adaptive`, `share`, the refresh, the ejection thresholds; the
+/// arm's own `ejection.enabled` stays, for its draws), and no arms or shadows of its own.
+fn drawn_with(own: &Config, top: &Config) -> Config {
     Config {
         arms: Vec::new(),
         shadows: Vec::new(),
-        ..c.clone()
+        ema: top.ema.clone(),
+        window: top.window.clone(),
+        deadline: top.deadline.clone(),
+        adaptive: top.adaptive.clone(),
+        share: top.share.clone(),
+        refresh_ms: top.refresh_ms,
+        refresh_per_candidate_us: top.refresh_per_candidate_us,
+        ejection: crate::score::EjectionConfig {
+            enabled: own.ejection.enabled,
+            ..top.ejection.clone()
+        },
+        ..own.clone()
     }
 }
 
