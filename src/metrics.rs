@@ -32,7 +32,8 @@
 //! drops them ([`prometheus_builder`] sets [`SERIES_IDLE_TIMEOUT`]). Label values are sanitized: control characters
 //! become `_`, values are cut to [`MAX_LABEL_LEN`] bytes, a candidate literally named `other`
 //! is labelled `other_`, and two ids that sanitize to the same value are told apart with a
-//! `~N` suffix.
+//! `~N` suffix (the value cut shorter to keep it within the cap); so are arms' and shadows'
+//! names, which label their own series.
 //!
 //! No metric handle is cached: each call resolves through the recorder installed *at that
 //! moment*, so a `CoordinatorMetrics` built before the exporter is installed still reports.
@@ -327,6 +328,8 @@ pub struct CoordinatorMetrics {
     present: Present,
     /// The `arm` label of each arm index (empty: no arms).
     arms: Vec<SharedString>,
+    /// The arms' names those labels were made from.
+    arm_names: Vec<String>,
     /// Each shadow's `sampled` count at the last tick (a config change restarts them).
     shadow_sampled: HashMap<String, u64>,
     /// The snapshot saves (written, failed, skipped) counted up to the last tick.
@@ -375,6 +378,7 @@ impl CoordinatorMetrics {
             limited: HashMap::new(),
             present: Present::default(),
             arms: Vec::new(),
+            arm_names: Vec::new(),
             shadow_sampled: HashMap::new(),
             saves: [0; 3],
         }
@@ -407,15 +411,13 @@ impl CoordinatorMetrics {
     /// name their arm by index).
     pub fn sync_arms(&mut self, core: &Core) {
         let names = core.arm_names();
-        if names.len() == self.arms.len()
-            && names.iter().zip(&self.arms).all(|(n, l)| *n == l.as_ref())
+        if names.len() == self.arm_names.len()
+            && names.iter().zip(&self.arm_names).all(|(n, m)| n == m)
         {
             return;
         }
-        self.arms = names
-            .into_iter()
-            .map(|n| SharedString::from(sanitize_label(n)))
-            .collect();
+        self.arms = labels::unique_labels(names.iter().copied());
+        self.arm_names = names.into_iter().map(String::from).collect();
     }
 
     /// The `arm` label value of an arm index ([`names::DEFAULT_ARM`] without arms).
@@ -627,8 +629,8 @@ impl CoordinatorMetrics {
     fn on_shadows_now(&mut self, core: &Core) {
         let stats = core.shadow_stats();
         let mut seen = HashMap::with_capacity(stats.len());
-        for s in &stats {
-            let label = SharedString::from(sanitize_label(&s.name));
+        let labels = labels::unique_labels(stats.iter().map(|s| s.name.as_str()));
+        for (s, label) in stats.iter().zip(labels) {
             let last = self.shadow_sampled.get(&s.name).copied().unwrap_or(0);
             // A config change restarts a shadow's counts: everything counted since is new.
             let new = if s.sampled >= last {

@@ -588,6 +588,80 @@ fn label_values_are_sanitized_and_kept_distinct() {
     assert_eq!(m.candidate_label(&CandidateId::new("x\ny")).as_ref(), "x_y");
 }
 
+/// Arms and shadows whose names sanitize alike (the same first 64 bytes; a newline against a
+/// tab) keep series of their own, as candidates do: summed under one label, a comparison of
+/// arms by `arm` would add the two together.
+#[test]
+fn arms_and_shadows_whose_names_sanitize_alike_keep_their_own_series() {
+    use selection_coordinator::score::{Arm, Shadow};
+    let long = "x".repeat(MAX_LABEL_LEN);
+    let config = Config {
+        arms: vec![
+            Arm {
+                name: format!("{long}-control"),
+                share: 1.0,
+                config: Config::default(),
+            },
+            Arm {
+                name: format!("{long}-treatment"),
+                share: 1.0,
+                config: Config::default().deterministic(),
+            },
+        ],
+        shadows: vec![
+            Shadow {
+                name: "s\n1".into(),
+                sample: 1.0,
+                config: Config::default().deterministic(),
+            },
+            Shadow {
+                name: "s\t1".into(),
+                sample: 1.0,
+                config: Config::default().deterministic(),
+            },
+        ],
+        ..Config::default()
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut core = Core::new(config, t0).unwrap();
+        for i in 0..3 {
+            core.add_candidate(CandidateInfo::new(format!("c{i}")), t0, &mut rng)
+                .unwrap();
+        }
+        let mut m = CoordinatorMetrics::new(10);
+        m.sync_arms(&core);
+        for _ in 0..200 {
+            core.ready(Request::any(), t0, &mut rng).unwrap();
+            for g in granted(&drain(&mut core, &mut m)) {
+                core.done(g.attempt, Next::Finish, t0, &mut rng).unwrap();
+            }
+        }
+        m.on_gauges(&core);
+        let v = values(&snapshotter);
+        let of = |name: &str, key: &str| -> BTreeSet<String> {
+            v.keys()
+                .filter(|(n, _)| n == name)
+                .flat_map(|(_, l)| l.iter().filter(|(k, _)| k == key).map(|(_, x)| x.clone()))
+                .collect()
+        };
+        let arms = of(names::DECISIONS, "arm");
+        assert_eq!(arms.len(), 2, "{arms:?}");
+        assert!(arms.iter().all(|a| a.len() <= MAX_LABEL_LEN), "{arms:?}");
+        let shadows = of(names::SHADOW_DECISIONS, "shadow");
+        assert_eq!(
+            shadows,
+            BTreeSet::from(["s_1".to_string(), "s_1~2".to_string()])
+        );
+        for s in &shadows {
+            assert_eq!(counter(&v, names::SHADOW_DECISIONS, &[("shadow", s)]), 200);
+        }
+    });
+}
+
 #[test]
 fn nothing_is_recorded_without_a_recorder_and_nothing_panics() {
     // The library only emits: with no recorder installed every call is a no-op.

@@ -29,6 +29,38 @@ pub fn sanitize_label(id: &str) -> String {
     out
 }
 
+/// `base` with the suffix `~n` that tells apart names whose labels would be the same, the
+/// base cut on a character boundary so the whole stays within [`MAX_LABEL_LEN`] bytes.
+fn suffixed(base: &str, n: usize) -> String {
+    let suffix = format!("~{n}");
+    let mut end = MAX_LABEL_LEN.saturating_sub(suffix.len()).min(base.len());
+    while !base.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &base[..end])
+}
+
+/// Label values for a list of names (arms, shadows), in order: sanitized as candidate ids
+/// are, and unique as theirs are, so two names that sanitize alike (the same first 64 bytes,
+/// a tab against a newline) are not summed under one label.
+pub(super) fn unique_labels<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<SharedString> {
+    let mut used: HashSet<String> = HashSet::new();
+    names
+        .into_iter()
+        .map(|name| {
+            let base = sanitize_label(name);
+            let mut label = base.clone();
+            let mut n = 2;
+            while used.contains(&label) {
+                label = suffixed(&base, n);
+                n += 1;
+            }
+            used.insert(label.clone());
+            SharedString::from(label)
+        })
+        .collect()
+}
+
 /// Gauge ticks a removed candidate keeps its label before the label is freed for another
 /// candidate (outcomes of its last attempts may still arrive meanwhile).
 pub const LABEL_RETIRE_TICKS: u64 = 3;
@@ -77,7 +109,7 @@ impl CandidateLabels {
         let mut label = SharedString::from(base.clone());
         let mut n = 2;
         while self.used.contains(&label) {
-            label = SharedString::from(format!("{base}~{n}"));
+            label = SharedString::from(suffixed(&base, n));
             n += 1;
         }
         self.used.insert(label.clone());
@@ -116,5 +148,49 @@ impl CandidateLabels {
 
     pub(super) fn is_other(label: &SharedString) -> bool {
         label.as_ref() == names::OTHER
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_sanitize_alike_get_distinct_labels_within_the_length_cap() {
+        let long = "x".repeat(70);
+        let longer = format!("{long}y");
+        let labels = unique_labels([
+            "s\n1",
+            "s\t1",
+            long.as_str(),
+            longer.as_str(),
+            "é".repeat(40).as_str(),
+        ]);
+        let texts: Vec<&str> = labels.iter().map(|l| l.as_ref()).collect();
+        assert_eq!(texts[0], "s_1");
+        assert_eq!(texts[1], "s_1~2");
+        assert_eq!(texts[2], "x".repeat(MAX_LABEL_LEN));
+        assert_eq!(texts[3], format!("{}~2", "x".repeat(MAX_LABEL_LEN - 2)));
+        assert!(texts.iter().all(|t| t.len() <= MAX_LABEL_LEN));
+        let distinct: HashSet<&str> = texts.iter().copied().collect();
+        assert_eq!(distinct.len(), texts.len());
+        // A cut never splits a character.
+        assert_eq!(
+            suffixed(&"é".repeat(32), 2),
+            format!("{}~2", "é".repeat(31))
+        );
+    }
+
+    #[test]
+    fn a_candidate_label_with_a_suffix_stays_within_the_length_cap() {
+        let mut labels = CandidateLabels::new(10);
+        let a = CandidateId::new(format!("{}a", "p".repeat(64)));
+        let b = CandidateId::new(format!("{}b", "p".repeat(64)));
+        let (la, lb) = (labels.get(&a), labels.get(&b));
+        assert_ne!(la, lb);
+        assert!(
+            la.len() <= MAX_LABEL_LEN && lb.len() <= MAX_LABEL_LEN,
+            "{lb}"
+        );
     }
 }
