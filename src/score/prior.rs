@@ -69,6 +69,8 @@ pub(crate) struct Pooled {
     attempt_ms: Option<f64>,
     /// The variance of its natural log (independent senders weighted by their samples).
     time_var: f64,
+    /// The senders' overload windows: errors and outcomes, each sender's scaled to count at
+    /// most as many outcomes as its samples do.
     errors: f64,
     total: f64,
     /// The newest sample behind them, seconds on the receiving core's clock.
@@ -107,7 +109,8 @@ impl ScoreModel {
     }
 
     /// Pools the senders' reports on one candidate (those neither expired nor in their
-    /// blackout): sample-weighted averages, counts summed. `None`: nothing usable.
+    /// blackout): sample-weighted averages and overload windows, recent counts summed.
+    /// `None`: nothing usable.
     pub(crate) fn pool<'a>(
         &self,
         evidence: impl Iterator<Item = &'a RemoteEvidence>,
@@ -152,8 +155,15 @@ impl ScoreModel {
                 var_sum += n * n * e.attempt_var;
                 time_weight += n;
             }
-            p.errors += f64::from(e.overload.0);
-            p.total += f64::from(e.overload.1);
+            // A sender's window weighs what its samples do, as its averages above: its error
+            // share counted over at most `n` outcomes. Summed as raw counts, one sender
+            // claiming a window far larger than its samples set the pooled share alone.
+            let (errors, total) = (f64::from(e.overload.0), f64::from(e.overload.1));
+            if total > 0.0 {
+                let w = total.min(n);
+                p.errors += errors / total * w;
+                p.total += w;
+            }
         }
         if p.samples <= 0.0 {
             return None;
@@ -272,5 +282,46 @@ impl ScoreModel {
             out.last_sample_s = Some(local.last_sample_s.map_or(newest, |l| l.max(newest)));
         }
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::Config;
+
+    fn evidence(samples: u64, overload: (u32, u32)) -> RemoteEvidence {
+        RemoteEvidence {
+            success: 1.0,
+            attempt_ms: 10.0,
+            attempt_var: 0.1,
+            ttfb_ms: 10.0,
+            connect_ms: f64::NAN,
+            bandwidth_bps: f64::NAN,
+            overload,
+            samples,
+            successes: samples,
+            sample_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_senders_window_weighs_no_more_than_its_samples() {
+        let model = ScoreModel::new(Config::default()).unwrap();
+        let mut senders: Vec<RemoteEvidence> = (0..20).map(|_| evidence(100, (0, 1_000))).collect();
+        // One sender with a single sample claims a window of a million overload errors.
+        senders.push(evidence(1, (1_000_000, 1_000_000)));
+        let p = model.pool(senders.iter(), (0.0, 0.0, 0.0)).unwrap();
+        let memory = model.memory();
+        assert_eq!(p.total, 20.0 * memory + 1.0);
+        assert_eq!(p.errors, 1.0);
+        // Windows of fewer outcomes than the samples count as they are.
+        let p = model
+            .pool(
+                [evidence(100, (1, 4)), evidence(100, (0, 2))].iter(),
+                (0.0, 0.0, 0.0),
+            )
+            .unwrap();
+        assert_eq!((p.errors, p.total), (1.0, 6.0));
     }
 }
