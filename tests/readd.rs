@@ -138,8 +138,8 @@ fn a_retry_never_goes_back_to_a_candidate_that_left_and_came_back() {
     }
 }
 
-#[test]
-fn a_candidate_back_while_its_attempts_run_counts_them_against_its_limit() {
+/// One candidate `a`, one attempt at a time each, removed at 1 ms while its attempt runs.
+fn a_removed_with_an_attempt_running() -> (Core, SmallRng, Instant, Grant) {
     let (mut core, mut rng, t0) = core_of(
         Config::default(),
         Limits {
@@ -152,6 +152,12 @@ fn a_candidate_back_while_its_attempts_run_counts_them_against_its_limit() {
     let first = grants(&mut core).pop().unwrap();
     core.remove_candidate(&id("a"), ms(t0, 1), &mut rng)
         .unwrap();
+    (core, rng, t0, first)
+}
+
+#[test]
+fn a_candidate_back_while_its_attempts_run_counts_them_against_its_limit() {
+    let (mut core, mut rng, t0, first) = a_removed_with_an_attempt_running();
     core.add_candidate(CandidateInfo::new("a"), ms(t0, 2), &mut rng)
         .unwrap();
     assert_eq!(core.candidate(&id("a")).unwrap().in_flight, 1);
@@ -175,18 +181,7 @@ fn a_candidate_back_while_its_attempts_run_counts_them_against_its_limit() {
 
 #[test]
 fn a_candidate_back_after_its_attempts_ended_starts_afresh() {
-    let (mut core, mut rng, t0) = core_of(
-        Config::default(),
-        Limits {
-            per_candidate: 1,
-            ..Limits::default()
-        },
-        vec![CandidateInfo::new("a")],
-    );
-    core.ready(Request::any(), t0, &mut rng).unwrap();
-    let first = grants(&mut core).pop().unwrap();
-    core.remove_candidate(&id("a"), ms(t0, 1), &mut rng)
-        .unwrap();
+    let (mut core, mut rng, t0, first) = a_removed_with_an_attempt_running();
     core.outcome(first.attempt, Outcome::success(), ms(t0, 5))
         .unwrap();
     core.done(first.attempt, Next::Finish, ms(t0, 5), &mut rng)
