@@ -1310,3 +1310,77 @@ fn a_fleet_of_one_says_it_shares_with_no_one() {
     ]);
     assert!(!stderr(&out).contains("with no one"), "{}", stderr(&out));
 }
+
+/// The demo's stop summary: how many decisions it made, and how long it ran.
+fn demo_decisions(err: &str) -> (f64, f64) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("stopped after"))
+        .unwrap_or_else(|| panic!("no summary in {err}"));
+    let secs = line.split("stopped after ").nth(1).unwrap();
+    let secs: f64 = secs.split(" s").next().unwrap().parse().unwrap();
+    let n = line.split(": ").nth(2).unwrap();
+    let n: f64 = n.split(' ').next().unwrap().parse().unwrap();
+    (n, secs)
+}
+
+/// An open loop plays at the scenario's rate: `herd` asks for 3,200 requests a second, and a
+/// timer per arrival used to hold every scenario under about a thousand. The margin is wide
+/// (half the rate) so a loaded machine does not fail it; the cap it guards against is a third.
+#[test]
+fn the_demo_plays_an_open_loop_at_its_rate() {
+    let out = selcoord(&[
+        "demo",
+        "--scenario",
+        "herd",
+        "--duration",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let (n, secs) = demo_decisions(&err);
+    assert!(n / secs > 1_600.0, "{n} decisions in {secs} s: {err}");
+}
+
+/// SIGTERM (what systemd, Docker and Kubernetes send) stops the demo as Ctrl-C does: it
+/// drains, prints its summary, saves its snapshot and exits 0.
+#[cfg(unix)]
+#[test]
+fn the_demo_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_selcoord"))
+        .args(["demo", "--listen", "127.0.0.1:0", "--snapshot"])
+        .arg(&file)
+        .env_remove("SELCOORD_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run selcoord");
+    // Its first status line says it is serving; then it is told to stop.
+    let mut child = child;
+    let mut reader = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    while !seen.contains("metrics") {
+        let mut line = String::new();
+        if reader.read_line(&mut line).expect("a line") == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
+    let status = child.wait().expect("wait for selcoord");
+    let err = format!("{seen}{rest}");
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(err.contains("stopped after"), "{err}");
+    assert!(err.contains("the last save at stop written"), "{err}");
+    assert!(file.is_file(), "no snapshot: {err}");
+}

@@ -19,10 +19,13 @@ use selection_coordinator::sim::{Action, LoopKind, Scenario, Workload};
 use selection_coordinator::snapshot::SnapshotStore;
 use selection_coordinator::{Next, Outcome};
 
+mod arrivals;
 mod discovery;
 mod fleet;
 mod reload;
+mod stop;
 mod world;
+use arrivals::Arrivals;
 use discovery::Membership;
 use world::{World, RECENT_S};
 
@@ -54,7 +57,7 @@ pub(crate) struct Args {
     /// status line shows.
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
-    /// Stop after this many seconds (default: run until Ctrl-C). Stopping then drains: no new
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM). Stopping then drains: no new
     /// requests, and the attempts in flight and the requests waiting get up to 5 more seconds
     /// to finish, so the summary and the decision log agree with the metrics.
     #[arg(long, allow_negative_numbers = true)]
@@ -142,7 +145,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         if !(d > 0.0 && d <= MAX_DURATION_S) {
             return Err(format!(
                 "--duration must be a positive number of seconds up to 1e9 \
-                 (leave it out to run until Ctrl-C), got {d:?}"
+                 (leave it out to run until Ctrl-C or SIGTERM), got {d:?}"
             ));
         }
     }
@@ -365,7 +368,11 @@ async fn live(
             }
         }
         LoopKind::Open => {
-            Arrivals { load: load.clone() }.start();
+            Arrivals {
+                load: load.clone(),
+                next_at: Instant::now(),
+            }
+            .start();
         }
     }
     schedule_timeline(&scenario, &membership, &world, speed);
@@ -380,7 +387,7 @@ async fn live(
                 None => std::future::pending().await,
             }
         } => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = stop::requested() => {}
     }
     status.abort();
     if let Some(w) = watcher {
@@ -633,30 +640,6 @@ impl Handler<Answer> for Worker {
             }
             Answer::Rejected { .. } => self.next(ctx),
         }
-    }
-}
-
-/// An open loop: Poisson arrivals, each a one-request worker.
-struct Arrivals {
-    load: LoadShape,
-}
-
-impl Actor for Arrivals {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        self.arrive(ctx);
-    }
-}
-
-impl Arrivals {
-    fn arrive(&mut self, ctx: &mut Context<Self>) {
-        let rate = self.load.workload.rate_per_s.max(1e-3) * self.load.speed;
-        let gap = self.load.world.borrow_mut().gap(rate);
-        ctx.run_later(Duration::from_secs_f64(gap.min(60.0)), |act, ctx| {
-            Worker::new(act.load.clone(), false).start();
-            act.arrive(ctx);
-        });
     }
 }
 
