@@ -279,7 +279,7 @@ fn negative_numbers_get_the_programs_own_message() {
     for (args, want) in [
         (
             &["demo", "--duration", "-1"][..],
-            "--duration must be a positive number of seconds up to 1e9 (leave it out to run until Ctrl-C), got -1.0",
+            "--duration must be a positive number of seconds up to 1e9 (leave it out to run until Ctrl-C or SIGTERM), got -1.0",
         ),
         (
             &["demo", "--speed", "-2"],

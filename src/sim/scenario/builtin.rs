@@ -1,7 +1,7 @@
 //! The built-in scenarios: the files of `scenarios/`, embedded.
 
 /// The built-in scenarios, by name, embedded so the binary works from any directory.
-pub const BUILTIN: [(&str, &str); 18] = [
+pub const BUILTIN: [(&str, &str); 19] = [
     (
         "mongo-overload",
         include_str!("../../../scenarios/mongo-overload.toml"),
@@ -45,6 +45,10 @@ pub const BUILTIN: [(&str, &str); 18] = [
     (
         "bulk-transfer",
         include_str!("../../../scenarios/bulk-transfer.toml"),
+    ),
+    (
+        "hanging-candidate",
+        include_str!("../../../scenarios/hanging-candidate.toml"),
     ),
     (
         "hidden-capacity",
