@@ -658,16 +658,13 @@ fn list_refuses_the_flags_of_a_run() {
 }
 
 /// A count flag says the same range whatever is wrong with the value: a fraction used to read
-/// "from 0 to 18446744073709551615" where 0 read ">= 1".
+/// "from 0 to 18446744073709551615" where 0 read ">= 1", and `--seeds` and `--count` give
+/// their own bounds, not their type's.
 #[test]
 fn count_flags_say_at_least_one_whatever_the_value() {
     let runs: [(&[&str], &str, &str); 4] = [
-        (
-            &["--scenario", "recovery"],
-            "--seeds",
-            "18446744073709551615",
-        ),
-        (&["--suite", "outage"], "--count", "18446744073709551615"),
+        (&["--scenario", "recovery"], "--seeds", "1000000"),
+        (&["--suite", "outage"], "--count", "1000"),
         (
             &["--scenario", "recovery"],
             "--threads",
@@ -1383,4 +1380,20 @@ fn the_demo_stops_cleanly_on_sigterm() {
     assert!(err.contains("stopped after"), "{err}");
     assert!(err.contains("the last save at stop written"), "{err}");
     assert!(file.is_file(), "no snapshot: {err}");
+}
+
+/// An empty `--metrics-name` is refused: it used to label every series `coordinator="_"`.
+#[test]
+fn the_demo_refuses_an_empty_metrics_name() {
+    let err = selcoord_fails(&["demo", "--metrics-name", " ", "--duration", "0.3"]);
+    assert!(err.contains("--metrics-name must not be empty"), "{err}");
+}
+
+/// One candidate is "1 candidate".
+#[test]
+fn a_one_candidate_scenario_reads_in_the_singular() {
+    let out = selcoord(&["simulate", "--scenario", "knee", "--seeds", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.starts_with("scenario knee: 1 candidate, seed 1"), "{text}");
 }

@@ -440,9 +440,10 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "scenario {}: {} candidates, {seeds}{}",
+            "scenario {}: {} candidate{}, {seeds}{}",
             self.scenario,
             self.candidates.len(),
+            if self.candidates.len() == 1 { "" } else { "s" },
             if self.seeds.len() > 1 {
                 ", means over seeds"
             } else {

@@ -138,6 +138,15 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             Num(args.sample_rate)
         ));
     }
+    if args
+        .metrics_name
+        .as_deref()
+        .is_some_and(|n| n.trim().is_empty())
+    {
+        return Err(
+            "--metrics-name must not be empty (leave it out for no `coordinator` label)".into(),
+        );
+    }
     args.fleet.check()?;
     let discovery = args.discovery.config()?;
     let snapshots = snapshot_store(&args)?;

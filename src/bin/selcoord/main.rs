@@ -98,6 +98,14 @@ pub(crate) fn positive<T: Whole + PartialEq + Default>(s: &str) -> Result<T, Str
     }
 }
 
+/// [`positive`] for a flag whose bound, `MAX`, is checked later with its reason (`--seeds`,
+/// `--count`): a value that is no whole number >= 1 is told that range, not the type's.
+pub(crate) fn positive_citing<T: Whole + PartialEq + Default, const MAX: u64>(
+    s: &str,
+) -> Result<T, String> {
+    positive::<T>(s).map_err(|_| format!("must be a whole number >= 1 (at most {MAX})"))
+}
+
 /// A whole number from 1 to `MAX`: [`positive`] with the flag's own bound in the message.
 pub(crate) fn positive_up_to<const MAX: u32>(s: &str) -> Result<u32, String> {
     match positive::<u32>(s) {

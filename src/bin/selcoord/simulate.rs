@@ -77,7 +77,7 @@ pub(crate) struct Args {
         long,
         default_value_t = 1,
         allow_negative_numbers = true,
-        value_parser = crate::positive::<u64>,
+        value_parser = crate::positive_citing::<u64, MAX_SEEDS>,
     )]
     seeds: u64,
     /// The first seed (with --suite, the suite's seed).

@@ -22,7 +22,7 @@ pub(crate) struct SuiteArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        value_parser = crate::positive::<usize>,
+        value_parser = crate::positive_citing::<usize, { MAX_COUNT as u64 }>,
     )]
     pub(crate) count: Option<usize>,
     /// Write each generated scenario to DIR/FAMILY-INDEX.toml before running (with --suite).
@@ -33,6 +33,12 @@ pub(crate) struct SuiteArgs {
     #[arg(long)]
     pub(crate) by_world: bool,
 }
+
+/// The most scenarios per family `--count` takes. Every scenario is generated before the runs
+/// start (some 10 KB each, text and parsed, and each run's figures stay until the report):
+/// 1000 per family of all seven families stay within about a hundred MB, and take over an
+/// hour with the default policies on two cores. 100 per family and policy take about a minute.
+const MAX_COUNT: usize = 1_000;
 
 /// Scenarios per family when `--count` is not given.
 const DEFAULT_COUNT: usize = 20;
@@ -52,11 +58,6 @@ pub(crate) fn run(
     let threads = crate::threads_or_cores(threads);
     let families = Family::parse_list(&args.suite)?;
     let count = args.count.unwrap_or(DEFAULT_COUNT);
-    // Every scenario is generated before the runs start (some 10 KB each, text and parsed,
-    // and each run's figures stay until the report): 1000 per family of all seven families stay
-    // within about a hundred MB, and take over an hour with the default policies on two
-    // cores. 100 per family and policy take about a minute.
-    const MAX_COUNT: usize = 1_000;
     if count > MAX_COUNT {
         return Err(format!(
             "--count must be at most {MAX_COUNT} scenarios per family (got {count}): every \
