@@ -1395,5 +1395,18 @@ fn a_one_candidate_scenario_reads_in_the_singular() {
     let out = selcoord(&["simulate", "--scenario", "knee", "--seeds", "1"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(text.starts_with("scenario knee: 1 candidate, seed 1"), "{text}");
+    assert!(
+        text.starts_with("scenario knee: 1 candidate, seed 1"),
+        "{text}"
+    );
+}
+
+/// `--listen` takes a host name with its port, as a user writes `localhost:9464`, and names
+/// what it wants when the value is neither.
+#[test]
+fn the_demo_listens_on_a_host_name() {
+    let out = selcoord(&["demo", "--duration", "0.3", "--listen", "localhost:0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = selcoord_fails(&["demo", "--listen", "nohost"]);
+    assert!(err.contains("must be IP:PORT or HOST:PORT"), "{err}");
 }

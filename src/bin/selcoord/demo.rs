@@ -53,9 +53,9 @@ pub(crate) struct Args {
     /// field paths and the running config stays.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Where to serve Prometheus metrics (`/metrics`). Port 0 takes a free port, which the
-    /// status line shows.
-    #[arg(long, default_value = "127.0.0.1:9464")]
+    /// Where to serve Prometheus metrics (`/metrics`): IP:PORT or HOST:PORT. Port 0 takes a
+    /// free port, which the status line shows.
+    #[arg(long, default_value = "127.0.0.1:9464", value_parser = listen_addr)]
     listen: SocketAddr,
     /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM). Stopping then drains: no new
     /// requests, and the attempts in flight and the requests waiting get up to 5 more seconds
@@ -237,6 +237,16 @@ fn snapshot_store(args: &Args) -> Result<Option<(SnapshotStore, Duration)>, Stri
     let store =
         SnapshotStore::new(dir, name).map_err(|e| format!("--snapshot {}: {e}", path.display()))?;
     Ok(Some((store, Duration::from_secs_f64(every))))
+}
+
+/// `--listen`: an address, or a host name with a port (`localhost:9464`) resolved once, to
+/// its first address.
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .map_err(|e| format!("must be IP:PORT or HOST:PORT ({e})"))?
+        .next()
+        .ok_or_else(|| format!("{s} resolves to no address"))
 }
 
 /// Installs the Prometheus exporter on `listen` and returns the address it serves on. The
