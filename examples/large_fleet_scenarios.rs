@@ -12,6 +12,8 @@
 //!
 //! Each for 4,000 and 10,000 candidates.
 //!
+//! The directory is the first argument (default `./large-fleet-scenarios`):
+//!
 //! ```sh
 //! cargo run --release --example large_fleet_scenarios -- /tmp/fleets
 //! cargo run --release -- simulate --scenario /tmp/fleets/hang-10000.toml --seeds 7 --seed 4
@@ -59,13 +61,13 @@ fn spell(s: &mut String, candidate: &str, at_s: f64, heal_s: f64, overrides: &st
     );
 }
 
-fn main() -> std::io::Result<()> {
+fn main() -> Result<(), String> {
     let dir = PathBuf::from(
         std::env::args()
             .nth(1)
             .unwrap_or_else(|| "large-fleet-scenarios".to_string()),
     );
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for n in [4_000usize, 10_000] {
         let fast = n / 10;
         let steady = header(&format!("steady-{n}"), n, 40, false);
@@ -86,7 +88,8 @@ fn main() -> std::io::Result<()> {
         }
         for (name, text) in [("steady", steady), ("degrade", degrade), ("hang", hang)] {
             let path = dir.join(format!("{name}-{n}.toml"));
-            std::fs::write(&path, text)?;
+            std::fs::write(&path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             println!("{}", path.display());
         }
     }
