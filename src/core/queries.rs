@@ -382,8 +382,9 @@ impl Core {
     }
 
     /// Checks that removed candidates with attempts still running are listed for an add to
-    /// take back (so no id is both present and removed), and that every open request's exclusions by id hold by key for the
-    /// candidates present (part of [`Core::check_invariants`]).
+    /// take back (so no id is both present and removed), and that every open request's
+    /// exclusions by id hold by key for the candidates present (part of
+    /// [`Core::check_invariants`]).
     fn check_exclusions(&self) -> Result<(), String> {
         let draining = self
             .fleet

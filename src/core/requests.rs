@@ -50,7 +50,7 @@ impl Core {
         };
         self.advance(now);
         // Most requests exclude nothing: no collecting then. Each key once: servability
-        // counts the excluded candidates. The ids are kept as well, those of no candidate
+        // counts the excluded candidates. The ids are kept as well, those no candidate has
         // yet included, so the exclusion holds for a candidate added under one later.
         let mut exclude: Vec<Key> = Vec::new();
         let mut excluded_ids: Vec<CandidateId> = Vec::new();
