@@ -175,7 +175,7 @@ impl Core {
                 // The slot still holds the candidate's info: only an add reuses a slot.
                 let id = &self.fleet.infos[att.key.idx as usize].id;
                 r.extras.get_or_insert_with(Default::default).exclude(
-                    att.key,
+                    Some(att.key),
                     id,
                     &mut self.excluding,
                 );

@@ -215,7 +215,7 @@ impl Core {
         if more {
             // Parallel attempts go to different candidates.
             r.extras.get_or_insert_with(Default::default).exclude(
-                key,
+                Some(key),
                 &self.fleet.infos[cidx].id,
                 &mut self.excluding,
             );

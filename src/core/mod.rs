@@ -371,11 +371,18 @@ struct ReqSlot {
 }
 
 impl Extras {
-    /// Excludes candidate `id`, present under `key`, from the request's later attempts (a
-    /// parallel attempt went to it, or it failed and the request retries), by key for the
-    /// draws and by id for a later add (`excluding` counts the requests excluding each id).
-    fn exclude(&mut self, key: Key, id: &CandidateId, excluding: &mut HashMap<CandidateId, u32>) {
-        if !self.exclude.contains(&key) {
+    /// Excludes candidate `id` (present under `key`, if it is) from the request's attempts:
+    /// named by the request, or tried by it (a parallel attempt went to it, or it failed and
+    /// the request retries). Each once, by key for the draws (servability counts the
+    /// excluded candidates) and by id for a later add (`excluding` counts the requests
+    /// excluding each id).
+    fn exclude(
+        &mut self,
+        key: Option<Key>,
+        id: &CandidateId,
+        excluding: &mut HashMap<CandidateId, u32>,
+    ) {
+        if let Some(key) = key.filter(|k| !self.exclude.contains(k)) {
             self.exclude.push(key);
         }
         if !self.excluded_ids.contains(id) {

@@ -49,32 +49,25 @@ impl Core {
             }
         };
         self.advance(now);
-        // Most requests exclude nothing: no collecting then. Each key once: servability
-        // counts the excluded candidates. The ids are kept as well, those no candidate has
-        // yet included, so the exclusion holds for a candidate added under one later.
-        let mut exclude: Vec<Key> = Vec::new();
-        let mut excluded_ids: Vec<CandidateId> = Vec::new();
-        for id in request.exclude {
-            if excluded_ids.contains(&id) {
-                continue;
-            }
-            if let Some(k) = self.fleet.key_of(&id) {
-                exclude.push(k);
-            }
-            *self.excluding.entry(id.clone()).or_insert(0) += 1;
-            excluded_ids.push(id);
-        }
-        let extras =
-            if eligible.is_none() && excluded_ids.is_empty() && request.capabilities.is_empty() {
-                None
-            } else {
-                Some(Box::new(Extras {
-                    eligible,
-                    exclude,
-                    excluded_ids,
-                    caps: request.capabilities,
-                }))
+        // Most requests exclude nothing, need nothing and may use any candidate: no extras
+        // then. Exclusions are kept by id as well, those no candidate has yet included, so
+        // they hold for a candidate added under one later.
+        let extras = if eligible.is_none()
+            && request.exclude.is_empty()
+            && request.capabilities.is_empty()
+        {
+            None
+        } else {
+            let mut x = Extras {
+                eligible,
+                caps: request.capabilities,
+                ..Extras::default()
             };
+            for id in &request.exclude {
+                x.exclude(self.fleet.key_of(id), id, &mut self.excluding);
+            }
+            Some(Box::new(x))
+        };
         let deadline_ns = self.clock.deadline_ns(request.deadline);
         let (idx, gen) = self.new_request_slot();
         let seq = self.queue.next_seq();

@@ -40,24 +40,28 @@ fn suffixed(base: &str, n: usize) -> String {
     format!("{}{suffix}", &base[..end])
 }
 
+/// `name`'s label: sanitized, and told apart by a suffix from every label in `used`, to
+/// which it is added.
+fn unique_label(name: &str, used: &mut HashSet<SharedString>) -> SharedString {
+    let base = sanitize_label(name);
+    let mut label = SharedString::from(base.clone());
+    let mut n = 2;
+    while used.contains(&label) {
+        label = SharedString::from(suffixed(&base, n));
+        n += 1;
+    }
+    used.insert(label.clone());
+    label
+}
+
 /// Label values for a list of names (arms, shadows), in order: sanitized as candidate ids
 /// are, and unique as theirs are, so two names that sanitize alike (the same first 64 bytes,
 /// a tab against a newline) are not summed under one label.
 pub(super) fn unique_labels<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<SharedString> {
-    let mut used: HashSet<String> = HashSet::new();
+    let mut used = HashSet::new();
     names
         .into_iter()
-        .map(|name| {
-            let base = sanitize_label(name);
-            let mut label = base.clone();
-            let mut n = 2;
-            while used.contains(&label) {
-                label = suffixed(&base, n);
-                n += 1;
-            }
-            used.insert(label.clone());
-            SharedString::from(label)
-        })
+        .map(|name| unique_label(name, &mut used))
         .collect()
 }
 
@@ -105,14 +109,7 @@ impl CandidateLabels {
         if self.labels.len() >= self.cap {
             return SharedString::const_str(names::OTHER);
         }
-        let base = sanitize_label(id.as_str());
-        let mut label = SharedString::from(base.clone());
-        let mut n = 2;
-        while self.used.contains(&label) {
-            label = SharedString::from(suffixed(&base, n));
-            n += 1;
-        }
-        self.used.insert(label.clone());
+        let label = unique_label(id.as_str(), &mut self.used);
         self.labels.insert(
             id.clone(),
             Assigned {
