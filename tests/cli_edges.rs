@@ -738,6 +738,29 @@ fn the_demo_keeps_what_it_learned_in_its_snapshot() {
     );
 }
 
+/// A corrupt snapshot file is moved aside and the run starts fresh, said once (the library's
+/// warning), not again by the demo's own status line.
+#[test]
+fn a_corrupt_demo_snapshot_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.json");
+    std::fs::write(&file, "garbage{").unwrap();
+    let out = selcoord(&[
+        "demo",
+        "--duration",
+        "0.5",
+        "--listen",
+        "127.0.0.1:0",
+        "--snapshot",
+        file.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("demo.json.corrupt-0").count(), 1, "{err}");
+    assert!(err.contains("starting fresh"), "{err}");
+    assert!(dir.path().join("demo.json.corrupt-0").is_file(), "{err}");
+}
+
 /// A scenario of two candidates, short enough to run in a moment; `fleet` is its `[fleet]`
 /// table, or empty.
 fn small_scenario(dir: &Path, name: &str, fleet: &str) -> String {

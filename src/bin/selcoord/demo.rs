@@ -322,16 +322,11 @@ async fn live(
     let coordinator = coordinator.start();
     if args.snapshot.is_some() {
         if let Ok(state) = coordinator.send(GetState).await {
-            eprintln!(
-                "selcoord demo: snapshot {}: {}",
-                state
-                    .snapshots
-                    .path
-                    .as_deref()
-                    .unwrap_or(Path::new(""))
-                    .display(),
-                load_outcome(&state.snapshots.loaded)
-            );
+            // A file moved aside or not applied is already reported by the library's warning.
+            if let Some(outcome) = load_outcome(&state.snapshots.loaded) {
+                let path = state.snapshots.path.as_deref().unwrap_or(Path::new(""));
+                eprintln!("selcoord demo: snapshot {}: {outcome}", path.display());
+            }
         }
     }
     let membership = Membership::start(
@@ -485,19 +480,16 @@ async fn live(
     Ok(())
 }
 
-/// What the snapshot load found, in a few words.
-fn load_outcome(loaded: &LoadOutcome) -> String {
+/// What the snapshot load found, in a few words; `None` when the library's warning has said
+/// it (a file moved aside, or one that could not be applied).
+fn load_outcome(loaded: &LoadOutcome) -> Option<String> {
     match loaded {
-        LoadOutcome::NotConfigured => "no store".into(),
-        LoadOutcome::Missing => "no file yet: starting fresh".into(),
-        LoadOutcome::Restored { candidates } => {
-            format!("restored what an earlier run learned of {candidates} candidates")
-        }
-        LoadOutcome::Quarantined { moved_to, problem } => format!(
-            "unreadable ({problem}): moved to {} and starting fresh",
-            moved_to.display()
-        ),
-        LoadOutcome::Failed { error } => format!("not loaded ({error}): starting fresh"),
+        LoadOutcome::NotConfigured => Some("no store".into()),
+        LoadOutcome::Missing => Some("no file yet: starting fresh".into()),
+        LoadOutcome::Restored { candidates } => Some(format!(
+            "restored what an earlier run learned of {candidates} candidates"
+        )),
+        LoadOutcome::Quarantined { .. } | LoadOutcome::Failed { .. } => None,
     }
 }
 
