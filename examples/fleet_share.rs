@@ -105,7 +105,7 @@ async fn main() -> Result<(), String> {
             probability(&west, "c2").await?
         );
     }
-    println!("east's share: {:?}", east_fleet.counts());
-    println!("west's share: {:?}", west_fleet.counts());
+    println!("east's share: {}", east_fleet.counts());
+    println!("west's share: {}", west_fleet.counts());
     Ok(())
 }

@@ -259,6 +259,29 @@ pub struct FleetCounts {
     pub entries_rejected: u64,
 }
 
+/// In words, as an application's log line would say it: `3 digests sent (3 messages, 1
+/// urgent), 2 applied, 0 rejected, 0 dropped, 0 entries refused`.
+impl std::fmt::Display for FleetCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural =
+            |n: u64, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+        write!(
+            f,
+            "{} {} sent ({} {}, {} urgent), {} applied, {} rejected, {} dropped, {} {} refused",
+            self.sent,
+            plural(self.sent, "digest", "digests"),
+            self.parts,
+            plural(self.parts, "message", "messages"),
+            self.urgent,
+            self.applied,
+            self.rejected,
+            self.dropped,
+            self.entries_rejected,
+            plural(self.entries_rejected, "entry", "entries"),
+        )
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     /// The `coordinator` label of every fleet series ([`FleetConfig::metrics_name`]).
@@ -348,5 +371,27 @@ impl Drop for Fleet {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FleetCounts;
+
+    #[test]
+    fn counts_read_as_words() {
+        let c = FleetCounts {
+            sent: 1,
+            parts: 3,
+            urgent: 1,
+            applied: 2,
+            rejected: 0,
+            dropped: 4,
+            entries_rejected: 1,
+        };
+        assert_eq!(
+            c.to_string(),
+            "1 digest sent (3 messages, 1 urgent), 2 applied, 0 rejected, 4 dropped, 1 entry refused"
+        );
     }
 }
