@@ -115,6 +115,20 @@ fn bad_scenarios_name_the_field_and_the_line() {
             "candidates[1].duration_ms",
             15,
         ),
+        // What the coordinator would refuse is refused here, not dropped at run time.
+        ("id = \"b\"", "id = \"\"", "candidates[1].id", 13),
+        (
+            "success = 0.9",
+            "success = 0.9\nperf_scores = { us = nan }",
+            "candidates[1].perf_scores",
+            15,
+        ),
+        (
+            "success = 0.9",
+            "success = 0.9\nperf_scores = { us = -1 }",
+            "candidates[1].perf_scores",
+            15,
+        ),
     ];
     for (from, to, field, line) in cases {
         let text = GOOD.replace(from, to);

@@ -115,6 +115,25 @@ fn opt_at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::E
     at_least_one(d).map(Some)
 }
 
+/// A candidate's id: not empty (the coordinator refuses an empty one).
+fn non_empty_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let v = String::deserialize(d)?;
+    if v.is_empty() {
+        Err(de::Error::custom("must not be empty"))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Perf scores: each finite and not negative, as the coordinator takes them.
+fn scores_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
+    let scores = BTreeMap::<String, f64>::deserialize(d)?;
+    for (region, v) in &scores {
+        non_negative::<D::Error>(&format!("the score of `{region}`"), *v)?;
+    }
+    Ok(scores)
+}
+
 fn opt_non_neg<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     non_neg(d).map(Some)
 }
@@ -137,6 +156,7 @@ fn overload() -> FailureClass {
 #[serde(deny_unknown_fields)]
 pub struct CandidateSpec {
     /// Unique id; with `count > 1` the replicas are `<id>-0`, `<id>-1`, ...
+    #[serde(deserialize_with = "non_empty_id")]
     pub id: String,
     /// How many identical candidates this entry stands for.
     #[serde(default = "one", deserialize_with = "at_least_one")]
@@ -179,7 +199,7 @@ pub struct CandidateSpec {
     #[serde(default, deserialize_with = "non_neg")]
     pub price: f64,
     /// Perf scores by region.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "scores_non_neg")]
     pub perf_scores: BTreeMap<String, f64>,
     /// Tags such as `verified`.
     #[serde(default)]
