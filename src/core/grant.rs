@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::decision::ConsideredCandidate;
 use arms::ShadowState;
 use attempt_slots::NewAttempt;
 use queue::WakeOn;
@@ -195,6 +196,9 @@ impl Core {
             idx: d.idx,
             gen: self.fleet.slots[cidx].gen,
         };
+        // A record lists the candidates as the draw saw them: before the grant moves the
+        // winner's load and limit.
+        let considered = (record && path == DrawPath::Evaluated).then(|| self.considered(arm));
         let attempt = self.book(
             key,
             idx,
@@ -237,8 +241,8 @@ impl Core {
         if let Some(ms) = deadline_ms {
             self.attempts.advise(attempt.index(), ms);
         }
-        if record && path == DrawPath::Evaluated {
-            self.push_record(request, attempt, &d, arm, &candidate, verdicts);
+        if let Some(considered) = considered {
+            self.push_record(request, attempt, &d, arm, considered, verdicts);
         }
         self.out.push(Event::Granted(Grant {
             request,
@@ -276,6 +280,17 @@ impl Core {
         })
     }
 
+    /// The candidates of the evaluated draw just made, for its record (under `arm`'s model
+    /// if it has one). Out of line and marked cold, as [`Core::push_record`].
+    #[cold]
+    #[inline(never)]
+    fn considered(&self, arm: Option<usize>) -> Vec<ConsideredCandidate> {
+        self.scoring().considered_with(
+            arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
+            &self.eval,
+        )
+    }
+
     /// Builds and queues the record of an evaluated decision. Out of line and marked cold:
     /// records are sampled, and keeping their construction out of the grant path keeps that
     /// path's code as compact as in a build without records.
@@ -287,7 +302,7 @@ impl Core {
         attempt: AttemptId,
         d: &Drawn,
         arm: Option<usize>,
-        winner: &CandidateId,
+        candidates: Vec<ConsideredCandidate>,
         shadows: Vec<ShadowVerdict>,
     ) {
         let record = DecisionRecord {
@@ -295,14 +310,11 @@ impl Core {
             request,
             attempt: Some(attempt),
             reason: d.reason,
-            candidates: self.scoring().considered_with(
-                arm.and_then(|a| self.arms.get(a)?.model.as_ref()),
-                &self.eval,
-            ),
+            candidates,
             filters: self.eval.filters.clone(),
             fallbacks: self.eval.fallbacks.clone(),
             roll: d.roll,
-            winner: Some(winner.clone()),
+            winner: Some(self.fleet.infos[d.idx as usize].id.clone()),
             winner_probability: d.probability,
             arm: arm.and_then(|a| self.arms.get(a)).map(|a| a.name.clone()),
             shadows,

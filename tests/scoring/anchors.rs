@@ -395,3 +395,33 @@ fn a_recorded_decision_carries_the_fallback_the_roll_and_the_winner() {
     let back: DecisionRecord = serde_json::from_str(&json).unwrap();
     assert_eq!(back, record);
 }
+
+/// A decision record lists the candidates as the draw saw them: the winner's load, score and
+/// limit before its grant, the same as an explanation just before the draw.
+#[test]
+fn a_record_shows_the_winner_as_the_draw_saw_it() {
+    let (mut core, mut rng, now) = new_core(Config::default());
+    add_all(
+        &mut core,
+        &mut rng,
+        now,
+        vec![CandidateInfo::new("a"), CandidateInfo::new("b")],
+    );
+    core.set_record_rate(1.0);
+    let before = core.explain(&Request::any(), now).unwrap();
+    core.ready(Request::any(), now, &mut rng).unwrap();
+    let Some(Event::Granted(g)) = core.poll_event() else {
+        panic!("expected a grant");
+    };
+    let record = core.poll_record().expect("every decision recorded");
+    assert_eq!(record.winner.as_ref(), Some(&g.candidate));
+    assert_eq!(record.candidates.len(), before.candidates.len());
+    for (r, b) in record.candidates.iter().zip(&before.candidates) {
+        assert_eq!(r.id, b.id);
+        assert_eq!(r.components, b.components, "{}", r.id);
+        assert_eq!(r.score, b.score, "{}", r.id);
+        assert_eq!(r.weight, b.weight, "{}", r.id);
+        assert_eq!(r.probability, b.probability, "{}", r.id);
+        assert_eq!(r.limit, b.limit, "{}", r.id);
+    }
+}
