@@ -54,8 +54,9 @@ impl Outbox {
         };
     }
 
-    /// Whether this decision is recorded: a deterministic accumulator, so recording never
-    /// changes which candidates win. Without the `decision-records` feature this is a constant
+    /// Whether this decision is recorded: a deterministic accumulator, so choosing what to
+    /// record takes no random number (see [`Core::set_record_rate`](super::Core::set_record_rate) for what a recorded draw
+    /// changes). Without the `decision-records` feature this is a constant
     /// false and the recording code compiles away: the baseline that shows records cost
     /// nothing while off.
     #[inline]

@@ -20,8 +20,12 @@ impl Core {
 
     /// Records a share of decisions (0 = none, the default; 1 = every decision; a rate
     /// outside `[0, 1]` is clamped to it, and one that is not a finite number records none).
-    /// Sampling is a deterministic accumulator, so recording never changes which candidates
-    /// win. Without the `decision-records` feature (on by default) nothing is ever recorded.
+    /// Sampling is a deterministic accumulator (no random number), and a recorded draw picks
+    /// with the same probabilities as an unrecorded one, so recording never changes how often
+    /// each candidate wins. It does change the sequence of winners of a seeded run: a recorded
+    /// draw evaluates its candidates in full and reads the random numbers differently from a
+    /// draw from the sum tree. Without the `decision-records` feature (on by default) nothing
+    /// is ever recorded.
     pub fn set_record_rate(&mut self, rate: f64) {
         self.out.set_record_rate(rate);
     }
