@@ -124,6 +124,12 @@ fn corrupt_or_incompatible_snapshots_are_moved_aside() {
     snap.overall.ttfb_spread = Some(-0.5);
     let err = Snapshot::from_json(&serde_json::to_string(&snap).unwrap()).unwrap_err();
     assert!(err.to_string().contains("overall.ttfb_spread"), "{err}");
+    // A field the overall averages do not have (misspelled, or from a newer build) is refused
+    // as in every other part, not dropped.
+    let mut v = serde_json::to_value(core.snapshot()).unwrap();
+    v["overall"]["tttfb_ms"] = serde_json::json!(12.0);
+    let err = Snapshot::from_json(&v.to_string()).unwrap_err();
+    assert!(err.to_string().contains("tttfb_ms"), "{err}");
 }
 
 #[test]

@@ -552,8 +552,10 @@ fn spread_warm() -> u32 {
     super::deadline::SPREAD_WARM
 }
 
-/// Averages over all candidates, the reference for the relative components.
+/// Averages over all candidates, the reference for the relative components. Unknown fields
+/// are refused, as in every other part of a snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Overall {
     /// All-candidate connect time EMA, ms.
     pub connect_ms: Option<f64>,
