@@ -636,3 +636,44 @@ fn a_claim_removes_unfinished_writes_of_both_forms_and_nothing_else() {
         "a name that is not a temporary file's is left"
     );
 }
+
+/// A restore brings back no more ejections than `ejection.max_share` allows of the live
+/// fleet: the ones ending last stay, the others end.
+#[test]
+fn a_restore_holds_ejections_to_the_share_allowed() {
+    let (trained, _) = trained_core(3);
+    let mut snap = trained.snapshot();
+    snap.candidates
+        .retain(|c| ["c1", "c2"].contains(&c.info.id.as_str()));
+    snap.candidates[0].stats.ejected_for_s = Some(100.0);
+    snap.candidates[1].stats.ejected_for_s = Some(200.0);
+    let mut config = Config::default();
+    config.ejection.enabled = true;
+    config.ejection.max_share = 0.34;
+    let now = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(5);
+    let mut core = Core::new(config, now).unwrap();
+    core.add_candidate(CandidateInfo::new("z"), now, &mut rng)
+        .unwrap();
+    core.restore(&snap, now, &mut rng).unwrap();
+    // Three live candidates, a share of 0.34: one may be ejected, the one ending last.
+    let record = core.explain(&Request::any(), now).unwrap();
+    let removed: Vec<&str> = record
+        .filters
+        .iter()
+        .filter(|f| f.filter == "ejection")
+        .flat_map(|f| f.removed.iter().map(|id| id.as_str()))
+        .collect();
+    assert_eq!(removed, ["c2"], "{record:?}");
+    let mut drawn = std::collections::HashSet::new();
+    for _ in 0..200 {
+        core.ready(Request::any(), now, &mut rng).unwrap();
+        while let Some(e) = core.poll_event() {
+            if let Event::Granted(g) = e {
+                drawn.insert(g.candidate.to_string());
+                core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+            }
+        }
+    }
+    assert!(drawn.contains("c1") && !drawn.contains("c2"), "{drawn:?}");
+}

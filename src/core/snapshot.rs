@@ -160,8 +160,45 @@ impl Core {
             }
             self.refresh_leaf(idx);
         }
+        self.cap_restored_ejections(now_s);
         self.dirty = true;
         self.pump(rng);
         Ok(())
+    }
+
+    /// Holds the ejections a restore brought back to `ejection.max_share` of the live
+    /// candidates, as an ejection at run time is held: the ones ending last stay, the others
+    /// end now. (A restore into a smaller fleet, or one whose snapshot ejected more than the
+    /// config allows, would otherwise leave more of the fleet ejected than the cap.)
+    fn cap_restored_ejections(&mut self, now_s: f64) {
+        let ejection = &self.model.config().ejection;
+        if !ejection.enabled {
+            return;
+        }
+        let cap = (ejection.max_share * self.fleet.live_count as f64).floor() as usize;
+        let mut ejected: Vec<(f64, usize)> = self
+            .fleet
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.live)
+            .filter_map(|(i, s)| {
+                s.stats
+                    .ejected_until_s()
+                    .filter(|&u| u > now_s)
+                    .map(|u| (u, i))
+            })
+            .collect();
+        if ejected.len() <= cap {
+            return;
+        }
+        ejected.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, idx) in &ejected[cap..] {
+            let slot = &mut self.fleet.slots[idx];
+            let mut stats = slot.stats.unpack();
+            stats.ejected_until_s = None;
+            slot.stats = PackedStats::pack(&stats);
+            self.refresh_leaf(idx);
+        }
     }
 }
