@@ -287,3 +287,98 @@ fn large_weights_are_shown_in_scientific_notation() {
     assert!((parsed / weight - 1.0).abs() < 1e-4, "{shown} vs {weight}");
     assert!(cells[1] == "0.500000", "{row}");
 }
+
+/// Runs `selcoord explain` on candidates `text` (TOML) under the config `config` (TOML text,
+/// or a preset name when it has no `=`), with `extra` flags.
+fn explain_text(config: &str, text: &str, extra: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let candidates = dir.path().join("c.toml");
+    std::fs::write(&candidates, text).unwrap();
+    let config = if config.contains('=') {
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, config).unwrap();
+        path.to_string_lossy().into_owned()
+    } else {
+        config.to_string()
+    };
+    let mut args = vec![
+        "explain",
+        "--config",
+        &config,
+        "--candidates",
+        candidates.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    selcoord(&args)
+}
+
+/// The table's component columns, by header name, of the candidate line starting with `id`.
+fn columns(table: &str, id: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = table.lines().collect();
+    let header: Vec<&str> = lines[1].split_whitespace().collect();
+    let row = lines
+        .iter()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("no line for {id} in\n{table}"));
+    header
+        .iter()
+        .zip(row.split_whitespace())
+        .map(|(h, v)| (h.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Two candidates that differ only in their attempt time draw very differently under the
+/// default config, through `time_exponent` although `time_to_success` has weight 0: the table
+/// shows that column (and `feedback` where `feedback.exponent` acts), so the difference is seen.
+#[test]
+fn the_table_shows_the_components_that_act_through_an_exponent() {
+    let text = "[overall]\nattempt_ms = 300\nttfb_ms = 300\n\
+                [[candidates]]\nid = \"quick\"\n[candidates.stats]\nattempt_ms = 150\n\
+                [[candidates]]\nid = \"sluggish\"\n[candidates.stats]\nattempt_ms = 900\n";
+    let out = explain_text("default", text, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let quick = columns(&table, "quick");
+    let sluggish = columns(&table, "sluggish");
+    let tts = |cols: &[(String, String)]| {
+        cols.iter()
+            .find(|(h, _)| h == "time_to_success")
+            .map(|(_, v)| v.parse::<f64>().unwrap())
+            .unwrap_or_else(|| panic!("no time_to_success column in\n{table}"))
+    };
+    assert!(tts(&quick) > tts(&sluggish), "{table}");
+    // The default's feedback exponent acts on a candidate whose server reports.
+    assert!(quick.iter().any(|(h, _)| h == "feedback"), "{table}");
+    assert!(
+        !table.contains("components with weight 0 are not shown"),
+        "{table}"
+    );
+    // Without the exponents, neither acts and neither is shown.
+    let out = explain_text(
+        "time_exponent = 0.0\n[feedback]\nexponent = 0.0\n",
+        text,
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let header = table.lines().nth(1).unwrap();
+    assert!(
+        !header.contains("time_to_success") && !header.contains("feedback"),
+        "{table}"
+    );
+    // Mixture mode draws each weighed component on its own: the exponents do not act there.
+    let out = explain_text("livepeer", text, &[]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !table.lines().nth(1).unwrap().contains("time_to_success"),
+        "{table}"
+    );
+}

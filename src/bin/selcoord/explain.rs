@@ -250,8 +250,8 @@ impl Explained {
             c.exponent,
             c.floor
         );
-        // Only the components the config weighs: the others cannot move a probability.
-        let weighed = weighed_components(c);
+        // Only the components that can move a probability under this config.
+        let weighed = shown_components(c);
         let id_w = self
             .lines
             .iter()
@@ -265,7 +265,8 @@ impl Explained {
             "id", "probability", "score", "weight"
         );
         for (_, n) in &weighed {
-            let _ = write!(out, "  {n:>9}");
+            let w = n.len().max(9);
+            let _ = write!(out, "  {n:>w$}");
         }
         // The limit column only when some candidate has a limit.
         let limits = self.lines.iter().any(|l| l.limit.is_some());
@@ -288,8 +289,9 @@ impl Explained {
                 readable(l.weight)
             );
             let entries = l.components.entries();
-            for (k, _) in &weighed {
-                let _ = write!(out, "  {:>9.6}", entries[*k].1);
+            for (k, n) in &weighed {
+                let w = n.len().max(9);
+                let _ = write!(out, "  {:>w$.6}", entries[*k].1);
             }
             if limits {
                 let shown = l.limit.map_or_else(|| "-".to_string(), |n| n.to_string());
@@ -309,8 +311,8 @@ impl Explained {
         }
         let _ = writeln!(
             out,
-            "(weights are relative: only their ratios matter; components with weight 0 are not \
-             shown; --json lists all)\nfilters:"
+            "(weights are relative: only their ratios matter; components that cannot change a \
+             probability under this config are not shown; --json lists all)\nfilters:"
         );
         if self.filters.is_empty() {
             let _ = writeln!(out, "  (none removed anything)");
@@ -336,14 +338,25 @@ impl Explained {
     }
 }
 
-/// `(index into Components::entries, name)` of each component with a weight above 0.
-fn weighed_components(c: &Config) -> Vec<(usize, &'static str)> {
+/// `(index into Components::entries, name)` of each component that can change a probability
+/// under the config: those with a weight above 0 and, in sum mode, those that act as factors of
+/// the weight whatever their own weight (`time_to_success` through `time_exponent`, `feedback`
+/// through `feedback.exponent`: `ScoreModel`'s sum channel).
+fn shown_components(c: &Config) -> Vec<(usize, &'static str)> {
     let weights = c.component_weights();
+    let factor = |name: &str| {
+        c.mode == Mode::Sum
+            && match name {
+                "time_to_success" => c.time_exponent > 0.0,
+                "feedback" => c.feedback.exponent > 0.0,
+                _ => false,
+            }
+    };
     Components::default()
         .entries()
         .iter()
         .enumerate()
-        .filter(|(k, _)| weights[*k] > 0.0)
+        .filter(|(k, (name, _))| weights[*k] > 0.0 || factor(name))
         .map(|(k, (name, _))| (k, *name))
         .collect()
 }
