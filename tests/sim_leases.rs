@@ -177,3 +177,130 @@ failure_ms = 10.0
     assert_eq!(r.share["full"], 0.5, "{r:?}");
     assert_eq!(r.overload_rate, 0.0, "{r:?}");
 }
+
+/// Every policy's report of `toml`, by policy.
+fn run_all(toml: &str, policies: &[&str]) -> Vec<PolicyReport> {
+    let sc = Scenario::parse(toml, "test").unwrap();
+    let specs: Vec<PolicySpec> = policies
+        .iter()
+        .map(|p| PolicySpec::parse(p).unwrap())
+        .collect();
+    simulate(&sc, &specs, &[1], 1, None).unwrap().policies
+}
+
+/// The policies whose limits the scenario's `[limits]` sets: the coordinator and baselines
+/// of each kind (the shared queue, an oracle, a limit algorithm, lassie's pairwise queue).
+const EVERY_KIND: [&str; 6] = [
+    "coordinator",
+    "random",
+    "round-robin",
+    "oracle",
+    "aimd",
+    "lassie-pairwise",
+];
+
+/// `[limits] max_attempt_s` holds for the baselines as for the coordinator: one candidate
+/// answering in 1 s under a 0.1 s lease fails every request at 100 ms, whatever the policy.
+/// Before, only the coordinator reclaimed: the baselines ran every attempt to its 1 s end.
+#[test]
+fn every_policy_reclaims_an_attempt_at_its_lease_end() {
+    let reports = run_all(
+        r#"
+name = "lease-all"
+[limits]
+max_attempt_s = 0.1
+
+[workload]
+loop = "closed"
+workers = 2
+operations = 5
+
+[[candidates]]
+id = "a"
+success = 1.0
+duration_ms = 1000.0
+"#,
+        &EVERY_KIND,
+    );
+    for r in &reports {
+        assert_eq!(r.requests, 10.0, "{}", r.policy);
+        assert_eq!(r.errors, 10.0, "{}: {r:?}", r.policy);
+        assert!(
+            near(r.latency_ms.p999, 100.0, 0.01),
+            "{}: {:?}",
+            r.policy,
+            r.latency_ms
+        );
+    }
+}
+
+/// `[limits] max_waiting` holds for the baselines as for the coordinator: one slot held
+/// 100 ms and one waiting place; of three workers asking at 0, one is granted, one waits and
+/// one is refused at once.
+#[test]
+fn every_policy_refuses_a_request_when_the_waiting_places_are_taken() {
+    let reports = run_all(
+        r#"
+name = "waiting-all"
+[limits]
+global = 1
+max_waiting = 1
+
+[workload]
+loop = "closed"
+workers = 3
+operations = 1
+
+[[candidates]]
+id = "a"
+success = 1.0
+duration_ms = 100.0
+"#,
+        &EVERY_KIND,
+    );
+    for r in &reports {
+        assert_eq!(r.requests, 3.0, "{}", r.policy);
+        assert_eq!(r.errors, 1.0, "{}: {r:?}", r.policy);
+    }
+}
+
+/// A lease under a retry: the reclaimed attempt's worker asks again and its retry goes to
+/// the candidate it has not tried, for the baselines as for the coordinator. (lassie's
+/// pairwise rounds may stall, for `stall_ms` = 1 ms each.)
+#[test]
+fn a_baseline_retries_a_reclaimed_request_on_another_candidate() {
+    let reports = run_all(
+        r#"
+name = "lease-retry-all"
+[limits]
+max_attempt_s = 0.1
+
+[workload]
+loop = "closed"
+workers = 1
+operations = 20
+retries = 1
+stall_ms = 1.0
+
+[[candidates]]
+id = "hangs"
+success = 1.0
+duration_ms = 1000.0
+
+[[candidates]]
+id = "ok"
+success = 1.0
+duration_ms = 10.0
+"#,
+        &EVERY_KIND,
+    );
+    for r in &reports {
+        assert_eq!(r.errors, 0.0, "{}: {r:?}", r.policy);
+        assert!(
+            r.latency_ms.p999 <= 120.0,
+            "{}: {:?}",
+            r.policy,
+            r.latency_ms
+        );
+    }
+}

@@ -33,8 +33,8 @@ pub(crate) enum Decision {
     /// The policy could not decide for `req`; look again at `retry_at` seconds.
     Stall { retry_at: f64 },
     /// The lease of `req`'s running attempt (`limits.max_attempt_s`) ran out: the policy took
-    /// its slot back, ended the request and hears nothing more of that attempt. Only the
-    /// coordinator reclaims.
+    /// its slot back, ended the request and hears nothing more of that attempt. Every policy
+    /// reclaims (the baselines with `baselines::leases`).
     Reclaimed { req: Req },
 }
 

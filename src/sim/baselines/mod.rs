@@ -4,11 +4,17 @@
 //! a request that cannot be served now is skipped (the same rule the coordinator follows), and
 //! a [`Picker`] chooses among the candidates the request may use that have a free slot. So
 //! the only difference between them and the coordinator is the choice itself.
+//!
+//! Every baseline keeps the scenario's `[limits]` as the coordinator's core does: `global`,
+//! `per_candidate` (or a candidate's `max_in_flight`), `max_waiting` (a request that would
+//! wait where `max_waiting` others already do is refused at once) and `max_attempt_s` (an
+//! attempt still running at its lease end is reclaimed, [`Leases`]).
 
 mod accrual;
 mod c3;
 mod c3_rate;
 mod clairvoyant;
+mod leases;
 mod least;
 mod limited;
 pub(crate) mod limiters;
@@ -27,6 +33,7 @@ use rand::RngExt;
 
 use super::policy::{Cand, Decision, Policy, Req, World};
 use crate::core::{CandidateInfo, FailureClass, Limits, Outcome, UNLIMITED};
+use leases::Leases;
 
 pub(crate) use c3::C3;
 pub(crate) use clairvoyant::Clairvoyant;
@@ -103,6 +110,10 @@ struct ReqState {
     granted_at: f64,
     /// Attempts in flight on the candidate of its latest grant, itself included.
     inflight_at_grant: u32,
+    /// The candidate of its running attempt (`None`: none, or reclaimed).
+    running: Option<Cand>,
+    /// Its running attempt's lease token ([`Leases::grant`]).
+    lease: u64,
 }
 
 /// A FIFO queue with skip, per-candidate and global limits, and a picker.
@@ -123,6 +134,7 @@ pub(crate) struct Queued<P> {
     scratch: Vec<Cand>,
     /// The wake-up already asked of the engine for requests the picker held back.
     wake_at: Option<f64>,
+    leases: Leases,
 }
 
 /// Boxes a picker into a queued policy.
@@ -133,7 +145,6 @@ pub(crate) fn queued<P: Picker + 'static>(
 ) -> Box<dyn Policy> {
     Box::new(Queued {
         picker,
-        limits,
         rng,
         present: Vec::new(),
         limit: Vec::new(),
@@ -146,6 +157,8 @@ pub(crate) fn queued<P: Picker + 'static>(
         decisions: 0,
         scratch: Vec::new(),
         wake_at: None,
+        leases: Leases::new(&limits),
+        limits,
     })
 }
 
@@ -222,6 +235,8 @@ impl<P: Picker> Queued<P> {
                 r.waiting = false;
                 r.tried.push(cand);
                 r.granted_at = now;
+                r.running = Some(cand);
+                r.lease = self.leases.grant(req, now);
                 self.in_flight[cand as usize] += 1;
                 r.inflight_at_grant = self.in_flight[cand as usize];
                 self.global += 1;
@@ -238,11 +253,71 @@ impl<P: Picker> Queued<P> {
                 self.out.push_back(Decision::Stall { retry_at: at });
             }
         }
+        let reqs = &self.reqs;
+        self.leases
+            .trim(|q| reqs.get(q as usize).map_or(0, |r| r.lease));
     }
 
     fn enqueue(&mut self, req: Req) {
         self.reqs[req as usize].waiting = true;
         self.queue.push_back(req);
+    }
+
+    /// A new request `req` (a first attempt, or asked anew after a reclaim with the
+    /// candidates it `tried` excluded): queued and pumped; refused if it must wait where
+    /// `limits.max_waiting` requests already do, as the core refuses it (`QueueFull`).
+    fn admit(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        tried: Vec<Cand>,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        let i = req as usize;
+        if self.reqs.len() <= i {
+            self.reqs.resize_with(i + 1, Default::default);
+        }
+        self.reqs[i] = ReqState {
+            eligible: eligible.map(<[Cand]>::to_vec),
+            tried,
+            ..Default::default()
+        };
+        self.enqueue(req);
+        self.pump(now, world);
+        if self.reqs[i].waiting && self.queue.len() > self.limits.max_waiting {
+            if let Some(at) = self.queue.iter().rposition(|&q| q == req) {
+                self.queue.remove(at);
+            }
+            self.reqs[i].waiting = false;
+            self.out.push_back(Decision::Reject { req });
+        }
+    }
+
+    /// Reclaims every running attempt whose lease has ended by `now`: the picker hears a
+    /// timeout and the slot is free, as the core's reclaim records and frees it.
+    fn reclaim(&mut self, now: f64, world: &World<'_>) {
+        loop {
+            let reqs = &self.reqs;
+            let token = |q: Req| reqs.get(q as usize).map_or(0, |r| r.lease);
+            let Some(req) = self.leases.expired(now, token) else {
+                break;
+            };
+            let r = &mut self.reqs[req as usize];
+            r.lease = 0;
+            let Some(cand) = r.running.take() else {
+                continue;
+            };
+            let (elapsed, inflight) = (now - r.granted_at, r.inflight_at_grant);
+            let timeout = Outcome::failure(FailureClass::Timeout);
+            self.picker.outcome(cand, &timeout, elapsed, now);
+            self.picker
+                .limit_sample(cand, &timeout, elapsed, inflight, now);
+            self.picker.finished(cand, world, now);
+            self.in_flight[cand as usize] -= 1;
+            self.global -= 1;
+            self.out.push_back(Decision::Reclaimed { req });
+        }
     }
 }
 
@@ -268,20 +343,37 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, world: &World<'_>) {
-        let i = req as usize;
-        if self.reqs.len() <= i {
-            self.reqs.resize_with(i + 1, Default::default);
-        }
-        self.reqs[i] = ReqState {
-            eligible: eligible.map(<[Cand]>::to_vec),
-            ..Default::default()
-        };
-        self.enqueue(req);
-        self.pump(now, world);
+        self.admit(req, eligible, Vec::new(), now, world);
+    }
+
+    /// After a reclaim: a new request that excludes the candidates it tried, as the
+    /// coordinator's does.
+    fn ask_again(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        _attempts: u32,
+        now: f64,
+        world: &World<'_>,
+    ) {
+        let tried = self
+            .reqs
+            .get_mut(req as usize)
+            .map(|r| std::mem::take(&mut r.tried))
+            .unwrap_or_default();
+        self.admit(req, eligible, tried, now, world);
+    }
+
+    fn next_wakeup_s(&self) -> Option<f64> {
+        self.leases.next_end()
     }
 
     fn outcome(&mut self, req: Req, cand: Cand, outcome: &Outcome, now: f64) {
         let r = &self.reqs[req as usize];
+        // A reclaimed attempt is heard no more.
+        if r.running.is_none() {
+            return;
+        }
         let (elapsed, inflight) = (now - r.granted_at, r.inflight_at_grant);
         // A grant handed back unused (its caller gave up while it waited here) was never
         // sent: no latency to learn from, as in the originals.
@@ -297,9 +389,14 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, world: &World<'_>) {
-        self.picker.finished(cand, world, now);
-        self.in_flight[cand as usize] -= 1;
-        self.global -= 1;
+        let r = &mut self.reqs[req as usize];
+        r.lease = 0;
+        // A reclaimed attempt's slot was freed at its reclaim.
+        if r.running.take().is_some() {
+            self.picker.finished(cand, world, now);
+            self.in_flight[cand as usize] -= 1;
+            self.global -= 1;
+        }
         if retry {
             self.enqueue(req);
         } else {
@@ -309,6 +406,7 @@ impl<P: Picker> Policy for Queued<P> {
     }
 
     fn tick(&mut self, now: f64, world: &World<'_>) {
+        self.reclaim(now, world);
         self.pump(now, world);
     }
 

@@ -8,6 +8,8 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::RngExt;
 
+use super::leases::Leases;
+use crate::core::FailureClass;
 use crate::core::{AttemptId, CandidateInfo, Core, Event, Limits, Next, Outcome, Request};
 use crate::score::{Config, ScoreModel};
 use crate::sim::policy::{Cand, Clock, Decision, Ids, Policy, Req, World};
@@ -18,6 +20,12 @@ struct Waiter {
     tried: Vec<Cand>,
     blocked_until: f64,
     attempt: Option<AttemptId>,
+    /// The candidate of its running attempt (`None`: none, or reclaimed).
+    running: Option<Cand>,
+    /// Its running attempt's lease token ([`Leases::grant`]).
+    lease: u64,
+    /// Waits in the queue.
+    queued: bool,
 }
 
 /// Pairwise comparison is not a total order: in a round every waiter may find a rival that
@@ -46,6 +54,7 @@ pub(crate) struct LassiePairwise {
     decisions: u64,
     stalls: u64,
     scores: Vec<(Cand, f64)>,
+    leases: Leases,
 }
 
 impl LassiePairwise {
@@ -57,8 +66,14 @@ impl LassiePairwise {
     ) -> Result<Self, String> {
         let config = Config::lassie();
         let model = ScoreModel::new(config.clone()).map_err(|e| e.to_string())?;
+        // The core keeps slots and statistics; the lease and the waiting places are kept
+        // here, where the requests wait.
+        let core_limits = Limits {
+            max_attempt_s: None,
+            ..limits
+        };
         let core = Core::new(config, base)
-            .and_then(|c| c.with_limits(limits))
+            .and_then(|c| c.with_limits(core_limits))
             .map_err(|e| e.to_string())?;
         Ok(LassiePairwise {
             core,
@@ -79,6 +94,7 @@ impl LassiePairwise {
             decisions: 0,
             stalls: 0,
             scores: Vec::new(),
+            leases: Leases::new(&limits),
         })
     }
 
@@ -132,6 +148,7 @@ impl LassiePairwise {
             }
             if !any_left {
                 self.queue.remove(i);
+                self.waiters[req as usize].queued = false;
                 self.out.push_back(Decision::Reject { req });
                 continue;
             }
@@ -166,6 +183,7 @@ impl LassiePairwise {
                     }
                 });
             self.queue.remove(i);
+            self.waiters[req as usize].queued = false;
             let Some(attempt) = granted else {
                 self.out.push_back(Decision::Reject { req });
                 continue;
@@ -173,10 +191,66 @@ impl LassiePairwise {
             let w = &mut self.waiters[req as usize];
             w.tried.push(cand);
             w.attempt = Some(attempt);
+            w.running = Some(cand);
+            w.lease = self.leases.grant(req, now);
             self.in_flight[cand as usize] += 1;
             self.global += 1;
             self.decisions += 1;
             self.out.push_back(Decision::Grant { req, cand });
+        }
+        let waiters = &self.waiters;
+        self.leases
+            .trim(|q| waiters.get(q as usize).map_or(0, |w| w.lease));
+    }
+
+    /// A new request `req` (a first attempt, or asked anew after a reclaim with the
+    /// candidates it `tried` excluded), refused if it must wait where `limits.max_waiting`
+    /// requests already do, as the core refuses it.
+    fn admit(&mut self, req: Req, eligible: Option<&[Cand]>, tried: Vec<Cand>, now: f64) {
+        let i = req as usize;
+        if self.waiters.len() <= i {
+            self.waiters.resize_with(i + 1, Default::default);
+        }
+        self.waiters[i] = Waiter {
+            eligible: eligible.map(<[Cand]>::to_vec),
+            tried,
+            queued: true,
+            ..Default::default()
+        };
+        self.queue.push_back(req);
+        self.pump(now);
+        if self.waiters[i].queued && self.queue.len() > self.limits.max_waiting {
+            if let Some(at) = self.queue.iter().rposition(|&q| q == req) {
+                self.queue.remove(at);
+            }
+            self.waiters[i].queued = false;
+            self.out.push_back(Decision::Reject { req });
+        }
+    }
+
+    /// Reclaims every running attempt whose lease has ended by `now`: the core records a
+    /// timeout and frees the slot, as the coordinator's core does at a lease end.
+    fn reclaim(&mut self, now: f64) {
+        loop {
+            let waiters = &self.waiters;
+            let token = |q: Req| waiters.get(q as usize).map_or(0, |w| w.lease);
+            let Some(req) = self.leases.expired(now, token) else {
+                break;
+            };
+            let w = &mut self.waiters[req as usize];
+            w.lease = 0;
+            let Some(cand) = w.running.take() else {
+                continue;
+            };
+            if let Some(a) = w.attempt.take() {
+                let at = self.clock.at(now);
+                let timeout = Outcome::failure(FailureClass::Timeout);
+                let _ = self.core.outcome(a, timeout, at);
+                let _ = self.core.done(a, Next::Finish, at, &mut self.rng);
+            }
+            self.in_flight[cand as usize] -= 1;
+            self.global -= 1;
+            self.out.push_back(Decision::Reclaimed { req });
         }
     }
 }
@@ -213,16 +287,29 @@ impl Policy for LassiePairwise {
     }
 
     fn ready(&mut self, req: Req, eligible: Option<&[Cand]>, now: f64, _world: &World<'_>) {
-        let i = req as usize;
-        if self.waiters.len() <= i {
-            self.waiters.resize_with(i + 1, Default::default);
-        }
-        self.waiters[i] = Waiter {
-            eligible: eligible.map(<[Cand]>::to_vec),
-            ..Default::default()
-        };
-        self.queue.push_back(req);
-        self.pump(now);
+        self.admit(req, eligible, Vec::new(), now);
+    }
+
+    /// After a reclaim: a new request that excludes the candidates it tried, as the
+    /// coordinator's does.
+    fn ask_again(
+        &mut self,
+        req: Req,
+        eligible: Option<&[Cand]>,
+        _attempts: u32,
+        now: f64,
+        _world: &World<'_>,
+    ) {
+        let tried = self
+            .waiters
+            .get_mut(req as usize)
+            .map(|w| std::mem::take(&mut w.tried))
+            .unwrap_or_default();
+        self.admit(req, eligible, tried, now);
+    }
+
+    fn next_wakeup_s(&self) -> Option<f64> {
+        self.leases.next_end()
     }
 
     fn outcome(&mut self, req: Req, _cand: Cand, outcome: &Outcome, now: f64) {
@@ -232,14 +319,20 @@ impl Policy for LassiePairwise {
     }
 
     fn done(&mut self, req: Req, cand: Cand, retry: bool, now: f64, _world: &World<'_>) {
-        self.in_flight[cand as usize] -= 1;
-        self.global -= 1;
-        if let Some(a) = self.waiters[req as usize].attempt.take() {
+        let w = &mut self.waiters[req as usize];
+        w.lease = 0;
+        // A reclaimed attempt's slot was freed at its reclaim.
+        if w.running.take().is_some() {
+            self.in_flight[cand as usize] -= 1;
+            self.global -= 1;
+        }
+        if let Some(a) = w.attempt.take() {
             let _ = self
                 .core
                 .done(a, Next::Finish, self.clock.at(now), &mut self.rng);
         }
         if retry {
+            self.waiters[req as usize].queued = true;
             self.queue.push_back(req);
         } else {
             self.waiters[req as usize] = Waiter::default();
@@ -249,6 +342,7 @@ impl Policy for LassiePairwise {
 
     fn tick(&mut self, now: f64, _world: &World<'_>) {
         self.core.tick(self.clock.at(now), &mut self.rng);
+        self.reclaim(now);
         self.pump(now);
     }
 
