@@ -1036,6 +1036,51 @@ fn explain_reports_every_bad_value_of_a_candidates_file() {
     }
 }
 
+/// `[overall]` is checked with the rest of the file: its bad values and every unknown field of
+/// it appear in the one list, under the file's name, each as `overall.<field>`, next to the
+/// candidates' own problems; nothing is left for a later, placeless error.
+#[test]
+fn explain_checks_overall_with_the_rest_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        (
+            "ov.toml",
+            "[overall]\nttfb_ms = -300\nbandwidth_bps = -1\nattempt_ms = -5\n\
+             ttfb_spread = -2\nttfb = 1\ncolour = 2\n\
+             [[candidates]]\nid = \"a\"\n[candidates.stats]\nsuccess = 1.5\n",
+        ),
+        (
+            "ov.json",
+            r#"{"overall": {"ttfb_ms": -300, "bandwidth_bps": -1, "attempt_ms": -5,
+                "ttfb_spread": -2, "ttfb": 1, "colour": 2},
+                "candidates": [{"id": "a", "stats": {"success": 1.5}}]}"#,
+        ),
+    ] {
+        let out = explain_file(dir.path(), name, text, &[]);
+        let err = stderr(&out);
+        assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+        assert!(
+            err.contains(&format!(
+                "invalid candidates file {}",
+                dir.path().join(name).display()
+            )),
+            "{err}"
+        );
+        for want in [
+            "overall.ttfb_ms:",
+            "overall.bandwidth_bps:",
+            "overall.attempt_ms:",
+            "overall.ttfb_spread:",
+            "overall.ttfb: unknown field `ttfb`",
+            "overall.colour: unknown field `colour`",
+            "candidates[0].stats.success: must be in [0, 1], got 1.5",
+        ] {
+            assert!(err.contains(want), "{name}: missing {want:?} in\n{err}");
+        }
+        assert!(!err.contains("invalid snapshot"), "{name}: {err}");
+    }
+}
+
 /// The table names the config's preset and mode, shows a limit column and a deadline column
 /// only when some candidate has one, and says when no filter removed anything and no fallback
 /// was taken.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use selection_coordinator::input::Num;
 use selection_coordinator::score::Overall;
-use selection_coordinator::snapshot::StatsSnapshot;
+use selection_coordinator::snapshot::{Snapshot, StatsSnapshot, SNAPSHOT_VERSION};
 use selection_coordinator::CandidateInfo;
 use serde::Deserialize;
 use serde_json::Value;
@@ -124,13 +124,61 @@ struct OverallIn {
     ttfb_spread: Option<f64>,
 }
 
-/// Reads `v` as a `T`; an error names the field under `path` (`candidates[0].stake`) and the
-/// type it wants in words.
-fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, String> {
-    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| described(&e, path))
+/// Sets one field of [`Overall`].
+type SetField = fn(&mut Overall, Option<f64>);
+
+/// The library's own checks of the averages (those a snapshot's restore applies), each field
+/// checked alone so that every bad one is reported, as `overall.<field>: ...`; then all of
+/// them together, for a check across fields.
+fn overall_problems(given: &Overall, out: &mut Vec<String>) {
+    let check = |overall: Overall| {
+        let snapshot = Snapshot {
+            version: SNAPSHOT_VERSION,
+            saved_at_unix_ms: None,
+            overall,
+            feedback_reference_ms: None,
+            candidates: Vec::new(),
+        };
+        snapshot.validate().err().map(|e| match e {
+            selection_coordinator::Error::InvalidSnapshot(msg) => msg,
+            other => other.to_string(),
+        })
+    };
+    let alone = |set: SetField, v: Option<f64>| {
+        let mut o = Overall::default();
+        set(&mut o, v);
+        v.and_then(|_| check(o))
+    };
+    let fields: [(&str, Option<f64>, SetField); 5] = [
+        ("connect_ms", given.connect_ms, |o, v| o.connect_ms = v),
+        ("ttfb_ms", given.ttfb_ms, |o, v| o.ttfb_ms = v),
+        ("bandwidth_bps", given.bandwidth_bps, |o, v| {
+            o.bandwidth_bps = v
+        }),
+        ("attempt_ms", given.attempt_ms, |o, v| o.attempt_ms = v),
+        ("ttfb_spread", given.ttfb_spread, |o, v| o.ttfb_spread = v),
+    ];
+    let before = out.len();
+    for (field, v, set) in fields {
+        let Some(msg) = alone(set, v) else { continue };
+        let at = format!("overall.{field}");
+        // The library says `overall.ttfb_ms = -300: must be ...`: the value goes last.
+        let said = v.map(|x| format!("{at} = {x}: "));
+        out.push(match said.as_deref().and_then(|s| msg.strip_prefix(s)) {
+            Some(problem) => format!("{at}: {problem}, got {}", Num(v.unwrap_or_default())),
+            None if msg.starts_with(&at) => msg,
+            None => format!("{at}: {msg}"),
+        });
+    }
+    if out.len() == before {
+        if let Some(msg) = check(*given) {
+            out.push(format!("overall: {msg}"));
+        }
+    }
 }
 
-/// A deserialization error as [`typed`] reports it.
+/// A deserialization error as [`typed_all`] reports it: the field under `path`
+/// (`candidates[0].stake`) and the type it wants in words.
 fn described(e: &serde_path_to_error::Error<serde_json::Error>, path: &str) -> String {
     let field = e.path().to_string();
     let at = if field.is_empty() || field == "." {
@@ -149,7 +197,7 @@ fn described(e: &serde_path_to_error::Error<serde_json::Error>, path: &str) -> S
     format!("{at}: {msg}")
 }
 
-/// [`typed`], reporting every unknown field of the table at `path` rather than the first:
+/// Reads `v` as a `T`, reporting every unknown field of the table at `path` rather than the first:
 /// each is reported and left out, and the rest is read again, so the known fields' own
 /// problems are found in the same pass. `None` when it still cannot be read.
 fn typed_all<T: serde::de::DeserializeOwned>(
@@ -218,23 +266,21 @@ impl CandidatesFile {
         let Value::Object(mut top) = doc else {
             return Err(vec!["the file must be a table with `candidates`".into()]);
         };
-        let overall = match top.remove("overall") {
-            None => None,
-            Some(v) => match typed::<OverallIn>(v, "overall") {
-                Ok(o) => Some(Overall {
+        let overall = top
+            .remove("overall")
+            .and_then(|v| typed_all::<OverallIn>(v, "overall", &mut problems))
+            .map(|o| {
+                let overall = Overall {
                     connect_ms: o.connect_ms,
                     ttfb_ms: o.ttfb_ms,
                     bandwidth_bps: o.bandwidth_bps,
                     attempt_ms: o.attempt_ms,
                     ttfb_spread: o.ttfb_spread,
                     ..Overall::default()
-                }),
-                Err(e) => {
-                    problems.push(e);
-                    None
-                }
-            },
-        };
+                };
+                overall_problems(&overall, &mut problems);
+                overall
+            });
         let entries = match top.remove("candidates") {
             Some(Value::Array(a)) => a,
             Some(_) => return Err(vec!["candidates: must be a list of tables".into()]),
