@@ -239,3 +239,32 @@ success = 1.0
         Scenario::parse(&format!("{no_timeout}\n[caller]\nreport = true\n"), "test").unwrap_err();
     assert!(e.message.contains("unknown field"), "{e}");
 }
+
+/// A fresh retry excludes nothing, so `retries` alone ends a failing request's loop: a
+/// scenario whose requests x (retries + 1) passes 10^8 attempts is refused at `retries`, the
+/// bound named (before, 4e9 retries ran for hours). Without `retry = "fresh"` retries end
+/// once every candidate was tried, and the same count is accepted.
+#[test]
+fn fresh_retries_past_the_attempt_bound_are_refused() {
+    let base = r#"
+name = "x"
+[workload]
+loop = "closed"
+workers = 2
+operations = 5
+retries = 4000000000
+
+[[candidates]]
+id = "a"
+success = 0.0
+failure_ms = 1.0
+"#;
+    let e = Scenario::parse(&format!("{base}\n[caller]\nretry = \"fresh\"\n"), "test").unwrap_err();
+    assert_eq!(e.field, "workload.retries", "{e}");
+    assert!(e.message.contains("1e8"), "{e}");
+    assert_eq!(e.line, Some(7), "{e}");
+    Scenario::parse(base, "test").unwrap();
+    // At the bound: 10 requests x 10^7 attempts.
+    let at = base.replace("4000000000", "9999999");
+    Scenario::parse(&format!("{at}\n[caller]\nretry = \"fresh\"\n"), "test").unwrap();
+}

@@ -605,6 +605,10 @@ pub(crate) const MAX_CANDIDATES: u64 = 1_000_000;
 /// request's figures for the percentiles (about 30 bytes each with the vectors' slack), so
 /// one run stays within a few hundred MB.
 pub(crate) const MAX_REQUESTS: f64 = 1e7;
+/// The most attempts a scenario whose caller retries fresh (`caller.retry = "fresh"`) may
+/// allow (its requests x (`retries` + 1)): a fresh retry excludes no candidate, so only
+/// `retries` ends a failing request's loop; 10^8 attempts run in minutes.
+pub(crate) const MAX_FRESH_ATTEMPTS: f64 = 1e8;
 /// The most workers a closed loop may have: each holds a pending start in the event queue
 /// and its own count from the start, so a million stays within tens of MB.
 pub(crate) const MAX_WORKERS: u32 = 1_000_000;

@@ -279,6 +279,21 @@ impl Scenario {
                 ),
             ));
         }
+        // A fresh retry excludes nothing, so each request may make every attempt its
+        // retries allow (within a request, retries end once every candidate was tried).
+        let attempts = requests * (f64::from(w.retries) + 1.0);
+        if self.caller.retry == Retry::Fresh && attempts > MAX_FRESH_ATTEMPTS {
+            return Err(err(
+                "workload.retries",
+                whole_key("retries").or(whole_key("[workload]")),
+                format!(
+                    "{} retries with `caller.retry = \"fresh\"` allow {attempts:.3e} attempts \
+                     ({product} x (retries + 1)); a scenario may have at most \
+                     {MAX_FRESH_ATTEMPTS:.0e}: lower `workload.retries`",
+                    w.retries
+                ),
+            ));
+        }
         let buckets = match w.kind {
             LoopKind::Open => w.duration_s / self.series_bucket_s,
             LoopKind::Closed => 0.0,
