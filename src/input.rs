@@ -176,6 +176,13 @@ pub(crate) fn span_of(text: &str, field: &str) -> Option<std::ops::Range<usize>>
     here.map(toml::Spanned::span)
 }
 
+/// The 1-based line of the value at `field` (`candidates[1].stake`) in the TOML `text`, or of
+/// the nearest enclosing value present ([`span_of`]); `None` for the document itself or a
+/// text that does not parse. For a message about a field read from a TOML file.
+pub fn toml_line(text: &str, field: &str) -> Option<usize> {
+    span_of(text, field).map(|span| line_of(text, span.start))
+}
+
 /// The 1-based line of byte `offset` in `text`.
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]

@@ -1081,6 +1081,47 @@ fn explain_checks_overall_with_the_rest_of_the_file() {
     }
 }
 
+/// A candidates file's problems say on which line they are, in TOML and in JSON alike, as a
+/// config's do.
+#[test]
+fn explain_says_the_line_of_each_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "[overall]\nttfb_ms = -3\n\n[[candidates]]\nid = \"a\"\nstake = \"lots\"\n\
+                [candidates.stats]\nsuccess = 1.5\nbogus = 1\n[[candidates]]\nid = \"b\"\n\
+                colour = \"red\"\nmax_in_flight = -1\n";
+    let json = "{\"overall\": {\"ttfb_ms\": -3},\n\"candidates\": [\n\
+                {\"id\": \"a\", \"stake\": \"lots\",\n\"stats\": {\"success\": 1.5,\n\"bogus\": 1}},\n\
+                {\"id\": \"b\",\n\"colour\": \"red\",\n\"max_in_flight\": -1}]}";
+    for (name, text, lines) in [
+        ("lines.toml", toml, [2, 6, 8, 9, 12, 13]),
+        ("lines.json", json, [1, 3, 4, 5, 7, 8]),
+    ] {
+        let out = explain_file(dir.path(), name, text, &[]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{err}");
+        for (field, line) in [
+            "overall.ttfb_ms:",
+            "candidates[0].stake:",
+            "candidates[0].stats.success:",
+            "candidates[0].stats.bogus:",
+            "candidates[1].colour:",
+            "candidates[1].max_in_flight:",
+        ]
+        .into_iter()
+        .zip(lines)
+        {
+            let item = err
+                .lines()
+                .find(|l| l.contains(field))
+                .unwrap_or_else(|| panic!("{name}: no {field} in\n{err}"));
+            assert!(
+                item.ends_with(&format!("(line {line})")),
+                "{name}: {field} is not said to be at line {line}:\n{err}"
+            );
+        }
+    }
+}
+
 /// The table names the config's preset and mode, shows a limit column and a deadline column
 /// only when some candidate has one, and says when no filter removed anything and no fallback
 /// was taken.

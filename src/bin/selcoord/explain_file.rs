@@ -247,8 +247,10 @@ impl CandidatesFile {
             // missing value or a type error. Refused here, by field.
             let mut problems = Vec::new();
             for (path, x) in selection_coordinator::input::non_finite(&t, "") {
+                let line = selection_coordinator::input::toml_line(&text, &path)
+                    .map_or_else(String::new, |n| format!(" (line {n})"));
                 problems.push(format!(
-                    "{path}: must be a finite number, got {}",
+                    "{path}: must be a finite number, got {}{line}",
                     toml::Value::Float(x)
                 ));
             }
@@ -257,7 +259,24 @@ impl CandidatesFile {
             }
             serde_json::to_value(t).map_err(|e| format!("{}: {e}", path.display()))?
         };
-        Self::from_value(doc).map_err(invalid)
+        Self::from_value(doc).map_err(|problems| {
+            // Each problem starts with its field's place: the line of that field is added.
+            let lined = problems.into_iter().map(|p| {
+                let field = p.split_once(": ").map_or("", |(at, _)| at);
+                let line = if field.is_empty() {
+                    None
+                } else if json {
+                    json_line(&text, field)
+                } else {
+                    selection_coordinator::input::toml_line(&text, field)
+                };
+                match line {
+                    Some(n) => format!("{p} (line {n})"),
+                    None => p,
+                }
+            });
+            invalid(lined.collect())
+        })
     }
 
     /// Reads the document, collecting every problem with its path.
@@ -369,4 +388,120 @@ impl CandidatesFile {
             ..given
         }
     }
+}
+
+/// One step of a field's place: a key of a table or an index into a list.
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The steps of `field` (`candidates[1].stats.success`); `None` when it is not such a place.
+fn steps(field: &str) -> Option<Vec<Step<'_>>> {
+    let mut out = Vec::new();
+    for part in field.split('.') {
+        let mut pieces = part.split('[');
+        let key = pieces.next()?;
+        if !key.is_empty() {
+            out.push(Step::Key(key));
+        }
+        for index in pieces {
+            out.push(Step::Index(index.strip_suffix(']')?.parse().ok()?));
+        }
+    }
+    Some(out)
+}
+
+/// The 1-based line of the value at `field` in the JSON `text` (already parsed, so well
+/// formed), or of the nearest enclosing value present; `None` when the place cannot be read.
+/// serde_json keeps no positions in a `Value`: the text is scanned for the place.
+fn json_line(text: &str, field: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut pos = skip_ws(b, 0);
+    'steps: for step in steps(field)? {
+        match (b.get(pos)?, step) {
+            (b'{', Step::Key(key)) => {
+                let mut at = skip_ws(b, pos + 1);
+                while b.get(at) == Some(&b'"') {
+                    let end = skip_string(b, at);
+                    let name = text.get(at + 1..end.checked_sub(1)?)?;
+                    at = skip_ws(b, end);
+                    if b.get(at) != Some(&b':') {
+                        return None;
+                    }
+                    at = skip_ws(b, at + 1);
+                    if name == key {
+                        pos = at;
+                        continue 'steps;
+                    }
+                    at = skip_ws(b, skip_value(b, at));
+                    if b.get(at) == Some(&b',') {
+                        at = skip_ws(b, at + 1);
+                    }
+                }
+                break;
+            }
+            (b'[', Step::Index(i)) => {
+                let mut at = skip_ws(b, pos + 1);
+                for _ in 0..i {
+                    at = skip_ws(b, skip_value(b, at));
+                    if b.get(at) != Some(&b',') {
+                        break 'steps;
+                    }
+                    at = skip_ws(b, at + 1);
+                }
+                pos = at;
+            }
+            _ => break,
+        }
+    }
+    let upto = text.get(..pos.min(text.len()))?;
+    Some(upto.bytes().filter(|&c| c == b'\n').count() + 1)
+}
+
+fn skip_ws(b: &[u8], mut at: usize) -> usize {
+    while b.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// Past the string starting at `at` (its opening quote), escapes included.
+fn skip_string(b: &[u8], mut at: usize) -> usize {
+    at += 1;
+    while let Some(&c) = b.get(at) {
+        at += if c == b'\\' { 2 } else { 1 };
+        if c == b'"' {
+            break;
+        }
+    }
+    at
+}
+
+/// Past the value starting at `at`.
+fn skip_value(b: &[u8], mut at: usize) -> usize {
+    let mut depth = 0usize;
+    while let Some(&c) = b.get(at) {
+        match c {
+            b'"' => {
+                at = skip_string(b, at);
+                if depth == 0 {
+                    return at;
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth == 0 => return at,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            b',' if depth == 0 => return at,
+            _ => {}
+        }
+        at += 1;
+    }
+    at
 }
