@@ -403,6 +403,37 @@ fn a_config_path_in_a_scenario_file_is_relative_to_the_file() {
     assert!(Scenario::load(path.to_str().unwrap()).is_ok());
 }
 
+/// A `coordinator:<file>` entry of a scenario file's `policies` is read beside the scenario,
+/// as its `coordinator = "<file>"` is, wherever the command runs from (before, it was read
+/// from the working directory and the scenario was refused).
+#[test]
+fn a_config_path_in_a_scenario_policies_list_is_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sc");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("mine.toml"), "[weights]\nload = 3.0\n").unwrap();
+    let text = GOOD.replacen(
+        "[workload]",
+        "policies = [\"coordinator:mine.toml\", \"random\"]\n[workload]",
+        1,
+    );
+    let path = sub.join("s.toml");
+    std::fs::write(&path, &text).unwrap();
+    let sc = Scenario::load(path.to_str().unwrap()).unwrap();
+    assert_eq!(sc.source_dir(), Some(sub.as_path()));
+    let specs = sc.policy_specs().unwrap();
+    assert_eq!(specs[0].label(), "coordinator:mine.toml");
+    let PolicySpec::Coordinator { config, .. } = &specs[0] else {
+        panic!("{specs:?}")
+    };
+    assert_eq!(config.as_ref().unwrap().weights.load, 3.0);
+    // Parsed as text, there is no file to be beside.
+    let e = Scenario::parse(&text, "s.toml").unwrap_err();
+    assert!(e.to_string().contains("mine.toml"), "{e}");
+    // `--policies` names are the command line's: from the working directory.
+    assert!(PolicySpec::parse("coordinator:mine.toml").is_err());
+}
+
 #[test]
 fn a_scenario_cannot_ask_for_more_than_a_million_candidates() {
     let text = r#"

@@ -286,7 +286,9 @@ impl PolicySpec {
             "oracle-limits" => PolicySpec::OracleLimits,
             other => match other.strip_prefix("coordinator:") {
                 Some(spec) => {
-                    let config = Config::from_name_or_path(spec)
+                    // Beside the scenario file while one is loaded (its `policies`), else
+                    // from the working directory (`--policies`).
+                    let config = super::scenario::coordinator_config(spec)
                         .map_err(|e| format!("policy `{other}`: {e}"))?;
                     coordinator(other, Some(config))
                 }

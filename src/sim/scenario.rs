@@ -519,7 +519,8 @@ pub(crate) fn with_scenario_dir<T>(dir: Option<&std::path::Path>, f: impl FnOnce
 
 /// A preset name, or a config file's path: relative to the scenario file's directory when the
 /// scenario was loaded from a file and the config is there, else to the working directory.
-fn coordinator_config(spec: &str) -> Result<Config, crate::score::ConfigError> {
+/// Both `coordinator = "<file>"` and a `coordinator:<file>` entry of `policies` resolve so.
+pub(crate) fn coordinator_config(spec: &str) -> Result<Config, crate::score::ConfigError> {
     let beside = SCENARIO_DIR.with(|d| {
         d.borrow()
             .as_ref()
@@ -570,9 +571,13 @@ pub struct Scenario {
     /// What it models.
     #[serde(default)]
     pub description: String,
-    /// Policies run when the command line names none.
+    /// Policies run when the command line names none; a `coordinator:<file>` entry's relative
+    /// path is read beside the scenario file, as `coordinator` is ([`Scenario::policy_specs`]).
     #[serde(default)]
     pub policies: Vec<String>,
+    /// The directory of the scenario file it was loaded from (none for a built-in or text).
+    #[serde(skip)]
+    source_dir: Option<std::path::PathBuf>,
     /// Width of the time-series buckets, seconds.
     #[serde(default = "bucket_default", deserialize_with = "positive")]
     pub series_bucket_s: f64,

@@ -361,16 +361,18 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if let Some(spec) = args.fleet.spec(&scenario)? {
         return run_fleet(&scenario, &spec, &args);
     }
-    let names: Vec<String> = if args.policies.is_empty() {
-        if scenario.policies.is_empty() {
-            vec!["coordinator".into(), "random".into(), "oracle".into()]
-        } else {
-            scenario.policies.clone()
-        }
+    // `--policies` paths are relative to the working directory; the scenario's own
+    // `policies` read a `coordinator:<file>` beside the scenario file.
+    let policies = if !args.policies.is_empty() {
+        parse_policies(&args.policies)?
+    } else if !scenario.policies.is_empty() {
+        scenario
+            .policy_specs()
+            .map_err(|e| format!("{name}: policies: {e}"))?
     } else {
-        args.policies.clone()
+        let names = ["coordinator", "random", "oracle"].map(String::from);
+        parse_policies(&names)?
     };
-    let policies = parse_policies(&names)?;
     if args.seeds > MAX_SEEDS {
         return Err(format!(
             "--seeds {}: at most {MAX_SEEDS} seeds at once (figures are means over them, and \

@@ -162,7 +162,26 @@ impl Scenario {
                 whole(format!("cannot read it ({e})"))
             }
         })?;
-        with_scenario_dir(path.parent(), || Self::parse(&text, name_or_path))
+        let mut scenario = with_scenario_dir(path.parent(), || Self::parse(&text, name_or_path))?;
+        scenario.source_dir = path.parent().map(Path::to_path_buf);
+        Ok(scenario)
+    }
+
+    /// The directory of the scenario file it was loaded from ([`Scenario::load`]; none for a
+    /// built-in or parsed text): relative config paths in it are read from there.
+    pub fn source_dir(&self) -> Option<&Path> {
+        self.source_dir.as_deref()
+    }
+
+    /// The scenario's own `policies`, parsed; a `coordinator:<file>` entry's relative path is
+    /// read beside the scenario file when the config is there (as `coordinator = "<file>"`
+    /// is), else from the working directory.
+    pub fn policy_specs(&self) -> Result<Vec<crate::sim::policy::PolicySpec>, String> {
+        with_scenario_dir(self.source_dir(), || {
+            (self.policies.iter())
+                .map(|p| crate::sim::policy::PolicySpec::parse(p))
+                .collect()
+        })
     }
 
     /// Every candidate id in order (replicas expanded) with its spec index.
