@@ -1122,6 +1122,29 @@ fn explain_says_the_line_of_each_problem() {
     }
 }
 
+/// A whole number too large (or negative) for its field is said to be out of range, with the
+/// range, not to be no whole number.
+#[test]
+fn explain_says_a_whole_number_is_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = explain_file(
+        dir.path(),
+        "c.toml",
+        "[[candidates]]\nid = \"a\"\nmax_in_flight = -1\n\
+         [candidates.stats]\noutcomes = 4294967296\n",
+        &[],
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    for want in [
+        "candidates[0].stats.outcomes: 4294967296 is out of range (0 to 4294967295)",
+        "candidates[0].max_in_flight: -1 is out of range (0 to 4294967295)",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    assert!(!err.contains("expected a whole number"), "{err}");
+}
+
 /// The table names the config's preset and mode, shows a limit column and a deadline column
 /// only when some candidate has one, and says when no filter removed anything and no fallback
 /// was taken.

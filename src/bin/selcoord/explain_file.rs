@@ -186,9 +186,24 @@ fn described(e: &serde_path_to_error::Error<serde_json::Error>, path: &str) -> S
     } else {
         format!("{path}.{field}")
     };
-    let msg = e
-        .inner()
-        .to_string()
+    let inner = e.inner().to_string();
+    // An integer the field's type cannot hold: serde says `invalid value: integer `N`,
+    // expected u32`; said as a range instead.
+    let range = |ty: &str| match ty {
+        "u8" => Some(u64::from(u8::MAX)),
+        "u16" => Some(u64::from(u16::MAX)),
+        "u32" => Some(u64::from(u32::MAX)),
+        "u64" => Some(u64::MAX),
+        _ => None,
+    };
+    let out_of_range = inner
+        .strip_prefix("invalid value: integer `")
+        .and_then(|rest| rest.split_once("`, expected "))
+        .and_then(|(n, ty)| Some((n, range(ty.split_whitespace().next()?)?)));
+    if let Some((n, max)) = out_of_range {
+        return format!("{at}: {n} is out of range (0 to {max})");
+    }
+    let msg = inner
         .replace("expected f64", "expected a number")
         .replace("expected f32", "expected a number")
         .replace("expected u64", "expected a whole number")
