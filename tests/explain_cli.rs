@@ -382,3 +382,34 @@ fn the_table_shows_the_components_that_act_through_an_exponent() {
         "{table}"
     );
 }
+
+/// Under a deterministic config the header says the draw is deterministic and which candidate
+/// wins, ties going to the first in the file; the JSON carries the record's reason and winner.
+#[test]
+fn a_deterministic_draw_says_who_wins() {
+    let ties =
+        "[[candidates]]\nid = \"z\"\n[[candidates]]\nid = \"a\"\n[[candidates]]\nid = \"m\"\n";
+    let config = "deterministic = true\n";
+    let out = explain_text(config, ties, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let head = table.lines().take(2).collect::<Vec<_>>().join("\n");
+    assert!(head.contains("deterministic"), "{table}");
+    assert!(head.contains("`z` wins"), "{table}");
+    assert!(head.contains("first in the file"), "{table}");
+    let out = explain_text(config, ties, &["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(v["reason"], "deterministic", "{v}");
+    assert_eq!(v["winner"], "z", "{v}");
+    // A random draw says so too, and names no winner in the table's header.
+    let out = explain_text("default", ties, &["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(v["reason"], "draw", "{v}");
+    let out = explain_text("default", ties, &[]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(!table.contains("wins"), "{table}");
+}

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use selection_coordinator::decision::{ConsideredCandidate, Fallback, FilterNote};
+use selection_coordinator::decision::{ConsideredCandidate, DecisionReason, Fallback, FilterNote};
 use selection_coordinator::score::{Components, ScoreModel};
 use selection_coordinator::snapshot::{CandidateSnapshot, Snapshot, SNAPSHOT_VERSION};
 use selection_coordinator::{CandidateId, CandidateInfo, Config, Core, Mode, Request};
@@ -122,6 +122,11 @@ struct Line {
 #[derive(Debug)]
 struct Explained {
     config: Config,
+    /// How the winner would be chosen (the record's reason).
+    reason: DecisionReason,
+    /// The candidate a deterministic draw takes (the most probable, ties to the earliest
+    /// added), as the record names it.
+    winner: Option<CandidateId>,
     lines: Vec<Line>,
     filters: Vec<FilterNote>,
     fallbacks: Vec<Fallback>,
@@ -145,8 +150,12 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
                     .as_ref()
                     .map_or_else(empty_stats, RecordedStats::snapshot),
                 limit: None,
+                load_fit: None,
+                feedback: None,
             })
             .collect(),
+        feedback_reference_ms: None,
+        rates: None,
     };
     // Restoring draws nothing (no request waits), so the seed only satisfies the signature.
     let mut rng = SmallRng::seed_from_u64(0);
@@ -180,6 +189,8 @@ fn explain(config: Config, file: &CandidatesFile) -> Result<Explained, String> {
         .collect();
     Ok(Explained {
         config,
+        reason: record.reason,
+        winner: record.winner,
         lines,
         filters: record.filters,
         fallbacks: record.fallbacks,
@@ -230,6 +241,8 @@ fn line(
 impl Explained {
     fn to_json(&self) -> Value {
         serde_json::json!({
+            "reason": self.reason,
+            "winner": self.winner,
             "candidates": self.lines,
             "filters": self.filters,
             "fallbacks": self.fallbacks,
@@ -250,6 +263,17 @@ impl Explained {
             c.exponent,
             c.floor
         );
+        if self.reason == DecisionReason::Deterministic {
+            let _ = match &self.winner {
+                Some(w) => writeln!(
+                    out,
+                    "draw: deterministic: `{w}` wins every time, the most probable (ties go to \
+                     the first in the file, the earliest added); the probabilities are those a \
+                     random draw would give"
+                ),
+                None => writeln!(out, "draw: deterministic: no candidate can win now"),
+            };
+        }
         // Only the components that can move a probability under this config.
         let weighed = shown_components(c);
         let id_w = self
