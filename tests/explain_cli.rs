@@ -413,3 +413,30 @@ fn a_deterministic_draw_says_who_wins() {
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(!table.contains("wins"), "{table}");
 }
+
+/// A recorded ejection (`stats.ejected_for_s`) counts only with `[ejection] enabled = true`:
+/// with ejection off, the table notes that it is ignored (the JSON on stderr).
+#[test]
+fn an_ejection_is_noted_as_ignored_while_ejection_is_off() {
+    let text = "[[candidates]]\nid = \"a\"\n[candidates.stats]\nejected_for_s = 10\n\
+                [[candidates]]\nid = \"b\"\n";
+    let out = explain_text("default", text, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("note: candidates[0] (`a`) sets stats.ejected_for_s"),
+        "{table}"
+    );
+    assert!(table.contains("[ejection] enabled = true"), "{table}");
+    let out = explain_text("default", text, &["--json"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ejected_for_s"));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON output");
+    let out = explain_text("[ejection]\nenabled = true\nmax_share = 1.0\n", text, &[]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(!table.contains("note:"), "{table}");
+    assert!(table.contains("ejection: removed a"), "{table}");
+}

@@ -37,21 +37,51 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let config = Config::from_name_or_path(&args.config).map_err(|e| e.to_string())?;
     let file = CandidatesFile::load(&args.candidates)?;
-    let arms = arms_note(&config);
+    let arms = [arms_note(&config), ejection_note(&config, &file)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
     let explained = explain(config, &file)?;
     let out = if args.json {
         // The JSON stays the documented object; the note goes to stderr.
-        if let Some(note) = &arms {
+        for note in &arms {
             eprintln!("selcoord explain: {note}");
         }
         serde_json::to_string_pretty(&explained.to_json()).map_err(|e| e.to_string())?
     } else {
-        match &arms {
-            Some(note) => format!("{}\nnote: {note}", explained.table()),
-            None => explained.table(),
+        let mut table = explained.table();
+        for note in &arms {
+            table.push_str("\nnote: ");
+            table.push_str(note);
         }
+        table
     };
     crate::out::println(&out)
+}
+
+/// A recorded ejection that the config ignores: `stats.ejected_for_s` counts only with
+/// `[ejection] enabled = true`.
+fn ejection_note(config: &Config, file: &CandidatesFile) -> Option<String> {
+    if config.ejection.enabled {
+        return None;
+    }
+    let ejected: Vec<String> = file
+        .candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, s))| s.as_ref().is_some_and(|s| s.ejected_for_s > 0.0))
+        .map(|(i, (info, _))| format!("candidates[{i}] (`{}`)", info.id))
+        .collect();
+    let first = ejected.first()?;
+    let (more, verb, drawn) = match ejected.len() {
+        1 => (String::new(), "sets", "the candidate is"),
+        n => (format!(" and {} more", n - 1), "set", "they are"),
+    };
+    Some(format!(
+        "{first}{more} {verb} stats.ejected_for_s, but ejection is off in this config, so it is \
+         ignored and {drawn} drawn as if not ejected; set [ejection] enabled = true in the \
+         config to explain with it"
+    ))
 }
 
 /// What the answer leaves out when the config has `[[arms]]` or `[[shadows]]`: only the

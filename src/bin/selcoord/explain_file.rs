@@ -41,7 +41,7 @@ pub(super) struct RecordedStats {
     /// Times ejected so far.
     ejections: u32,
     /// Seconds of ejection left (0 or absent: not ejected).
-    ejected_for_s: f64,
+    pub(super) ejected_for_s: f64,
     /// Seconds since the last sample (statistics decay over it when a half-life is set).
     age_s: f64,
 }
@@ -137,6 +137,7 @@ fn overall_problems(given: &Overall, out: &mut Vec<String>) {
             saved_at_unix_ms: None,
             overall,
             feedback_reference_ms: None,
+            rates: None,
             candidates: Vec::new(),
         };
         snapshot.validate().err().map(|e| match e {
