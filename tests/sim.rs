@@ -803,3 +803,89 @@ fn a_non_finite_number_in_an_inline_coordinator_table_is_named() {
         assert!(!e.message.contains("null"), "{e}");
     }
 }
+
+/// A timeline entry is checked as the candidate it leaves: a degrade whose candidate
+/// `[[candidates]]` would refuse is refused at the entry's field and line, saying what to fix;
+/// an entry whose action ignores its overrides, and a degrade with none, are refused. Before,
+/// each was accepted (and the overrides of a leave silently did nothing).
+#[test]
+fn timeline_overrides_pass_the_candidate_checks() {
+    let base = "name = \"x\"\n[workload]\nloop = \"closed\"\nworkers = 1\noperations = 5\n\
+                bytes = 1000000000\n\
+                [[candidates]]\nid = \"a\"\nsuccess = 1.0\nduration_ms = 5\n\
+                [[candidates]]\nid = \"q\"\nsuccess = 1.0\nservice_ms = 5\n\
+                [[candidates]]\nid = \"k\"\nsuccess = 1.0\nduration_ms = 5\n\
+                knee = { start = 2, exp = 2 }\n";
+    let entry = |candidate: &str, action: &str, fields: &str| {
+        format!(
+            "{base}\n[[timeline]]\nat_s = 1\naction = \"{action}\"\ncandidate = \"{candidate}\"\n\
+             {fields}\n"
+        )
+    };
+    // The entry starts on line 18; its fields from line 21.
+    for (text, field, hint) in [
+        (
+            entry("a", "degrade", "bandwidth_mbps = 1e-6"),
+            "timeline[0].bandwidth_mbps",
+            "raise the bandwidth",
+        ),
+        (
+            entry("q", "degrade", "knee = { start = 2, exp = 2 }"),
+            "timeline[0].knee",
+            "drop `knee` or `service_ms`",
+        ),
+        (
+            entry("k", "degrade", "service_ms = 5"),
+            "timeline[0].service_ms",
+            "drop `knee` or `service_ms`",
+        ),
+        (
+            entry("a", "degrade", "knee = { exp = 1 }"),
+            "timeline[0].knee",
+            "changes no latency",
+        ),
+        (
+            entry("a", "degrade", "servers = 4"),
+            "timeline[0].servers",
+            "give the candidate a `service_ms`",
+        ),
+        (
+            entry("a", "degrade", "queue_limit = 4"),
+            "timeline[0].queue_limit",
+            "give the candidate a `service_ms`",
+        ),
+        (
+            entry("a", "leave", "success = 0.5"),
+            "timeline[0].success",
+            "make the entry a degrade",
+        ),
+        (
+            entry("a", "heal", "ttfb_ms = 5"),
+            "timeline[0].ttfb_ms",
+            "make the entry a degrade",
+        ),
+        (
+            entry("a", "degrade", ""),
+            "timeline[0].action",
+            "give it at least one of",
+        ),
+    ] {
+        let e = Scenario::parse(&text, "s.toml").unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.message.contains(hint), "{e}");
+        assert!(e.line.is_some_and(|l| l >= 18), "{e}");
+    }
+    // Degrades add up until a heal: a queue's `servers` after a degrade that gave `service_ms`
+    // is fine, and a heal takes the candidate back to its entry.
+    let ok = format!(
+        "{}\n[[timeline]]\nat_s = 2\naction = \"degrade\"\ncandidate = \"a\"\nservers = 2\n",
+        entry("a", "degrade", "service_ms = 5")
+    );
+    Scenario::parse(&ok, "s.toml").unwrap();
+    let healed = format!(
+        "{}\n[[timeline]]\nat_s = 1.5\naction = \"heal\"\ncandidate = \"a\"\n",
+        ok
+    );
+    let e = Scenario::parse(&healed, "s.toml").unwrap_err();
+    assert_eq!(e.field, "timeline[1].servers", "{e}");
+}

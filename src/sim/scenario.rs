@@ -18,6 +18,7 @@ use crate::score::Config;
 
 mod builtin;
 mod caller;
+mod overrides;
 mod parse;
 pub use builtin::BUILTIN;
 pub use caller::{Caller, OnTimeout, Retry};

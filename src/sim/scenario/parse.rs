@@ -4,9 +4,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::input::{line_of, snippet, span_of, Num};
-use crate::sim::dist::MAX_MS;
 use crate::sim::report::MAX_SERIES_BUCKETS;
-use crate::sim::truth::transfer_ms;
 
 /// The built-in discovery scenario (see `crate::discovery::sim`): listed with the others, run
 /// by the discovery simulator.
@@ -360,71 +358,16 @@ impl Scenario {
             ));
         }
         for (i, c) in self.candidates.iter().enumerate() {
-            let transfer_ms = c
-                .bandwidth_mbps
-                .map_or(0.0, |mbps| transfer_ms(w.bytes, mbps));
-            if transfer_ms > MAX_MS {
+            if let Err(p) = overrides::check_candidate(c, w.bytes) {
+                let key = p.field.split('.').next().unwrap_or(p.field);
                 return Err(err(
-                    &format!("candidates[{i}].bandwidth_mbps"),
-                    whole_key("bandwidth_mbps"),
-                    format!(
-                        "{} bytes at {} Mbit/s take {transfer_ms:.3e} ms, past the {MAX_MS:e} ms \
-                         a run can reach: raise the bandwidth or lower workload.bytes",
-                        w.bytes,
-                        Num(c.bandwidth_mbps.unwrap_or_default())
-                    ),
+                    &format!("candidates[{i}].{}", p.field),
+                    whole_key(key),
+                    p.message,
                 ));
             }
-            let queue_field = [
-                ("servers", c.servers.is_some()),
-                ("queue_limit", c.queue_limit.is_some()),
-                ("slowdown", c.slowdown.is_some()),
-            ]
-            .into_iter()
-            .find(|f| f.1);
-            if let (Some((field, _)), None) = (queue_field, &c.service_ms) {
-                return Err(err(
-                    &format!("candidates[{i}].{field}"),
-                    whole_key(field),
-                    format!("`{field}` describes a queue: give the candidate a `service_ms` too"),
-                ));
-            }
-            if c.knee.is_some() && c.service_ms.is_some() {
-                return Err(err(
-                    &format!("candidates[{i}].knee"),
-                    whole_key("knee"),
-                    "`knee` is for a candidate without a queue (a queue's latency grows with \
-                     load by itself): drop `knee` or `service_ms`"
-                        .into(),
-                ));
-            }
-            if c.knee.is_some_and(|k| !k.is_active()) {
-                return Err(err(
-                    &format!("candidates[{i}].knee"),
-                    whole_key("knee"),
-                    "this `knee` changes no latency: give it an `exp` above 1 (growth past \
-                     `start`) or a `scale` above 0 (growth from the first attempt), or drop it"
-                        .into(),
-                ));
-            }
-        }
-        for (i, c) in self.candidates.iter().enumerate() {
-            slow_service(c.service_ms.as_ref(), c.slowdown).map_err(|e| {
-                let field = format!("candidates[{i}].slowdown.factor");
-                err(&field, whole_key("slowdown"), e)
-            })?;
         }
         let ids = self.expanded();
-        for (i, ev) in self.timeline.iter().enumerate() {
-            let own = ids
-                .iter()
-                .find(|(id, _)| id == ev.candidate.get_ref())
-                .and_then(|(_, spec)| self.candidates[*spec].service_ms.as_ref());
-            slow_service(ev.service_ms.as_ref().or(own), ev.slowdown).map_err(|e| {
-                let field = format!("timeline[{i}].slowdown.factor");
-                err(&field, whole_key("slowdown"), e)
-            })?;
-        }
         let mut seen = std::collections::HashSet::new();
         for (id, spec) in &ids {
             if !seen.insert(id.as_str()) {
@@ -473,6 +416,16 @@ impl Scenario {
                 ));
             }
         }
+        if let Err((field, e)) = overrides::check_timeline(self) {
+            let line = field
+                .split('.')
+                .next()
+                .and_then(|entry| entry.strip_prefix("timeline["))
+                .and_then(|n| n.trim_end_matches(']').parse::<usize>().ok())
+                .and_then(|n| self.timeline.get(n))
+                .map(|ev| line_of(text, ev.candidate.span().start));
+            return Err(err(&field, line, e));
+        }
         for (i, name) in self.policies.iter().enumerate() {
             if let Err(e) = crate::sim::policy::PolicySpec::parse(name) {
                 return Err(err(&format!("policies[{i}]"), whole_key("policies"), e));
@@ -497,26 +450,6 @@ impl Scenario {
         }
         Ok(())
     }
-}
-
-/// Refuses a slowdown whose slow service (the mean of `service_ms` x `factor`) would pass the
-/// longest time a scenario may give: a server busy that long holds a run for ages of virtual
-/// time.
-fn slow_service(service_ms: Option<&Dist>, slowdown: Option<Slowdown>) -> Result<(), String> {
-    let (Some(service), Some(slow)) = (service_ms, slowdown) else {
-        return Ok(());
-    };
-    let slow_ms = service.mean() * slow.factor;
-    if slow_ms <= MAX_MS {
-        return Ok(());
-    }
-    Err(format!(
-        "a slow period serves in {slow_ms:.3e} ms (service_ms's mean {} ms x factor {}), \
-         past the {MAX_MS:e} ms a run can reach: lower the factor to at most {:.3e}",
-        Num(service.mean()),
-        Num(slow.factor),
-        MAX_MS / service.mean()
-    ))
 }
 
 /// The core's own check of the limits (it refuses bad ones when they are set).
