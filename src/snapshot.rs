@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::limit::LimitSnapshot;
-use crate::score::{Overall, Stats};
+use crate::score::{LoadFit, Overall, Stats};
 use crate::vocab::CandidateInfo;
 
 /// The snapshot format version this build writes and reads.
@@ -81,6 +81,24 @@ pub struct CandidateSnapshot {
     /// The adaptive limit's estimate (absent while adaptive limits are off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<LimitSnapshot>,
+    /// Whether its times grow with its load, learned over about 1,000 attempts (absent before
+    /// its first timed attempt, and in snapshots of earlier builds: the restore learns it
+    /// afresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_fit: Option<LoadFit>,
+    /// Its server's feedback averages (absent if its server never reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<FeedbackSnapshot>,
+}
+
+/// A candidate's server-feedback averages ([`crate::ServerFeedback`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackSnapshot {
+    /// Moving average of the queue the server reported.
+    pub queue: f64,
+    /// Moving average of the service time the server reported, ms.
+    pub service_ms: f64,
 }
 
 /// Everything the coordinator has learned, independent of its clock's epoch.
@@ -97,8 +115,31 @@ pub struct Snapshot {
     pub saved_at_unix_ms: Option<u64>,
     /// All-candidate averages.
     pub overall: Overall,
+    /// The fleet's reference service time of server feedback, ms (absent before the first
+    /// report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_reference_ms: Option<f64>,
+    /// The fleet's rates that set the floor in force, the probe periods and the shed relief
+    /// (absent in snapshots of earlier builds: the restore measures them afresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates: Option<RatesSnapshot>,
     /// Every live candidate.
     pub candidates: Vec<CandidateSnapshot>,
+}
+
+/// Rates a coordinator measures over its whole fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatesSnapshot {
+    /// Decisions per second, smoothed over a few coarse refreshes: sets the floor in force
+    /// (`floor_period_s`) and how often idle candidates are probed.
+    pub decisions_per_s: f64,
+    /// The share of overload failures whose requests went on to another attempt (a moving
+    /// average), which sets `load.shed_relief` in force; 1 before any.
+    pub sheds_retried: f64,
+    /// The overload failures that share was learned from (saturating; its first ones are
+    /// averaged evenly).
+    pub sheds: u32,
 }
 
 impl Snapshot {
@@ -124,6 +165,16 @@ impl Snapshot {
         check("overall.bandwidth_bps".into(), self.overall.bandwidth_bps)?;
         check("overall.attempt_ms".into(), self.overall.attempt_ms)?;
         check("overall.ttfb_spread".into(), self.overall.ttfb_spread)?;
+        check("feedback_reference_ms".into(), self.feedback_reference_ms)?;
+        if let Some(r) = &self.rates {
+            check("rates.decisions_per_s".into(), Some(r.decisions_per_s))?;
+            if !(0.0..=1.0).contains(&r.sheds_retried) {
+                return Err(Error::InvalidSnapshot(format!(
+                    "rates.sheds_retried = {}: must be in [0, 1]",
+                    r.sheds_retried
+                )));
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for c in &self.candidates {
             c.info.validate()?;
@@ -156,6 +207,22 @@ impl Snapshot {
             };
             if let Some((field, problem)) = held.problem() {
                 return Err(Error::InvalidSnapshot(format!("{id}.{field} {problem}")));
+            }
+            if let Some((field, problem)) = c.load_fit.as_ref().and_then(LoadFit::problem) {
+                return Err(Error::InvalidSnapshot(format!(
+                    "{id}.load_fit.{field} {problem}"
+                )));
+            }
+            if let Some(f) = &c.feedback {
+                check(format!("{id}.feedback.queue"), Some(f.queue))?;
+                check(format!("{id}.feedback.service_ms"), Some(f.service_ms))?;
+                for (field, v) in [("queue", f.queue), ("service_ms", f.service_ms)] {
+                    if v > f64::from(f32::MAX) {
+                        return Err(Error::InvalidSnapshot(format!(
+                            "{id}.feedback.{field} = {v}: too large to keep"
+                        )));
+                    }
+                }
             }
             check(format!("{id}.last_sample_age_s"), s.last_sample_age_s)?;
             check(format!("{id}.ejected_for_s"), s.ejected_for_s)?;

@@ -188,9 +188,11 @@ fn load(store: &SnapshotStore) -> Snapshot {
     }
 }
 
-/// The statistics without the ages and the wall-clock stamp, which move on as time passes.
+/// The statistics without the ages, the wall-clock stamp and the decision rate, which move on
+/// as time passes.
 fn statistics(mut s: Snapshot) -> Snapshot {
     s.saved_at_unix_ms = None;
+    s.rates = None;
     for c in &mut s.candidates {
         c.stats.last_sample_age_s = None;
     }

@@ -677,3 +677,85 @@ fn a_restore_holds_ejections_to_the_share_allowed() {
     }
     assert!(drawn.contains("c1") && !drawn.contains("c2"), "{drawn:?}");
 }
+
+/// A restore keeps what steers the draw beyond the statistics: each candidate's load fit
+/// (whether its times grow with its load) and its server's feedback averages, with the
+/// fleet's reference. A core restored from the snapshot scores every candidate as the core it
+/// was taken from.
+#[test]
+fn a_restore_keeps_the_load_fits_and_the_server_feedback() {
+    use selection_coordinator::ServerFeedback;
+    let start = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut core = Core::new(Config::default(), start).unwrap();
+    for i in 0..4 {
+        core.add_candidate(CandidateInfo::new(format!("c{i}")), start, &mut rng)
+            .unwrap();
+    }
+    let mut now = start;
+    let mut running = Vec::new();
+    for step in 0..6_000u32 {
+        now += Duration::from_millis(2);
+        if step % 2 == 0 && step < 5_900 {
+            core.ready(Request::any(), now, &mut rng).unwrap();
+        } else if !running.is_empty() {
+            let a = running.swap_remove(rng.random_range(0..running.len()));
+            let id = core.attempt_candidate(a).unwrap().to_string();
+            let n: u32 = id[1..].parse().unwrap();
+            let k = core.candidate(&id.as_str().into()).unwrap().in_flight as f64;
+            // c1's times grow with its load; every server reports its queue.
+            let t = 10.0 * f64::from(n + 1) * if n == 1 { k } else { 1.0 };
+            let o = Outcome::success_with(1.0, t, 10_000, t * 2.0).feedback(ServerFeedback::new(
+                n * 3,
+                Duration::from_millis(5 * u64::from(n + 1)),
+            ));
+            core.outcome(a, o, now).unwrap();
+            core.done(a, Next::Finish, now, &mut rng).unwrap();
+        }
+        while let Some(e) = core.poll_event() {
+            if let Event::Granted(g) = e {
+                running.push(g.attempt);
+            }
+        }
+    }
+    assert!(running.is_empty() && core.waiting() == 0);
+    let snap = core.snapshot();
+    assert!(snap.feedback_reference_ms.is_some());
+    assert!(snap
+        .candidates
+        .iter()
+        .all(|c| c.load_fit.is_some() && c.feedback.is_some()));
+    let back = Snapshot::from_json(&serde_json::to_string(&snap).unwrap()).unwrap();
+    let mut restored = Core::new(Config::default(), now).unwrap();
+    restored.restore(&back, now, &mut rng).unwrap();
+    let later = now + Duration::from_millis(200);
+    core.tick(later, &mut rng);
+    restored.tick(later, &mut rng);
+    // Equal up to the microsecond rounding of the ages a snapshot stores.
+    for (a, b) in core.candidates().zip(restored.candidates()) {
+        assert_eq!(a.info.id, b.info.id);
+        for ((name, x), (_, y)) in a
+            .components
+            .entries()
+            .into_iter()
+            .zip(b.components.entries())
+        {
+            assert!(
+                (x - y).abs() <= 1e-6 * x.abs().max(1e-12),
+                "{} {name}: {x} against {y}",
+                a.info.id
+            );
+        }
+    }
+    // And the snapshot of the restored core keeps them as they were.
+    let again = restored.snapshot();
+    for (a, b) in snap.candidates.iter().zip(&again.candidates) {
+        assert_eq!(
+            (a.load_fit, a.feedback),
+            (b.load_fit, b.feedback),
+            "{}",
+            a.info.id
+        );
+    }
+    assert_eq!(snap.feedback_reference_ms, again.feedback_reference_ms);
+}

@@ -95,6 +95,22 @@ impl Default for Pool {
 }
 
 impl Pool {
+    /// The rates a snapshot keeps (`None` before any was measured).
+    pub(crate) fn rates(&self) -> Option<crate::snapshot::RatesSnapshot> {
+        (self.rate > 0.0 || self.sheds > 0).then_some(crate::snapshot::RatesSnapshot {
+            decisions_per_s: self.rate,
+            sheds_retried: self.shed_retried,
+            sheds: self.sheds,
+        })
+    }
+
+    /// Puts back the rates of a snapshot (checked); the next coarse refresh applies them.
+    pub(crate) fn restore_rates(&mut self, r: &crate::snapshot::RatesSnapshot) {
+        self.rate = r.decisions_per_s;
+        self.shed_retried = r.sheds_retried;
+        self.sheds = r.sheds;
+    }
+
     /// Counts an overload failure whose request `retried` (went on to another attempt) or not.
     pub(crate) fn observe_shed(&mut self, retried: bool) {
         self.sheds = self.sheds.saturating_add(1);

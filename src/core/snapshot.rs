@@ -7,7 +7,9 @@ use rand::Rng;
 use super::Core;
 use crate::error::Error;
 use crate::score::{ErrorWindow, PackedStats, Stats};
-use crate::snapshot::{CandidateSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION};
+use crate::snapshot::{
+    CandidateSnapshot, FeedbackSnapshot, Snapshot, StatsSnapshot, SNAPSHOT_VERSION,
+};
 
 /// Rounds a duration to the microsecond. Restoring turns an age back into a time
 /// (`now - age`) and the next snapshot subtracts again; on raw floats that round trip can move
@@ -32,6 +34,7 @@ impl Core {
             .candidates()
             .filter(|v| !v.removed)
             .map(|v| {
+                let idx = self.fleet.index_of(&v.info.id).map(|i| i as usize);
                 let st = v.stats;
                 CandidateSnapshot {
                     info: v.info.clone(),
@@ -58,6 +61,15 @@ impl Core {
                         attempt_lag: st.attempt_lag,
                     },
                     limit: v.adaptive,
+                    load_fit: idx
+                        .map(|i| self.fleet.load_fit[i])
+                        .filter(|f| !f.is_empty()),
+                    feedback: idx.and_then(|i| self.fleet.feedback.saved(i)).map(
+                        |(queue, service_ms)| FeedbackSnapshot {
+                            queue: f64::from(queue),
+                            service_ms: f64::from(service_ms),
+                        },
+                    ),
                 }
             })
             .collect();
@@ -65,6 +77,8 @@ impl Core {
             version: SNAPSHOT_VERSION,
             saved_at_unix_ms: None,
             overall: self.fleet.overall,
+            feedback_reference_ms: self.fleet.feedback.reference(),
+            rates: self.pool.rates(),
             candidates,
         }
     }
@@ -106,6 +120,12 @@ impl Core {
         let moved = (down_s / config.window.bucket_s).min(u32::MAX as f64) as u64;
         let window_end = bucket.saturating_sub(moved.min(buckets as u64));
         self.fleet.overall = snapshot.overall;
+        if let Some(ms) = snapshot.feedback_reference_ms {
+            self.fleet.feedback.restore_reference(ms);
+        }
+        if let Some(r) = &snapshot.rates {
+            self.pool.restore_rates(r);
+        }
         // A snapshot without the answers' count reads as warmed up (serde's default), which
         // only holds for a spread it saved: with none, the spread is learned afresh.
         if self.fleet.overall.ttfb_spread.is_none() {
@@ -157,6 +177,14 @@ impl Core {
             };
             if let Some(l) = &c.limit {
                 self.limit_restore(idx, l);
+            }
+            if let Some(fit) = c.load_fit {
+                self.fleet.load_fit[idx] = fit;
+            }
+            if let Some(f) = c.feedback {
+                self.fleet
+                    .feedback
+                    .restore(idx, f.queue as f32, f.service_ms as f32);
             }
             self.refresh_leaf(idx);
         }

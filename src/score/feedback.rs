@@ -170,6 +170,36 @@ impl FeedbackBook {
         self.any = true;
     }
 
+    /// Slot `idx`'s averages as a snapshot keeps them: `(queue, service_ms)`, `None` when it
+    /// never reported.
+    pub(crate) fn saved(&self, idx: usize) -> Option<(f32, f32)> {
+        self.per
+            .get(idx)
+            .filter(|a| !a.service_ms.is_nan())
+            .map(|a| (a.queue, a.service_ms))
+    }
+
+    /// Puts back slot `idx`'s averages from a snapshot (checked finite and not negative).
+    pub(crate) fn restore(&mut self, idx: usize, queue: f32, service_ms: f32) {
+        if self.per.len() <= idx {
+            self.per.resize(idx + 1, NONE);
+        }
+        self.per[idx] = Averages { queue, service_ms };
+        self.any = true;
+    }
+
+    /// The fleet's reference service time with every report folded in, ms (`None` before
+    /// the first report): what a snapshot keeps.
+    pub(crate) fn reference(&self) -> Option<f64> {
+        (!self.reference_next_ms.is_nan()).then_some(self.reference_next_ms)
+    }
+
+    /// Puts back the reference a snapshot kept.
+    pub(crate) fn restore_reference(&mut self, ms: f64) {
+        self.reference_ms = ms;
+        self.reference_next_ms = ms;
+    }
+
     /// Makes the reports since the last refresh count in the reference (a coarse refresh).
     pub(crate) fn settle(&mut self) {
         self.reference_ms = self.reference_next_ms;

@@ -47,8 +47,11 @@ const MAX_SHED_SLOPE: f64 = 20.0;
 /// attempts' for them to follow the load.
 const SHED_SIGNIFICANCE: f32 = 2.0;
 
-/// The moving averages of the fit, per candidate.
+/// The moving averages of the fit, per candidate. A snapshot keeps it
+/// ([`CandidateSnapshot::load_fit`](crate::snapshot::CandidateSnapshot::load_fit)); its fields
+/// are the fit's own and are read back only by this crate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LoadFit {
     /// Mean log concurrency at grant (`ln k`, 0 for one attempt in flight).
     k: f32,
@@ -236,6 +239,43 @@ impl LoadFit {
     #[inline]
     pub(crate) fn evidence(&self) -> f32 {
         self.evidence
+    }
+
+    /// Whether any attempt was fitted (a fit that saw none is not worth keeping).
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == LoadFit::default()
+    }
+
+    /// The first field a fit read from a file could not have reached by fitting: not finite,
+    /// a mean logarithm or a variance below 0, a share outside `[0, 1]`.
+    pub(crate) fn problem(&self) -> Option<(&'static str, &'static str)> {
+        let finite = [
+            ("k", self.k),
+            ("x", self.x),
+            ("kx", self.kx),
+            ("kk", self.kk),
+            ("xx", self.xx),
+            ("evidence", self.evidence),
+            ("shed", self.shed),
+            ("shed_k", self.shed_k),
+        ];
+        if let Some((field, _)) = finite.iter().find(|(_, v)| !v.is_finite()) {
+            return Some((field, "must be a finite number"));
+        }
+        let non_negative = [
+            ("k", self.k),
+            ("kk", self.kk),
+            ("xx", self.xx),
+            ("shed_k", self.shed_k),
+        ];
+        if let Some((field, _)) = non_negative.iter().find(|(_, v)| *v < 0.0) {
+            return Some((field, "must not be negative"));
+        }
+        let share = [("evidence", self.evidence), ("shed", self.shed)];
+        if let Some((field, _)) = share.iter().find(|(_, v)| !(0.0..=1.0).contains(v)) {
+            return Some((field, "must be in [0, 1]"));
+        }
+        None
     }
 }
 

@@ -114,6 +114,8 @@ impl Cand {
                 attempt_lag: 0.0,
             },
             limit: None,
+            load_fit: None,
+            feedback: None,
         }
     }
 
@@ -223,6 +225,8 @@ proptest! {
                 ttfb_spread: overall.2,
                 ..Overall::default()
             },
+            feedback_reference_ms: None,
+            rates: None,
             candidates: cands
                 .iter()
                 .enumerate()

@@ -78,10 +78,12 @@ pub fn load(store: &SnapshotStore) -> Snapshot {
     }
 }
 
-/// The statistics without the ages that grow as time passes (and the wall-clock stamp).
+/// The statistics without the ages that grow as time passes, the wall-clock stamp, and the
+/// decision rate (measured over time: a restored core measures on from the saved one).
 #[allow(dead_code)] // not every test binary saves snapshots
 pub fn without_ages(mut s: Snapshot) -> Snapshot {
     s.saved_at_unix_ms = None;
+    s.rates = None;
     for c in &mut s.candidates {
         c.stats.last_sample_age_s = None;
     }
