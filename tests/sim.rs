@@ -889,3 +889,37 @@ fn timeline_overrides_pass_the_candidate_checks() {
     let e = Scenario::parse(&healed, "s.toml").unwrap_err();
     assert_eq!(e.field, "timeline[1].servers", "{e}");
 }
+
+/// A distribution table's keys its kind does not use are refused, named (before,
+/// `{ kind = "exp", mean = 10, sd = 50 }` ran as an exponential, its `sd` silently dropped).
+#[test]
+fn a_distribution_key_its_kind_does_not_use_is_refused() {
+    for (dist, unused) in [
+        ("{ kind = \"exp\", mean = 10, sd = 50 }", "`sd`"),
+        ("{ kind = \"const\", value = 1, sd = 3 }", "`sd`"),
+        (
+            "{ kind = \"normal\", mean = 10, sd = 2, min = 1, max = 3 }",
+            "`min`, `max`",
+        ),
+        (
+            "{ kind = \"uniform\", min = 1, max = 3, value = 2 }",
+            "`value`",
+        ),
+    ] {
+        let text = GOOD.replacen(
+            "success = 0.5",
+            &format!("success = 0.5\nttfb_ms = {dist}"),
+            1,
+        );
+        let e = Scenario::parse(&text, "s.toml").unwrap_err();
+        assert_eq!(e.field, "candidates[0].ttfb_ms", "{e}");
+        assert!(e.message.contains(&format!("does not use {unused}")), "{e}");
+        assert_eq!(e.line, Some(11), "{e}");
+    }
+    let ok = GOOD.replacen(
+        "success = 0.5",
+        "success = 0.5\nttfb_ms = { kind = \"lognormal\", mean = 10, sd = 5 }",
+        1,
+    );
+    Scenario::parse(&ok, "s.toml").unwrap();
+}

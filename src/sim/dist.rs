@@ -204,6 +204,35 @@ impl DistTable {
                 None => Err(E::custom(format!("this distribution needs `{name}`"))),
             }
         };
+        let (kind, uses): (&str, &[&str]) = match self.kind {
+            DistKind::Const => ("const", &["value"]),
+            DistKind::Uniform => ("uniform", &["min", "max"]),
+            DistKind::Normal => ("normal", &["mean", "sd"]),
+            DistKind::LogNormal => ("lognormal", &["mean", "sd"]),
+            DistKind::Exp => ("exp", &["mean"]),
+        };
+        let unused: Vec<&str> = [
+            ("value", self.value),
+            ("mean", self.mean),
+            ("sd", self.sd),
+            ("min", self.min),
+            ("max", self.max),
+        ]
+        .into_iter()
+        .filter(|(name, v)| v.is_some() && !uses.contains(name))
+        .map(|(name, _)| name)
+        .collect();
+        if !unused.is_empty() {
+            return Err(E::custom(format!(
+                "`kind = \"{kind}\"` does not use `{}`: drop it, or pick the kind that \
+                 takes it (`{kind}` uses {})",
+                unused.join("`, `"),
+                uses.iter()
+                    .map(|u| format!("`{u}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )));
+        }
         Ok(match self.kind {
             DistKind::Const => Dist::Const(need("value", self.value)?),
             DistKind::Uniform => {
