@@ -454,3 +454,46 @@ fn the_recorded_example_is_the_documents() {
         "examples/candidates/recorded.toml and docs/explain.md differ"
     );
 }
+
+/// The id column is as wide on screen as the longest id, so ids beyond ASCII (double-width
+/// CJK characters too) keep the columns aligned; no line ends in spaces (an empty note column).
+#[test]
+fn the_table_aligns_ids_beyond_ascii_and_trims_its_lines() {
+    let text = "[[candidates]]\nid = \"ünïcødé-节点-1\"\n[[candidates]]\nid = \"b\"\n";
+    let out = explain_text("default", text, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    // Where the probability column ends on screen, on the header and both rows: a CJK
+    // character takes two columns of a terminal, the others here one.
+    let width = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if ('\u{4e00}'..='\u{9fff}').contains(&c) {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum::<usize>()
+    };
+    let end = |l: &str| {
+        let word = if l.starts_with("id") {
+            "probability"
+        } else {
+            "0."
+        };
+        let at = l.find(word).unwrap();
+        let len = l[at..].find(char::is_whitespace).unwrap_or(l.len() - at);
+        width(&l[..at + len])
+    };
+    assert_eq!(end(lines[1]), end(lines[2]), "{table}");
+    assert_eq!(end(lines[1]), end(lines[3]), "{table}");
+    for l in &lines {
+        assert_eq!(l.trim_end(), *l, "a line ends in spaces:\n{table}");
+    }
+}

@@ -17,6 +17,7 @@ use selection_coordinator::snapshot::{CandidateSnapshot, Snapshot, SNAPSHOT_VERS
 use selection_coordinator::{CandidateId, CandidateInfo, Config, Core, Mode, Request};
 use serde::Serialize;
 use serde_json::Value;
+use unicode_width::UnicodeWidthStr as _;
 
 /// Arguments of `selcoord explain`.
 #[derive(Debug, clap::Args)]
@@ -306,10 +307,11 @@ impl Explained {
         }
         // Only the components that can move a probability under this config.
         let weighed = shown_components(c);
+        // Sized by width on screen: a CJK character takes two columns, an accent none.
         let id_w = self
             .lines
             .iter()
-            .map(|l| l.id.len())
+            .map(|l| l.id.width())
             .max()
             .unwrap_or(2)
             .max(2);
@@ -334,10 +336,12 @@ impl Explained {
         }
         let _ = writeln!(out, "  note");
         for l in &self.lines {
+            let pad = id_w.saturating_sub(l.id.width());
             let _ = write!(
                 out,
-                "{:<id_w$}  {:>11.6}  {:>10}  {:>10}",
+                "{}{:pad$}  {:>11.6}  {:>10}  {:>10}",
                 l.id,
+                "",
                 l.probability,
                 readable(l.score),
                 readable(l.weight)
@@ -388,7 +392,9 @@ impl Explained {
         for f in &self.fallbacks {
             let _ = writeln!(out, "  {}: {}", f.filter, f.action);
         }
-        out.trim_end().to_string()
+        // No line ends in spaces (an empty note column).
+        let lines: Vec<&str> = out.trim_end().lines().map(str::trim_end).collect();
+        lines.join("\n")
     }
 }
 
