@@ -451,3 +451,61 @@ fn explain_draws_a_keyed_request_under_its_arm() {
     // Without a key a request's arm is drawn at arrival: the top-level config is explained.
     assert_eq!(core.explain(&Request::any(), now).unwrap().arm, None);
 }
+
+/// With arms, the preference (and the `selcoord_candidate_probability` gauge that reads it) is
+/// the arms' probabilities weighted by their shares: what the next request's draw does, whatever
+/// its arm. Before, it showed the top-level config's, which no request draws with, and with
+/// ejection on at the top level only, ejected candidates read 0 while the arms drew them.
+#[test]
+fn with_arms_the_preference_is_what_the_requests_draw() {
+    let mut top = Config::default();
+    top.ejection.enabled = true;
+    top.ejection.max_share = 0.5;
+    let mut config = two_arms(Config::default(), Config::lassie());
+    config.ejection = top.ejection.clone();
+    config.arms[1].share = 3.0;
+    let (mut core, mut rng, mut now) = core_with(config);
+    // Different first bytes, and c3 failing until the top level ejects it.
+    for (i, ttfb) in [10.0, 20.0, 40.0, 80.0].into_iter().enumerate() {
+        for _ in 0..30 {
+            let id = format!("c{i}");
+            core.ready(Request::only([id.as_str()]), now, &mut rng)
+                .unwrap();
+            let g = grant(&mut core);
+            let outcome = if i == 3 {
+                Outcome::failure(FailureClass::Timeout)
+            } else {
+                Outcome::success_with(2.0, ttfb, 10_000, ttfb * 2.0)
+            };
+            now += Duration::from_millis(1);
+            core.outcome(g.attempt, outcome, now).unwrap();
+            core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+        }
+    }
+    now += Duration::from_millis(300);
+    core.tick(now, &mut rng);
+    let preference: HashMap<String, f64> = core
+        .preference()
+        .into_iter()
+        .map(|(id, p)| (id.to_string(), p))
+        .collect();
+    let total: f64 = preference.values().sum();
+    assert!((total - 1.0).abs() < 1e-9, "{preference:?}");
+    let n = 40_000;
+    let mut won: HashMap<String, u32> = HashMap::new();
+    for _ in 0..n {
+        core.ready(Request::any(), now, &mut rng).unwrap();
+        let g = grant(&mut core);
+        *won.entry(g.candidate.to_string()).or_default() += 1;
+        core.done(g.attempt, Next::Finish, now, &mut rng).unwrap();
+    }
+    for i in 0..4 {
+        let id = format!("c{i}");
+        let seen = f64::from(won.get(&id).copied().unwrap_or(0)) / f64::from(n);
+        let p = preference.get(&id).copied().unwrap_or(0.0);
+        assert!(
+            (seen - p).abs() < 0.01,
+            "{id}: drawn {seen:.4}, preference {p:.4} ({preference:?})"
+        );
+    }
+}

@@ -107,6 +107,15 @@ fn key_point(key: &str) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// Each arm's share of the requests, in `[0, 1]`, summing to 1.
+pub(crate) fn shares(arms: &[ArmState]) -> impl Iterator<Item = f64> + '_ {
+    arms.iter().scan(0.0, |before, a| {
+        let share = a.cum - *before;
+        *before = a.cum;
+        Some(share)
+    })
+}
+
 impl Core {
     /// Builds the arms and shadows of the config in force. Shadow counts restart.
     pub(crate) fn build_variants(&mut self) -> Result<(), crate::Error> {
