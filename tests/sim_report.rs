@@ -235,3 +235,40 @@ fn a_request_ending_for_want_of_a_candidate_after_an_overload_counts_as_one() {
         assert!(p.virtual_s < 5.1, "{}: {}", p.policy, p.virtual_s);
     }
 }
+
+/// The table's `detect` column says "-" when nothing was there to detect (only a heal, or a
+/// degrade after the workload: the JSON's `detection_s` is null), as `recover` does without
+/// a heal; "never" is for a degrade the policy did not detect. Before, both printed "never".
+#[test]
+fn the_table_shows_no_detection_where_nothing_was_degraded() {
+    let base = r#"
+name = "late"
+[workload]
+loop = "closed"
+workers = 2
+operations = 50
+[[candidates]]
+id = "a"
+success = 1.0
+duration_ms = 5
+[[candidates]]
+id = "b"
+success = 1.0
+duration_ms = 5
+[[timeline]]
+at_s = 100
+candidate = "a"
+"#;
+    for entry in [
+        "action = \"degrade\"\nsuccess = 0.1\n",
+        "action = \"heal\"\n",
+    ] {
+        let sc = Scenario::parse(&format!("{base}{entry}"), "t").unwrap();
+        let r = simulate(&sc, &policies(&["random"]), &[1], 1, None).unwrap();
+        assert_eq!(r.policies[0].detection_s, None);
+        let table = r.table();
+        let row = table.lines().find(|l| l.starts_with("random")).unwrap();
+        assert!(!row.contains("never"), "{table}");
+        assert!(row.contains("       -        -"), "{table}");
+    }
+}

@@ -498,7 +498,15 @@ impl Report {
                 } else {
                     "-".to_string()
                 };
-                let _ = write!(row, " {:>8} {:>8}", f(p.detection_s), recovery);
+                // Without a degrade of a candidate that had traffic before it (none, or all
+                // after the workload) there is nothing to detect: "-", not "never".
+                let degraded = p.degraded.iter().any(|d| d.share_before.is_some());
+                let detection = if degraded || p.detection_s.is_some() {
+                    f(p.detection_s)
+                } else {
+                    "-".to_string()
+                };
+                let _ = write!(row, " {:>8} {:>8}", detection, recovery);
             }
             let _ = write!(row, " {:>10.0}", p.decisions_per_s);
             let _ = writeln!(out, "{row}");
