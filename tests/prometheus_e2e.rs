@@ -4,8 +4,15 @@
 //! Prometheus server scrapes it every second, then
 //!
 //! 1. every panel query of every dashboard under `dashboards/` evaluates to a non-empty result
-//!    through Prometheus's HTTP API, and
-//! 2. `promtool check metrics` finds no problem in the exposition.
+//!    through Prometheus's HTTP API,
+//! 2. the `$candidate` variable lists every candidate, those that never won included, and the
+//!    winner's-probability panels leave out grants that were no draw (checked on a second demo,
+//!    `--metrics-name e2e-one-choice`, whose every grant is an only choice because its other
+//!    candidate is priced above the price filter's maximum), and
+//! 3. `promtool check metrics` finds no problem in the exposition.
+//!
+//! Without Prometheus, `rate_panels_are_per_second` checks that every panel plotting only
+//! rates has a per-second unit.
 //!
 //! Built with the `fleet` feature, the demo also shares with a fleet (`--fleet`), through a
 //! real `nats-server` when one is on PATH (else at a loopback port nobody serves: it then runs
@@ -123,15 +130,11 @@ fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<
 /// Every panel query of a dashboard (rows' nested panels included), with its panel title.
 fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut stack = vec![&dashboard["panels"]];
-    while let Some(panels) = stack.pop() {
-        for p in panels.as_array().into_iter().flatten() {
-            stack.push(&p["panels"]);
-            for t in p["targets"].as_array().into_iter().flatten() {
-                if let Some(expr) = t["expr"].as_str() {
-                    let title = p["title"].as_str().unwrap_or("?").to_string();
-                    out.push((title, expr.to_string()));
-                }
+    for p in panels(dashboard) {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = t["expr"].as_str() {
+                let title = p["title"].as_str().unwrap_or("?").to_string();
+                out.push((title, expr.to_string()));
             }
         }
     }
@@ -142,11 +145,47 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
 /// queried for that coordinator, so each shows it follows the coordinator selector.
 const DEMO_NAME: &str = "e2e";
 
+/// The second demo's `--metrics-name`: it runs [`ONE_CHOICE_SCENARIO`].
+const ONE_CHOICE_NAME: &str = "e2e-one-choice";
+
+/// Two candidates, `pricey` above the price filter's maximum (which is never ignored), so
+/// `cheap` wins every grant as an only choice and `pricey` never wins.
+const ONE_CHOICE_SCENARIO: &str = r#"
+name = "one-choice"
+description = "two candidates, one priced above the price filter's maximum: it never wins"
+
+[workload]
+loop = "closed"
+workers = 2
+operations = 1
+think_ms = 20.0
+
+[coordinator]
+preset = "default"
+price = { max = 1.0, ignore_max_if_none_pass = false }
+
+[[candidates]]
+id = "cheap"
+success = 1.0
+duration_ms = 5.0
+
+[[candidates]]
+id = "pricey"
+success = 1.0
+price = 10.0
+duration_ms = 5.0
+"#;
+
 /// Replaces Grafana's variables with what Grafana would send for the demo's coordinator, "All"
 /// candidates and arms, and a 1 s scrape.
 fn substitute(expr: &str) -> String {
-    expr.replace("${coordinator}", DEMO_NAME)
-        .replace("$coordinator", DEMO_NAME)
+    substitute_for(expr, DEMO_NAME)
+}
+
+/// [`substitute`] for the coordinator named `coordinator`.
+fn substitute_for(expr: &str, coordinator: &str) -> String {
+    expr.replace("${coordinator}", coordinator)
+        .replace("$coordinator", coordinator)
         .replace("${candidate}", ".*")
         .replace("$candidate", ".*")
         .replace("${arm}", ".*")
@@ -162,6 +201,79 @@ fn demo_arms_config() -> String {
         .join("examples/configs/demo-arms.toml")
         .display()
         .to_string()
+}
+
+/// The series selector and label of a template variable's `label_values(SELECTOR, LABEL)`
+/// query, `None` when the dashboard has no such variable.
+fn label_values_variable(dashboard: &Value, name: &str) -> Option<(String, String)> {
+    let var = dashboard["templating"]["list"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == name)?;
+    let query = var["query"]["query"]
+        .as_str()
+        .or(var["query"].as_str())
+        .or(var["definition"].as_str())?;
+    let inner = query
+        .trim()
+        .strip_prefix("label_values(")?
+        .strip_suffix(')')?;
+    let (selector, label) = inner.rsplit_once(',')?;
+    Some((selector.trim().to_string(), label.trim().to_string()))
+}
+
+/// The values of `label` on the series `selector` matches, through Prometheus's HTTP API (as
+/// Grafana resolves a `label_values` variable).
+fn label_values(prom: SocketAddr, label: &str, selector: &str) -> Vec<String> {
+    let url = format!(
+        "/api/v1/label/{label}/values?match[]={}",
+        urlencode(selector)
+    );
+    let (status, body) = http_get(prom, &url).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert!(
+        status == 200 && v["status"] == "success",
+        "label values of {label} on {selector} failed: {body}"
+    );
+    v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect()
+}
+
+/// An instant query's result vector: (labels, value as Prometheus writes it, e.g. "NaN").
+fn instant_query(prom: SocketAddr, query: &str) -> Vec<(Value, String)> {
+    let url = format!("/api/v1/query?query={}", urlencode(query));
+    let (status, body) = http_get(prom, &url).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert!(
+        status == 200 && v["status"] == "success",
+        "query {query:?} failed: {body}"
+    );
+    v["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let value = r["value"][1].as_str().unwrap_or("").to_string();
+            (r["metric"].clone(), value)
+        })
+        .collect()
+}
+
+/// Every panel of a dashboard (rows' nested panels included).
+fn panels(dashboard: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    let mut stack = vec![&dashboard["panels"]];
+    while let Some(panels) = stack.pop() {
+        for p in panels.as_array().into_iter().flatten() {
+            stack.push(&p["panels"]);
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn dashboards() -> Vec<(PathBuf, Value)> {
@@ -245,6 +357,39 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         }
     });
 
+    // The second demo, whose every grant is an only choice and one of whose candidates never
+    // wins.
+    let one_choice_scenario = dir.path().join("one-choice.toml");
+    std::fs::write(&one_choice_scenario, ONE_CHOICE_SCENARIO).unwrap();
+    let one_choice_addr = free_port();
+    let one_choice_log = dir.path().join("demo-one-choice.log");
+    let mut one_choice = Guard::spawn(
+        "selcoord demo (one choice)",
+        Command::new(env!("CARGO_BIN_EXE_selcoord")).args([
+            "demo",
+            "--scenario",
+            one_choice_scenario.to_str().unwrap(),
+            "--listen",
+            &one_choice_addr.to_string(),
+            "--duration",
+            "120",
+            "--metrics-name",
+            ONE_CHOICE_NAME,
+        ]),
+        &one_choice_log,
+    );
+    wait_for(
+        "the one-choice demo's /metrics",
+        Duration::from_secs(30),
+        || {
+            one_choice.assert_running(&one_choice_log);
+            match http_get(one_choice_addr, "/metrics") {
+                Ok((200, body)) if body.contains("selcoord_decisions_total") => Some(()),
+                _ => None,
+            }
+        },
+    );
+
     // A Prometheus server scraping the demo every second.
     let prom_addr = free_port();
     let config = dir.path().join("prometheus.yml");
@@ -252,7 +397,8 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         &config,
         format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
-             - job_name: selcoord\n    static_configs:\n      - targets: ['{metrics_addr}']\n"
+             - job_name: selcoord\n    static_configs:\n      - targets: ['{metrics_addr}', \
+             '{one_choice_addr}']\n"
         ),
     )
     .unwrap();
@@ -274,11 +420,9 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
             demo.assert_running(&demo_log);
             let (status, body) = http_get(prom_addr, "/api/v1/targets").ok()?;
             let v: Value = serde_json::from_str(&body).ok()?;
-            let up = status == 200
-                && v["data"]["activeTargets"]
-                    .as_array()?
-                    .iter()
-                    .any(|t| t["health"] == "up");
+            let targets = v["data"]["activeTargets"].as_array()?;
+            let up =
+                status == 200 && targets.len() == 2 && targets.iter().all(|t| t["health"] == "up");
             up.then_some(())
         },
     );
@@ -293,20 +437,19 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
         // The variables' own queries must list the coordinator, candidates and both arms too.
         let (_, body) = http_get(prom_addr, "/api/v1/label/coordinator/values").unwrap();
         assert!(body.contains(&format!("\"{DEMO_NAME}\"")), "{body}");
-        let (_, body) = http_get(
-            prom_addr,
-            "/api/v1/label/candidate/values?match[]=selcoord_decisions_total",
-        )
-        .unwrap();
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert!(
-            v["data"].as_array().is_some_and(|a| !a.is_empty()),
-            "no candidate label values: {body}"
-        );
+        if let Some((selector, label)) = label_values_variable(&dashboard, "candidate") {
+            check_candidate_variable(prom_addr, &path, &selector, &label);
+        }
+        check_winner_probability_panels(prom_addr, &path, &dashboard, deadline);
         let arms = wait_for("both arms' label values", Duration::from_secs(30), || {
             let (_, body) = http_get(
                 prom_addr,
-                "/api/v1/label/arm/values?match[]=selcoord_decisions_total",
+                &format!(
+                    "/api/v1/label/arm/values?match[]={}",
+                    urlencode(&format!(
+                        "selcoord_decisions_total{{coordinator=\"{DEMO_NAME}\"}}"
+                    ))
+                ),
             )
             .ok()?;
             let v: Value = serde_json::from_str(&body).ok()?;
@@ -392,6 +535,157 @@ fn demo_metrics_pass_promtool_and_every_dashboard_query_has_data() {
     );
     drop(prometheus);
     drop(demo);
+    drop(one_choice);
+}
+
+/// The `$candidate` variable (`label_values(selector, label)`) lists, for each demo, every
+/// candidate that won a grant and, for the one-choice demo, `pricey`, which never won (the
+/// decisions counter has no series of it, so a variable sourced there leaves it out).
+fn check_candidate_variable(prom: SocketAddr, path: &Path, selector: &str, label: &str) {
+    assert_eq!(
+        label,
+        "candidate",
+        "{}: $candidate lists {label}",
+        path.display()
+    );
+    for (coordinator, must_list) in [
+        (DEMO_NAME, &[][..]),
+        (ONE_CHOICE_NAME, &["cheap", "pricey"][..]),
+    ] {
+        let winners = wait_for("candidates with grants", Duration::from_secs(30), || {
+            let w = label_values(
+                prom,
+                "candidate",
+                &format!("selcoord_decisions_total{{coordinator=\"{coordinator}\"}}"),
+            );
+            (!w.is_empty()).then_some(w)
+        });
+        if coordinator == ONE_CHOICE_NAME {
+            assert_eq!(
+                winners,
+                ["cheap"],
+                "the one-choice demo's `pricey` must never win, or it checks nothing"
+            );
+        }
+        let query = substitute_for(selector, coordinator);
+        // The gauges appear at the coordinator's first tick, the counters at the first grant.
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let listed = label_values(prom, label, &query);
+            let missing: Vec<&str> = winners
+                .iter()
+                .map(String::as_str)
+                .chain(must_list.iter().copied())
+                .filter(|c| !listed.iter().any(|l| l == c))
+                .collect();
+            if missing.is_empty() {
+                println!("$candidate for {coordinator} ({query}): {listed:?}");
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "{}: the $candidate variable ({query}) leaves out {missing:?} (a candidate \
+                 that never won must be listed too); it lists {listed:?}",
+                path.display()
+            );
+            // Real time: the next value comes with Prometheus's next real scrape.
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// The panels of the winner's probability keep to real draws: for the one-choice demo, whose
+/// grants are all only choices (probability 1), they show nothing; for the main demo, with
+/// draws among several candidates, they show a value.
+fn check_winner_probability_panels(
+    prom: SocketAddr,
+    path: &Path,
+    dashboard: &Value,
+    deadline: Instant,
+) {
+    let queries: Vec<(String, String)> = panel_queries(dashboard)
+        .into_iter()
+        .filter(|(_, expr)| expr.contains("selcoord_winner_probability"))
+        .collect();
+    if queries.is_empty() {
+        return;
+    }
+    // Grants of the one-choice demo in the window the panels read, so an unfiltered panel
+    // would show their probability.
+    wait_for(
+        "the one-choice demo's grants in Prometheus",
+        Duration::from_secs(30),
+        || {
+            let r = instant_query(
+                prom,
+                &format!(
+                    "sum(rate(selcoord_winner_probability_count{{coordinator=\"{ONE_CHOICE_NAME}\"}}[5s])) > 0"
+                ),
+            );
+            (!r.is_empty()).then_some(())
+        },
+    );
+    for (title, expr) in &queries {
+        let query = substitute_for(expr, ONE_CHOICE_NAME);
+        let shown: Vec<_> = instant_query(prom, &query)
+            .into_iter()
+            .filter(|(_, v)| v != "NaN")
+            .collect();
+        assert!(
+            shown.is_empty(),
+            "{}: panel {title:?} shows the one-choice demo's only-choice grants (always \
+             probability 1) as if drawn: {query} -> {shown:?}",
+            path.display()
+        );
+        let query = substitute(expr);
+        loop {
+            let r = instant_query(prom, &query);
+            if r.iter()
+                .any(|(_, v)| v.parse::<f64>().is_ok_and(|x| x.is_finite()))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: panel {title:?} shows no value for the demo's draws: {query} -> {r:?}",
+                path.display()
+            );
+            // Real time: the next value comes with Prometheus's next real scrape.
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// Every panel whose every query is a per-second rate (no ratio, no quantile) says so in its
+/// unit, as the dashboard's rate panels do: `ops` or `reqps`.
+#[test]
+fn rate_panels_are_per_second() {
+    let mut wrong = Vec::new();
+    for (path, dashboard) in dashboards() {
+        for p in panels(&dashboard) {
+            let exprs: Vec<&str> = p["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["expr"].as_str())
+                .collect();
+            let per_second = |e: &&str| {
+                e.contains("rate(") && !e.contains("histogram_quantile") && !e.contains(" / ")
+            };
+            if exprs.is_empty() || !exprs.iter().all(per_second) {
+                continue;
+            }
+            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+            if !matches!(unit, "ops" | "reqps") {
+                wrong.push(format!(
+                    "{}: {:?} plots rates with unit {unit:?}",
+                    path.display(),
+                    p["title"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The demo without Prometheus: Ctrl-C (SIGINT) stops it cleanly, and the decision log holds
