@@ -19,6 +19,9 @@
 //! `--stalls EVERY_MS,MAX_MS` blocks the client's thread now and then, the way a loaded
 //! machine starves it, so the arms can be compared under that noise on a quiet machine.
 //!
+//! SIGINT (Ctrl-C) or SIGTERM stops the run: the fleet is stopped, its temporary directory
+//! removed, and the example exits with 128 + the signal's number and a line saying so.
+//!
 //! Needs `apt-get install -y nginx libnginx-mod-http-echo`. Run with
 //! `cargo run --release --example http_fleet --features actor -- --help`.
 
@@ -667,36 +670,102 @@ async fn through_tower(uris: &[Uri], options: &Options) -> Result<ArmReport, Str
 
 #[allow(dead_code)] // a plain function where the test binary includes this file
 fn main() {
-    let options = match Options::parse(std::env::args().skip(1)) {
+    std::process::exit(cli(std::env::args().skip(1)));
+}
+
+/// The example's command line (without the program name); returns its exit status: 0 once the
+/// table is printed, 1 on an error, 2 on a bad command line, 128 + the signal's number when
+/// SIGINT or SIGTERM interrupted the run (the fleet is stopped and its directory removed by
+/// then).
+pub fn cli(args: impl IntoIterator<Item = String>) -> i32 {
+    let options = match Options::parse(args) {
         Ok(Some(options)) => options,
         Ok(None) => {
             println!("{USAGE}");
-            return;
+            return 0;
         }
         Err(e) => {
             eprintln!("{e}");
-            std::process::exit(2);
+            return 2;
         }
     };
-    let result = run(&options);
-    // The fleet is stopped by now (dropped inside `run`).
-    match result {
-        Ok(comparison) => print!("{}", comparison.table()),
+    // The fleet is stopped by the time `run_until_signal` returns, however it ends.
+    match run_until_signal(&options) {
+        Ok(Ended::Done(comparison)) => {
+            print!("{}", comparison.table());
+            0
+        }
+        Ok(Ended::Interrupted(signal)) => {
+            eprintln!(
+                "http_fleet: interrupted by {}; the nginx fleet is stopped and its directory removed",
+                signal.name
+            );
+            signal.exit_status
+        }
         Err(e) => {
             eprintln!("http_fleet: {e}");
-            std::process::exit(1);
+            1
         }
     }
 }
 
 /// Starts the fleet, runs the arms in an actix `System` of their own, stops the fleet.
+#[allow(dead_code)] // tests/http_fleet.rs runs it; the example's own `main` can be interrupted
 pub fn run(options: &Options) -> Result<Comparison, String> {
+    let fleet = start(options)?;
+    let comparison = actix::System::new().block_on(compare(&fleet, options));
+    // The arms' tasks end with their runtime (dropped above), then the fleet stops.
+    drop(fleet);
+    comparison
+}
+
+/// How [`run_until_signal`] ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// Every arm ran.
+    Done(Box<Comparison>),
+    /// A signal stopped the run; the fleet is stopped and its directory removed.
+    Interrupted(Signal),
+}
+
+/// A signal that stops a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signal {
+    /// `SIGINT` or `SIGTERM`.
+    pub name: &'static str,
+    /// The exit status it gives: 128 + its number, as a shell reports a process it killed.
+    pub exit_status: i32,
+}
+
+/// As [`run`], but SIGINT (Ctrl-C) and SIGTERM stop it: they are listened for before the fleet
+/// starts, so one that comes while it starts is acted on once it is up; the arm running is
+/// then abandoned, its tasks end with their runtime and the fleet is dropped (every instance
+/// killed, the temporary directory removed) before this returns. From the first call on, the
+/// two signals no longer end the process by themselves.
+pub fn run_until_signal(options: &Options) -> Result<Ended, String> {
+    let system = actix::System::new();
+    let mut signals = system.block_on(async { Signals::listen() })?;
+    let fleet = start(options)?;
+    let ended = system.block_on(async {
+        tokio::select! {
+            comparison = compare(&fleet, options) => comparison.map(|c| Ended::Done(Box::new(c))),
+            signal = signals.recv() => Ok(Ended::Interrupted(signal)),
+        }
+    });
+    drop(system);
+    drop(fleet);
+    ended
+}
+
+/// Starts the fleet and says so on stderr (with the directory that holds it).
+fn start(options: &Options) -> Result<Fleet, String> {
     let fleet = Fleet::start(&options.caps, options.sleep_ms)?;
     let caps: Vec<String> = options.caps.iter().map(|c| c.to_string()).collect();
     eprintln!(
-        "{} nginx instances (caps {}), {} ms service, {} requests from {} workers per arm{}",
+        "{} nginx instances (caps {}) in {}, {} ms service, {} requests from {} workers per arm{}",
         options.caps.len(),
         caps.join("/"),
+        fleet.dir().display(),
         options.sleep_ms,
         options.requests,
         options.workers,
@@ -704,7 +773,57 @@ pub fn run(options: &Options) -> Result<Comparison, String> {
             ", client stalls of up to {m} ms every {e} ms on average"
         ))
     );
-    let comparison = actix::System::new().block_on(compare(&fleet, options))?;
-    drop(fleet);
-    Ok(comparison)
+    Ok(fleet)
+}
+
+/// SIGINT and SIGTERM, caught from [`Signals::listen`] on (call it inside a runtime): one that
+/// comes before [`Signals::recv`] is awaited is kept for it.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Result<Signals, String> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let listen =
+                |kind, name| signal(kind).map_err(|e| format!("cannot listen for {name}: {e}"));
+            Ok(Signals {
+                interrupt: listen(SignalKind::interrupt(), "SIGINT")?,
+                terminate: listen(SignalKind::terminate(), "SIGTERM")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// The next signal.
+    async fn recv(&mut self) -> Signal {
+        const SIGINT: Signal = Signal {
+            name: "SIGINT",
+            exit_status: 130,
+        };
+        #[cfg(unix)]
+        {
+            const SIGTERM: Signal = Signal {
+                name: "SIGTERM",
+                exit_status: 143,
+            };
+            tokio::select! {
+                _ = self.interrupt.recv() => SIGINT,
+                _ = self.terminate.recv() => SIGTERM,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            // Listens from the first poll on only: Ctrl-C while the fleet starts ends the
+            // process.
+            let _ = tokio::signal::ctrl_c().await;
+            SIGINT
+        }
+    }
 }

@@ -7,7 +7,14 @@
 //! `libnginx-mod-http-echo` installs it) and answers 503 at once past its concurrency cap
 //! (`limit_conn` on one zone per instance; idle keep-alive connections do not count, so the
 //! cap is on requests in service). [`Fleet`] kills every instance when dropped, also while a
-//! panic unwinds.
+//! panic unwinds, and then removes its directory.
+//!
+//! On Linux each instance also dies with the thread that started it (`PR_SET_PDEATHSIG`, set
+//! between fork and exec): when the process is killed outright (SIGKILL, or a signal it does
+//! not handle), no `nginx` survives it, though the directory is then left (nothing runs to
+//! remove it). Keep a [`Fleet`] on the thread that started it. Each instance runs in a process
+//! group of its own, so a Ctrl-C at the terminal reaches the program alone, which stops its
+//! fleet by dropping it (`examples/http_fleet.rs` does so on SIGINT and SIGTERM).
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -87,7 +94,7 @@ pub struct Fleet {
     /// The instances, in the order of the caps given to [`Fleet::start`].
     pub instances: Vec<Instance>,
     /// Holds the prefix directories; declared last, so removed after the instances stop.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Fleet {
@@ -104,14 +111,19 @@ impl Fleet {
             .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
         let mut fleet = Fleet {
             instances: Vec::with_capacity(caps.len()),
-            _dir: dir,
+            dir,
         };
         for (i, &cap) in caps.iter().enumerate() {
-            let prefix = fleet._dir.path().join(format!("instance-{i}"));
+            let prefix = fleet.dir.path().join(format!("instance-{i}"));
             let instance = start_instance(&binary, &prefix, cap, sleep_ms)?;
             fleet.instances.push(instance);
         }
         Ok(fleet)
+    }
+
+    /// The temporary directory that holds every instance's prefix (removed on drop).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 }
 
@@ -181,7 +193,9 @@ fn start_instance(
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, config(prefix, port, cap, sleep_ms))
             .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        die_with_parent(&mut command);
+        let child = command
             .arg("-p")
             .arg(prefix)
             .arg("-c")
@@ -211,6 +225,38 @@ fn start_instance(
         }
     }
     Err(last_error)
+}
+
+/// Puts the instance in a process group of its own (a Ctrl-C at the terminal is the program's
+/// to handle) and, on Linux, has the kernel SIGKILL it when the thread that starts it exits:
+/// also when the whole process is killed outright, with no chance to drop the [`Fleet`].
+fn die_with_parent(command: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt as _;
+        command.process_group(0);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: between fork and exec the closure calls only async-signal-safe functions
+        // (`prctl`, `getppid`) and builds its errors without allocating.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent died before the request took effect: nothing would signal us.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = command;
 }
 
 /// Polls `GET /` until a 200 comes back, the process exits, or [`START_TIMEOUT`] passes.
