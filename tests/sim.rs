@@ -168,6 +168,25 @@ fn bad_scenarios_name_the_field_and_the_line() {
 }
 
 #[test]
+fn a_mistyped_kind_is_an_unknown_kind_not_an_unknown_field() {
+    let text = format!("kind = \"discovry\"\n{GOOD}");
+    let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "kind", "{e}");
+    assert_eq!(e.line, Some(1), "{e}");
+    assert!(!e.message.contains("unknown field"), "{e}");
+    assert!(
+        e.message.contains("unknown scenario kind `discovry`")
+            && e.message.contains("did you mean `discovery`?")
+            && e.message.contains("without `kind` is a selection scenario"),
+        "{e}"
+    );
+    // Not a string either: still the kind that is wrong, with the kinds listed.
+    let e = Scenario::parse(&format!("kind = 3\n{GOOD}"), "bad.toml").unwrap_err();
+    assert_eq!(e.field, "kind", "{e}");
+    assert!(e.message.contains("unknown scenario kind 3"), "{e}");
+}
+
+#[test]
 fn json_contract_has_every_field() {
     let r = run("recovery", &["coordinator", "round-robin"], 1);
     let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();

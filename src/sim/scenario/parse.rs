@@ -106,6 +106,7 @@ impl ScenarioError {
 impl Scenario {
     /// Parses and validates scenario text; `source_name` is used in errors.
     pub fn parse(text: &str, source_name: &str) -> Result<Self, ScenarioError> {
+        check_kind(text, source_name)?;
         let scenario: Scenario = deserialize(text, source_name)?;
         scenario.validate(text, source_name)?;
         Ok(scenario)
@@ -458,4 +459,49 @@ fn check_limits(limits: Limits) -> Result<(), String> {
         .and_then(|c| c.with_limits(limits))
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// A top-level `kind` is not a field of a selection scenario but says which format the file is
+/// in: one that names no kind there is (a typo of `discovery`, say) is refused as an unknown
+/// kind listing the kinds, rather than as an unknown field.
+fn check_kind(text: &str, source_name: &str) -> Result<(), ScenarioError> {
+    // `crate::discovery::sim::KIND`, spelled here: the discovery simulator builds on this one.
+    const DISCOVERY: &str = "discovery";
+    // A file that is not TOML is left to the reader, which says where it breaks.
+    let Some(kind) = toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|t| t.get("kind").cloned())
+    else {
+        return Ok(());
+    };
+    let shown = match &kind {
+        toml::Value::String(k) if k == DISCOVERY => {
+            return Err(ScenarioError::at(
+                source_name,
+                text,
+                "kind",
+                format!(
+                    "a discovery scenario (kind = \"{DISCOVERY}\") runs with `selcoord simulate \
+                     --scenario <file>` in its own format (docs/discovery.md), not as a selection \
+                     scenario"
+                ),
+            ))
+        }
+        toml::Value::String(k) => format!("`{k}`"),
+        other => format!("{other}"),
+    };
+    let hint = match &kind {
+        toml::Value::String(k) => did_you_mean(k, &[DISCOVERY]),
+        _ => String::new(),
+    };
+    Err(ScenarioError::at(
+        source_name,
+        text,
+        "kind",
+        format!(
+            "unknown scenario kind {shown}: {hint}the kinds are `{DISCOVERY}` (a discovery \
+             scenario, docs/discovery.md) and none: a file without `kind` is a selection \
+             scenario (docs/scenarios.md); fix the kind or drop it"
+        ),
+    ))
 }
