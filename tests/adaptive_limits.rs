@@ -99,6 +99,8 @@ struct World {
     /// Start times of attempts waiting for a server.
     starts: Vec<f64>,
     heap: BinaryHeap<Answer>,
+    /// A cold start: the first `cold.0` attempts take `cold.1` ms each, whatever the load.
+    cold: (u32, f64),
 }
 
 fn adaptive(initial: u32) -> Config {
@@ -137,6 +139,7 @@ impl World {
             free_at: vec![0.0; servers as usize],
             starts: Vec::new(),
             heap: BinaryHeap::new(),
+            cold: (0, 0.0),
         }
     }
 
@@ -160,6 +163,10 @@ impl World {
     fn answer(&mut self, attempt: AttemptId) {
         let now = self.now_s;
         let (after_s, outcome) = match self.behaviour {
+            _ if self.cold.0 > 0 => {
+                self.cold.0 -= 1;
+                (self.cold.1 / 1000.0, Outcome::success())
+            }
             Behaviour::Timeouts { after_ms } => {
                 (after_ms / 1000.0, Outcome::failure(FailureClass::Timeout))
             }
@@ -366,6 +373,43 @@ fn no_load_latency_does_not_drift_up_under_sustained_load() {
             "at {s:.1} s the no-load latency is {n} ms (true 100)"
         );
         assert!(limit <= 12, "at {s:.1} s the limit is {limit} (capacity 8)");
+    }
+}
+
+/// A cold start (the first answers slow, then the station's own times) must not leave the
+/// limit far past the capacity: the no-load latency, first learned from the slow answers, is
+/// lowered by windows that run at a limit full of queueing, and a limit that stays full never
+/// sees a light-load answer to correct it. Before, the limit held at 28 with a no-load latency
+/// of 54 ms for a capacity of 10 at 20 ms, for good.
+#[test]
+fn a_cold_start_does_not_leave_the_limit_past_the_capacity() {
+    for (cold, cold_ms) in [(10, 200.0), (50, 1000.0), (200, 100.0)] {
+        let b = Behaviour::Station {
+            servers: 10,
+            service_ms: 20.0,
+            queue_limit: u32::MAX,
+        };
+        let mut w = World::new(adaptive(4), b, 5);
+        w.cold = (cold, cold_ms);
+        let mut t = Trace::default();
+        w.run(64, 120.0, &mut t);
+        let late: Vec<u32> = t.after(60.0).map(|p| p.1).collect();
+        let mean = late.iter().map(|&l| f64::from(l)).sum::<f64>() / late.len() as f64;
+        assert!(
+            (9.0..=12.0).contains(&mean),
+            "{cold} answers of {cold_ms} ms first: the limit's mean after 60 s is {mean:.2} (capacity 10)"
+        );
+        for &(s, limit, no_load) in t.after(60.0) {
+            let n = no_load.unwrap();
+            assert!(
+                (19.0..=22.0).contains(&n),
+                "{cold} answers of {cold_ms} ms first: at {s:.1} s the no-load latency is {n} ms (true 20)"
+            );
+            assert!(
+                (8..=14).contains(&limit),
+                "{cold} answers of {cold_ms} ms first: at {s:.1} s the limit is {limit} (capacity 10)"
+            );
+        }
     }
 }
 

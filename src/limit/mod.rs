@@ -9,7 +9,15 @@
 //!   attempts in flight, the new one included, at most half its limit, or 1). Samples taken
 //!   under load raise it only through a latency cut's check (below), which takes a latency
 //!   that did not come down with the concurrency: queueing does, so it cannot drift up under
-//!   sustained load. A window whose mean is clearly below it lowers it at once. When the true
+//!   sustained load. A window whose mean is clearly below it lowers it at once. When it fell a
+//!   long way (below the window's mean less the allowance, or by more than the allowance while
+//!   the window ran) in a window that ran at two or more attempts in flight, what it fell to
+//!   may hold queueing too (a first answer from a cold start, then windows at a limit far past
+//!   the capacity, which a workload that keeps the limit full never corrects at light load):
+//!   the limit is cut to half the window's concurrency and the next window re-measures. If its
+//!   latency fell by at least a quarter of the fall in proportion to the concurrency, its mean
+//!   is the estimate and the next halving re-measures again; if not, the last cut is undone and
+//!   probes grow the limit as usual (`remeasure.rs`). When the true
 //!   no-load latency rises, the windows look queued, the limit falls until attempts run at
 //!   light load, and those samples correct it: nothing is ever probed by cutting the limit on a
 //!   schedule.
@@ -55,40 +63,17 @@
 //! - The limit stays within `[min, max]`; the limit in force is its integer part.
 
 mod config;
+mod remeasure;
 mod sample;
+mod window;
 
 pub use config::AdaptiveConfig;
 pub use sample::{LimitSnapshot, Sample, Signal};
+use window::Window;
 
-/// The current update window: the first `window_samples` attempts granted from `start_s` on,
-/// and what they reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Window {
-    start_s: f64,
-    /// When its last attempt was granted; `None` while it still takes grants.
-    closed_s: Option<f64>,
-    granted: u32,
-    /// Its attempts that reported.
-    reported: u32,
-    /// Its successes, and the sum of their latencies and of their squares.
-    n: u32,
-    sum_ms: f64,
-    sum_sq_ms: f64,
-    /// The sum and the maximum of its attempts' concurrency at grant.
-    sum_k: f64,
-    max_k: u32,
-    /// After a cut, the limit it set: an attempt granted past it was granted before the cut,
-    /// if at the same instant. `None`: no such bound.
-    cap: Option<u32>,
-}
-
-impl Window {
-    fn holds(&self, granted_s: f64, concurrency: u32) -> bool {
-        granted_s >= self.start_s
-            && self.closed_s.is_none_or(|c| granted_s <= c)
-            && self.cap.is_none_or(|cap| concurrency <= cap)
-    }
-}
+/// The largest relative deviation of a light answer from the no-load latency that its noise
+/// takes in (larger ones count as this much).
+const MAX_DEVIATION: f64 = 1e3;
 
 /// A closed window whose attempts have not all reported after this many no-load latencies is
 /// judged on what it has (an attempt may never report, e.g. when its candidate goes away).
@@ -152,6 +137,9 @@ struct Check {
     /// The cut window's mean latency (ms) and mean concurrency at grant.
     mean_ms: f64,
     k: f64,
+    /// A cut to re-measure the no-load latency (see [`Estimator::remeasure`]), not a cut on
+    /// queueing.
+    remeasure: bool,
 }
 
 /// A probe: one attempt past the limit, judged before the limit grows.
@@ -435,6 +423,7 @@ impl Estimator {
     fn restart_window(&mut self, now_s: f64) {
         self.window = Window {
             start_s: now_s,
+            base_ms: self.no_load_ms,
             ..Window::default()
         };
     }
@@ -467,7 +456,10 @@ impl Estimator {
                 let a = (1.0 / f64::from(self.light_n)).max(config.no_load_alpha);
                 let next = base + a * (ms - base);
                 if base > 0.0 {
-                    let dev = ms / base - 1.0;
+                    // Within a thousandfold either way, so the noise stays finite whatever
+                    // the first answer was (1e-300 ms over a base of 20 overflowed to inf,
+                    // and the next update made it NaN).
+                    let dev = (ms / base - 1.0).clamp(-1.0, MAX_DEVIATION);
                     self.noise += a * (dev * dev - self.noise);
                 }
                 self.no_load_ms = Some(next);
@@ -530,6 +522,10 @@ impl Estimator {
         let allowance = config.tolerance.min(1.0 / k) + 2.0 * (self.noise / n).sqrt();
         let waiting = 1.0 - 1.0 / r;
         if let Some(c) = self.check.take() {
+            if c.remeasure {
+                self.remeasured(config, c, m, k, now_s);
+                return;
+            }
             // The wait queueing adds comes down at least in proportion to the concurrency.
             if k < c.k && m - base > (c.mean_ms - base) * k / c.k {
                 // It stayed nearer where it was: the latency is not this candidate's queue.
@@ -539,6 +535,14 @@ impl Estimator {
                 self.last_change_s = now_s;
                 return;
             }
+        }
+        // The estimate fell a long way during a window that ran loaded (or falls now, below
+        // the window's mean): what it fell to may hold queueing too, and so may this window.
+        let fell = r < 1.0 - allowance || w.base_ms.is_some_and(|b| base < b * (1.0 - allowance));
+        if fell && k >= remeasure::REMEASURE_K {
+            self.no_load_ms = Some(m.min(base));
+            self.remeasure(config, m, k, now_s);
+            return;
         }
         let first = !std::mem::replace(&mut self.queued_once, waiting > allowance);
         if waiting > allowance && first && !self.slow_start && !self.grew {
@@ -561,6 +565,7 @@ impl Estimator {
                 limit: self.limit,
                 mean_ms: m,
                 k,
+                remeasure: false,
             });
             self.slow_start = false;
             // Back-pressure from attempts granted before this cut was sent under the old limit.

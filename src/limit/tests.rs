@@ -402,6 +402,23 @@ fn a_zero_latency_sets_no_base() {
     assert_eq!(e.no_load_ms(), Some(20.0));
 }
 
+/// A first answer of 1e-300 ms, then ordinary ones: the noise stays finite (it overflowed to
+/// infinity and then NaN, and a snapshot holding it could not be read back).
+#[test]
+fn an_absurdly_small_first_answer_keeps_the_noise_finite() {
+    let c = cfg();
+    let mut e = Estimator::new(&c, 0.0);
+    e.observe(&c, at(Signal::Success(1e-300), 1, 4, 0.0), 0.001);
+    for i in 1..50 {
+        let t = f64::from(i) * 0.02;
+        e.granted(&c, 1, t);
+        e.observe(&c, at(Signal::Success(20.0), 1, 4, t), t + 0.02);
+    }
+    let s = e.snapshot();
+    assert!(s.noise.is_finite(), "{s:?}");
+    assert!(s.check("limit").is_ok(), "{s:?}");
+}
+
 /// Under a static cap below the learned limit, successes at the cap grow the learned limit to
 /// at most four times the cap (one slow-start round), not to `max`: raising the cap later
 /// would release the difference at once.
