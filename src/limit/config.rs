@@ -66,10 +66,17 @@ impl AdaptiveConfig {
             ));
         }
         if self.initial < self.min || self.initial > self.max {
+            // A bound set alone meets the default start: say where the 4 came from.
+            let default = AdaptiveConfig::default().initial;
+            let hint = if self.initial == default {
+                " (its default; set adaptive.initial too when you set min or max)".to_string()
+            } else {
+                String::new()
+            };
             problems.push(Problem::new(
                 "adaptive.initial",
                 format!(
-                    "must be between adaptive.min ({}) and adaptive.max ({}), got {}",
+                    "must be between adaptive.min ({}) and adaptive.max ({}), got {}{hint}",
                     self.min, self.max, self.initial
                 ),
             ));

@@ -73,6 +73,15 @@ fn every_bad_field_is_named() {
     c.check(&mut p);
     let paths: Vec<&str> = p.iter().map(|x| x.path.as_str()).collect();
     assert!(paths.contains(&"adaptive.max") && paths.contains(&"adaptive.initial"));
+    // `max` lowered alone below the default start: the message says where the start came from.
+    let c = AdaptiveConfig {
+        max: 2,
+        ..AdaptiveConfig::default()
+    };
+    let mut p = Vec::new();
+    c.check(&mut p);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].message.contains("set adaptive.initial too"), "{p:?}");
 }
 
 #[test]
