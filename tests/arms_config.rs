@@ -115,3 +115,38 @@ fn a_negative_share_is_named_without_a_misleading_sum() {
     assert!(text.contains("arms[0].share"), "{text}");
     assert!(!text.contains("sum to 0"), "{text}");
 }
+
+/// One problem per field, said as what to fix: an arm without a name or a share is reported
+/// as missing them (not also as an empty name and a NaN share), a list entry that is no table
+/// names the fields it needs, and a field two checks refuse is listed once.
+#[test]
+fn each_missing_or_bad_field_is_reported_once() {
+    let text = r#"
+[ejection]
+enabled = true
+max_s = -1
+
+[[arms]]
+config = { preset = "default" }
+
+[[shadows]]
+name = "s"
+sample = 0.5
+"#;
+    let e = Config::from_toml_str(text).unwrap_err();
+    let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["arms[0].name", "arms[0].share", "ejection.max_s"],
+        "{e}"
+    );
+    assert!(e.problems[0].message.contains("is missing"), "{e}");
+    assert!(e.problems[1].message.contains("needs a share"), "{e}");
+    let e = Config::from_toml_str("arms = [1]").unwrap_err();
+    assert!(
+        e.problems[0]
+            .message
+            .contains("must be a table with name, share and config"),
+        "{e}"
+    );
+}

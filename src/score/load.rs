@@ -185,8 +185,15 @@ impl Config {
                         })
                         .collect();
                 }
+                // One problem per field: a value the reading already refused (an arm's missing
+                // share, read as NaN) is not reported again by the validation, nor is a field
+                // twice (a negative `ejection.max_s` is also below `base_s`).
                 if let Err(e) = config.validate() {
-                    problems.extend(e.problems);
+                    for p in e.problems {
+                        if !problems.iter().any(|q| q.path == p.path) {
+                            problems.push(p);
+                        }
+                    }
                 }
                 if problems.is_empty() {
                     Ok(config)
@@ -235,20 +242,34 @@ fn variants(
         let Value::Object(mut t) = item else {
             problems.push(Problem::new(
                 &path,
-                "must be a table with name, {amount} and config",
+                format!("must be a table with name, {amount} and config"),
             ));
             continue;
         };
         let name = match t.remove("name") {
             Some(Value::String(n)) => n,
-            _ => {
+            None => {
+                problems.push(Problem::new(
+                    &format!("{path}.name"),
+                    "is missing: each entry needs a name (a string)",
+                ));
+                String::new()
+            }
+            Some(_) => {
                 problems.push(Problem::new(&format!("{path}.name"), "must be a string"));
                 String::new()
             }
         };
         let value = match t.remove(amount) {
             Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-            _ => {
+            None => {
+                problems.push(Problem::new(
+                    &format!("{path}.{amount}"),
+                    format!("is missing: each entry needs a {amount} (a number)"),
+                ));
+                f64::NAN
+            }
+            Some(_) => {
                 problems.push(Problem::new(
                     &format!("{path}.{amount}"),
                     "must be a number",
