@@ -187,6 +187,27 @@ fn a_mistyped_kind_is_an_unknown_kind_not_an_unknown_field() {
 }
 
 #[test]
+fn a_subset_larger_than_the_fleet_is_refused() {
+    let text = GOOD.replace("operations = 10", "operations = 10\nsubset = 10");
+    let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+    assert_eq!(e.field, "workload.subset", "{e}");
+    assert_eq!(e.line, Some(7), "{e}");
+    assert!(
+        e.message.contains("subset of 10") && e.message.contains("2 in all"),
+        "{e}"
+    );
+    // Replicas and candidates that join later count: 1 + 3 of them, so 4 is the whole fleet.
+    let grown = format!(
+        "{GOOD}\n[[candidates]]\nid = \"r\"\nsuccess = 0.9\ncount = 3\npresent = false\n\n[[timeline]]\n\
+         at_s = 1.0\naction = \"join\"\ncandidate = \"r-0\"\n"
+    );
+    let at = |k: u32| grown.replace("operations = 10", &format!("operations = 10\nsubset = {k}"));
+    assert!(Scenario::parse(&at(5), "ok.toml").is_ok());
+    let e = Scenario::parse(&at(6), "bad.toml").unwrap_err();
+    assert!(e.message.contains("5 in all"), "{e}");
+}
+
+#[test]
 fn json_contract_has_every_field() {
     let r = run("recovery", &["coordinator", "round-robin"], 1);
     let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();

@@ -358,6 +358,20 @@ impl Scenario {
                 format!("{total} candidates in all; a scenario may have at most {MAX_CANDIDATES}"),
             ));
         }
+        // Candidates that join later are listed too (`present = false`): `total` is every
+        // candidate the scenario can ever have, replicas counted.
+        if u64::from(w.subset) > total {
+            return Err(err(
+                "workload.subset",
+                whole_key("subset").or(whole_key("[workload]")),
+                format!(
+                    "a subset of {} candidates, but the fleet has {total} in all (`count` \
+                     replicas included, those that join later too): a request could never get \
+                     that many; lower it to at most {total}, or 0 for all",
+                    w.subset
+                ),
+            ));
+        }
         for (i, c) in self.candidates.iter().enumerate() {
             if let Err(p) = overrides::check_candidate(c, w.bytes) {
                 let key = p.field.split('.').next().unwrap_or(p.field);
