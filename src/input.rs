@@ -177,7 +177,7 @@ pub(crate) fn span_of(text: &str, field: &str) -> Option<std::ops::Range<usize>>
 }
 
 /// The 1-based line of the value at `field` (`candidates[1].stake`) in the TOML `text`, or of
-/// the nearest enclosing value present ([`span_of`]); `None` for the document itself or a
+/// the nearest enclosing value present (`span_of`); `None` for the document itself or a
 /// text that does not parse. For a message about a field read from a TOML file.
 pub fn toml_line(text: &str, field: &str) -> Option<usize> {
     span_of(text, field).map(|span| line_of(text, span.start))
