@@ -207,6 +207,80 @@ fn a_subset_larger_than_the_fleet_is_refused() {
     assert!(e.message.contains("5 in all"), "{e}");
 }
 
+const RARE: &str = r#"
+name = "rare"
+[workload]
+loop = "open"
+rate_per_s = 1
+duration_s = 1
+
+[[candidates]]
+id = "a"
+success = 0.9
+duration_ms = 5
+
+[[candidates]]
+id = "b"
+success = 0.9
+duration_ms = 5
+"#;
+
+#[test]
+fn an_open_loop_that_expects_no_request_is_refused() {
+    let e = Scenario::parse(
+        &RARE.replace("rate_per_s = 1", "rate_per_s = 1e-9"),
+        "bad.toml",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "workload.rate_per_s", "{e}");
+    assert_eq!(e.line, Some(5), "{e}");
+    assert!(
+        e.message.contains("rate_per_s x duration_s") && e.message.contains("at least 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn figures_over_no_request_are_null_not_zero() {
+    let sc = Scenario::parse(RARE, "rare.toml").unwrap();
+    // Seed 1 draws no arrival in the second (Poisson, 1 expected); seed 2 draws one.
+    let none = simulate(&sc, &policies(&["coordinator", "random"]), &[1], 1, None).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&none.to_json()).unwrap();
+    for p in v["policies"].as_array().unwrap() {
+        assert_eq!(p["requests"], 0.0, "{p}");
+        for key in [
+            "error_rate",
+            "success_rate",
+            "attempts_per_request",
+            "success_within_timeout",
+            "overload_rate",
+        ] {
+            assert!(p[key].is_null(), "{key}: {p}");
+        }
+        for key in ["latency_ms", "ttfb_ms"] {
+            for q in ["mean", "p50", "p99", "p999"] {
+                assert!(p[key][q].is_null(), "{key}.{q}: {p}");
+            }
+        }
+        assert!(
+            p["share"]["a"].is_null() && p["share"]["b"].is_null(),
+            "{p}"
+        );
+        assert_eq!(p["goodput_per_s"], 0.0, "{p}");
+    }
+    let table = none.table();
+    assert!(!table.contains("NaN"), "{table}");
+    // A seed without a request takes no part in the means of the others.
+    let one = simulate(&sc, &policies(&["coordinator"]), &[2], 1, None).unwrap();
+    let both = simulate(&sc, &policies(&["coordinator"]), &[1, 2], 1, None).unwrap();
+    assert!(one.policies[0].requests >= 1.0);
+    let (a, b) = (&one.policies[0], &both.policies[0]);
+    assert_eq!(a.success_rate, b.success_rate);
+    assert_eq!(a.latency_ms, b.latency_ms);
+    assert_eq!(a.share, b.share);
+    assert_eq!(b.requests, a.requests / 2.0);
+}
+
 #[test]
 fn json_contract_has_every_field() {
     let r = run("recovery", &["coordinator", "round-robin"], 1);

@@ -263,6 +263,11 @@ pub(crate) struct Acc {
     /// Seeds with at least one success: the first-byte figures are means over those only (a
     /// seed without a success has no first byte, not one of 0 ms).
     ttfb_runs: f64,
+    /// Seeds with at least one request: the per-request figures (rates, attempts per request,
+    /// latencies) are means over those only, and have no value (null) without one.
+    req_runs: f64,
+    /// Seeds with at least one attempt: the shares are means over those only.
+    att_runs: f64,
     det: OptMean,
     rec: OptMean,
     /// Whether the scalar detection/recovery apply (the event exists in the runs).
@@ -299,19 +304,25 @@ impl Acc {
         self.stalls += r.stalls as f64;
         self.decisions += r.decisions as f64;
         self.stuck += r.stuck as f64;
-        self.error_rate += r.errors as f64 / r.requests.max(1) as f64;
-        self.in_time_rate += r.in_time as f64 / r.requests.max(1) as f64;
-        self.attempts_per_request += r.attempts as f64 / r.requests.max(1) as f64;
+        if r.requests > 0 {
+            self.req_runs += 1.0;
+            self.error_rate += r.errors as f64 / r.requests as f64;
+            self.in_time_rate += r.in_time as f64 / r.requests as f64;
+            self.attempts_per_request += r.attempts as f64 / r.requests as f64;
+            self.overload_rate += r.overloads as f64 / r.requests as f64;
+            add4(&mut self.lat, &r.lat);
+        }
         self.decisions_per_s += r.decisions as f64 / r.wall_s.max(1e-9);
         self.virtual_s += r.end_s;
         self.goodput_per_s += (r.requests - r.errors) as f64 / r.last_request_s.max(1e-9);
         self.rate_trailing_1s += r.rate.unwrap_or(0.0);
         self.limits.add(&r.limits);
-        self.overload_rate += r.overloads as f64 / r.requests.max(1) as f64;
-        for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
-            *s += c as f64 / r.attempts.max(1) as f64;
+        if r.attempts > 0 {
+            self.att_runs += 1.0;
+            for (s, &c) in self.share.iter_mut().zip(&r.per_cand) {
+                *s += c as f64 / r.attempts as f64;
+            }
         }
-        add4(&mut self.lat, &r.lat);
         if r.requests > r.errors {
             add4(&mut self.ttfb, &r.ttfb);
             self.ttfb_runs += 1.0;
@@ -358,6 +369,8 @@ impl Acc {
     /// The means over the seeds folded in, and the summed series.
     pub(crate) fn finish(self, ids: &[String]) -> (PolicyReport, Series) {
         let n = self.n.max(1) as f64;
+        // A mean over no seed is no figure: NaN, written as null in the JSON.
+        let over = |sum: f64, runs: f64| if runs > 0.0 { sum / runs } else { f64::NAN };
         let arms = self
             .arms
             .into_iter()
@@ -365,21 +378,21 @@ impl Acc {
             .collect();
         let mut share = BTreeMap::new();
         for (c, id) in ids.iter().enumerate() {
-            share.insert(id.clone(), self.share.get(c).copied().unwrap_or(0.0) / n);
+            let sum = self.share.get(c).copied().unwrap_or(0.0);
+            share.insert(id.clone(), over(sum, self.att_runs));
         }
         let avg_over = |a: [f64; 4], n: f64| Summary {
-            mean: a[0] / n,
-            p50: a[1] / n,
-            p99: a[2] / n,
-            p999: a[3] / n,
+            mean: over(a[0], n),
+            p50: over(a[1], n),
+            p99: over(a[2], n),
+            p999: over(a[3], n),
         };
-        let avg = |a: [f64; 4]| avg_over(a, n);
         let series = self.series.unwrap_or_default();
         let mut series_report = series.report(ids);
         series_report.limit = self
             .limits
             .series(ids, &series.tracked, series_report.t_s.len());
-        let error_rate = self.error_rate / n;
+        let error_rate = over(self.error_rate, self.req_runs);
         let report = PolicyReport {
             policy: self.policy,
             requests: self.requests / n,
@@ -389,9 +402,9 @@ impl Acc {
             stalls: self.stalls / n,
             decisions: self.decisions / n,
             share,
-            latency_ms: avg(self.lat),
-            ttfb_ms: avg_over(self.ttfb, self.ttfb_runs.max(1.0)),
-            attempts_per_request: self.attempts_per_request / n,
+            latency_ms: avg_over(self.lat, self.req_runs),
+            ttfb_ms: avg_over(self.ttfb, self.ttfb_runs),
+            attempts_per_request: over(self.attempts_per_request, self.req_runs),
             detection_s: if self.det_applies {
                 self.det.get()
             } else {
@@ -402,10 +415,10 @@ impl Acc {
             } else {
                 None
             },
-            success_within_timeout: self.in_time_rate / n,
+            success_within_timeout: over(self.in_time_rate, self.req_runs),
             goodput_per_s: self.goodput_per_s / n,
             rate_trailing_1s: self.rate_trailing_1s / n,
-            overload_rate: self.overload_rate / n,
+            overload_rate: over(self.overload_rate, self.req_runs),
             limit_mean: self.limits.means(ids),
             degraded: self
                 .degraded

@@ -541,22 +541,29 @@ impl Report {
 }
 
 /// The table columns a policy and its arms share: requests to ttfb p99.
+/// A figure without a value (NaN: no request, attempt or success to take it over) is "-".
 fn figures_row(label: &str, a: &ArmReport, shown: &[&String]) -> String {
-    let mut row = format!(
-        "{:<22} {:>8.0} {:>8.4} {:>7.2}",
-        truncate(label, 22),
-        a.requests,
-        a.error_rate,
-        a.attempts_per_request
-    );
+    let f = |x: f64, width: usize, digits: usize| {
+        if x.is_nan() {
+            format!(" {:>width$}", "-")
+        } else {
+            format!(" {x:>width$.digits$}")
+        }
+    };
+    let mut row = format!("{:<22} {:>8.0}", truncate(label, 22), a.requests);
+    row += &f(a.error_rate, 8, 4);
+    row += &f(a.attempts_per_request, 7, 2);
     for id in shown {
-        let _ = write!(row, " {:>9.4}", a.share.get(*id).copied().unwrap_or(0.0));
+        row += &f(a.share.get(*id).copied().unwrap_or(0.0), 9, 4);
     }
-    let _ = write!(
-        row,
-        " {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-        a.latency_ms.mean, a.latency_ms.p99, a.ttfb_ms.mean, a.ttfb_ms.p99
-    );
+    for x in [
+        a.latency_ms.mean,
+        a.latency_ms.p99,
+        a.ttfb_ms.mean,
+        a.ttfb_ms.p99,
+    ] {
+        row += &f(x, 9, 1);
+    }
     row
 }
 

@@ -287,6 +287,21 @@ impl Scenario {
                 "rate_per_s x duration_s",
             ),
         };
+        // Fewer than one request expected: most runs of it would measure nothing.
+        if w.kind == LoopKind::Open && requests < 1.0 {
+            return Err(err(
+                "workload.rate_per_s",
+                whole_key("rate_per_s").or(whole_key("[workload]")),
+                format!(
+                    "rate_per_s = {} over duration_s = {} expects {} requests \
+                     (rate_per_s x duration_s): an open loop needs at least 1; raise rate_per_s \
+                     or duration_s",
+                    Num(w.rate_per_s),
+                    Num(w.duration_s),
+                    Num(requests)
+                ),
+            ));
+        }
         if requests > MAX_REQUESTS {
             return Err(err(
                 &format!("workload.{key}"),
