@@ -505,6 +505,27 @@ fn a_suite_count_past_what_fits_is_refused_with_the_bound() {
     );
 }
 
+/// A suite reports each policy against the oracle: the oracle alone is refused with the
+/// reason (it printed an empty table and nothing else).
+#[test]
+fn a_suite_of_the_oracle_alone_is_refused() {
+    let out = selcoord(&[
+        "simulate",
+        "--suite",
+        "outage",
+        "--count",
+        "1",
+        "--policies",
+        "oracle",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(
+        err.contains("against the oracle") && err.contains("nothing to report"),
+        "{err}"
+    );
+}
+
 /// `--dump` naming a file says it is not a directory, not "File exists".
 #[test]
 fn a_dump_path_that_is_a_file_is_not_a_directory() {

@@ -70,6 +70,14 @@ pub(crate) fn run(
         policies.iter().map(|s| s.trim().to_string()).collect()
     };
     let specs = crate::simulate::parse_policies(&names)?;
+    if specs.iter().all(|s| *s == PolicySpec::Oracle) {
+        return Err(
+            "--suite reports each policy against the oracle (which runs on every scenario \
+             whether listed or not), so `--policies oracle` alone has nothing to report: add the \
+             policies to compare, e.g. --policies coordinator,p2c-peak-ewma"
+                .into(),
+        );
+    }
     let scenarios = generate_suite(&families, count, seed, &names).map_err(|e| e.to_string())?;
     if let Some(dir) = &args.dump {
         if dir.exists() && !dir.is_dir() {
