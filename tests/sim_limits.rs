@@ -88,6 +88,44 @@ fn the_json_has_goodput_and_limits_only_for_policies_with_limits() {
     );
 }
 
+/// `oracle-limits` keeps no limit on a candidate with nothing to limit it at (no queue,
+/// `capacity` or `knee`): on a scenario of only such candidates its `limit_mean` is absent,
+/// and docs/simulate-json.md says so where it lists the field for that policy.
+#[test]
+fn oracle_limits_without_a_capacity_has_no_limit_mean_as_documented() {
+    let text = r#"
+name = "uncapped"
+[workload]
+loop = "closed"
+workers = 4
+operations = 50
+[[candidates]]
+id = "a"
+success = 0.9
+duration_ms = 5
+"#;
+    let sc = Scenario::parse(text, "uncapped.toml").unwrap();
+    let r = run(&sc, &["oracle-limits"], &[1]);
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let p = &v["policies"][0];
+    assert!(p.get("limit_mean").is_none(), "{p}");
+    assert!(p["series"].get("limit").is_none(), "{p}");
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/simulate-json.md"
+    ))
+    .unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `limit_mean` |"))
+        .unwrap();
+    assert!(
+        row.contains("when no candidate ever had a limit")
+            && row.contains("`oracle-limits` keeps none on a candidate without a queue"),
+        "{row}"
+    );
+}
+
 /// Vector's `shallow-knee`: one server, 100 ms up to 10 in flight, x1.1 per request past it,
 /// 1,000 requests ready at once. Nothing in it is random (constant times, one candidate), so
 /// every figure is the same for every seed.
