@@ -146,6 +146,11 @@ pub fn describe() {
         "Time one decision (one core call of the coordinator) took."
     );
     describe_counter!(EJECTIONS, Unit::Count, "Outlier ejections started.");
+    describe_counter!(
+        WAITS_FOR_WEIGHT,
+        Unit::Count,
+        "Draws that left their request waiting for a busy candidate with weight, every free one having none."
+    );
     describe_gauge!(CANDIDATES, Unit::Count, "Candidates known.");
     describe_gauge!(CANDIDATES_EJECTED, Unit::Count, "Candidates ejected now.");
     describe_gauge!(WAITING, Unit::Count, "Requests waiting for a slot.");
@@ -610,6 +615,12 @@ impl CoordinatorMetrics {
         if ejections > 0 {
             counter!(names::EJECTIONS).increment(ejections);
         }
+        let waits = now
+            .waited_for_weight
+            .saturating_sub(self.last.waited_for_weight);
+        if waits > 0 {
+            counter!(names::WAITS_FOR_WEIGHT).increment(waits);
+        }
         self.last = now;
     }
 
@@ -657,5 +668,6 @@ impl CoordinatorMetrics {
         counter!(names::FILTER_FALLBACKS).increment(0);
         counter!(names::RECLAIMED).increment(0);
         counter!(names::EJECTIONS).increment(0);
+        counter!(names::WAITS_FOR_WEIGHT).increment(0);
     }
 }

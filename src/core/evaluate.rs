@@ -35,6 +35,10 @@ pub(crate) struct Evaluation {
     /// Counts usable candidates at their in-flight limit too: a query of what a draw would
     /// give with a free slot everywhere ([`Core::preference`]), never a draw.
     pub(crate) any_load: bool,
+    /// The score channels with no weight over the drawn set, and their mass: the share of a
+    /// draw's roll that finds no candidate with weight among the free ones (see `hold`).
+    pub(crate) empty_channels: Vec<usize>,
+    pub(crate) empty: f64,
 }
 
 impl Evaluation {
@@ -48,6 +52,8 @@ impl Evaluation {
         self.shed.clear();
         self.filters.clear();
         self.fallbacks.clear();
+        self.empty_channels.clear();
+        self.empty = 0.0;
     }
 }
 
@@ -209,6 +215,14 @@ impl Scoring<'_> {
             }
             if last_shed.is_some() {
                 ev.shed.push(self.shed_next(i as usize));
+            }
+        }
+        // The channels without weight over the free candidates, as the scores give them (a
+        // last attempt's odds below only reweigh a draw).
+        for (c, ch) in channels.iter().enumerate() {
+            if c != uniform && ev.totals[c] <= 0.0 && ch.mass > 0.0 {
+                ev.empty += ch.mass;
+                ev.empty_channels.push(c);
             }
         }
         if last.is_some() || last_shed.is_some() {

@@ -6,7 +6,19 @@ use crate::decision::ConsideredCandidate;
 use arms::ShadowState;
 use attempt_slots::NewAttempt;
 use queue::WakeOn;
-use select::{DrawMode, DrawPath, Drawer};
+use select::{DrawMode, DrawPath, Drawer, Pick};
+
+/// What [`Core::grant_one`] did with a waiting request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Granting {
+    /// Granted an attempt, or rejected.
+    Answered,
+    /// Left waiting for a busy candidate with weight (`hold`).
+    Waits,
+    /// Nothing could be drawn (which the servability check rules out; a guard against
+    /// looping).
+    Nothing,
+}
 
 /// A request needing capabilities that more candidates than this have is parked to wake on
 /// any candidate's capacity rather than listed under each.
@@ -19,6 +31,9 @@ impl Core {
         // Within one pump capacity only shrinks, so a general request found unservable stays
         // unservable: the scan resumes after it instead of restarting.
         let mut cursor: Option<u64> = None;
+        // The plain requests all draw from the same set: once the oldest waits for a busy
+        // candidate (`hold`), the others are left for the next pump.
+        let mut plain_wait = false;
         // Entries of requests that left are removed lazily: all at once when nothing waits,
         // else once they outnumber the waiting ones.
         self.queue.clear_stale(&self.requests);
@@ -29,14 +44,18 @@ impl Core {
             if self.attempts.in_flight() >= self.limits.global || self.fleet.avail == 0 {
                 break;
             }
-            let fast = self.queue.fast_head(&self.requests);
+            let fast = if plain_wait {
+                None
+            } else {
+                self.queue.fast_head(&self.requests)
+            };
             let bound = fast.map(|(s, _)| s).unwrap_or(u64::MAX);
             let start = cursor.map(|c| c + 1).unwrap_or(0);
             let mut chosen = None;
             let mut skipped = false;
             for (seq, idx) in self.queue.general(start, bound) {
                 if self.fleet.servable(self.requests[idx as usize].set()) {
-                    chosen = Some(idx);
+                    chosen = Some((seq, idx));
                     break;
                 }
                 skipped = true;
@@ -46,14 +65,22 @@ impl Core {
             if let (true, Some(last)) = (skipped, cursor) {
                 self.park_range(start, last);
             }
-            let idx = match (chosen, fast) {
-                (Some(idx), _) => idx,
-                (None, Some((_, idx))) => idx,
+            let (seq, idx, plain) = match (chosen, fast) {
+                (Some((seq, idx)), _) => (seq, idx, false),
+                (None, Some((seq, idx))) => (seq, idx, true),
                 (None, None) => break,
             };
             let wakes = self.queue.wakes();
-            if !self.grant_one(idx, rng) {
-                break;
+            match self.grant_one(idx, rng) {
+                Granting::Answered => {}
+                Granting::Nothing => break,
+                // It stays where it is, first in line at the next pump; the scan goes on
+                // past it.
+                Granting::Waits if plain => plain_wait = true,
+                Granting::Waits => {
+                    cursor = Some(seq);
+                    continue;
+                }
             }
             // Capacity only shrinks within a pump, but should a grant's refresh have woken a
             // parked request, the scan starts over so it is not passed by.
@@ -106,13 +133,13 @@ impl Core {
         self.queue.park(&mut self.requests[idx as usize], idx, on);
     }
 
-    /// Grants one attempt to request `idx`. Returns false if nothing could be drawn (which the
-    /// servability check rules out; kept as a guard against looping).
-    pub(super) fn grant_one<R: Rng + ?Sized>(&mut self, idx: u32, rng: &mut R) -> bool {
+    /// Grants one attempt to request `idx`, or answers it otherwise (a rejection), or leaves it
+    /// waiting for a busy candidate with weight (`hold`).
+    pub(super) fn grant_one<R: Rng + ?Sized>(&mut self, idx: u32, rng: &mut R) -> Granting {
         let now_ns = self.clock.now_ns;
         if self.requests[idx as usize].deadline_ns <= now_ns {
             self.reject(idx, Rejection::DeadlinePassed);
-            return true;
+            return Granting::Answered;
         }
         let record = self.out.sample_record();
         let arm = (!self.arms.is_empty()).then_some(self.requests[idx as usize].arm as usize);
@@ -157,7 +184,14 @@ impl Core {
             arms,
             share: share.as_deref(),
         };
-        let drawn = drawer.draw(set, rng, mode, arm);
+        let drawn = match drawer.draw(set, rng, mode, arm) {
+            Some(Pick::Drawn(d, path)) => Some((d, path)),
+            Some(Pick::Wait) => {
+                self.out.counters.waited_for_weight += 1;
+                return Granting::Waits;
+            }
+            None => None,
+        };
         let verdicts = match drawn {
             Some((d, _)) if shadows != 0 => ShadowState::judge_shadows(
                 shadow_states,
@@ -170,13 +204,13 @@ impl Core {
             _ => Vec::new(),
         };
         let Some((d, path)) = drawn else {
-            return false;
+            return Granting::Nothing;
         };
         // Book the slot.
         let cidx = d.idx as usize;
         if self.limit_deadline_too_close(idx, cidx, now_ns) {
             self.reject(idx, Rejection::DeadlineTooClose);
-            return true;
+            return Granting::Answered;
         }
         // Plain loads of the winner's id bytes, slot lines and load fit first: on a fleet
         // larger than the cache they all miss, and issued together the misses overlap, where
@@ -259,7 +293,7 @@ impl Core {
         if more && !self.fleet.has_eligible(self.requests[idx as usize].set()) {
             self.reject(idx, Rejection::NoEligibleCandidate);
         }
-        true
+        Granting::Answered
     }
 
     /// Books an attempt of request `request` on the candidate `key` names: its slot, the

@@ -9,7 +9,9 @@
 //! candidate) the core serves the **oldest servable** request with **one weighted draw** over
 //! its eligible candidates that have free capacity, and repeats until nothing more can be
 //! granted. A request that cannot be served now is skipped, never blocking the ones behind it,
-//! so nothing waits on anything but capacity: there is no deadlock to fall into. Skipped
+//! so nothing waits on anything but capacity: there is no deadlock to fall into. (A roll that
+//! finds no weight among the free candidates while one with weight is busy waits for that
+//! one's release, `hold.rs`: that too is a wait on capacity, never on another request.) Skipped
 //! requests are parked until a candidate that could serve them gains capacity, so they cost
 //! the grants of others nothing meanwhile.
 //!
@@ -40,6 +42,7 @@ mod draw;
 mod evaluate;
 mod fleet;
 mod grant;
+mod hold;
 mod index;
 mod limits;
 mod outbox;
@@ -284,6 +287,11 @@ pub struct Counters {
     /// their grant ([`Grant::deadline_ms`]), each counted as a timeout ([`Core::done`]).
     #[serde(default)]
     pub dropped_past_advice: u64,
+    /// Draws that left their request waiting for a busy candidate with weight, every free one
+    /// having none in the roll's score channel (see docs/scoring.md, "Waiting for a candidate
+    /// worth it").
+    #[serde(default)]
+    pub waited_for_weight: u64,
 }
 
 /// A read-only view of one candidate.

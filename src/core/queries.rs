@@ -353,21 +353,26 @@ impl Core {
         self.fleet.index_of(id).map(|i| i as usize)
     }
 
-    /// Whether a waiting request could be granted right now. After any call returns this is
-    /// false for every waiting request: the core never leaves capacity unused (the
-    /// no-stuck-request invariant, checked by the property tests).
+    /// Whether a waiting request could be granted right now and has no reason to wait. After
+    /// any call returns this is false: the core never leaves capacity unused (the
+    /// no-stuck-request invariant, checked by the property tests), except for a request
+    /// whose free candidates have no weight where a busy one has, which waits for that one's
+    /// release (docs/scoring.md, "Waiting for a candidate worth it").
     pub fn any_servable_waiting(&self) -> bool {
         if self.attempts.in_flight() >= self.limits.global {
             return false;
         }
+        let mut ev = crate::core::evaluate::Evaluation::default();
+        let mut must_serve =
+            |set| self.fleet.servable(set) && !self.scoring().may_wait(set, &mut ev);
         let fast_waiting = self.queue.fast(&self.requests).next().is_some();
-        (fast_waiting && self.fleet.servable(DrawSet::ALL))
+        (fast_waiting && must_serve(DrawSet::ALL))
             || self
                 .queue
                 .general(0, u64::MAX)
                 .map(|(_, idx)| idx)
                 .chain(self.queue.parked_requests())
-                .any(|idx| self.fleet.servable(self.requests[idx as usize].set()))
+                .any(|idx| must_serve(self.requests[idx as usize].set()))
     }
 
     /// Waiting requests parked: found unservable (every candidate they may use is at its

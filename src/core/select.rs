@@ -8,6 +8,7 @@ use super::attempt_slots::Attempts;
 use super::clock::Clock;
 use super::draw::{most_probable, pick_linear};
 use super::evaluate::{Detail, Evaluation};
+use super::hold::pick_weighted_part;
 use super::pool::Pool;
 use super::scoring::Scoring;
 use super::slots::Fleet;
@@ -54,6 +55,16 @@ impl DrawSet<'_> {
         caps: &[],
         last: false,
     };
+}
+
+/// What a draw decided.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pick {
+    /// A candidate, and the way the draw went.
+    Drawn(Drawn, DrawPath),
+    /// The roll found no candidate with weight among the free ones while one with weight is
+    /// busy at its limit: the request waits for a release (see `hold`).
+    Wait,
 }
 
 /// The result of a draw.
@@ -155,23 +166,26 @@ impl Drawer<'_> {
 
     /// Makes one decision for `set`: the tree when it applies, else an evaluated draw, as
     /// `mode` says. An evaluated draw fills the evaluation buffer; an arm with its own model
-    /// always evaluates.
+    /// always evaluates. `None`: nothing to draw from.
     pub(crate) fn draw<R: Rng + ?Sized>(
         &mut self,
         set: DrawSet<'_>,
         rng: &mut R,
         mode: DrawMode,
         arm: Option<usize>,
-    ) -> Option<(Drawn, DrawPath)> {
+    ) -> Option<Pick> {
         let variant = arm
             .and_then(|a| self.arms.get(a))
             .and_then(|a| a.model.as_ref());
         if mode == DrawMode::Fast && variant.is_none() && self.tree_applies(set) {
             self.flush_stale();
-            return self
-                .fleet
-                .tree_draw(set.exclude, self.model, rng)
-                .map(|d| (d, DrawPath::Tree));
+            let (d, empty) = self.fleet.tree_draw(set.exclude, self.model, rng)?;
+            if let Some(channel) = empty {
+                if self.scoring().busy_with_weight(set, None, &[channel]) {
+                    return Some(Pick::Wait);
+                }
+            }
+            return Some(Pick::Drawn(d, DrawPath::Tree));
         }
         let detail = if mode == DrawMode::Record {
             Detail::FilterNotes
@@ -180,12 +194,28 @@ impl Drawer<'_> {
         };
         let (scoring, ev) = self.split();
         scoring.evaluate_with(variant, set, ev, detail);
+        if ev.keys.is_empty() {
+            return None;
+        }
         let deterministic = variant
             .map(|m| m.config().deterministic)
             .unwrap_or(scoring.model.config().deterministic);
-        let drawn = if ev.keys.is_empty() {
-            None
-        } else if deterministic {
+        // Some channel has no weight over the free candidates while a busy one has: a roll in
+        // it waits (`hold`). Deterministic draws wait whenever that is so.
+        let waits = ev.empty > 0.0 && scoring.busy_with_weight(set, variant, &ev.empty_channels);
+        let reason = |ev: &Evaluation| {
+            if !ev.fallbacks.is_empty() {
+                DecisionReason::Fallback
+            } else if ev.keys.len() == 1 {
+                DecisionReason::OnlyChoice
+            } else {
+                DecisionReason::Draw
+            }
+        };
+        let drawn = if deterministic {
+            if waits {
+                return Some(Pick::Wait);
+            }
             most_probable(&scoring.fleet.slots, &ev.keys, &ev.probs).map(|j| Drawn {
                 idx: ev.keys[j],
                 probability: ev.probs[j],
@@ -194,19 +224,24 @@ impl Drawer<'_> {
             })
         } else {
             let u: f64 = rng.random();
-            pick_linear(&ev.probs, u).map(|j| Drawn {
+            let j = if waits {
+                if u < ev.empty {
+                    return Some(Pick::Wait);
+                }
+                // The rest of the roll picks as the weights do: what the empty channels spread
+                // evenly over the set is taken off each candidate.
+                let share = ev.empty / ev.keys.len() as f64;
+                pick_weighted_part(&ev.probs, share, u - ev.empty)
+            } else {
+                pick_linear(&ev.probs, u)
+            };
+            j.map(|j| Drawn {
                 idx: ev.keys[j],
                 probability: ev.probs[j],
-                reason: if !ev.fallbacks.is_empty() {
-                    DecisionReason::Fallback
-                } else if ev.keys.len() == 1 {
-                    DecisionReason::OnlyChoice
-                } else {
-                    DecisionReason::Draw
-                },
+                reason: reason(ev),
                 roll: Some(u),
             })
         };
-        drawn.map(|d| (d, DrawPath::Evaluated))
+        drawn.map(|d| Pick::Drawn(d, DrawPath::Evaluated))
     }
 }

@@ -304,13 +304,15 @@ impl Fleet {
     }
 
     /// Draws from the trees (their stale leaves written first by the caller), with the
-    /// excluded candidates' leaves zeroed for the draw.
+    /// excluded candidates' leaves zeroed for the draw. With the pick, the score channel the
+    /// roll fell in when that channel had no weight over the free candidates (the pick is then
+    /// the uniform channel's; see `hold`).
     pub(super) fn tree_draw<R: Rng + ?Sized>(
         &mut self,
         exclude: &[Key],
         model: &ScoreModel,
         rng: &mut R,
-    ) -> Option<Drawn> {
+    ) -> Option<(Drawn, Option<usize>)> {
         debug_assert!(self.stale.is_empty(), "stale leaves must be written first");
         self.saved_leaves.clear();
         for k in exclude {
@@ -324,6 +326,7 @@ impl Fleet {
         }
         let uniform = model.uniform_channel();
         let n = self.trees[uniform].total();
+        let mut empty = None;
         let result = if n > 0.0 {
             let u: f64 = rng.random();
             let mut acc = 0.0;
@@ -338,6 +341,7 @@ impl Fleet {
             let tree = if self.trees[chosen].total() > 0.0 {
                 chosen
             } else {
+                empty = (chosen != uniform).then_some(chosen);
                 uniform
             };
             let u2: f64 = rng.random();
@@ -359,7 +363,7 @@ impl Fleet {
         for &(idx, c, v) in self.saved_leaves.iter().rev() {
             self.trees[c].set(idx, v);
         }
-        result
+        result.map(|d| (d, empty))
     }
 }
 

@@ -19,6 +19,9 @@ pub const OUTCOMES: &str = "selcoord_attempt_outcomes_total";
 pub const DECISION_COST: &str = "selcoord_decision_cost_seconds";
 /// Counter: outlier ejections started.
 pub const EJECTIONS: &str = "selcoord_ejections_total";
+/// Counter: draws that left their request waiting for a busy candidate with weight, every
+/// free one having none ([`crate::core::Counters::waited_for_weight`]).
+pub const WAITS_FOR_WEIGHT: &str = "selcoord_waits_for_weight_total";
 /// Gauge: candidates known (live).
 pub const CANDIDATES: &str = "selcoord_candidates";
 /// Gauge: candidates ejected now.
@@ -124,7 +127,7 @@ pub const FLEET: [&str; 7] = [
 ];
 
 /// Every coordinator metric name above (discovery's are listed in [`DISCOVERY`]).
-pub const ALL: [&str; 29] = [
+pub const ALL: [&str; 30] = [
     DECISIONS,
     WINNER_PROBABILITY,
     WAIT_SECONDS,
@@ -134,6 +137,7 @@ pub const ALL: [&str; 29] = [
     OUTCOMES,
     DECISION_COST,
     EJECTIONS,
+    WAITS_FOR_WEIGHT,
     CANDIDATES,
     CANDIDATES_EJECTED,
     WAITING,

@@ -359,6 +359,17 @@ impl ScoreModel {
             }
         }
         let mut time_to_success = relative(per_success, overall_attempt_ms, false);
+        // Before the fleet has a reference to weigh times against (its first refresh comes
+        // `refresh_ms` after the start), a candidate that has failed every one of its first
+        // few attempts is already known hopeless, as the reference would soon show: a server
+        // refusing every connection in a fraction of a millisecond is not drawn as an
+        // average one in the meantime, thousands of times (see `core::hold`).
+        if overall_attempt_ms.is_none()
+            && stats.never_answered()
+            && stats.failures_in_a_row() >= HOPELESS_FAILURES
+        {
+            time_to_success = 0.0;
+        }
         if ctx.pending_ms > 0.0 {
             time_to_success = time_to_success.min(Self::censored_time(
                 self.silent_ms(ctx.pending_ms, stats.last_answer_s(), ctx),
@@ -612,6 +623,10 @@ const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
 /// Below this success EMA the expected time to a success stops growing (a dead candidate is
 /// already scored near zero; dividing by ~0 would only overflow).
 const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
+
+/// Failures in a row, with no answer ever, that make a candidate hopeless before the fleet
+/// has a reference time (as many as outlier ejection's default streak).
+const HOPELESS_FAILURES: u32 = 5;
 
 /// Expected time spent per success: a try's time over the success rate (floored, see
 /// [`MIN_SUCCESS_FOR_TIME`]).

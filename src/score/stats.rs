@@ -463,6 +463,10 @@ pub(crate) trait StatsView {
     fn estimate_var(&self) -> f32;
     /// [`Stats::window`].
     fn window(&self) -> &ErrorWindow;
+    /// Whether the candidate has never answered: no success (nor application error) yet.
+    fn never_answered(&self) -> bool;
+    /// [`Stats::consecutive_failures`].
+    fn failures_in_a_row(&self) -> u32;
 }
 
 impl StatsView for Stats {
@@ -502,6 +506,14 @@ impl StatsView for Stats {
     #[inline]
     fn window(&self) -> &ErrorWindow {
         &self.window
+    }
+    #[inline]
+    fn never_answered(&self) -> bool {
+        self.successes == 0
+    }
+    #[inline]
+    fn failures_in_a_row(&self) -> u32 {
+        self.consecutive_failures
     }
 }
 
@@ -545,6 +557,14 @@ impl StatsView for PackedStats {
     #[inline]
     fn window(&self) -> &ErrorWindow {
         &self.window
+    }
+    #[inline]
+    fn never_answered(&self) -> bool {
+        self.successes == 0
+    }
+    #[inline]
+    fn failures_in_a_row(&self) -> u32 {
+        u32::from(self.consecutive_failures)
     }
 }
 
