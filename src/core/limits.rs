@@ -91,8 +91,18 @@ impl Core {
         let Some(Some(e)) = self.adaptive.estimators.get_mut(idx) else {
             return;
         };
+        let mut signal = signal_of(outcome, elapsed_ms);
+        // An overload failure that does not follow the candidate's load (its sheds come at no
+        // higher concurrency than its other attempts: a quota's steady trickle of 503s) says
+        // nothing about its capacity; cutting at each would hold it at one attempt in flight.
+        if signal == Signal::Overload {
+            let outcomes = self.fleet.slots[idx].stats.attempts() + 1;
+            if !self.fleet.load_fit[idx].overload_follows_load(outcomes) {
+                signal = Signal::Other;
+            }
+        }
         let sample = Sample {
-            signal: signal_of(outcome, elapsed_ms),
+            signal,
             concurrency: att.concurrency,
             limit: att.limit,
             granted_s: att.granted_s,

@@ -59,7 +59,10 @@
 //!   timeout's latency is the timeout, not the candidate's). A timeout counts only when the
 //!   attempt itself ran at least `TIMEOUT_PRESSURE` no-load latencies: a caller's deadline
 //!   spent mostly waiting before the grant says nothing about the candidate. Other failures
-//!   (transport, application, refused, cancelled) say nothing about load and are ignored.
+//!   (transport, application, refused, cancelled) say nothing about load and are ignored, and
+//!   so does an overload failure that the core finds does not follow the candidate's load (its
+//!   sheds come at no higher concurrency than its other attempts: a quota's steady trickle of
+//!   503s; the core then passes it as [`Signal::Other`]).
 //! - The limit stays within `[min, max]`; the limit in force is its integer part.
 
 mod config;
