@@ -260,15 +260,15 @@ impl<'a> Engine<'a> {
             LoopKind::Open => self.next_arrival(0.0),
         }
         self.at(TICK_S, Ev::Tick);
-        // The last event that was not a bookkeeping tick: the run's end (a tick may come up to
-        // a second after the last attempt).
-        let mut last_event_s = 0.0;
         while let Some((ns, ev)) = self.heap.pop() {
+            // The run's figures end with the workload; what is left (deadlines of requests
+            // already answered, attempts their callers gave up on, timeline events, ticks)
+            // still runs, so the policy sees it, but no longer counts.
+            if self.workload_done() {
+                self.stats.limits.finish(self.stats.last_request_s);
+            }
             self.now = ns as f64 / 1e9;
             let now = self.now;
-            if !matches!(ev, Ev::Tick | Ev::Wake | Ev::Timed) {
-                last_event_s = now;
-            }
             match ev {
                 Ev::Start(k) => self.start_request(k, now),
                 Ev::Arrive => {
@@ -310,7 +310,6 @@ impl<'a> Engine<'a> {
                         // Nothing can ever happen again: the policy holds requests it will not
                         // serve. Count them as failed instead of hanging.
                         self.fail_stuck(now);
-                        last_event_s = now;
                         if !self.heap.is_empty() {
                             self.at(now + TICK_S, Ev::Tick);
                         }
@@ -323,8 +322,8 @@ impl<'a> Engine<'a> {
             self.drain(now);
             self.arm_timed(now);
         }
-        // A request a policy rejected from its tick ends at that tick: never before it.
-        let end_s = last_event_s.max(self.stats.last_request_s);
+        // The end of the last request: the workload's end, and the run's (`virtual_s`).
+        let end_s = self.stats.last_request_s;
         self.stats.limits.finish(end_s);
         self.stats.decisions = self.policy.decisions();
         self.stats.stalls = self.policy.stalls();

@@ -26,6 +26,8 @@ pub(crate) struct LimitTrack {
     /// Per bucket, per tracked candidate (flattened): limit x seconds, and seconds.
     bins: Vec<f64>,
     bin_w: Vec<f64>,
+    /// Closed at the run's end ([`LimitTrack::finish`]): later reads no longer count.
+    ended: bool,
 }
 
 impl LimitTrack {
@@ -47,14 +49,15 @@ impl LimitTrack {
             tracked: tracked.len(),
             bins: Vec::new(),
             bin_w: Vec::new(),
+            ended: false,
         }
     }
 
     /// The policy's limit for candidate `c` is `limit` from `now` on (`None`, or a value that
-    /// is not a finite number: no limit).
+    /// is not a finite number: no limit). Ignored once the run has ended.
     pub(crate) fn set(&mut self, c: usize, limit: Option<f64>, now: f64) {
         let limit = limit.filter(|v| v.is_finite());
-        if c >= self.last.len() || self.last[c] == limit {
+        if self.ended || c >= self.last.len() || self.last[c] == limit {
             return;
         }
         self.close(c, now);
@@ -96,11 +99,17 @@ impl LimitTrack {
         }
     }
 
-    /// Closes every candidate's current limit at the end of the run.
+    /// Closes every candidate's current limit at the end of the run, `now` (the end of its
+    /// last request): what the policy reports after it, while leftover events run out, is not
+    /// counted. Only the first call counts.
     pub(crate) fn finish(&mut self, now: f64) {
+        if self.ended {
+            return;
+        }
         for c in 0..self.last.len() {
             self.close(c, now);
         }
+        self.ended = true;
     }
 
     /// Per candidate, its time-weighted mean limit over the time it had one.

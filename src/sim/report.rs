@@ -28,8 +28,10 @@ pub(crate) struct RunStats {
     pub(crate) latency_ms: Vec<f64>,
     pub(crate) ttfb_ms: Vec<f64>,
     pub(crate) wall_s: f64,
+    /// The run's end (`virtual_s`): the end of its last request, the events left after it
+    /// (deadlines of requests already answered, timeline events, ticks) not counted.
     pub(crate) end_s: f64,
-    /// When the last request ended (the run's `end_s` may be a later tick).
+    /// When the last request ended so far (at the end of the run, `end_s`).
     pub(crate) last_request_s: f64,
     pub(crate) series: Series,
     /// Successful requests whose first byte came within the caller timeout.
@@ -271,7 +273,9 @@ pub struct PolicyReport {
     pub decisions_per_s: f64,
     /// Requests a policy left waiting forever (counted in errors).
     pub stuck: f64,
-    /// Virtual seconds the run lasted.
+    /// Virtual seconds the run lasted: from 0 to the end of its last request (0 without one);
+    /// events left after it (deadlines of requests already answered, timeline events, ticks)
+    /// do not stretch it.
     pub virtual_s: f64,
     /// Per live A/B arm of the coordinator's config, in config order; empty without arms.
     #[serde(skip_serializing_if = "Vec::is_empty")]

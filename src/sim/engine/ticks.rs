@@ -1,8 +1,22 @@
 //! The engine's periodic tick, and what it does when nothing can happen any more.
 
 use super::{Engine, Req, TICK_S};
+use crate::sim::scenario::LoopKind;
 
 impl Engine<'_> {
+    /// Whether every request the workload makes has ended: a closed loop's `workers x
+    /// operations`, an open loop's arrivals once they have stopped. The run's end
+    /// (`virtual_s`) is then the end of the last one; nothing after it counts.
+    pub(super) fn workload_done(&self) -> bool {
+        let w = &self.sc.workload;
+        match w.kind {
+            LoopKind::Closed => {
+                self.stats.requests == u64::from(w.workers) * u64::from(w.operations)
+            }
+            LoopKind::Open => self.arrivals_done && self.open_requests == 0,
+        }
+    }
+
     /// When the tick after the one at `now` comes. While a request is open or arrivals are to
     /// come it is `TICK_S` later. Otherwise (leftovers: a queueing server still serving
     /// attempts whose callers gave up, stale ends, timeline events; or a closed loop whose
