@@ -212,7 +212,7 @@ pub(crate) fn pick_linear(weights: &[f64], u: f64) -> Option<usize> {
 /// The entry whose cumulative range contains `target` (in `[0, sum)`); past the end by
 /// rounding, the last positive entry. Zero-weight entries are never chosen.
 #[inline]
-fn pick_linear_from(weights: &[f64], mut target: f64) -> Option<usize> {
+pub(crate) fn pick_linear_from(weights: &[f64], mut target: f64) -> Option<usize> {
     let mut last_positive = None;
     for (i, &w) in weights.iter().enumerate() {
         if w > 0.0 {

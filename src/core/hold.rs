@@ -82,21 +82,3 @@ impl Scoring<'_> {
             && self.busy_with_weight(set, None, &ev.empty_channels)
     }
 }
-
-/// The entry of `probs` that `target` falls in once `share` is taken off each (what the
-/// channels without weight spread evenly): a pick from the weighted part of a draw alone.
-/// `target` in `[0, 1 - share * len)`; past the end by rounding, the last positive entry.
-pub(crate) fn pick_weighted_part(probs: &[f64], share: f64, mut target: f64) -> Option<usize> {
-    let mut last = None;
-    for (i, &p) in probs.iter().enumerate() {
-        let w = p - share;
-        if w > 0.0 {
-            if target < w {
-                return Some(i);
-            }
-            target -= w;
-            last = Some(i);
-        }
-    }
-    last
-}

@@ -6,9 +6,8 @@ use rand::{Rng, RngExt};
 use super::arms::ArmState;
 use super::attempt_slots::Attempts;
 use super::clock::Clock;
-use super::draw::{most_probable, pick_linear};
+use super::draw::{most_probable, pick_linear, pick_linear_from};
 use super::evaluate::{Detail, Evaluation};
-use super::hold::pick_weighted_part;
 use super::pool::Pool;
 use super::scoring::Scoring;
 use super::slots::Fleet;
@@ -231,7 +230,8 @@ impl Drawer<'_> {
                 // The rest of the roll picks as the weights do: what the empty channels spread
                 // evenly over the set is taken off each candidate.
                 let share = ev.empty / ev.keys.len() as f64;
-                pick_weighted_part(&ev.probs, share, u - ev.empty)
+                let weighted: Vec<f64> = ev.probs.iter().map(|p| p - share).collect();
+                pick_linear_from(&weighted, u - ev.empty)
             } else {
                 pick_linear(&ev.probs, u)
             };
