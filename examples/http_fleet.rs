@@ -12,9 +12,17 @@
 //! - `tower p2c`: tower's power-of-two-choices `Balance` over the instances, each weighed by
 //!   its requests in flight.
 //!
-//! Every arm reports each GET to its balancer (a 503 is an overload), and the table shows per
-//! arm the requests, successes, errors, error rate, successes per second and the latency of
-//! the successful requests from asking for a slot to the last byte (p50, p99).
+//! Every arm reports each GET to its balancer (a 503 is an overload, a refused connection is
+//! refused), and the table shows per arm the requests, successes, errors (503s and refused
+//! connections among them), error rate, successes per second, the latency of the successful
+//! requests from asking for a slot to the last byte (p50, p99), and the successes and failed
+//! GETs of each instance.
+//!
+//! `--dead N` adds N candidates that refuse every connection at once (a dead server): each a
+//! loopback port bound, for the whole run, by a socket that never listens, so a connect to it
+//! is answered with a reset. Every arm gets them after the nginx instances (`dead-1`,
+//! `dead-2`, ... in the table); a refused GET is reported to the coordinator as
+//! `FailureClass::Refused` and counted by tower as a failed answer, like any other failure.
 //!
 //! `--stalls EVERY_MS,MAX_MS` blocks the client's thread now and then, the way a loaded
 //! machine starves it, so the arms can be compared under that noise on a quiet machine.
@@ -32,6 +40,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::Ipv4Addr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -83,6 +92,8 @@ pub struct Options {
     /// Stalls of the client's thread, to reproduce a loaded machine on a quiet one: every
     /// `U(0, 2 x .0)` ms the thread is blocked for `U(0, .1)` ms (every arm alike).
     pub stalls: Option<(u64, u64)>,
+    /// Dead candidates, after the nginx instances: addresses that refuse every connection.
+    pub dead: usize,
 }
 
 impl Default for Options {
@@ -97,6 +108,7 @@ impl Default for Options {
             seed: 1,
             adaptive_config: None,
             stalls: None,
+            dead: 0,
         }
     }
 }
@@ -106,7 +118,9 @@ usage: http_fleet [--caps 2,4,8,16] [--sleep-ms 20] [--requests 2000] [--workers
                   [--static 2,4,8,16] [--arms adaptive,static,tower] [--seed 1]
                   [--adaptive-config FILE (default: [adaptive] enabled = true)]
                   [--stalls EVERY_MS,MAX_MS (block the client's thread for U(0, MAX_MS)
-                   every U(0, 2 x EVERY_MS) ms: a loaded machine, reproduced)]";
+                   every U(0, 2 x EVERY_MS) ms: a loaded machine, reproduced)]
+                  [--dead 0 (candidates after the nginx instances, dead-1, dead-2, ...,
+                   whose loopback address refuses every connection at once)]";
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
     value
@@ -146,6 +160,7 @@ impl Options {
                 "--arms" => o.arms = value.split(',').map(|a| a.trim().to_string()).collect(),
                 "--seed" => o.seed = number(&flag, &value)?,
                 "--adaptive-config" => o.adaptive_config = Some(value.into()),
+                "--dead" => o.dead = number(&flag, &value)?,
                 "--stalls" => match list::<u64>(&flag, &value)?[..] {
                     [every, max] if every > 0 => o.stalls = Some((every, max)),
                     _ => {
@@ -171,6 +186,9 @@ impl Options {
         if self.statics.contains(&0) {
             return Err("--static: every limit must be at least 1".into());
         }
+        if self.dead > MAX_DEAD {
+            return Err(format!("--dead: at most {MAX_DEAD} dead candidates"));
+        }
         if let Some(arm) = self
             .arms
             .iter()
@@ -188,6 +206,9 @@ impl Options {
     }
 }
 
+/// The most `--dead` candidates (each holds a loopback port for the run).
+pub const MAX_DEAD: usize = 64;
+
 /// What one arm measured.
 #[derive(Clone, Debug)]
 pub struct ArmReport {
@@ -201,8 +222,12 @@ pub struct ArmReport {
     pub attempts: usize,
     /// GETs answered 503 (the instance was past its cap).
     pub overloaded: usize,
-    /// Successes per instance, in the fleet's order.
+    /// GETs whose connection was refused (a dead candidate's, every one).
+    pub refused: usize,
+    /// Successes per instance, in the order of [`Backends::names`].
     pub ok_per_instance: Vec<usize>,
+    /// Failed GETs per instance, in the same order.
+    pub failed_per_instance: Vec<usize>,
     /// Latency of each successful request (from its first ask to its answer's last byte,
     /// retries included), ms, sorted.
     pub latencies_ms: Vec<f64>,
@@ -213,7 +238,8 @@ pub struct ArmReport {
 }
 
 impl ArmReport {
-    /// GETs that failed (503s, other statuses, transport errors, timeouts).
+    /// GETs that failed (503s, refused connections, other statuses and transport errors,
+    /// timeouts).
     pub fn errors(&self) -> usize {
         self.attempts - self.ok
     }
@@ -241,6 +267,8 @@ impl ArmReport {
 /// Every arm's report.
 #[derive(Clone, Debug, Default)]
 pub struct Comparison {
+    /// The instances, in the order of the per-instance columns ([`Backends::names`]).
+    pub instances: Vec<String>,
     /// The adaptive arm, if it ran.
     pub adaptive: Option<ArmReport>,
     /// One per static limit swept.
@@ -257,26 +285,48 @@ impl Comparison {
             .max_by(|a, b| a.throughput().total_cmp(&b.throughput()))
     }
 
-    /// The table, one line per arm.
+    /// The table, one line per arm, under a line naming the instances of the per-instance
+    /// columns.
     pub fn table(&self) -> String {
-        let mut out = format!(
-            "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10} {:>12} {:>7} {:>7}  {:<17} {}\n",
+        let arms: Vec<&ArmReport> = self
+            .adaptive
+            .iter()
+            .chain(&self.statics)
+            .chain(&self.tower)
+            .collect();
+        let slashed = |values: &[usize]| {
+            values
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        let oks: Vec<String> = arms.iter().map(|a| slashed(&a.ok_per_instance)).collect();
+        let failed: Vec<String> = arms
+            .iter()
+            .map(|a| slashed(&a.failed_per_instance))
+            .collect();
+        let ok_width = oks.iter().map(String::len).max().unwrap_or(0).max(15);
+        let failed_width = failed.iter().map(String::len).max().unwrap_or(0).max(19);
+        let mut out = format!("instances: {}\n", self.instances.join(", "));
+        out.push_str(&format!(
+            "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:>12} {:>7} {:>7}  {:<ok_width$}  {:<failed_width$}  {}\n",
             "arm",
             "requests",
             "ok",
             "attempts",
             "errors",
             "503",
+            "refused",
             "error rate",
             "throughput/s",
             "p50 ms",
             "p99 ms",
             "ok per instance",
+            "failed per instance",
             "final limits"
-        );
-        let arms = self.adaptive.iter().chain(&self.statics).chain(&self.tower);
-        for a in arms {
-            let per: Vec<String> = a.ok_per_instance.iter().map(|n| n.to_string()).collect();
+        ));
+        for ((a, ok), failed) in arms.iter().zip(&oks).zip(&failed) {
             let limits: Vec<String> = a
                 .final_limits
                 .iter()
@@ -286,18 +336,20 @@ impl Comparison {
                 })
                 .collect();
             out.push_str(&format!(
-                "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<17} {}\n",
+                "{:<11} {:>8} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10.4} {:>12.1} {:>7.1} {:>7.1}  {:<ok_width$}  {:<failed_width$}  {}\n",
                 a.name,
                 a.requests,
                 a.ok,
                 a.attempts,
                 a.errors(),
                 a.overloaded,
+                a.refused,
                 a.error_rate(),
                 a.throughput(),
                 a.latency_ms(0.50),
                 a.latency_ms(0.99),
-                per.join("/"),
+                ok,
+                failed,
                 limits.join("/")
             ));
         }
@@ -327,18 +379,105 @@ fn spawn_stalls(every_ms: u64, max_ms: u64, seed: u64) {
     });
 }
 
-/// Runs the arms asked for, one after the other, over `fleet`. Call inside an actix
-/// `System`.
-pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, String> {
+/// A loopback address that refuses every connection for as long as this lives: a port bound
+/// by a socket that never listens (on Linux a connect to it is answered with a reset at once,
+/// `ECONNREFUSED`). The socket does not set `SO_REUSEADDR`, so no other socket can bind the
+/// port meanwhile, and a bound port is never handed out to another `bind` to port 0.
+#[derive(Debug)]
+pub struct DeadAddress {
+    /// Its loopback port.
+    pub port: u16,
+    _socket: tokio::net::TcpSocket,
+}
+
+impl DeadAddress {
+    /// Binds a free loopback port, without listening.
+    pub fn bind() -> Result<DeadAddress, String> {
+        let socket = tokio::net::TcpSocket::new_v4()
+            .map_err(|e| format!("cannot open a socket for a dead address: {e}"))?;
+        socket
+            .bind((Ipv4Addr::LOCALHOST, 0).into())
+            .map_err(|e| format!("cannot bind a loopback port for a dead address: {e}"))?;
+        let port = socket
+            .local_addr()
+            .map_err(|e| format!("cannot read a dead address's port: {e}"))?
+            .port();
+        Ok(DeadAddress {
+            port,
+            _socket: socket,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// What every arm runs over: the nginx instances, then the dead addresses (`--dead`). Dropped,
+/// it stops the instances, removes their directory and frees the dead ports.
+#[derive(Debug)]
+pub struct Backends {
+    /// Bound first, so that a port that cannot be had fails the run before nginx starts.
+    pub dead: Vec<DeadAddress>,
+    /// The nginx instances.
+    pub fleet: Fleet,
+}
+
+impl Backends {
+    /// Binds `options.dead` dead addresses and starts one nginx instance per cap.
+    pub fn start(options: &Options) -> Result<Backends, String> {
+        let dead = (0..options.dead)
+            .map(|_| DeadAddress::bind())
+            .collect::<Result<Vec<_>, _>>()?;
+        let fleet = Fleet::start(&options.caps, options.sleep_ms)?;
+        Ok(Backends { dead, fleet })
+    }
+
+    /// Every candidate's name, the coordinator's id for it: `nginx-0`, `nginx-1`, ... in the
+    /// order of the caps, then `dead-1`, `dead-2`, ...
+    pub fn names(&self) -> Vec<String> {
+        let live = (0..self.fleet.instances.len()).map(|i| format!("nginx-{i}"));
+        live.chain((1..=self.dead.len()).map(|k| format!("dead-{k}")))
+            .collect()
+    }
+
+    /// Every candidate's address, in the order of [`Backends::names`].
+    pub fn uris(&self) -> Result<Vec<Uri>, String> {
+        let live = self.fleet.instances.iter().map(|i| i.url());
+        live.chain(self.dead.iter().map(DeadAddress::url))
+            .map(|url| url.parse::<Uri>().map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    /// The names with what each is: `nginx-0 (cap 2)`, ..., `dead-1 (refuses connections)`.
+    pub fn described(&self) -> Vec<String> {
+        let what = self
+            .fleet
+            .instances
+            .iter()
+            .map(|i| format!("cap {}", i.cap))
+            .chain(self.dead.iter().map(|_| "refuses connections".to_string()));
+        self.names()
+            .into_iter()
+            .zip(what)
+            .map(|(name, what)| format!("{name} ({what})"))
+            .collect()
+    }
+}
+
+/// Runs the arms asked for, one after the other, over `backends` (every arm over the same
+/// candidates). Call inside an actix `System`.
+pub async fn compare(backends: &Backends, options: &Options) -> Result<Comparison, String> {
     if let Some((every_ms, max_ms)) = options.stalls {
         spawn_stalls(every_ms, max_ms, options.seed);
     }
-    let uris = fleet
-        .instances
-        .iter()
-        .map(|i| i.url().parse::<Uri>().map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut comparison = Comparison::default();
+    let uris = backends.uris()?;
+    let names = backends.names();
+    let mut comparison = Comparison {
+        instances: backends.described(),
+        ..Comparison::default()
+    };
     if options.runs("adaptive") {
         let config = match &options.adaptive_config {
             Some(path) => Config::load(path),
@@ -348,8 +487,10 @@ pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, Str
         if !config.adaptive.enabled {
             return Err("the adaptive arm's config does not set [adaptive] enabled = true".into());
         }
-        comparison.adaptive =
-            Some(through_coordinator("adaptive", config, Limits::default(), &uris, options).await?);
+        let limits = Limits::default();
+        let report =
+            through_coordinator("adaptive", config, limits, &names, &uris, options).await?;
+        comparison.adaptive = Some(report);
     }
     if options.runs("static") {
         for &limit in &options.statics {
@@ -359,7 +500,8 @@ pub async fn compare(fleet: &Fleet, options: &Options) -> Result<Comparison, Str
             };
             let name = format!("static {limit}");
             let report =
-                through_coordinator(&name, Config::default(), limits, &uris, options).await?;
+                through_coordinator(&name, Config::default(), limits, &names, &uris, options)
+                    .await?;
             comparison.statics.push(report);
         }
     }
@@ -387,7 +529,8 @@ pub struct Attempt {
     pub instance: usize,
     /// The status, or `None` if the request failed in transport.
     pub status: Option<StatusCode>,
-    /// A transport failure was a refused connection.
+    /// A transport failure was in connecting: a refused connection (a dead candidate's, or
+    /// any other connect error).
     pub refused: bool,
     /// No answer within [`TIMEOUT`].
     pub timed_out: bool,
@@ -455,7 +598,9 @@ struct Tally {
     requests: usize,
     attempts: usize,
     overloaded: usize,
+    refused: usize,
     ok_per_instance: Vec<usize>,
+    failed_per_instance: Vec<usize>,
     latencies_ms: Vec<f64>,
 }
 
@@ -467,7 +612,9 @@ impl Tally {
             requests: 0,
             attempts: 0,
             overloaded: 0,
+            refused: 0,
             ok_per_instance: vec![0; instances],
+            failed_per_instance: vec![0; instances],
             latencies_ms: Vec::with_capacity(requests),
         }
     }
@@ -481,8 +628,10 @@ impl Tally {
                 return true;
             }
             Some(StatusCode::SERVICE_UNAVAILABLE) => self.overloaded += 1,
+            None if attempt.refused => self.refused += 1,
             _ => {}
         }
+        self.failed_per_instance[attempt.instance] += 1;
         false
     }
 
@@ -503,7 +652,9 @@ impl Tally {
             ok: self.latencies_ms.len(),
             attempts: self.attempts,
             overloaded: self.overloaded,
+            refused: self.refused,
             ok_per_instance: self.ok_per_instance,
+            failed_per_instance: self.failed_per_instance,
             latencies_ms: self.latencies_ms,
             elapsed,
             final_limits: Vec::new(),
@@ -522,18 +673,18 @@ async fn through_coordinator(
     name: &str,
     config: Config,
     limits: Limits,
+    names: &[String],
     uris: &[Uri],
     options: &Options,
 ) -> Result<ArmReport, String> {
     let mut coordinator =
         Coordinator::with_seed(config, limits, options.seed).map_err(|e| e.to_string())?;
     let mut index = HashMap::new();
-    for i in 0..uris.len() {
-        let id = format!("nginx-{i}");
+    for (i, id) in names.iter().enumerate() {
         coordinator = coordinator
             .with_candidate(CandidateInfo::new(id.as_str()))
             .map_err(|e| e.to_string())?;
-        index.insert(id, i);
+        index.insert(id.clone(), i);
     }
     let handle: CoordinatorHandle = coordinator.start_handle();
     let client = http_client();
@@ -709,13 +860,14 @@ pub fn cli(args: impl IntoIterator<Item = String>) -> i32 {
     }
 }
 
-/// Starts the fleet, runs the arms in an actix `System` of their own, stops the fleet.
+/// Starts the fleet (and binds the dead addresses), runs the arms in an actix `System` of
+/// their own, stops the fleet.
 #[allow(dead_code)] // tests/http_fleet.rs runs it; the example's own `main` can be interrupted
 pub fn run(options: &Options) -> Result<Comparison, String> {
-    let fleet = start(options)?;
-    let comparison = actix::System::new().block_on(compare(&fleet, options));
+    let backends = start(options)?;
+    let comparison = actix::System::new().block_on(compare(&backends, options));
     // The arms' tasks end with their runtime (dropped above), then the fleet stops.
-    drop(fleet);
+    drop(backends);
     comparison
 }
 
@@ -745,27 +897,38 @@ pub struct Signal {
 pub fn run_until_signal(options: &Options) -> Result<Ended, String> {
     let system = actix::System::new();
     let mut signals = system.block_on(async { Signals::listen() })?;
-    let fleet = start(options)?;
+    let backends = start(options)?;
     let ended = system.block_on(async {
         tokio::select! {
-            comparison = compare(&fleet, options) => comparison.map(|c| Ended::Done(Box::new(c))),
+            comparison = compare(&backends, options) => comparison.map(|c| Ended::Done(Box::new(c))),
             signal = signals.recv() => Ok(Ended::Interrupted(signal)),
         }
     });
     drop(system);
-    drop(fleet);
+    drop(backends);
     ended
 }
 
-/// Starts the fleet and says so on stderr (with the directory that holds it).
-fn start(options: &Options) -> Result<Fleet, String> {
-    let fleet = Fleet::start(&options.caps, options.sleep_ms)?;
+/// Binds the dead addresses, starts the fleet and says so on stderr (with the directory that
+/// holds it).
+fn start(options: &Options) -> Result<Backends, String> {
+    let backends = Backends::start(options)?;
     let caps: Vec<String> = options.caps.iter().map(|c| c.to_string()).collect();
+    let dead: Vec<String> = backends.dead.iter().map(|d| d.port.to_string()).collect();
     eprintln!(
-        "{} nginx instances (caps {}) in {}, {} ms service, {} requests from {} workers per arm{}",
+        "{} nginx instances (caps {}) in {}{}, {} ms service, {} requests from {} workers per arm{}",
         options.caps.len(),
         caps.join("/"),
-        fleet.dir().display(),
+        backends.fleet.dir().display(),
+        if dead.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} dead (refusing connections on port {})",
+                dead.len(),
+                dead.join(", ")
+            )
+        },
         options.sleep_ms,
         options.requests,
         options.workers,
@@ -773,7 +936,7 @@ fn start(options: &Options) -> Result<Fleet, String> {
             ", client stalls of up to {m} ms every {e} ms on average"
         ))
     );
-    Ok(fleet)
+    Ok(backends)
 }
 
 /// SIGINT and SIGTERM, caught from [`Signals::listen`] on (call it inside a runtime): one that
