@@ -225,16 +225,18 @@ impl Scoring<'_> {
                 ev.empty_channels.push(c);
             }
         }
+        let mut empty = ev.empty;
         if last.is_some() || last_shed.is_some() {
             Self::weigh_last_attempt(ev, last, last_shed, nc, uniform);
-        }
-        let n = ev.keys.len() as f64;
-        let mut empty = 0.0;
-        for (c, ch) in channels.iter().enumerate() {
-            if c != uniform && ev.totals[c] <= 0.0 {
-                empty += ch.mass;
+            // The odds may have emptied a channel: its mass is spread evenly as well.
+            empty = 0.0;
+            for (c, ch) in channels.iter().enumerate() {
+                if c != uniform && ev.totals[c] <= 0.0 {
+                    empty += ch.mass;
+                }
             }
         }
+        let n = ev.keys.len() as f64;
         for j in 0..ev.keys.len() {
             let mut p = empty / n;
             for (c, ch) in channels.iter().enumerate() {
