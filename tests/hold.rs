@@ -83,9 +83,10 @@ fn a_dead_server_does_not_take_the_requests_waiting_for_busy_ones() {
 }
 
 /// Without limits nothing waits, but the dead server drew as an average one until the fleet's
-/// first refresh gave a reference time: 33% of requests failed.
+/// first refresh gave a reference time: 33% of requests failed (2.0% now that twenty refusals
+/// without an answer make it hopeless, with or without a reference).
 #[test]
-fn a_dead_server_is_hopeless_before_the_first_refresh() {
+fn a_dead_server_is_hopeless_without_a_reference_time() {
     let (c, _) = run("");
     assert!(c.error_rate <= 0.05, "error rate {}", c.error_rate);
 }

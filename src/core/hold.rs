@@ -4,8 +4,9 @@
 //! free candidate has weight 0 in the score channel its roll falls in, the draw used to fall
 //! back to a uniform pick among them. Weight 0 is what a hopeless candidate gets: the time
 //! factor (`time_exponent`) underflows to 0 for one whose expected time to a success is
-//! dozens of times the fleet's mean attempt time, as for a server that refuses every
-//! connection. So a dead server failing in a fraction of a millisecond took every request
+//! dozens of times the fleet's mean attempt time, and the time component is 0 for one that
+//! failed its last twenty attempts without ever answering, as a server that refuses every
+//! connection does. So a dead server failing in a fraction of a millisecond took every request
 //! that arrived while the good servers sat at their limits: the faster it failed, the more it
 //! drew. Such a roll now waits instead, as long as a candidate the request may use *with*
 //! weight is busy at its limit: its attempts in flight end (or their lease does), and each

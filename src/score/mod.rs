@@ -359,15 +359,14 @@ impl ScoreModel {
             }
         }
         let mut time_to_success = relative(per_success, overall_attempt_ms, false);
-        // Before the fleet has a reference to weigh times against (its first refresh comes
-        // `refresh_ms` after the start), a candidate that has failed every one of its first
-        // few attempts is already known hopeless, as the reference would soon show: a server
-        // refusing every connection in a fraction of a millisecond is not drawn as an
-        // average one in the meantime, thousands of times (see `core::hold`).
-        if overall_attempt_ms.is_none()
-            && stats.never_answered()
-            && stats.failures_in_a_row() >= HOPELESS_FAILURES
-        {
+        // A candidate that has failed its last `HOPELESS_FAILURES` attempts without ever
+        // answering is hopeless, whatever the fleet's reference time says. Its own instant
+        // refusals pull that reference (an average over every outcome) down to a millisecond
+        // and back as refreshes come and go: read against it, a server refusing every
+        // connection swung between weight 0 and a tiny weight that is not 0, and in the
+        // second state it took every request arriving while the others sat at their limits
+        // (see `core::hold`). Before the fleet's first refresh there is no reference at all.
+        if stats.never_answered() && stats.failures_in_a_row() >= HOPELESS_FAILURES {
             time_to_success = 0.0;
         }
         if ctx.pending_ms > 0.0 {
@@ -624,9 +623,11 @@ const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
 /// already scored near zero; dividing by ~0 would only overflow).
 const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 
-/// Failures in a row, with no answer ever, that make a candidate hopeless before the fleet
-/// has a reference time (as many as outlier ejection's default streak).
-const HOPELESS_FAILURES: u32 = 5;
+/// Failures in a row, with no answer ever, that make a candidate hopeless: a candidate that
+/// succeeds even half the time shows such a streak less than once in a million tries
+/// (0.5^20), so a streak of failures the floor's probes are enough to end is not mistaken for
+/// a dead server.
+const HOPELESS_FAILURES: u32 = 20;
 
 /// Expected time spent per success: a try's time over the success rate (floored, see
 /// [`MIN_SUCCESS_FOR_TIME`]).

@@ -9,6 +9,7 @@ use crate::vocab::{CandidateInfo, FailureClass, Outcome};
 mod censored;
 mod failing_streak;
 mod fleet_relative;
+mod hopeless;
 mod shed_relief;
 
 /// A score context with nothing in flight, no limit and no fleet spread.
