@@ -94,6 +94,12 @@ fn a_dead_server_is_hopeless_without_a_reference_time() {
 /// Candidates `good` (limit 1 each) and `dead`, with `dead` known hopeless (it failed every
 /// attempt) and `good` busy: the core, its seeded randomness, the clock and the busy attempt.
 fn busy_and_dead(floor: f64) -> (Core, SmallRng, Instant, AttemptId) {
+    busy_and_failing(floor, false)
+}
+
+/// [`busy_and_dead`], where `dead` served one request first when `answered_first` (a server
+/// that crashed: its time component is then small, not 0).
+fn busy_and_failing(floor: f64, answered_first: bool) -> (Core, SmallRng, Instant, AttemptId) {
     let t0 = Instant::now();
     let mut rng = SmallRng::seed_from_u64(3);
     let config = Config {
@@ -115,6 +121,12 @@ fn busy_and_dead(floor: f64) -> (Core, SmallRng, Instant, AttemptId) {
     // Ten answers of `good` at 20 ms, each followed by ten refusals of `dead` in a
     // millisecond (a dead server is asked ten times as often), then a refresh.
     let mut now = t0;
+    if answered_first {
+        let attempt = grant_to(&mut core, &mut rng, now, "dead");
+        now += Duration::from_millis(20);
+        core.outcome(attempt, answered(), now).unwrap();
+        core.done(attempt, Next::Finish, now, &mut rng).unwrap();
+    }
     for _ in 0..10 {
         let attempt = grant_to(&mut core, &mut rng, now, "good");
         now += Duration::from_millis(20);
@@ -125,6 +137,16 @@ fn busy_and_dead(floor: f64) -> (Core, SmallRng, Instant, AttemptId) {
             now += Duration::from_millis(1);
             let refused = Outcome::Failure(FailureClass::Refused);
             core.outcome(attempt, refused, now).unwrap();
+            core.done(attempt, Next::Finish, now, &mut rng).unwrap();
+        }
+    }
+    if answered_first {
+        // The fleet's reference time comes back to the good one's 20 ms, where the failing
+        // candidate's weight is small but not 0.
+        for _ in 0..200 {
+            let attempt = grant_to(&mut core, &mut rng, now, "good");
+            now += Duration::from_millis(20);
+            core.outcome(attempt, answered(), now).unwrap();
             core.done(attempt, Next::Finish, now, &mut rng).unwrap();
         }
     }
@@ -197,4 +219,74 @@ fn the_floor_still_probes_a_hopeless_candidate() {
         (120..=280).contains(&to_dead),
         "{to_dead} of 400 to the dead candidate, {waited} waited"
     );
+}
+
+/// A server that answered and then failed its last twenty attempts or more (a crash) keeps a
+/// weight that is small but not 0; a roll of the weights that picks it while the good one is
+/// busy waits for the good one, in the tree's draw (any candidate) and in the evaluated one
+/// (a named subset) alike. Without a floor every roll is the weights'.
+#[test]
+fn a_roll_that_picks_a_candidate_failing_past_hope_waits_for_the_busy_one() {
+    for subset in [false, true] {
+        let (mut core, mut rng, now, busy) = busy_and_failing(0.0, true);
+        let failing = core.candidate(&"dead".into()).unwrap();
+        assert!(failing.stats.successes == 1 && failing.stats.consecutive_failures >= 20);
+        let request = if subset {
+            Request::only(["good", "dead"])
+        } else {
+            Request::any()
+        };
+        core.ready(request, now, &mut rng).unwrap();
+        assert!(
+            core.poll_event().is_none(),
+            "granted to the failing candidate (subset {subset})"
+        );
+        assert!(core.counters().waited_for_weight >= 1);
+        assert!(!core.any_servable_waiting());
+        let later = now + Duration::from_millis(20);
+        core.outcome(busy, answered(), later).unwrap();
+        core.done(busy, Next::Finish, later, &mut rng).unwrap();
+        match core.poll_event() {
+            Some(Event::Granted(g)) => assert_eq!(g.candidate.as_str(), "good"),
+            other => panic!("expected the waiting request granted to good, got {other:?}"),
+        }
+    }
+}
+
+/// Its floor's share still probes it: with a floor of 0.5, about half the requests that find
+/// only it free are granted to it, in both draws.
+#[test]
+fn the_floor_still_probes_a_candidate_failing_past_hope() {
+    for subset in [false, true] {
+        let (mut core, mut rng, now, _busy) = busy_and_failing(0.5, true);
+        let (mut to_failing, mut waited) = (0, 0);
+        for i in 0..400u64 {
+            let at = now + Duration::from_micros(i);
+            let request = if subset {
+                Request::only(["good", "dead"])
+            } else {
+                Request::any()
+            };
+            let request = core.ready(request, at, &mut rng).unwrap();
+            match core.poll_event() {
+                Some(Event::Granted(g)) => {
+                    assert_eq!(g.candidate.as_str(), "dead");
+                    to_failing += 1;
+                    core.outcome(g.attempt, Outcome::Failure(FailureClass::Refused), at)
+                        .unwrap();
+                    core.done(g.attempt, Next::Finish, at, &mut rng).unwrap();
+                }
+                None => {
+                    waited += 1;
+                    core.cancel(request, at).unwrap();
+                    while core.poll_event().is_some() {}
+                }
+                Some(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(
+            (120..=280).contains(&to_failing),
+            "{to_failing} of 400 to the failing candidate, {waited} waited (subset {subset})"
+        );
+    }
 }

@@ -22,8 +22,8 @@
 use super::evaluate::{Detail, Evaluation};
 use super::scoring::{ScoredAt, Scoring};
 use super::select::DrawSet;
-use super::slots::Fleet;
-use crate::score::ScoreModel;
+use super::slots::{Fleet, Slot};
+use crate::score::{ScoreModel, StatsView, HOPELESS_FAILURES};
 
 impl Scoring<'_> {
     /// Whether a candidate of `set` that is busy at its in-flight limit (with attempts in
@@ -47,7 +47,7 @@ impl Scoring<'_> {
         let kinds = m.channels();
         fleet.in_reach(set).any(|(i, s)| {
             // Busy at its limit with attempts to end, and drawable once one does.
-            let busy = s.usable && !s.available && s.in_flight > 0;
+            let busy = s.usable && !s.available && s.in_flight > 0 && !self.slot_past_hope(s);
             let passes = s.perf_ok && s.price_ok && !s.ejected;
             if !busy
                 || !passes
@@ -74,12 +74,60 @@ impl Scoring<'_> {
     }
 
     /// Whether a request drawing from `set` may wait although a candidate is free: the free
-    /// ones have no weight in some score channel while a busy one has (see the module docs).
-    /// For the no-stuck-request check ([`super::Core::any_servable_waiting`]).
+    /// ones have no weight in some score channel, or one of them is failing past hope, while a
+    /// busy one has weight (see the module docs). For the no-stuck-request check
+    /// ([`super::Core::any_servable_waiting`]).
     pub(crate) fn may_wait(&self, set: DrawSet<'_>, ev: &mut Evaluation) -> bool {
         self.evaluate_with(None, set, ev, Detail::Probabilities);
-        !ev.keys.is_empty()
-            && ev.empty > 0.0
-            && self.busy_with_weight(set, None, &ev.empty_channels)
+        if ev.keys.is_empty() {
+            return false;
+        }
+        (ev.empty > 0.0 && self.busy_with_weight(set, None, &ev.empty_channels))
+            || (ev.keys.iter().any(|&k| self.past_hope(k as usize))
+                && self.busy_with_weight(set, None, &self.score_channels(None)))
+    }
+
+    /// Whether the candidate at `idx` is failing past hope: its last
+    /// [`HOPELESS_FAILURES`] attempts failed, and not by shedding. A roll of the weights that
+    /// picks it waits for a busy candidate with weight, as a roll that finds no weight does.
+    #[inline]
+    pub(crate) fn past_hope(&self, idx: usize) -> bool {
+        self.fleet
+            .slots
+            .get(idx)
+            .is_some_and(|s| self.slot_past_hope(s))
+    }
+
+    /// [`Scoring::past_hope`] of a slot. A server answering `overload` (a 503 past its
+    /// capacity) is alive and full, not dead: where the overload window holds as many
+    /// overload failures as the streak needs, the streak may be its sheds, which the load and
+    /// overload components and the limits answer, and waiting for busy servers instead only
+    /// lengthens the tail (`hidden-capacity`'s p99, docs/tuning.md).
+    #[inline]
+    fn slot_past_hope(&self, s: &Slot) -> bool {
+        s.stats.consecutive_failures() >= HOPELESS_FAILURES && {
+            let buckets = self.model.config().window.buckets as usize;
+            let (overloads, _) = s.stats.window().counts(self.clock.bucket(), buckets);
+            overloads < HOPELESS_FAILURES
+        }
+    }
+
+    /// The score channels of `model` (the core's own when `None`) with mass: every one but
+    /// the floor's.
+    #[cold]
+    pub(crate) fn score_channels(&self, model: Option<&ScoreModel>) -> Vec<usize> {
+        let m = model.unwrap_or(self.model);
+        let uniform = m.uniform_channel();
+        (0..m.channels().len())
+            .filter(|&c| c != uniform && m.channels()[c].mass > 0.0)
+            .collect()
+    }
+
+    /// Each candidate's share of a draw over `n` that the floor spreads evenly: the floor's
+    /// probe of it.
+    #[cold]
+    pub(crate) fn floor_share(&self, model: Option<&ScoreModel>, n: usize) -> f64 {
+        let m = model.unwrap_or(self.model);
+        m.channels()[m.uniform_channel()].mass / n.max(1) as f64
     }
 }

@@ -178,9 +178,14 @@ impl Drawer<'_> {
             .and_then(|a| a.model.as_ref());
         if mode == DrawMode::Fast && variant.is_none() && self.tree_applies(set) {
             self.flush_stale();
-            let (d, empty) = self.fleet.tree_draw(set.exclude, self.model, rng)?;
-            if let Some(channel) = empty {
-                if self.scoring().busy_with_weight(set, None, &[channel]) {
+            let (d, roll) = self.fleet.tree_draw(set.exclude, self.model, rng)?;
+            // A roll in a score channel that found no weight among the free candidates, or
+            // found only a candidate failing past hope, waits for a busy one with weight.
+            if let Some(r) = roll {
+                let scoring = self.scoring();
+                if (r.empty || scoring.past_hope(d.idx as usize))
+                    && scoring.busy_with_weight(set, None, &[r.channel])
+                {
                     return Some(Pick::Wait);
                 }
             }
@@ -242,6 +247,22 @@ impl Drawer<'_> {
                 roll: Some(u),
             })
         };
+        if let Some(d) = &drawn {
+            // A candidate failing past hope, picked, is the floor's probe as far as the floor
+            // put it in the draw; the rest of its share waits for a busy candidate with weight.
+            if scoring.past_hope(d.idx as usize)
+                && scoring.busy_with_weight(set, variant, &scoring.score_channels(variant))
+            {
+                // Of its probability, what a roll past the empty channels' share (which
+                // waited above) could give it: the floor's part probes, the rest waits.
+                let n = ev.keys.len();
+                let reached = d.probability - if waits { ev.empty / n as f64 } else { 0.0 };
+                let probe = scoring.floor_share(variant, n);
+                if deterministic || rng.random::<f64>() * reached >= probe {
+                    return Some(Pick::Wait);
+                }
+            }
+        }
         drawn.map(|d| Pick::Drawn(d, DrawPath::Evaluated))
     }
 }

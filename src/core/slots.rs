@@ -305,14 +305,14 @@ impl Fleet {
 
     /// Draws from the trees (their stale leaves written first by the caller), with the
     /// excluded candidates' leaves zeroed for the draw. With the pick, the score channel the
-    /// roll fell in when that channel had no weight over the free candidates (the pick is then
-    /// the uniform channel's; see `hold`).
+    /// roll fell in, if not the floor's, and whether that channel had no weight over the free
+    /// candidates (the pick is then the uniform channel's; see `hold`).
     pub(super) fn tree_draw<R: Rng + ?Sized>(
         &mut self,
         exclude: &[Key],
         model: &ScoreModel,
         rng: &mut R,
-    ) -> Option<(Drawn, Option<usize>)> {
+    ) -> Option<(Drawn, Option<ScoreRoll>)> {
         debug_assert!(self.stale.is_empty(), "stale leaves must be written first");
         self.saved_leaves.clear();
         for k in exclude {
@@ -326,7 +326,7 @@ impl Fleet {
         }
         let uniform = model.uniform_channel();
         let n = self.trees[uniform].total();
-        let mut empty = None;
+        let mut roll = None;
         let result = if n > 0.0 {
             let u: f64 = rng.random();
             let mut acc = 0.0;
@@ -338,12 +338,14 @@ impl Fleet {
                     break;
                 }
             }
-            let tree = if self.trees[chosen].total() > 0.0 {
-                chosen
-            } else {
-                empty = (chosen != uniform).then_some(chosen);
-                uniform
-            };
+            let weighed = self.trees[chosen].total() > 0.0;
+            if chosen != uniform {
+                roll = Some(ScoreRoll {
+                    channel: chosen,
+                    empty: !weighed,
+                });
+            }
+            let tree = if weighed { chosen } else { uniform };
             let u2: f64 = rng.random();
             self.trees[tree]
                 .sample(u2 * self.trees[tree].total())
@@ -363,8 +365,17 @@ impl Fleet {
         for &(idx, c, v) in self.saved_leaves.iter().rev() {
             self.trees[c].set(idx, v);
         }
-        result.map(|d| (d, empty))
+        result.map(|d| (d, roll))
     }
+}
+
+/// Where a tree draw's roll fell when it fell in a score channel (not the floor's).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ScoreRoll {
+    /// The channel.
+    pub(super) channel: usize,
+    /// Whether the channel had no weight over the free candidates (the pick was then uniform).
+    pub(super) empty: bool,
 }
 
 #[cfg(test)]

@@ -627,7 +627,7 @@ const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 /// succeeds even half the time shows such a streak less than once in a million tries
 /// (0.5^20), so a streak of failures the floor's probes are enough to end is not mistaken for
 /// a dead server.
-const HOPELESS_FAILURES: u32 = 20;
+pub(crate) const HOPELESS_FAILURES: u32 = 20;
 
 /// Expected time spent per success: a try's time over the success rate (floored, see
 /// [`MIN_SUCCESS_FOR_TIME`]).
