@@ -149,7 +149,7 @@ pub fn describe() {
     describe_counter!(
         WAITS_FOR_WEIGHT,
         Unit::Count,
-        "Draws that left their request waiting for a busy candidate with weight, every free one having none."
+        "Draws that left their request waiting for a busy candidate with weight: no free one had weight, or the roll picked one failing past hope."
     );
     describe_gauge!(CANDIDATES, Unit::Count, "Candidates known.");
     describe_gauge!(CANDIDATES_EJECTED, Unit::Count, "Candidates ejected now.");

@@ -193,23 +193,29 @@ fn a_roll_without_weight_among_the_free_waits_for_the_busy_candidate() {
 #[test]
 fn the_floor_still_probes_a_hopeless_candidate() {
     let (mut core, mut rng, now, _busy) = busy_and_dead(0.5);
+    floor_probes(&mut core, &mut rng, now, Request::any);
+}
+
+/// Asks 400 times for `request()` while only `dead` is free, each request granted (to `dead`,
+/// whose refusal ends the attempt at once, as a dead server's does) or left waiting (and
+/// cancelled, so the next one rolls afresh), and checks that the floor of 0.5 granted about
+/// half of them.
+fn floor_probes(core: &mut Core, rng: &mut SmallRng, now: Instant, request: impl Fn() -> Request) {
     let (mut to_dead, mut waited) = (0, 0);
     for i in 0..400u64 {
         let at = now + Duration::from_micros(i);
-        let request = core.ready(Request::any(), at, &mut rng).unwrap();
+        let asked = core.ready(request(), at, rng).unwrap();
         match core.poll_event() {
             Some(Event::Granted(g)) => {
                 assert_eq!(g.candidate.as_str(), "dead");
                 to_dead += 1;
-                // Its refusal ends the attempt at once, as a dead server's does.
                 core.outcome(g.attempt, Outcome::Failure(FailureClass::Refused), at)
                     .unwrap();
-                core.done(g.attempt, Next::Finish, at, &mut rng).unwrap();
+                core.done(g.attempt, Next::Finish, at, rng).unwrap();
             }
             None => {
                 waited += 1;
-                // The waiting request leaves; the next one rolls afresh.
-                core.cancel(request, at).unwrap();
+                core.cancel(asked, at).unwrap();
                 while core.poll_event().is_some() {}
             }
             Some(other) => panic!("unexpected {other:?}"),
@@ -257,36 +263,8 @@ fn a_roll_that_picks_a_candidate_failing_past_hope_waits_for_the_busy_one() {
 /// only it free are granted to it, in both draws.
 #[test]
 fn the_floor_still_probes_a_candidate_failing_past_hope() {
-    for subset in [false, true] {
-        let (mut core, mut rng, now, _busy) = busy_and_failing(0.5, true);
-        let (mut to_failing, mut waited) = (0, 0);
-        for i in 0..400u64 {
-            let at = now + Duration::from_micros(i);
-            let request = if subset {
-                Request::only(["good", "dead"])
-            } else {
-                Request::any()
-            };
-            let request = core.ready(request, at, &mut rng).unwrap();
-            match core.poll_event() {
-                Some(Event::Granted(g)) => {
-                    assert_eq!(g.candidate.as_str(), "dead");
-                    to_failing += 1;
-                    core.outcome(g.attempt, Outcome::Failure(FailureClass::Refused), at)
-                        .unwrap();
-                    core.done(g.attempt, Next::Finish, at, &mut rng).unwrap();
-                }
-                None => {
-                    waited += 1;
-                    core.cancel(request, at).unwrap();
-                    while core.poll_event().is_some() {}
-                }
-                Some(other) => panic!("unexpected {other:?}"),
-            }
-        }
-        assert!(
-            (120..=280).contains(&to_failing),
-            "{to_failing} of 400 to the failing candidate, {waited} waited (subset {subset})"
-        );
-    }
+    let (mut core, mut rng, now, _busy) = busy_and_failing(0.5, true);
+    floor_probes(&mut core, &mut rng, now, Request::any);
+    let (mut core, mut rng, now, _busy) = busy_and_failing(0.5, true);
+    floor_probes(&mut core, &mut rng, now, || Request::only(["good", "dead"]));
 }

@@ -14,6 +14,11 @@
 //! The floor's share of each draw is still spent uniformly over the free candidates, so a
 //! hopeless candidate keeps its exploration and can come back.
 //!
+//! A roll of the weights that picks a candidate failing past hope (its last twenty attempts
+//! failed, not by shedding) waits the same way: a server that crashed after serving keeps a
+//! weight that is small but not 0, and would otherwise take every request arriving while the
+//! others are at their limits. The floor's share of the draw still probes it.
+//!
 //! No request waits on another request: a roll waits only on a candidate's attempts in
 //! flight, whose end is an event of the core, and a candidate whose attempts stop ending loses
 //! its weight to the censored time of those attempts (`weights.time_to_success`), which ends

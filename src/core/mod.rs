@@ -287,9 +287,9 @@ pub struct Counters {
     /// their grant ([`Grant::deadline_ms`]), each counted as a timeout ([`Core::done`]).
     #[serde(default)]
     pub dropped_past_advice: u64,
-    /// Draws that left their request waiting for a busy candidate with weight, every free one
-    /// having none in the roll's score channel (see docs/scoring.md, "Waiting for a candidate
-    /// worth it").
+    /// Draws that left their request waiting for a busy candidate with weight: every free one
+    /// had none in the roll's score channel, or the roll picked one failing past hope (twenty
+    /// failures in a row, not sheds; see docs/scoring.md, "Waiting for a candidate worth it").
     #[serde(default)]
     pub waited_for_weight: u64,
 }

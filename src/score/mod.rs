@@ -623,10 +623,10 @@ const AVERAGE_TIME: f64 = 0.367_879_441_171_442_33;
 /// already scored near zero; dividing by ~0 would only overflow).
 const MIN_SUCCESS_FOR_TIME: f64 = 0.01;
 
-/// Failures in a row, with no answer ever, that make a candidate hopeless: a candidate that
+/// Failures in a row that make a candidate hopeless (time component 0) when it never
+/// answered, and failing past hope for the wait when it did (`core::hold`): a candidate that
 /// succeeds even half the time shows such a streak less than once in a million tries
-/// (0.5^20), so a streak of failures the floor's probes are enough to end is not mistaken for
-/// a dead server.
+/// (0.5^20), so bad luck is not mistaken for a dead server.
 pub(crate) const HOPELESS_FAILURES: u32 = 20;
 
 /// Expected time spent per success: a try's time over the success rate (floored, see
