@@ -24,6 +24,14 @@
 //! `dead-2`, ... in the table); a refused GET is reported to the coordinator as
 //! `FailureClass::Refused` and counted by tower as a failed answer, like any other failure.
 //!
+//! `--crash MS` crashes a server mid-run: in each arm, MS milliseconds after the arm starts
+//! sending, the last nginx instance (the last of `--caps`, the highest by default) is killed,
+//! so that its port refuses every connection from then on (its requests in service end
+//! without an answer), and it is started again, on the same port with the same config, once
+//! the arm is over: every arm sees the same crash at the same time. A connection it refuses
+//! is reported and counted as a dead candidate's (`refused`, and its failed GETs in its
+//! column); an arm that ends before MS milliseconds sees no crash (said on stderr).
+//!
 //! `--stalls EVERY_MS,MAX_MS` blocks the client's thread now and then, the way a loaded
 //! machine starves it, so the arms can be compared under that noise on a quiet machine.
 //!
@@ -94,6 +102,9 @@ pub struct Options {
     pub stalls: Option<(u64, u64)>,
     /// Dead candidates, after the nginx instances: addresses that refuse every connection.
     pub dead: usize,
+    /// In each arm, this many milliseconds after it starts sending, the last nginx instance is
+    /// killed (it is started again before the next arm); `None`: no crash.
+    pub crash_after_ms: Option<u64>,
 }
 
 impl Default for Options {
@@ -109,6 +120,7 @@ impl Default for Options {
             adaptive_config: None,
             stalls: None,
             dead: 0,
+            crash_after_ms: None,
         }
     }
 }
@@ -120,7 +132,9 @@ usage: http_fleet [--caps 2,4,8,16] [--sleep-ms 20] [--requests 2000] [--workers
                   [--stalls EVERY_MS,MAX_MS (block the client's thread for U(0, MAX_MS)
                    every U(0, 2 x EVERY_MS) ms: a loaded machine, reproduced)]
                   [--dead 0 (candidates after the nginx instances, dead-1, dead-2, ...,
-                   whose loopback address refuses every connection at once)]";
+                   whose loopback address refuses every connection at once)]
+                  [--crash MS (in each arm, MS ms after it starts sending, kill the last
+                   nginx instance, the last of --caps, and start it again after the arm)]";
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> Result<Vec<T>, String> {
     value
@@ -161,6 +175,7 @@ impl Options {
                 "--seed" => o.seed = number(&flag, &value)?,
                 "--adaptive-config" => o.adaptive_config = Some(value.into()),
                 "--dead" => o.dead = number(&flag, &value)?,
+                "--crash" => o.crash_after_ms = Some(number(&flag, &value)?),
                 "--stalls" => match list::<u64>(&flag, &value)?[..] {
                     [every, max] if every > 0 => o.stalls = Some((every, max)),
                     _ => {
@@ -189,6 +204,13 @@ impl Options {
         if self.dead > MAX_DEAD {
             return Err(format!("--dead: at most {MAX_DEAD} dead candidates"));
         }
+        if let Some(ms) = self.crash_after_ms {
+            if !(1..=MAX_CRASH_MS).contains(&ms) {
+                return Err(format!(
+                    "--crash: give the milliseconds after an arm's start, from 1 to {MAX_CRASH_MS}"
+                ));
+            }
+        }
         if let Some(arm) = self
             .arms
             .iter()
@@ -209,6 +231,9 @@ impl Options {
 /// The most `--dead` candidates (each holds a loopback port for the run).
 pub const MAX_DEAD: usize = 64;
 
+/// The latest `--crash` (an hour, in milliseconds).
+pub const MAX_CRASH_MS: u64 = 3_600_000;
+
 /// What one arm measured.
 #[derive(Clone, Debug)]
 pub struct ArmReport {
@@ -222,7 +247,8 @@ pub struct ArmReport {
     pub attempts: usize,
     /// GETs answered 503 (the instance was past its cap).
     pub overloaded: usize,
-    /// GETs whose connection was refused (a dead candidate's, every one).
+    /// GETs whose connection was refused (a dead candidate's, every one; a crashed instance's
+    /// once it is down).
     pub refused: usize,
     /// Successes per instance, in the order of [`Backends::names`].
     pub ok_per_instance: Vec<usize>,
@@ -488,8 +514,8 @@ pub async fn compare(backends: &Backends, options: &Options) -> Result<Compariso
             return Err("the adaptive arm's config does not set [adaptive] enabled = true".into());
         }
         let limits = Limits::default();
-        let report =
-            through_coordinator("adaptive", config, limits, &names, &uris, options).await?;
+        let arm = through_coordinator("adaptive", config, limits, &names, &uris, options);
+        let report = with_crash(backends, options, arm).await?;
         comparison.adaptive = Some(report);
     }
     if options.runs("static") {
@@ -499,16 +525,53 @@ pub async fn compare(backends: &Backends, options: &Options) -> Result<Compariso
                 ..Limits::default()
             };
             let name = format!("static {limit}");
-            let report =
-                through_coordinator(&name, Config::default(), limits, &names, &uris, options)
-                    .await?;
+            let arm = through_coordinator(&name, Config::default(), limits, &names, &uris, options);
+            let report = with_crash(backends, options, arm).await?;
             comparison.statics.push(report);
         }
     }
     if options.runs("tower") {
-        comparison.tower = Some(through_tower(&uris, options).await?);
+        let arm = through_tower(&uris, options);
+        comparison.tower = Some(with_crash(backends, options, arm).await?);
     }
     Ok(comparison)
+}
+
+/// Runs one arm; with `--crash MS`, kills the last nginx instance MS milliseconds after the
+/// arm starts and starts it again (waiting until it answers) once the arm is over, before the
+/// next one.
+async fn with_crash(
+    backends: &Backends,
+    options: &Options,
+    arm: impl Future<Output = Result<ArmReport, String>>,
+) -> Result<ArmReport, String> {
+    let Some(ms) = options.crash_after_ms else {
+        return arm.await;
+    };
+    let last = backends.fleet.instances.len() - 1;
+    let crash = async {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        backends.fleet.stop(last)
+    };
+    tokio::pin!(arm);
+    let report = tokio::select! {
+        report = &mut arm => report,
+        stopped = crash => match stopped {
+            Ok(()) => arm.await,
+            Err(e) => Err(e),
+        },
+    };
+    let crashed = !backends.fleet.instances[last].running();
+    backends.fleet.restart(last)?;
+    let report = report?;
+    if !crashed {
+        eprintln!(
+            "http_fleet: {} ended in {} ms, before the crash at {ms} ms: no crash in this arm",
+            report.name,
+            report.elapsed.as_millis()
+        );
+    }
+    Ok(report)
 }
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
@@ -529,8 +592,8 @@ pub struct Attempt {
     pub instance: usize,
     /// The status, or `None` if the request failed in transport.
     pub status: Option<StatusCode>,
-    /// A transport failure was in connecting: a refused connection (a dead candidate's, or
-    /// any other connect error).
+    /// A transport failure was in connecting: a refused connection (a dead candidate's, a
+    /// crashed instance's, or any other connect error).
     pub refused: bool,
     /// No answer within [`TIMEOUT`].
     pub timed_out: bool,
@@ -916,7 +979,7 @@ fn start(options: &Options) -> Result<Backends, String> {
     let caps: Vec<String> = options.caps.iter().map(|c| c.to_string()).collect();
     let dead: Vec<String> = backends.dead.iter().map(|d| d.port.to_string()).collect();
     eprintln!(
-        "{} nginx instances (caps {}) in {}{}, {} ms service, {} requests from {} workers per arm{}",
+        "{} nginx instances (caps {}) in {}{}, {} ms service, {} requests from {} workers per arm{}{}",
         options.caps.len(),
         caps.join("/"),
         backends.fleet.dir().display(),
@@ -934,6 +997,10 @@ fn start(options: &Options) -> Result<Backends, String> {
         options.workers,
         options.stalls.map_or(String::new(), |(e, m)| format!(
             ", client stalls of up to {m} ms every {e} ms on average"
+        )),
+        options.crash_after_ms.map_or(String::new(), |ms| format!(
+            ", nginx-{} killed {ms} ms into each arm and restarted after it",
+            options.caps.len() - 1
         ))
     );
     Ok(backends)

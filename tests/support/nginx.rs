@@ -7,7 +7,9 @@
 //! `libnginx-mod-http-echo` installs it) and answers 503 at once past its concurrency cap
 //! (`limit_conn` on one zone per instance; idle keep-alive connections do not count, so the
 //! cap is on requests in service). [`Fleet`] kills every instance when dropped, also while a
-//! panic unwinds, and then removes its directory.
+//! panic unwinds, and then removes its directory. [`Fleet::stop`] kills one instance (its port
+//! then refuses every connection, a crashed server) and [`Fleet::restart`] starts it again on
+//! the same port with the same config.
 //!
 //! On Linux each instance also dies with the thread that started it (`PR_SET_PDEATHSIG`, set
 //! between fork and exec): when the process is killed outright (SIGKILL, or a signal it does
@@ -21,6 +23,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Where Debian's `libnginx-mod-http-echo` installs the echo module.
@@ -77,11 +80,32 @@ pub struct Instance {
     pub port: u16,
     /// Requests it serves at once; more are answered 503.
     pub cap: u32,
-    child: Child,
+    /// The running process; `None` while stopped ([`Fleet::stop`]). Behind a lock so that a
+    /// shared fleet can be stopped and restarted while arms run over it.
+    child: Mutex<Option<Child>>,
     prefix: PathBuf,
 }
 
 impl Instance {
+    fn child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether it runs (not stopped by [`Fleet::stop`]).
+    pub fn running(&self) -> bool {
+        self.child().is_some()
+    }
+
+    /// Kills the process and reaps it, if it runs.
+    fn kill(&self) {
+        if let Some(mut child) = self.child().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// `http://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
@@ -93,6 +117,8 @@ impl Instance {
 pub struct Fleet {
     /// The instances, in the order of the caps given to [`Fleet::start`].
     pub instances: Vec<Instance>,
+    /// The `nginx` binary, for [`Fleet::restart`].
+    binary: PathBuf,
     /// Holds the prefix directories; declared last, so removed after the instances stop.
     dir: tempfile::TempDir,
 }
@@ -111,6 +137,7 @@ impl Fleet {
             .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
         let mut fleet = Fleet {
             instances: Vec::with_capacity(caps.len()),
+            binary: binary.clone(),
             dir,
         };
         for (i, &cap) in caps.iter().enumerate() {
@@ -125,13 +152,58 @@ impl Fleet {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Kills instance `i` (SIGKILL, as a crash): from then on its port refuses every
+    /// connection, and requests in service on it end without an answer. Does nothing if it is
+    /// stopped already.
+    pub fn stop(&self, i: usize) -> Result<(), String> {
+        self.instance(i)?.kill();
+        Ok(())
+    }
+
+    /// Starts instance `i` again, on the same port with the same config, and waits until it
+    /// answers, as [`Fleet::start`] does; does nothing if it runs. Call it on the thread that
+    /// started the fleet (the instance dies with that thread).
+    pub fn restart(&self, i: usize) -> Result<(), String> {
+        let instance = self.instance(i)?;
+        if instance.running() {
+            return Ok(());
+        }
+        let conf = instance.prefix.join("nginx.conf");
+        let mut last_error = String::new();
+        // The port was just released: a socket still closing on it is no obstacle to nginx
+        // (it binds with `SO_REUSEADDR`), but give a transient failure a second chance.
+        for attempt in 0..START_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let child = spawn(&self.binary, &instance.prefix, &conf)?;
+            *instance.child() = Some(child);
+            match wait_until_answers(instance) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    instance.kill();
+                    last_error = e;
+                }
+            }
+        }
+        Err(format!("restarting nginx-{i}: {last_error}"))
+    }
+
+    fn instance(&self, i: usize) -> Result<&Instance, String> {
+        self.instances.get(i).ok_or_else(|| {
+            format!(
+                "no instance {i} in a fleet of {} instances",
+                self.instances.len()
+            )
+        })
+    }
 }
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        for instance in &mut self.instances {
-            let _ = instance.child.kill();
-            let _ = instance.child.wait();
+        for instance in &self.instances {
+            instance.kill();
         }
     }
 }
@@ -193,38 +265,42 @@ fn start_instance(
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, config(prefix, port, cap, sleep_ms))
             .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
-        let mut command = Command::new(binary);
-        die_with_parent(&mut command);
-        let child = command
-            .arg("-p")
-            .arg(prefix)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(prefix.join("logs/error.log"))
-            .arg("-g")
-            .arg("daemon off;")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-        let mut instance = Instance {
+        let child = spawn(binary, prefix, &conf)?;
+        let instance = Instance {
             port,
             cap,
-            child,
+            child: Mutex::new(Some(child)),
             prefix: prefix.to_path_buf(),
         };
-        match wait_until_answers(&mut instance) {
+        match wait_until_answers(&instance) {
             Ok(()) => return Ok(instance),
             Err(e) => {
-                let _ = instance.child.kill();
-                let _ = instance.child.wait();
+                instance.kill();
                 last_error = e;
             }
         }
     }
     Err(last_error)
+}
+
+/// Runs `nginx` in the foreground on the config `conf`, in `prefix`.
+fn spawn(binary: &Path, prefix: &Path, conf: &Path) -> Result<Child, String> {
+    let mut command = Command::new(binary);
+    die_with_parent(&mut command);
+    command
+        .arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(conf)
+        .arg("-e")
+        .arg(prefix.join("logs/error.log"))
+        .arg("-g")
+        .arg("daemon off;")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))
 }
 
 /// Puts the instance in a process group of its own (a Ctrl-C at the terminal is the program's
@@ -260,11 +336,15 @@ fn die_with_parent(command: &mut Command) {
 }
 
 /// Polls `GET /` until a 200 comes back, the process exits, or [`START_TIMEOUT`] passes.
-fn wait_until_answers(instance: &mut Instance) -> Result<(), String> {
+fn wait_until_answers(instance: &Instance) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, instance.port));
     loop {
-        if let Ok(Some(status)) = instance.child.try_wait() {
+        let exited = match instance.child().as_mut() {
+            Some(child) => child.try_wait(),
+            None => return Err(format!("nginx on port {} is stopped", instance.port)),
+        };
+        if let Ok(Some(status)) = exited {
             let log =
                 std::fs::read_to_string(instance.prefix.join("logs/error.log")).unwrap_or_default();
             return Err(format!(
