@@ -172,15 +172,26 @@ fn grant_to(core: &mut Core, rng: &mut SmallRng, now: Instant, id: &str) -> Atte
 fn a_roll_without_weight_among_the_free_waits_for_the_busy_candidate() {
     let (mut core, mut rng, now, busy) = busy_and_dead(0.0);
     assert_eq!(core.candidate(&"good".into()).unwrap().in_flight, 1);
-    core.ready(Request::any(), now, &mut rng).unwrap();
-    assert!(core.poll_event().is_none(), "granted to the dead candidate");
+    waits_for_good(&mut core, &mut rng, now, busy, Request::any());
+}
+
+/// Asks for `request` while only `dead` is free: the request waits (as the no-stuck-request
+/// check allows) and is granted to `good` when its attempt `busy` ends.
+fn waits_for_good(
+    core: &mut Core,
+    rng: &mut SmallRng,
+    now: Instant,
+    busy: AttemptId,
+    request: Request,
+) {
+    core.ready(request, now, rng).unwrap();
+    assert!(core.poll_event().is_none(), "granted to dead");
     assert_eq!(core.waiting(), 1);
     assert!(core.counters().waited_for_weight >= 1);
-    // Waiting is what the no-stuck-request check allows.
     assert!(!core.any_servable_waiting());
     let later = now + Duration::from_millis(20);
     core.outcome(busy, answered(), later).unwrap();
-    core.done(busy, Next::Finish, later, &mut rng).unwrap();
+    core.done(busy, Next::Finish, later, rng).unwrap();
     match core.poll_event() {
         Some(Event::Granted(g)) => assert_eq!(g.candidate.as_str(), "good"),
         other => panic!("expected the waiting request granted to good, got {other:?}"),
@@ -242,20 +253,7 @@ fn a_roll_that_picks_a_candidate_failing_past_hope_waits_for_the_busy_one() {
         } else {
             Request::any()
         };
-        core.ready(request, now, &mut rng).unwrap();
-        assert!(
-            core.poll_event().is_none(),
-            "granted to the failing candidate (subset {subset})"
-        );
-        assert!(core.counters().waited_for_weight >= 1);
-        assert!(!core.any_servable_waiting());
-        let later = now + Duration::from_millis(20);
-        core.outcome(busy, answered(), later).unwrap();
-        core.done(busy, Next::Finish, later, &mut rng).unwrap();
-        match core.poll_event() {
-            Some(Event::Granted(g)) => assert_eq!(g.candidate.as_str(), "good"),
-            other => panic!("expected the waiting request granted to good, got {other:?}"),
-        }
+        waits_for_good(&mut core, &mut rng, now, busy, request);
     }
 }
 
